@@ -1,0 +1,34 @@
+"""flowjob core: the job IR, tracer, plugin host, autodiff, planner, executor and numpy backend.
+
+Explicit re-exports only; nothing is created at import (sessions and plugin managers are
+made on first use).
+"""
+from flowjob_core import dtypes, scope, settings
+from flowjob_core.autodiff import GradContext
+from flowjob_core.blob import Blob
+from flowjob_core.config import FunctionConfig, function_config
+from flowjob_core.errors import (
+    CheckpointError, ConfigError, FlowjobError, JobArgumentError, JobDefinitionError, JobReturnError,
+    MissingPackageError, OpBuildError, PluginError, ShapeError, VariableError)
+from flowjob_core.executor import PendingCall
+from flowjob_core.function import JobFunction, global_function
+from flowjob_core.ir import BlobSpec, Intent, Job, Node, SideOutput
+from flowjob_core.opdef import KernelContext, OpDef
+from flowjob_core.plugin import ENTRY_POINT_GROUP, hookimpl, make_plugin_manager
+from flowjob_core.registry import Backend
+from flowjob_core.results import InputSpec, ParamKind, ReturnKind
+from flowjob_core.session import Session, clear_default_session, get_default_session, sync_default_session
+from flowjob_core.tracing import apply, current_builder, maybe_builder
+from flowjob_core.variables import add_loss, get_variable
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backend", "Blob", "BlobSpec", "CheckpointError", "ConfigError", "ENTRY_POINT_GROUP", "FlowjobError",
+    "FunctionConfig", "GradContext", "InputSpec", "Intent", "Job", "JobArgumentError", "JobDefinitionError",
+    "JobFunction", "JobReturnError", "KernelContext", "MissingPackageError", "Node", "OpBuildError", "OpDef",
+    "ParamKind", "PendingCall", "PluginError", "ReturnKind", "Session", "ShapeError", "SideOutput",
+    "VariableError", "add_loss", "apply", "clear_default_session", "current_builder", "dtypes",
+    "function_config", "get_default_session", "get_variable", "global_function", "hookimpl",
+    "make_plugin_manager", "maybe_builder", "scope", "settings", "sync_default_session",
+]

@@ -1,0 +1,1 @@
+"""Backends shipped with core: numpy, the embedded default."""

@@ -1,0 +1,74 @@
+"""Symbolic blobs: what a job body computes with while it is traced."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from flowjob_core.errors import FlowjobError
+from flowjob_core.ir import BlobSpec
+
+if TYPE_CHECKING:
+    from flowjob_core.tracing import JobBuilder
+
+
+class Blob:
+    """A value of the job being traced: logical blob name, static shape and dtype, no data."""
+
+    __slots__ = ("lbn", "spec", "builder", "batch_axis", "device", "__weakref__")
+
+    def __init__(self, lbn: str, spec: BlobSpec, builder: "JobBuilder", batch_axis: int | None = 0,
+                 device: str = "cpu") -> None:
+        self.lbn = lbn
+        self.spec = spec
+        self.builder = builder
+        self.batch_axis = batch_axis
+        self.device = device
+
+    shape = property(lambda self: self.spec.shape)
+    dtype = property(lambda self: self.spec.dtype)
+    logical_blob_name = property(lambda self: self.lbn)
+    unique_name = property(lambda self: self.lbn)
+    op_name = property(lambda self: self.lbn.split("/", 1)[0])
+    blob_name = property(lambda self: self.lbn.split("/", 1)[1])
+    job_name = property(lambda self: self.builder.job.name)
+    location = property(lambda self: self.device)
+
+    @property
+    def is_dynamic(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"Blob(lbn={self.lbn!r}, shape={self.shape}, dtype={self.dtype})"
+
+    def _operator(self, dunder: str, *args: Any) -> Any:
+        fn = self.builder.registries.ops.operators.get(dunder)
+        if fn is None:
+            raise FlowjobError(
+                f"operator {dunder} on blob {self.lbn!r} needs an op package (pip install flowjob-ops)")
+        return fn(self, *args)
+
+    def __bool__(self) -> bool:
+        raise FlowjobError(
+            f"blob {self.lbn!r} has no value while the job is traced; use flow.watch or return it to see data")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise FlowjobError(
+            f"blob {self.lbn!r} is symbolic inside a global function (lazy mode); return it or flow.watch it")
+
+    __hash__ = object.__hash__
+
+
+def _make_operator(dunder: str) -> Any:
+    def method(self: Blob, *args: Any) -> Any:
+        return self._operator(dunder, *args)
+
+    method.__name__ = dunder
+    return method
+
+
+for _dunder in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+                "__rtruediv__", "__neg__", "__pow__", "__matmul__", "__rmatmul__", "__getitem__",
+                "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
+    setattr(Blob, _dunder, _make_operator(_dunder))
+del _dunder

@@ -1,0 +1,206 @@
+"""``flow.global_function``: define a job, trace it on its first call, run it on every call."""
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import threading
+from typing import Any, Callable
+
+from flowjob_core import naming
+from flowjob_core.config import FunctionConfig
+from flowjob_core.errors import (
+    FlowjobError, JobArgumentError, JobDefinitionError, JobReturnError, MissingPackageError)
+from flowjob_core.ir import BlobSpec, Job
+from flowjob_core.passes import PassContext, run_passes
+from flowjob_core.planner import Plan, build_plan
+from flowjob_core.session import Session, get_default_session
+from flowjob_core.tracing import JobBuilder
+
+JOB_TYPES = ("predict", "train")
+
+
+class _Param:
+    __slots__ = ("name", "kind", "specs")
+
+    def __init__(self, name: str, kind: Any) -> None:
+        self.name = name
+        self.kind = kind
+        self.specs = list(kind.input_specs())
+
+
+class JobFunction:
+    """A decorated job function. Calling it feeds the inputs and runs one step."""
+
+    def __init__(self, func: Callable[..., Any], job_type: str, config: FunctionConfig | None,
+                 session: Session) -> None:
+        self.func = func
+        self.name = func.__name__
+        self.type = job_type
+        self.config = copy.deepcopy(config) if config is not None else FunctionConfig()
+        self.session = session
+        self._trace_lock = threading.Lock()
+        self._job: Job | None = None
+        self._plan: Plan | None = None
+        self.params, self.return_kind = self._read_signature()
+        functools.update_wrapper(self, func)
+        session.register_function(self)
+
+    # definition -----------------------------------------------------------
+    def _read_signature(self) -> tuple[list[_Param], Any]:
+        kinds = self.session.registries.result_kinds
+        if not kinds.param_matchers and not kinds.return_matchers:
+            raise MissingPackageError(
+                f"global function {self.name!r}: no result kinds are registered; "
+                f"pip install flowjob-typing (or the flowjob distribution)")
+        try:
+            sig = inspect.signature(self.func, eval_str=True)
+        except (NameError, TypeError) as exc:
+            raise JobDefinitionError(f"global function {self.name!r}: cannot read its signature: {exc}") from None
+        params = []
+        for p in sig.parameters.values():
+            where = f"global function {self.name!r}, parameter {p.name!r}"
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                raise JobDefinitionError(f"{where}: *args, **kwargs and keyword-only parameters are not supported")
+            if p.annotation is not p.empty:
+                kind = kinds.param_kind(p.annotation)
+                if kind is None:
+                    raise JobDefinitionError(
+                        f"{where}: invalid parameter annotation {p.annotation!r}; expected "
+                        f"tp.Numpy.Placeholder(shape, dtype), tp.ListNumpy.Placeholder(...), "
+                        f"tp.ListListNumpy.Placeholder(...) or a typing.Tuple of them")
+            elif p.default is not p.empty:
+                kind = kinds.default_kind(p.default)
+                if kind is None:
+                    raise JobDefinitionError(
+                        f"{where}: default {p.default!r} is not an input definition; write "
+                        f"'{p.name}: tp.Numpy.Placeholder(shape)' (note the colon) or "
+                        f"'{p.name}=flow.FixedTensorDef(shape)'")
+            else:
+                raise JobDefinitionError(
+                    f"{where} has no annotation: write '{p.name}: tp.Numpy.Placeholder(shape, dtype=...)'")
+            params.append(_Param(p.name, kind))
+        ret = kinds.return_kind(sig.return_annotation)
+        if ret is None:
+            raise JobDefinitionError(
+                f"global function {self.name!r}: invalid return annotation {sig.return_annotation!r}; "
+                f"expected None, tp.Numpy, tp.ListNumpy, tp.ListListNumpy, typing.Tuple/List/Dict of them, "
+                f"tp.Bundle[...] or tp.Callback[...]")
+        return params, ret
+
+    # tracing and planning -------------------------------------------------
+    def ensure_traced(self) -> Job:
+        with self._trace_lock:
+            if self._job is None:
+                self._job = self._trace()
+            return self._job
+
+    def _trace(self) -> Job:
+        session = self.session
+        job = Job(self.name, self.type, config=self.config)
+        placement = self.config.get("default_placement_scope")
+        default_device = placement.device_tag if placement is not None else session.backend.tag
+        builder = JobBuilder(job, session, default_device)
+        with builder.activate(), (placement if placement is not None else _nothing()):
+            args = []
+            for param in self.params:
+                blobs = [builder.add_placeholder(BlobSpec(s.shape, s.dtype), param=param.name, batch_axis=s.batch_axis,
+                                                 name=s.name)
+                         for s in param.specs]
+                args.append(param.kind.build(blobs))
+            value = self.func(*args)
+            where = f"global function {self.name!r}"
+            fetched = self.return_kind.flatten(value, where)
+            for blob in fetched:
+                (ret,) = builder.add_op("return", [blob], scoped_name=naming.unique_name("Return"),
+                                        source=f"return of {self.name!r}")
+                job.returns.append(ret.lbn)
+        devices = {n.device for n in job.nodes}
+        if "gpu" in devices:
+            session.note_device_request("gpu")
+        session.pm.hook.flowjob_job_traced(job=job)
+        return job
+
+    def plan(self) -> Plan:
+        if self._plan is None:
+            job = self.ensure_traced()
+            with self._trace_lock:
+                if self._plan is None:
+                    ctx = PassContext(self.session, self.session.registries, self.session.backend)
+                    final = run_passes(job, ctx)
+                    plan = build_plan(final, self.session.backend, self.session.registries, self.session.variables)
+                    self.session.pm.hook.flowjob_plan_built(job=final, plan=plan)
+                    self._plan = plan
+        return self._plan
+
+    # calling --------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        session = self.session
+        if session.closed:
+            raise FlowjobError(f"global function {self.name!r} belongs to a closed session "
+                               f"(flow.clear_default_session() was called); define it again")
+        if kwargs:
+            raise JobArgumentError(f"global function {self.name!r} takes positional arguments only, "
+                                   f"got keyword arguments {sorted(kwargs)}")
+        if len(args) != len(self.params):
+            raise JobArgumentError(f"global function {self.name!r} takes {len(self.params)} argument(s) "
+                                   f"({', '.join(p.name for p in self.params)}), got {len(args)}")
+        feeds: list[Any] = []
+        for param, arg in zip(self.params, args):
+            feeds.extend(param.kind.feed(arg, f"global function {self.name!r}, argument {param.name!r}"))
+        plan = self.plan()
+        backend = plan.backend
+        if backend.tag != "cpu":
+            feeds = [backend.from_host(f) for f in feeds]
+        to_host = backend.to_host
+        consumers = plan.side_consumers
+        report = session.report_error
+
+        def compute() -> Any:
+            return plan.run(feeds)
+
+        def deliver(raw: Any) -> list[Any]:
+            returns, sides = raw
+            for consume, value in zip(consumers, sides):
+                try:
+                    consume(to_host(value))
+                except BaseException as exc:  # kept for the next synchronous point
+                    report(exc)
+            return [to_host(v) for v in returns]
+
+        kind = self.return_kind
+        pending = session.executor.submit(compute, deliver, wait=kind.waits)
+        return kind.launch(pending, f"global function {self.name!r}")
+
+    def __repr__(self) -> str:
+        return f"<global function {self.name} ({self.type})>"
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def global_function(type: Any = "predict", function_config: FunctionConfig | None = None) -> Any:  # noqa: A002
+    """Decorate a job function: ``@flow.global_function(type="train", function_config=cfg)``.
+
+    The legacy forms ``@flow.global_function(cfg)`` (a config as first argument; training
+    when ``cfg.train.*`` was set) and a bare ``@flow.global_function`` also work.
+    """
+    if callable(type) and not isinstance(type, FunctionConfig):
+        return global_function()(type)
+    if isinstance(type, FunctionConfig):
+        function_config, type = type, ("train" if type.train.is_set else "predict")
+    if type not in JOB_TYPES:
+        raise JobDefinitionError(f"global_function: type must be 'predict' or 'train', got {type!r}")
+    if function_config is not None and not isinstance(function_config, FunctionConfig):
+        raise JobDefinitionError(f"global_function: function_config must come from flow.function_config(), "
+                                 f"got {function_config!r}")
+
+    def decorate(func: Callable[..., Any]) -> JobFunction:
+        return JobFunction(func, type, function_config, get_default_session())
+
+    return decorate

@@ -1,0 +1,99 @@
+"""The flowjob plugin API.
+
+A plugin is a module or object with functions named like the specs below and marked with
+``flowjob_core.hookimpl``. Third-party packages are found through the ``flowjob`` entry-point
+group (``[project.entry-points.flowjob] my_ops = "my_ops.plugin"``); the packages of this
+repository register the same way, and core's own built-ins are registered by name.
+
+Registration hooks run once per session, when the session gathers its registries. The
+other hooks run while tracing and planning. None runs per op per step: plans hold plain
+callables. An implementation may take fewer arguments than its spec.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from flowjob_core.ir import Job
+    from flowjob_core.registry import (
+        Backend, BackendRegistry, KernelRegistry, OpRegistry, PassRegistry, ResultKindRegistry,
+        WatchSinkRegistry)
+
+PROJECT = "flowjob"
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+@hookspec
+def flowjob_add_ops(registry: "OpRegistry") -> None:
+    """Register op records with ``registry.add(OpDef(...))``.
+
+    An ``OpDef`` holds the op's shape and dtype inference, its gradient rule (graph nodes)
+    or the ``not_differentiable`` mark, and a kernel builder written against ``xp``.
+    ``registry.add_operator("__add__", fn)`` makes a Python operator on symbolic blobs call
+    ``fn``. Registering a name twice is an error naming both plugins.
+    """
+
+
+@hookspec
+def flowjob_add_kernels(registry: "KernelRegistry") -> None:
+    """Register backend-specific kernel builders: ``registry.add(op_name, backend_tag, builder)``.
+
+    A builder registered for a tag replaces the op's own kernel on that backend only;
+    ``"*"`` replaces it everywhere.
+    """
+
+
+@hookspec
+def flowjob_add_backends(registry: "BackendRegistry") -> None:
+    """Register devices: ``registry.add(Backend(tag="gpu", xp=cupy, ...))``.
+
+    Register a backend only where it can run (the gpu package checks for a device first).
+    """
+
+
+@hookspec
+def flowjob_add_passes(registry: "PassRegistry") -> None:
+    """Register graph passes: ``registry.add(name, run, after="autodiff", before="dce")``.
+
+    ``run(job, ctx)`` receives a copy of the traced ``Job`` and a ``PassContext`` and
+    mutates the job in place. Core's passes are ``verify``, ``autodiff``, ``dce`` and
+    ``verify-final``; place yours relative to them or to another plugin's.
+    """
+
+
+@hookspec
+def flowjob_add_result_kinds(registry: "ResultKindRegistry") -> None:
+    """Register annotation matchers for parameters, returns and watch-handler values.
+
+    ``add_param_kind(matcher)``: annotation -> ParamKind (placeholders and feeding).
+    ``add_default_kind(matcher)``: legacy default value (``FixedTensorDef``) -> ParamKind.
+    ``add_return_kind(matcher)``: return annotation -> ReturnKind (how results are delivered).
+    ``add_value_converter(matcher)``: handler annotation -> converter of a watched value.
+    """
+
+
+@hookspec
+def flowjob_add_watch_sinks(registry: "WatchSinkRegistry") -> None:
+    """Register watch sinks: ``registry.add(name, factory)``; ``factory(target, **options)``
+    returns ``consume(value, blob_def)`` called once per step with the watched value."""
+
+
+@hookspec(firstresult=True)
+def flowjob_select_backend(device_tag: str, backends: "BackendRegistry") -> "Backend | None":
+    """Choose the backend that runs a job placed on ``device_tag``; the first non-None answer wins.
+
+    Core's default answers the backend registered under that tag, or the CPU one with a
+    warning when none is.
+    """
+
+
+@hookspec
+def flowjob_job_traced(job: "Job") -> None:
+    """Observe a job right after its body was traced (before any pass)."""
+
+
+@hookspec
+def flowjob_plan_built(job: "Job", plan: Any) -> None:
+    """Observe a plan once it is built (after every pass), for logging or checks."""

@@ -1,0 +1,129 @@
+"""The job IR: placeholders, variables, single-assignment op nodes, returns and recorded intents."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class BlobSpec:
+    """Static shape and dtype of a value."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __str__(self) -> str:
+        return f"{self.shape}:{self.dtype}"
+
+
+@dataclass
+class Node:
+    """One op application. Inputs and outputs are logical blob names (lbns)."""
+
+    op: str
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    device: str = "cpu"
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """A job input: one array fed per call."""
+
+    name: str
+    lbn: str
+    spec: BlobSpec
+    batch_axis: int | None = 0
+    param: str = ""  # the Python parameter it belongs to
+
+
+@dataclass
+class VariableDef:
+    """A persistent value shared by name across the jobs of a session."""
+
+    name: str
+    spec: BlobSpec
+    initializer: Any = None
+    trainable: bool = True
+    lbn: str = ""
+
+
+@dataclass
+class Intent:
+    """Something the body asked for that a pass carries out (minimize, watch, watch_diff, ...)."""
+
+    kind: str
+    payload: dict[str, Any]
+    source: str = ""
+
+
+@dataclass
+class SideOutput:
+    """A value copied out of every step and handed to ``consumer`` after the step (watchers)."""
+
+    lbn: str
+    consumer: Callable[[Any], None]
+    label: str = ""
+
+
+@dataclass
+class Job:
+    name: str
+    type: str = "predict"
+    placeholders: list[Placeholder] = field(default_factory=list)
+    variables: dict[str, VariableDef] = field(default_factory=dict)
+    nodes: list[Node] = field(default_factory=list)
+    specs: dict[str, BlobSpec] = field(default_factory=dict)
+    returns: list[str] = field(default_factory=list)
+    intents: list[Intent] = field(default_factory=list)
+    losses: list[str] = field(default_factory=list)
+    grad_targets: list[str] = field(default_factory=list)
+    grads: dict[str, str] = field(default_factory=dict)  # lbn -> raw gradient lbn
+    variable_grads: dict[str, str] = field(default_factory=dict)  # variable name -> scaled gradient lbn
+    side_outputs: list[SideOutput] = field(default_factory=list)
+    config: Any = None
+
+    def producer(self) -> dict[str, Node]:
+        return {out: node for node in self.nodes for out in node.outputs}
+
+    def consumers(self) -> dict[str, list[Node]]:
+        users: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for lbn in node.inputs:
+                users.setdefault(lbn, []).append(node)
+        return users
+
+    def copy(self) -> "Job":
+        """A copy whose lists and dicts can be changed by passes without touching the traced job."""
+        return dataclasses.replace(
+            self,
+            placeholders=list(self.placeholders),
+            variables=dict(self.variables),
+            nodes=[dataclasses.replace(n, attrs=dict(n.attrs)) for n in self.nodes],
+            specs=dict(self.specs),
+            returns=list(self.returns),
+            intents=list(self.intents),
+            losses=list(self.losses),
+            grad_targets=list(self.grad_targets),
+            grads=dict(self.grads),
+            variable_grads=dict(self.variable_grads),
+            side_outputs=list(self.side_outputs),
+        )

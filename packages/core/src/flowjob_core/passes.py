@@ -1,0 +1,90 @@
+"""Core's graph passes (verify, autodiff, dead-code elimination) and the pipeline that runs all passes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from flowjob_core.autodiff import differentiate
+from flowjob_core.errors import FlowjobError
+from flowjob_core.ir import Job
+from flowjob_core.plugin import hookimpl
+
+if TYPE_CHECKING:
+    from flowjob_core.registry import Registries
+    from flowjob_core.session import Session
+
+
+@dataclass
+class PassContext:
+    session: "Session"
+    registries: "Registries"
+    backend: Any = None
+
+
+class VerificationError(FlowjobError):
+    """The job IR breaks an invariant (a bug in a pass or plugin, not in the user's program)."""
+
+
+def verify(job: Job, ctx: PassContext) -> None:
+    """Single assignment, defined-before-use, registered ops, and inference that still agrees."""
+    ops = ctx.registries.ops
+    defined: set[str] = set()
+    names: set[str] = set()
+    for node in job.nodes:
+        where = f"job {job.name!r}, node {node.name!r} ({node.op})"
+        if node.name in names:
+            raise VerificationError(f"{where}: node name used twice")
+        names.add(node.name)
+        if node.op not in ops:
+            raise VerificationError(f"{where}: op is not registered")
+        for lbn in node.inputs:
+            if lbn not in defined:
+                raise VerificationError(f"{where}: input {lbn!r} is used before it is defined")
+        specs = tuple(ops[node.op].infer(tuple(job.specs[i] for i in node.inputs), node.attrs))
+        if len(specs) != len(node.outputs):
+            raise VerificationError(f"{where}: inference gives {len(specs)} outputs, node has {len(node.outputs)}")
+        for lbn, spec in zip(node.outputs, specs):
+            if lbn in defined:
+                raise VerificationError(f"{where}: {lbn!r} is assigned twice")
+            if job.specs.get(lbn) != spec:
+                raise VerificationError(f"{where}: {lbn!r} recorded as {job.specs.get(lbn)}, inference gives {spec}")
+            defined.add(lbn)
+    for lbn in job.returns + [s.lbn for s in job.side_outputs] + job.losses:
+        if lbn not in defined:
+            raise VerificationError(f"job {job.name!r}: {lbn!r} is used as a result but never defined")
+    placeholder_lbns = [p.lbn for p in job.placeholders]
+    if len(set(placeholder_lbns)) != len(placeholder_lbns):
+        raise VerificationError(f"job {job.name!r}: a placeholder is listed twice")
+
+
+def eliminate_dead_code(job: Job, ctx: PassContext) -> None:
+    """Drop nodes nothing needs; returns, fetched values, effects and placeholders are kept."""
+    ops = ctx.registries.ops
+    live = set(job.returns) | {s.lbn for s in job.side_outputs}
+    kept = []
+    for node in reversed(job.nodes):
+        opdef = ops[node.op]
+        if opdef.effect or opdef.mutates or node.op == "input" or any(o in live for o in node.outputs):
+            kept.append(node)
+            live.update(node.inputs)
+    kept.reverse()
+    removed = {o for n in job.nodes if n not in kept for o in n.outputs}
+    job.nodes = kept
+    for lbn in removed:
+        job.specs.pop(lbn, None)
+
+
+def run_passes(job: Job, ctx: PassContext) -> Job:
+    """Run every registered pass in order on a copy of the traced job."""
+    job = job.copy()
+    for spec in ctx.registries.passes.ordered():
+        spec.run(job, ctx)
+    return job
+
+
+@hookimpl
+def flowjob_add_passes(registry: Any) -> None:
+    registry.add("verify", verify)
+    registry.add("autodiff", differentiate, after="verify")
+    registry.add("dce", eliminate_dead_code, after="autodiff")
+    registry.add("verify-final", verify, after="dce")

@@ -1,0 +1,246 @@
+"""From a job to a plan: a schedule, a buffer plan and one generated Python step function.
+
+The step function is straight-line code, one kernel call per node with values in local
+variables, so executing an op costs one Python call and nothing else: no graph walk, no
+dict lookups, no hook calls.
+"""
+from __future__ import annotations
+
+import heapq
+import linecache
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from flowjob_core.errors import FlowjobError
+from flowjob_core.ir import Job, Node
+from flowjob_core.opdef import KernelContext
+
+if TYPE_CHECKING:
+    from flowjob_core.registry import Backend, Registries
+    from flowjob_core.variables import VariableStore
+
+
+class StepError(FlowjobError, RuntimeError):
+    """A kernel failed while a step ran; names the job, the op and the user's source line."""
+
+
+def schedule(job: Job, registries: "Registries") -> list[Node]:
+    """Job order, except that a node writing a value in place runs after every other reader of it."""
+    ops = registries.ops
+    index = {id(n): i for i, n in enumerate(job.nodes)}
+    producer: dict[str, int] = {}
+    root: dict[str, str] = {}  # value -> the buffer it lives in (views share their input's)
+    deps: list[set[int]] = [set() for _ in job.nodes]
+    readers: dict[str, set[int]] = {}
+    for i, node in enumerate(job.nodes):
+        opdef = ops[node.op]
+        for lbn in node.inputs:
+            deps[i].add(producer[lbn])
+            readers.setdefault(root[lbn], set()).add(i)
+        for k, lbn in enumerate(node.outputs):
+            producer[lbn] = i
+            root[lbn] = root[node.inputs[0]] if opdef.view and node.inputs else lbn
+    mutators = set()
+    for i, node in enumerate(job.nodes):
+        for k in ops[node.op].mutates:
+            mutators.add(i)
+            for reader in readers.get(root[node.inputs[k]], ()):
+                if reader != i and ops[job.nodes[reader].op].mutates == ():
+                    deps[i].add(reader)
+    users: list[list[int]] = [[] for _ in job.nodes]
+    indegree = [0] * len(job.nodes)
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+        indegree[i] = len(d)
+    ready = [((i in mutators), i) for i, d in enumerate(indegree) if d == 0]
+    heapq.heapify(ready)
+    order: list[Node] = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(job.nodes[i])
+        for u in users[i]:
+            indegree[u] -= 1
+            if indegree[u] == 0:
+                heapq.heappush(ready, ((u in mutators), u))
+    if len(order) != len(job.nodes):
+        raise FlowjobError(f"job {job.name!r}: the graph has a cycle")
+    del index
+    return order
+
+
+@dataclass
+class BufferPlan:
+    """Which arena slot each value's output buffer uses; slots are shared by disjoint lifetimes."""
+
+    slot_of: dict[str, int] = field(default_factory=dict)
+    slot_nbytes: list[int] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.slot_nbytes)
+
+
+def plan_buffers(job: Job, order: list[Node], registries: "Registries") -> BufferPlan:
+    ops = registries.ops
+    root: dict[str, str] = {}
+    last_use: dict[str, int] = {}
+    for t, node in enumerate(order):
+        opdef = ops[node.op]
+        for lbn in node.inputs:
+            last_use[root[lbn]] = t
+        for lbn in node.outputs:
+            root[lbn] = root[node.inputs[0]] if opdef.view and node.inputs else lbn
+            last_use.setdefault(root[lbn], t)
+    for lbn in job.returns + [s.lbn for s in job.side_outputs]:
+        last_use[root[lbn]] = len(order)  # read after the step: never shared
+    plan = BufferPlan()
+    free: dict[int, list[int]] = {}  # nbytes -> free slots
+    release_at: dict[int, list[str]] = {}
+    for r, t in last_use.items():
+        release_at.setdefault(t, []).append(r)
+    for t, node in enumerate(order):
+        opdef = ops[node.op]
+        if not opdef.view:
+            for lbn in node.outputs:
+                nbytes = job.specs[lbn].nbytes
+                slots = free.get(nbytes)
+                if slots:
+                    slot = slots.pop()
+                else:
+                    slot = len(plan.slot_nbytes)
+                    plan.slot_nbytes.append(nbytes)
+                plan.slot_of[lbn] = slot
+        for r in release_at.get(t, ()):
+            slot = plan.slot_of.get(r)
+            if slot is not None:
+                free.setdefault(plan.slot_nbytes[slot], []).append(slot)
+    return plan
+
+
+class Arena:
+    """Slot memory, allocated on first use, handed out as typed, shaped views."""
+
+    def __init__(self, xp: Any, buffers: BufferPlan) -> None:
+        self.xp = xp
+        self.buffers = buffers
+        self._raw: dict[int, Any] = {}
+
+    def view(self, lbn: str, spec: Any) -> Any:
+        slot = self.buffers.slot_of[lbn]
+        raw = self._raw.get(slot)
+        if raw is None:
+            raw = self._raw[slot] = self.xp.empty(max(self.buffers.slot_nbytes[slot], 1), dtype=self.xp.uint8)
+        return raw[: spec.nbytes].view(spec.dtype).reshape(spec.shape)
+
+    @property
+    def allocated_bytes(self) -> int:
+        return sum(int(r.nbytes) for r in self._raw.values())
+
+
+@dataclass
+class Plan:
+    job: Job
+    backend: "Backend"
+    order: list[Node]
+    buffers: BufferPlan
+    arena: Arena
+    step: Callable[[list[Any]], tuple[tuple[Any, ...], tuple[Any, ...]]]
+    source: str
+    kernel_count: int
+    side_consumers: list[Callable[[Any], None]]
+
+    def run(self, feeds: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        try:
+            return self.step(feeds)
+        except FlowjobError:
+            raise
+        except Exception as exc:
+            raise self._step_error(exc) from exc
+
+    def _step_error(self, exc: BaseException) -> StepError:
+        tb = exc.__traceback__
+        node = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self._filename:
+                node = self._line_nodes.get(tb.tb_lineno)
+            tb = tb.tb_next
+        if node is None:
+            return StepError(f"job {self.job.name!r}: step failed: {exc!r}")
+        return StepError(f"job {self.job.name!r}, op {node.name!r} ({node.op}) at {node.source}: "
+                         f"kernel failed: {exc!r}")
+
+    _filename: str = ""
+    _line_nodes: dict[int, Node] = field(default_factory=dict)
+
+
+def build_plan(job: Job, backend: "Backend", registries: "Registries", variables: "VariableStore") -> Plan:
+    ops, kernels = registries.ops, registries.kernels
+    order = schedule(job, registries)
+    buffers = plan_buffers(job, order, registries)
+    arena = Arena(backend.xp, buffers)
+    names: dict[str, str] = {}
+    namespace: dict[str, Any] = {}
+
+    def var(lbn: str) -> str:
+        if lbn not in names:
+            names[lbn] = f"v{len(names)}"
+        return names[lbn]
+
+    placeholder_vars = [var(p.lbn) for p in job.placeholders]
+    lines = ["def step(feeds):"]
+    if placeholder_vars:
+        lines.append(f"    {', '.join(placeholder_vars)}, = feeds")
+    line_nodes: dict[int, Node] = {}
+    kernel_count = 0
+    for t, node in enumerate(order):
+        if node.op == "input":
+            continue
+        opdef = ops[node.op]
+        builder = kernels.lookup(opdef, backend.tag)
+        if builder is None:
+            raise FlowjobError(f"job {job.name!r}: op {node.name!r} ({node.op}) has no kernel for backend "
+                               f"{backend.tag!r} ({backend.name})")
+        in_specs = tuple(job.specs[i] for i in node.inputs)
+        out_specs = tuple(job.specs[o] for o in node.outputs)
+
+        def out_buffer(k: int, _node: Node = node, _specs: tuple = out_specs) -> Any:
+            lbn = _node.outputs[k]
+            if lbn not in buffers.slot_of:
+                raise FlowjobError(f"op {_node.op!r} is a view op; its kernel may not ask for an output buffer")
+            return arena.view(lbn, _specs[k])
+
+        kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs, in_specs, out_specs, job.type,
+                             variables.array, out_buffer)
+        try:
+            fn = builder(kctx)
+        except FlowjobError:
+            raise
+        except Exception as exc:
+            raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
+                               f"{node.source} failed: {exc!r}") from exc
+        kname = f"k{kernel_count}"
+        kernel_count += 1
+        namespace[kname] = fn
+        args = ", ".join(var(i) for i in node.inputs)
+        call = f"{kname}({args})"
+        if len(node.outputs) == 1:
+            lines.append(f"    {var(node.outputs[0])} = {call}")
+        elif node.outputs:
+            lines.append(f"    {', '.join(var(o) for o in node.outputs)} = {call}")
+        else:
+            lines.append(f"    {call}")
+        line_nodes[len(lines)] = node
+    rets = "".join(f"{var(lbn)}, " for lbn in job.returns)
+    sides = "".join(f"{var(s.lbn)}, " for s in job.side_outputs)
+    lines.append(f"    return ({rets}), ({sides})")
+    source = "\n".join(lines) + "\n"
+    filename = f"<flowjob plan {job.name} {id(job):x}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # readable tracebacks
+    exec(compile(source, filename, "exec"), namespace)
+    plan = Plan(job, backend, order, buffers, arena, namespace["step"], source, kernel_count,
+                [s.consumer for s in job.side_outputs])
+    plan._filename = filename
+    plan._line_nodes = line_nodes
+    return plan

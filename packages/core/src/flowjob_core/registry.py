@@ -1,0 +1,233 @@
+"""Typed registries handed to plugins by the registration hooks, gathered once per session."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from flowjob_core.errors import PluginError
+from flowjob_core.opdef import KernelBuilder, OpDef
+
+ANY_BACKEND = "*"
+
+
+class OpRegistry:
+    """Op records by name, plus the Python operators (``+``, ``*``) symbolic blobs dispatch to."""
+
+    def __init__(self) -> None:
+        self._ops: dict[str, OpDef] = {}
+        self._owner: dict[str, str] = {}
+        self.operators: dict[str, Callable[..., Any]] = {}
+        self.current_plugin = ""
+
+    def add(self, op: OpDef) -> None:
+        if op.name in self._ops:
+            raise PluginError(
+                f"op {op.name!r} registered twice: by {self._owner[op.name]!r} and by {self.current_plugin!r}")
+        self._ops[op.name] = op
+        self._owner[op.name] = self.current_plugin
+
+    def add_operator(self, dunder: str, fn: Callable[..., Any]) -> None:
+        """Make ``Blob.<dunder>`` (e.g. ``__add__``) call ``fn(blob, other)``."""
+        self.operators[dunder] = fn
+
+    def __getitem__(self, name: str) -> OpDef:
+        try:
+            return self._ops[name]
+        except KeyError:
+            raise PluginError(f"no op {name!r} is registered (is the package that provides it installed?)") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._ops
+
+    def __iter__(self) -> Iterator[OpDef]:
+        return iter(self._ops.values())
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def owner(self, name: str) -> str:
+        return self._owner.get(name, "")
+
+
+class KernelRegistry:
+    """Kernel builders keyed by (op, backend tag); an op's own kernel serves every backend by default."""
+
+    def __init__(self) -> None:
+        self._kernels: dict[tuple[str, str], KernelBuilder] = {}
+
+    def add(self, op: str, backend: str, builder: KernelBuilder) -> None:
+        self._kernels[(op, backend)] = builder
+
+    def lookup(self, op: OpDef, backend: str) -> KernelBuilder | None:
+        return self._kernels.get((op.name, backend)) or self._kernels.get((op.name, ANY_BACKEND)) or op.kernel
+
+    def overrides(self, backend: str) -> list[str]:
+        return sorted(op for op, tag in self._kernels if tag == backend)
+
+
+@dataclass
+class Backend:
+    """A device kind: its tag (``cpu``/``gpu``), array module and host transfers."""
+
+    tag: str
+    name: str
+    xp: Any
+    device_count: Callable[[], int] = lambda: 1
+    to_host: Callable[[Any], Any] = lambda a: a
+    from_host: Callable[[Any], Any] = lambda a: a
+    make_rng: Callable[[int | None], Any] = None  # type: ignore[assignment]
+    synchronize: Callable[[], None] = lambda: None
+    description: str = ""
+
+
+class BackendRegistry:
+    def __init__(self) -> None:
+        self._backends: dict[str, Backend] = {}
+
+    def add(self, backend: Backend) -> None:
+        self._backends[backend.tag] = backend
+
+    def get(self, tag: str) -> Backend | None:
+        return self._backends.get(tag)
+
+    def __iter__(self) -> Iterator[Backend]:
+        return iter(self._backends.values())
+
+
+@dataclass
+class PassSpec:
+    name: str
+    run: Callable[..., Any]
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    plugin: str = ""
+
+
+class PassRegistry:
+    """Graph passes, ordered by ``before``/``after`` constraints on other passes' names."""
+
+    def __init__(self) -> None:
+        self._passes: dict[str, PassSpec] = {}
+        self.current_plugin = ""
+
+    def add(self, name: str, run: Callable[..., Any], *, before: str | tuple[str, ...] = (),
+            after: str | tuple[str, ...] = ()) -> None:
+        if name in self._passes:
+            raise PluginError(f"pass {name!r} registered twice")
+        as_tuple = lambda v: (v,) if isinstance(v, str) else tuple(v)  # noqa: E731
+        self._passes[name] = PassSpec(name, run, as_tuple(before), as_tuple(after), self.current_plugin)
+
+    def ordered(self) -> list[PassSpec]:
+        """Registration order, adjusted to satisfy every constraint; an unknown anchor or a cycle is an error."""
+        names = list(self._passes)
+        edges: dict[str, set[str]] = {n: set() for n in names}  # n -> passes that must come after n
+        for spec in self._passes.values():
+            for anchor in spec.after + spec.before:
+                if anchor not in self._passes:
+                    raise PluginError(f"pass {spec.name!r} (from {spec.plugin!r}) is placed relative to unknown pass {anchor!r}")
+            for anchor in spec.after:
+                edges[anchor].add(spec.name)
+            for anchor in spec.before:
+                edges[spec.name].add(anchor)
+        indegree = {n: 0 for n in names}
+        for targets in edges.values():
+            for t in targets:
+                indegree[t] += 1
+        ready = [n for n in names if indegree[n] == 0]
+        order: list[PassSpec] = []
+        while ready:
+            ready.sort(key=names.index)
+            name = ready.pop(0)
+            order.append(self._passes[name])
+            for t in edges[name]:
+                indegree[t] -= 1
+                if indegree[t] == 0:
+                    ready.append(t)
+        if len(order) != len(names):
+            raise PluginError(f"pass constraints form a cycle among {sorted(set(names) - {p.name for p in order})}")
+        return order
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._passes
+
+
+class ResultKindRegistry:
+    """Annotation matchers: parameter kinds (placeholders), return kinds, and value converters.
+
+    Each matcher is called with an annotation and returns a kind object or None; the first
+    match wins, trying later registrations first so a plugin can refine a built-in.
+    """
+
+    def __init__(self) -> None:
+        self.param_matchers: list[Callable[[Any], Any]] = []
+        self.default_matchers: list[Callable[[Any], Any]] = []
+        self.return_matchers: list[Callable[[Any], Any]] = []
+        self.value_converters: list[Callable[[Any], Any]] = []
+
+    def add_param_kind(self, matcher: Callable[[Any], Any]) -> None:
+        """``matcher(annotation) -> ParamKind | None`` for annotated parameters."""
+        self.param_matchers.append(matcher)
+
+    def add_default_kind(self, matcher: Callable[[Any], Any]) -> None:
+        """``matcher(default_value) -> ParamKind | None`` for legacy ``x=flow.FixedTensorDef(...)`` parameters."""
+        self.default_matchers.append(matcher)
+
+    def add_return_kind(self, matcher: Callable[[Any], Any]) -> None:
+        """``matcher(annotation) -> ReturnKind | None``; the annotation may be ``inspect.Signature.empty``."""
+        self.return_matchers.append(matcher)
+
+    def add_value_converter(self, matcher: Callable[[Any], Any]) -> None:
+        """``matcher(annotation) -> (callable(host_value, blob) -> object) | None`` for watch handlers."""
+        self.value_converters.append(matcher)
+
+    @staticmethod
+    def _first(matchers: list[Callable[[Any], Any]], key: Any) -> Any:
+        for matcher in reversed(matchers):
+            found = matcher(key)
+            if found is not None:
+                return found
+        return None
+
+    def param_kind(self, annotation: Any) -> Any:
+        return self._first(self.param_matchers, annotation)
+
+    def default_kind(self, default: Any) -> Any:
+        return self._first(self.default_matchers, default)
+
+    def return_kind(self, annotation: Any) -> Any:
+        return self._first(self.return_matchers, annotation)
+
+    def value_converter(self, annotation: Any) -> Any:
+        return self._first(self.value_converters, annotation)
+
+
+class WatchSinkRegistry:
+    """Watch sinks by name: ``factory(target, **options) -> callable(value, blob_def)``."""
+
+    def __init__(self) -> None:
+        self._sinks: dict[str, Callable[..., Any]] = {}
+
+    def add(self, name: str, factory: Callable[..., Any]) -> None:
+        if name in self._sinks:
+            raise PluginError(f"watch sink {name!r} registered twice")
+        self._sinks[name] = factory
+
+    def get(self, name: str) -> Callable[..., Any]:
+        try:
+            return self._sinks[name]
+        except KeyError:
+            raise PluginError(f"no watch sink {name!r}; registered: {sorted(self._sinks)}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._sinks)
+
+
+@dataclass
+class Registries:
+    ops: OpRegistry = field(default_factory=OpRegistry)
+    kernels: KernelRegistry = field(default_factory=KernelRegistry)
+    backends: BackendRegistry = field(default_factory=BackendRegistry)
+    passes: PassRegistry = field(default_factory=PassRegistry)
+    result_kinds: ResultKindRegistry = field(default_factory=ResultKindRegistry)
+    watch_sinks: WatchSinkRegistry = field(default_factory=WatchSinkRegistry)
+    api: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,161 @@
+"""The session: plugin manager, registries, variables, jobs and the executor.
+
+There is no session at import; the default one is made on first use and replaced by
+``flow.clear_default_session()``. Work still pending is finished when the interpreter exits.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import traceback
+import warnings
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from flowjob_core.config import SessionConfig
+from flowjob_core.errors import FlowjobError
+from flowjob_core.executor import Executor
+from flowjob_core.plugin import gather_registries, make_plugin_manager
+from flowjob_core.registry import Backend
+from flowjob_core.variables import VariableStore
+
+if TYPE_CHECKING:
+    from flowjob_core.function import JobFunction
+
+
+class Session:
+    def __init__(self, pm: pluggy.PluginManager | None = None, config: SessionConfig | None = None) -> None:
+        self.pm = pm if pm is not None else make_plugin_manager()
+        self.registries = gather_registries(self.pm)
+        self.config = config or SessionConfig()
+        self.functions: dict[str, "JobFunction"] = {}
+        self._errors: list[BaseException] = []
+        self._errors_lock = threading.Lock()
+        self.executor = Executor(self.report_error, self.raise_pending, self.config.max_in_flight)
+        self._backend: Backend | None = None
+        self._variables: VariableStore | None = None
+        self._warned_gpu = False
+        self.closed = False
+        _live_sessions.add(self)
+
+    # devices --------------------------------------------------------------
+    def requested_device(self) -> str:
+        forced = os.environ.get("FLOWJOB_DEVICE")
+        if forced:
+            return forced
+        if self.config.gpu_device_num == 0:
+            return "cpu"
+        return "gpu" if self.registries.backends.get("gpu") is not None else "cpu"
+
+    @property
+    def backend(self) -> Backend:
+        """The backend every job of this session runs on, chosen on first use."""
+        if self._backend is None:
+            tag = self.requested_device()
+            backend = self.pm.hook.flowjob_select_backend(device_tag=tag, backends=self.registries.backends)
+            if backend is None:
+                raise FlowjobError(f"no backend can run device {tag!r}; installed: "
+                                   f"{[b.tag for b in self.registries.backends]}")
+            self._backend = backend
+        return self._backend
+
+    def note_device_request(self, device_tag: str) -> None:
+        """Warn once when a program asks for a GPU this session cannot give it (legacy CPU builds did too)."""
+        if device_tag == "gpu" and self.backend.tag != "gpu" and not self._warned_gpu:
+            self._warned_gpu = True
+            warnings.warn("flowjob: no GPU backend is available (flowjob-gpu with a CUDA device); "
+                          "GPU placements run on the CPU", RuntimeWarning, stacklevel=3)
+
+    @property
+    def variables(self) -> VariableStore:
+        if self._variables is None:
+            self._variables = VariableStore(self.backend, self.config.seed)
+        return self._variables
+
+    # jobs -----------------------------------------------------------------
+    def register_function(self, fn: "JobFunction") -> None:
+        self.functions[fn.name] = fn  # same name replaces the earlier one, as legacy did
+
+    def trace_all(self) -> None:
+        """Trace every defined job so that all variables exist (CheckPoint.init/load need them)."""
+        for fn in list(self.functions.values()):
+            fn.ensure_traced()
+
+    # errors ---------------------------------------------------------------
+    def report_error(self, exc: BaseException) -> None:
+        with self._errors_lock:
+            self._errors.append(exc)
+
+    def raise_pending(self) -> None:
+        """Raise the first error a callback or handler left, with its own traceback."""
+        with self._errors_lock:
+            if not self._errors:
+                return
+            first, rest = self._errors[0], self._errors[1:]
+            self._errors = []
+        if rest:
+            first.add_note(f"flowjob: {len(rest)} more callback error(s) followed: {rest!r}")
+        raise first
+
+    # lifecycle ------------------------------------------------------------
+    def sync(self) -> None:
+        self.executor.sync()
+        if self._backend is not None:
+            self._backend.synchronize()
+        self.raise_pending()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self.sync()
+        finally:
+            self.closed = True
+            self.executor.close()
+            _live_sessions.discard(self)
+
+
+_live_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+_default: Session | None = None
+_default_lock = threading.Lock()
+_atexit_registered = False
+
+
+def get_default_session() -> Session:
+    global _default, _atexit_registered
+    with _default_lock:
+        if _default is None or _default.closed:
+            _default = Session()
+            if not _atexit_registered:
+                atexit.register(_finish_at_exit)
+                _atexit_registered = True
+        return _default
+
+
+def clear_default_session() -> None:
+    """Finish pending work and drop the default session: jobs and variable values are gone."""
+    global _default
+    with _default_lock:
+        old, _default = _default, None
+    if old is not None:
+        old.close()
+
+
+def sync_default_session() -> None:
+    """Wait for every launched job and its callbacks; raise an error a callback left."""
+    session = _default
+    if session is not None:
+        session.sync()
+
+
+def _finish_at_exit() -> None:
+    for session in list(_live_sessions):
+        try:
+            session.close()
+        except BaseException:  # the process is ending: print what a callback raised, never lose it
+            print("flowjob: an error was raised by a job callback or handler:", file=sys.stderr)
+            traceback.print_exc()

@@ -1,0 +1,37 @@
+"""``flow.config.*``: settings of the default session."""
+from __future__ import annotations
+
+from flowjob_core.errors import ConfigError
+from flowjob_core.session import get_default_session
+
+
+def _count(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"flow.config.{name} expects a non-negative int, got {value!r}")
+    return value
+
+
+def gpu_device_num(count: int) -> None:
+    """Devices per machine. Without a GPU backend the job runs on the CPU, with one warning."""
+    session = get_default_session()
+    session.config.gpu_device_num = _count("gpu_device_num", count)
+    if count > 0:
+        session.note_device_request("gpu")
+
+
+def cpu_device_num(count: int) -> None:
+    get_default_session().config.cpu_device_num = _count("cpu_device_num", count)
+
+
+def enable_debug_mode(value: bool = True) -> None:
+    get_default_session().config.debug_mode = bool(value)
+
+
+def seed(value: int) -> None:
+    """Seed of variable initialization (flowjob addition; each variable draws from its own stream)."""
+    get_default_session().config.seed = _count("seed", value)
+
+
+def machine_num(count: int) -> None:
+    if _count("machine_num", count) != 1:
+        raise ConfigError("flow.config.machine_num: this build runs on one machine")

@@ -1,0 +1,1 @@
+"""The testing kit: gradient checks and hypothesis strategies for op packages."""

@@ -1,0 +1,510 @@
+"""2-D convolution kernels for numpy / cupy: forward, grad w.r.t. filter, grad w.r.t. data.
+
+Layouts (legacy OneFlow):
+
+* ``data_format="NCHW"``: x (N, C, H, W), w (F, C/groups, kh, kw), y (N, F, OH, OW)
+* ``data_format="NHWC"``: x (N, H, W, C), w (F, kh, kw, C/groups), y (N, OH, OW, F)
+
+Each kernel is built once per graph node (shapes are static): ``__init__``
+allocates the output and all large temporaries, ``__call__`` only copies into
+them and runs GEMMs with ``out=``, and returns the *same* output array on every
+call (callers copy a value they need beyond the next call).
+
+The forward and filter-gradient kernels use im2col + one GEMM per group.  The
+column matrix is built with a single copy from a strided window view of a
+zero-bordered padded input (only its interior is rewritten per call), in one of
+two layouts picked by ``Im2Col.choose`` so that the copy moves long contiguous
+runs:
+
+* ``"rows"``: col (N*OH*OW, groups, kh*kw*Cg) from an NHWC padded input; a
+  row's (kw, C) block is one contiguous run.  Best when C is large (LeNet conv2).
+* ``"cols"``: col (groups, Cg*kh*kw, N*OH*OW) from an NCHW padded input; the
+  runs are output rows of length OW.  Best when C is small (LeNet conv1, C=1).
+
+The data-gradient kernel does one small GEMM per tap, ``dy (M, F) @ w_tap (F, C)``,
+and adds the result into a shifted strided slice of a padded NHWC dx buffer;
+this beats GEMM + col2im here since the per-tap temporary stays in cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .padding import Window2d, as_strided, check_data_format
+
+ROWS = "rows"
+COLS = "cols"
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """Static shapes of one convolution (validated)."""
+
+    data_format: str
+    N: int
+    C: int
+    H: int
+    W: int
+    F: int
+    groups: int
+    window: Window2d
+
+    @classmethod
+    def create(
+        cls,
+        x_shape: Sequence[int],
+        w_shape: Sequence[int],
+        strides: Any,
+        pads: Any,
+        dilation: Any,
+        groups: int,
+        data_format: str,
+    ) -> "ConvGeometry":
+        fmt = check_data_format(data_format)
+        if len(x_shape) != 4:
+            raise ValueError(f"conv2d input must be 4-d ({fmt}), got shape {tuple(x_shape)}")
+        if len(w_shape) != 4:
+            raise ValueError(f"conv2d weight must be 4-d, got shape {tuple(w_shape)}")
+        if fmt == "NCHW":
+            N, C, H, W = (int(v) for v in x_shape)
+            F, wc, kh, kw = (int(v) for v in w_shape)
+        else:
+            N, H, W, C = (int(v) for v in x_shape)
+            F, kh, kw, wc = (int(v) for v in w_shape)
+        if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+            raise ValueError(f"groups must be a positive int, got {groups!r}")
+        if C % groups or F % groups:
+            raise ValueError(
+                f"groups={groups} must divide both the input channels ({C}) and the "
+                f"number of filters ({F})"
+            )
+        if wc != C // groups:
+            raise ValueError(
+                f"weight shape {tuple(w_shape)} ({fmt}) has {wc} input channels per "
+                f"filter, expected C/groups = {C}/{groups} = {C // groups}"
+            )
+        if min(N, C, H, W, F, kh, kw) < 1:
+            raise ValueError(
+                f"conv2d shapes must be positive, got x {tuple(x_shape)}, w {tuple(w_shape)}"
+            )
+        window = Window2d.create((H, W), (kh, kw), strides, dilation, pads, fmt)
+        return cls(fmt, N, C, H, W, F, int(groups), window)
+
+    @property
+    def Cg(self) -> int:
+        return self.C // self.groups
+
+    @property
+    def Fg(self) -> int:
+        return self.F // self.groups
+
+    @property
+    def M(self) -> int:
+        """GEMM rows: one per output pixel."""
+        oh, ow = self.window.out_hw
+        return self.N * oh * ow
+
+    @property
+    def Kg(self) -> int:
+        """GEMM reduction length per group."""
+        kh, kw = self.window.ksize
+        return self.Cg * kh * kw
+
+    @property
+    def x_shape(self) -> tuple[int, int, int, int]:
+        return self._act(self.C, (self.H, self.W))
+
+    @property
+    def y_shape(self) -> tuple[int, int, int, int]:
+        return self._act(self.F, self.window.out_hw)
+
+    @property
+    def w_shape(self) -> tuple[int, int, int, int]:
+        kh, kw = self.window.ksize
+        if self.data_format == "NCHW":
+            return (self.F, self.Cg, kh, kw)
+        return (self.F, kh, kw, self.Cg)
+
+    def _act(self, c: int, hw: tuple[int, int]) -> tuple[int, int, int, int]:
+        if self.data_format == "NCHW":
+            return (self.N, c, hw[0], hw[1])
+        return (self.N, hw[0], hw[1], c)
+
+
+def _check_shape(name: str, a: Any, expected: tuple[int, ...]) -> None:
+    if tuple(a.shape) != expected:
+        raise ValueError(f"{name} has shape {tuple(a.shape)}, this kernel was built for {expected}")
+
+
+def _to_nhwc(a: Any, fmt: str) -> Any:
+    """NHWC view of a 4-d activation (no copy)."""
+    return a if fmt == "NHWC" else a.transpose(0, 2, 3, 1)
+
+
+def _to_nchw(a: Any, fmt: str) -> Any:
+    """NCHW view of a 4-d activation (no copy)."""
+    return a if fmt == "NCHW" else a.transpose(0, 3, 1, 2)
+
+
+class Im2Col:
+    """Builds the im2col matrix of a conv input into a buffer allocated once.
+
+    ``strategy`` is ``"rows"`` or ``"cols"`` (see the module docstring); None
+    picks the one whose copy moves the longer contiguous runs.  ``mat`` is the
+    column matrix of the last call: (M, groups, Kg) for rows with K ordered
+    (kh, kw, Cg), (groups, Kg, M) for cols with K ordered (Cg, kh, kw).
+    """
+
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, strategy: str | None = None):
+        if strategy is None:
+            strategy = self.choose(geom)
+        if strategy not in (ROWS, COLS):
+            raise ValueError(f"im2col strategy must be {ROWS!r} or {COLS!r}, got {strategy!r}")
+        self.xp, self.geom, self.strategy = xp, geom, strategy
+        self.dtype = np.dtype(dtype)
+        g, win = geom, geom.window
+        kh, kw = win.ksize
+        oh, ow = win.out_hw
+        hp, wp = win.padded_hw
+        self._layout = "NHWC" if strategy == ROWS else "NCHW"
+        # Without padding, read x directly when it already is in the source
+        # layout (or C == 1, where NCHW and NHWC coincide); else copy it once
+        # per call into a zero-bordered buffer whose border is never rewritten.
+        self._direct = not win.has_padding and (g.data_format == self._layout or g.C == 1)
+        self._pad_buf = None
+        self._interior = None
+        if not self._direct:
+            hs, ws = win.interior
+            if strategy == ROWS:
+                self._pad_buf = xp.zeros((g.N, hp, wp, g.C), dtype=self.dtype)
+                self._interior = self._pad_buf[:, hs, ws, :]
+            else:
+                self._pad_buf = xp.zeros((g.N, g.C, hp, wp), dtype=self.dtype)
+                self._interior = self._pad_buf[:, :, hs, ws]
+        if strategy == ROWS:
+            self.col = xp.empty((g.N, oh, ow, g.groups, kh, kw, g.Cg), dtype=self.dtype)
+            self.mat = self.col.reshape(g.M, g.groups, g.Kg)
+        else:
+            self.col = xp.empty((g.groups, g.Cg, kh, kw, g.N, oh, ow), dtype=self.dtype)
+            self.mat = self.col.reshape(g.groups, g.Kg, g.M)
+
+    @staticmethod
+    def choose(geom: ConvGeometry) -> str:
+        """Pick the layout whose im2col copy has the longer contiguous runs."""
+        win = geom.window
+        # rows: (kw, Cg) merges into one run only if taps are adjacent and groups == 1
+        rows_run = geom.Cg * (win.ksize[1] if win.dilation[1] == 1 and geom.groups == 1 else 1)
+        cols_run = win.out_hw[1] if win.strides[1] == 1 else 1
+        return ROWS if rows_run >= cols_run else COLS
+
+    def __call__(self, x: Any) -> Any:
+        """Fill and return ``mat`` for input ``x`` (in the conv's data_format)."""
+        g, win = self.geom, self.geom.window
+        _check_shape("conv2d input", x, g.x_shape)
+        if self._layout == "NHWC":
+            src = _to_nhwc(x, g.data_format)
+        else:
+            src = _to_nchw(x, g.data_format)
+        if not self._direct:
+            self._interior[...] = src
+            src = self._pad_buf
+        kh, kw = win.ksize
+        oh, ow = win.out_hw
+        sh, sw = win.strides
+        dh, dw = win.dilation
+        G, Cg = g.groups, g.Cg
+        if self.strategy == ROWS:
+            s_n, s_h, s_w, s_c = src.strides
+            view = as_strided(
+                self.xp, src,
+                (g.N, oh, ow, G, kh, kw, Cg),
+                (s_n, sh * s_h, sw * s_w, Cg * s_c, dh * s_h, dw * s_w, s_c),
+            )
+        else:
+            s_n, s_c, s_h, s_w = src.strides
+            view = as_strided(
+                self.xp, src,
+                (G, Cg, kh, kw, g.N, oh, ow),
+                (Cg * s_c, s_c, dh * s_h, dw * s_w, s_n, sh * s_h, sw * s_w),
+            )
+        self.col[...] = view
+        return self.mat
+
+
+class _WeightMatrix:
+    """Presents w as an (F, Kg) matrix with K in a requested tap order.
+
+    ``order`` is the weight layout whose flattening gives the wanted K order:
+    "NHWC" -> (kh, kw, Cg), "NCHW" -> (Cg, kh, kw).  A contiguous w already in
+    that layout is used as a view; otherwise it is repacked into a small buffer.
+    """
+
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, order: str):
+        self.geom, self.order = geom, order
+        kh, kw = geom.window.ksize
+        shape = (geom.F, kh, kw, geom.Cg) if order == "NHWC" else (geom.F, geom.Cg, kh, kw)
+        self._buf = xp.empty(shape, dtype=np.dtype(dtype))
+
+    def __call__(self, w: Any) -> Any:
+        g = self.geom
+        _check_shape("conv2d weight", w, g.w_shape)
+        if self.order == g.data_format:
+            if w.flags.c_contiguous:
+                return w.reshape(g.F, g.Kg)
+            self._buf[...] = w
+        elif self.order == "NHWC":  # w is (F, Cg, kh, kw)
+            self._buf[...] = w.transpose(0, 2, 3, 1)
+        else:  # w is (F, kh, kw, Cg)
+            self._buf[...] = w.transpose(0, 3, 1, 2)
+        return self._buf.reshape(g.F, g.Kg)
+
+
+class Conv2dForward:
+    """y = conv2d(x, w) via im2col + one GEMM per group into preallocated buffers."""
+
+    def __init__(
+        self,
+        xp: Any,
+        x_shape: Sequence[int],
+        w_shape: Sequence[int],
+        dtype: Any,
+        strides: Any = 1,
+        pads: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        data_format: str = "NCHW",
+        *,
+        strategy: str | None = None,
+    ):
+        self.xp = xp
+        self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
+        self.im2col = Im2Col(xp, g, dtype, strategy)
+        self.strategy = self.im2col.strategy
+        self.out_shape = g.y_shape
+        self._y = xp.empty(self.out_shape, dtype=np.dtype(dtype))
+        oh, ow = g.window.out_hw
+        P = oh * ow
+        Fg = g.Fg
+        fsl = [slice(k * Fg, (k + 1) * Fg) for k in range(g.groups)]
+        self._fsl = fsl
+        # The GEMM result comes out NHWC-ordered (M, F) for rows and as (F, M)
+        # for cols; write it straight into y when that is y's layout, else into
+        # a buffer followed by one layout copy (dst, src views precomputed).
+        self._fix: tuple[Any, Any] | None = None
+        if self.strategy == ROWS:
+            self._w = _WeightMatrix(xp, g, dtype, "NHWC")
+            if g.data_format == "NHWC":
+                gemm = self._y.reshape(g.M, g.F)
+            else:
+                gemm = xp.empty((g.M, g.F), dtype=self._y.dtype)
+                self._fix = (self._y.reshape(g.N, g.F, P), gemm.reshape(g.N, P, g.F).transpose(0, 2, 1))
+            self._outs = [gemm[:, s] for s in fsl]
+            self._lhs = [self.im2col.mat[:, k, :] for k in range(g.groups)]
+        else:
+            self._w = _WeightMatrix(xp, g, dtype, "NCHW")
+            if g.data_format == "NCHW" and g.N == 1:
+                gemm = self._y.reshape(g.F, g.M)
+            else:
+                gemm = xp.empty((g.F, g.M), dtype=self._y.dtype)
+                if g.data_format == "NCHW":
+                    self._fix = (self._y.reshape(g.N, g.F, P), gemm.reshape(g.F, g.N, P).transpose(1, 0, 2))
+                else:
+                    self._fix = (self._y.reshape(g.M, g.F), gemm.T)
+            self._outs = [gemm[s] for s in fsl]
+            self._rhs = [self.im2col.mat[k] for k in range(g.groups)]
+
+    def __call__(self, x: Any, w: Any) -> Any:
+        """Return y (the kernel's own buffer, overwritten by the next call)."""
+        xp = self.xp
+        self.im2col(x)
+        wm = self._w(w)
+        if self.strategy == ROWS:
+            # y[:, group] = col_g (M, Kg) @ w_g.T (Kg, Fg)
+            for lhs, fs, out in zip(self._lhs, self._fsl, self._outs):
+                xp.matmul(lhs, wm[fs].T, out=out)
+        else:
+            # y.T[group] = w_g (Fg, Kg) @ col_g (Kg, M)
+            for rhs, fs, out in zip(self._rhs, self._fsl, self._outs):
+                xp.matmul(wm[fs], rhs, out=out)
+        if self._fix is not None:
+            dst, src = self._fix
+            dst[...] = src
+        return self._y
+
+
+class Conv2dBackwardFilter:
+    """dw = d(loss)/dw from x and dy: one GEMM per group against the im2col matrix.
+
+    Pass ``im2col=forward.im2col`` to share the forward kernel's column buffer;
+    then ``__call__(x, dy, reuse_cols=True)`` skips rebuilding it, which is
+    valid only if that buffer was last filled from this same ``x`` (i.e. the
+    forward kernel ran on ``x`` and nothing refilled it since).
+    """
+
+    def __init__(
+        self,
+        xp: Any,
+        x_shape: Sequence[int],
+        w_shape: Sequence[int],
+        dtype: Any,
+        strides: Any = 1,
+        pads: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        data_format: str = "NCHW",
+        *,
+        strategy: str | None = None,
+        im2col: Im2Col | None = None,
+    ):
+        self.xp = xp
+        self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
+        dt = np.dtype(dtype)
+        if im2col is not None:
+            if im2col.geom != g or im2col.dtype != dt:
+                raise ValueError("shared im2col was built for a different convolution or dtype")
+            if strategy is not None and strategy != im2col.strategy:
+                raise ValueError(f"strategy {strategy!r} conflicts with the shared im2col's {im2col.strategy!r}")
+        self.im2col = im2col if im2col is not None else Im2Col(xp, g, dt, strategy)
+        self.strategy = self.im2col.strategy
+        self.out_shape = g.w_shape
+        self._dw = xp.empty(self.out_shape, dtype=dt)
+        kh, kw = g.window.ksize
+        oh, ow = g.window.out_hw
+        P = oh * ow
+        # GEMM output order follows the col K order: rows -> (F, kh, kw, Cg)
+        # (NHWC weight layout), cols -> (F, Cg, kh, kw) (NCHW weight layout).
+        internal = "NHWC" if self.strategy == ROWS else "NCHW"
+        self._fix: tuple[Any, Any] | None = None
+        if internal == g.data_format:
+            dw_mat = self._dw.reshape(g.F, g.Kg)
+        else:
+            dw_mat = xp.empty((g.F, g.Kg), dtype=dt)
+            if internal == "NHWC":
+                self._fix = (self._dw, dw_mat.reshape(g.F, kh, kw, g.Cg).transpose(0, 3, 1, 2))
+            else:
+                self._fix = (self._dw, dw_mat.reshape(g.F, g.Cg, kh, kw).transpose(0, 2, 3, 1))
+        fsl = [slice(k * g.Fg, (k + 1) * g.Fg) for k in range(g.groups)]
+        self._fsl = fsl
+        self._outs = [dw_mat[s] for s in fsl]
+        mat = self.im2col.mat
+        if self.strategy == ROWS:
+            self._rhs = [mat[:, k, :] for k in range(g.groups)]  # (M, Kg)
+        else:
+            self._rhs = [mat[k].T for k in range(g.groups)]  # (M, Kg), transposed view
+        # dy as an (F, M) matrix: NCHW dy is (N, F, P), so gather it to (F, N, P)
+        # once (cheap block copy); NHWC dy is already (M, F) -> use its transpose.
+        self._dyt_buf = xp.empty((g.F, g.N, P), dtype=dt) if g.data_format == "NCHW" else None
+        self._dy_buf = None
+
+    def _dy_fm(self, dy: Any) -> Any:
+        g = self.geom
+        _check_shape("conv2d output gradient dy", dy, g.y_shape)
+        if self._dyt_buf is not None:
+            oh, ow = g.window.out_hw
+            self._dyt_buf[...] = dy.reshape(g.N, g.F, oh * ow).transpose(1, 0, 2)
+            return self._dyt_buf.reshape(g.F, g.M)
+        if dy.flags.c_contiguous:
+            return dy.reshape(g.M, g.F).T
+        if self._dy_buf is None:
+            self._dy_buf = self.xp.empty(g.y_shape, dtype=self._dw.dtype)
+        self._dy_buf[...] = dy
+        return self._dy_buf.reshape(g.M, g.F).T
+
+    def __call__(self, x: Any, dy: Any, *, reuse_cols: bool = False) -> Any:
+        """Return dw (the kernel's own buffer, overwritten by the next call)."""
+        xp = self.xp
+        if not reuse_cols:
+            self.im2col(x)
+        dyt = self._dy_fm(dy)
+        # dw_g (Fg, Kg) = dy_g.T (Fg, M) @ col_g (M, Kg)
+        for rhs, fs, out in zip(self._rhs, self._fsl, self._outs):
+            xp.matmul(dyt[fs], rhs, out=out)
+        if self._fix is not None:
+            dst, src = self._fix
+            dst[...] = src
+        return self._dw
+
+
+class Conv2dBackwardData:
+    """dx = d(loss)/dx from dy and w: per-tap GEMMs added into a padded dx buffer.
+
+    For each tap (i, j): ``tmp (M, C) = dy (M, F) @ w[:, :, i, j] (F, C)`` (block
+    diagonal over groups), then ``tmp`` is added into the strided slice of the
+    padded NHWC dx that the tap read in the forward pass.  Strides, dilation
+    and padding only change that slice; pixels no window reads get zero.
+    """
+
+    def __init__(
+        self,
+        xp: Any,
+        x_shape: Sequence[int],
+        w_shape: Sequence[int],
+        dtype: Any,
+        strides: Any = 1,
+        pads: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        data_format: str = "NCHW",
+    ):
+        self.xp = xp
+        self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
+        win = g.window
+        dt = np.dtype(dtype)
+        kh, kw = win.ksize
+        oh, ow = win.out_hw
+        hp, wp = win.padded_hw
+        self.out_shape = g.x_shape
+        G, Fg, Cg = g.groups, g.Fg, g.Cg
+        self._dxpad = xp.zeros((g.N, hp, wp, g.C), dtype=dt)
+        if g.data_format == "NHWC" and not win.has_padding:
+            self._dx = self._dxpad  # the padded buffer *is* dx
+            self._fix: tuple[Any, Any] | None = None
+        else:
+            self._dx = xp.empty(self.out_shape, dtype=dt)
+            hs, ws = win.interior
+            self._fix = (_to_nhwc(self._dx, g.data_format), self._dxpad[:, hs, ws, :])
+        # Taps' weights packed as (kh, kw, G, Fg, Cg) so each GEMM operand is contiguous.
+        self._wt = xp.empty((kh, kw, G, Fg, Cg), dtype=dt)
+        self._tmp = xp.empty((g.M, g.C), dtype=dt)
+        self._tmp4 = self._tmp.reshape(g.N, oh, ow, g.C)
+        self._tmp_outs = [self._tmp[:, k * Cg:(k + 1) * Cg] for k in range(G)]
+        self._fsl = [slice(k * Fg, (k + 1) * Fg) for k in range(G)]
+        self._taps = [(i, j, self._dxpad[:, hs, ws, :]) for i, j in win.taps() for hs, ws in [win.tap(i, j)]]
+        self._dy_buf = xp.empty((g.N, oh, ow, g.F), dtype=dt) if g.data_format == "NCHW" else None
+
+    def _dy_mf(self, dy: Any) -> Any:
+        """dy as an (M, F) matrix (NHWC order), copied only when it must be."""
+        g = self.geom
+        _check_shape("conv2d output gradient dy", dy, g.y_shape)
+        if g.data_format == "NHWC" and dy.flags.c_contiguous:
+            return dy.reshape(g.M, g.F)
+        if self._dy_buf is None:  # non-contiguous NHWC dy: rare, allocate once
+            oh, ow = g.window.out_hw
+            self._dy_buf = self.xp.empty((g.N, oh, ow, g.F), dtype=self._dx.dtype)
+        self._dy_buf[...] = _to_nhwc(dy, g.data_format)
+        return self._dy_buf.reshape(g.M, g.F)
+
+    def __call__(self, dy: Any, w: Any) -> Any:
+        """Return dx (the kernel's own buffer, overwritten by the next call)."""
+        xp, g = self.xp, self.geom
+        _check_shape("conv2d weight", w, g.w_shape)
+        dy2 = self._dy_mf(dy)
+        G, Fg, Cg = g.groups, g.Fg, g.Cg
+        kh, kw = g.window.ksize
+        if g.data_format == "NCHW":  # (G, Fg, Cg, kh, kw) -> (kh, kw, G, Fg, Cg)
+            self._wt[...] = w.reshape(G, Fg, Cg, kh, kw).transpose(3, 4, 0, 1, 2)
+        else:  # (G, Fg, kh, kw, Cg) -> (kh, kw, G, Fg, Cg)
+            self._wt[...] = w.reshape(G, Fg, kh, kw, Cg).transpose(2, 3, 0, 1, 4)
+        self._dxpad.fill(0)
+        lhs = [dy2[:, fs] for fs in self._fsl]
+        for i, j, dst in self._taps:
+            for k in range(G):
+                xp.matmul(lhs[k], self._wt[i, j, k], out=self._tmp_outs[k])
+            xp.add(dst, self._tmp4, out=dst)
+        if self._fix is not None:
+            dst, src = self._fix
+            dst[...] = src
+        return self._dx

@@ -1,0 +1,10 @@
+"""flowjob-typing: the result kinds of ``oneflow.typing`` (placeholders, sync/async returns)."""
+from flowjob_typing.annotations import (
+    Bundle, Callback, Dict, FixedTensorDef, Future, ListListNumpy, ListNumpy, MirroredTensorDef, Numpy,
+    PlaceholderDef, fixed_tensor_def, mirrored_tensor_def)
+from flowjob_typing.values import FutureResult, LocalBlob
+
+__all__ = [
+    "Bundle", "Callback", "Dict", "FixedTensorDef", "Future", "FutureResult", "ListListNumpy", "ListNumpy",
+    "LocalBlob", "MirroredTensorDef", "Numpy", "PlaceholderDef", "fixed_tensor_def", "mirrored_tensor_def",
+]
