@@ -1,0 +1,33 @@
+"""``flow.distribute``: logical views (version-0.1 names) and variable distribution."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowjob_core.scope import LogicalView
+
+
+def mirrored_strategy() -> LogicalView:
+    return LogicalView("mirrored")
+
+
+def consistent_strategy() -> LogicalView:
+    return LogicalView("consistent")
+
+
+@dataclass(frozen=True)
+class Distribute:
+    """How a variable is laid out over devices: broadcast (replicated) or split along an axis."""
+
+    kind: str
+    axis: int | None = None
+
+
+def broadcast() -> Distribute:
+    return Distribute("broadcast")
+
+
+def split(axis: int) -> Distribute:
+    return Distribute("split", axis)
+
+
+__all__ = ["Distribute", "broadcast", "consistent_strategy", "mirrored_strategy", "split"]
