@@ -58,9 +58,9 @@ def verify(job: Job, ctx: PassContext) -> None:
 
 
 def eliminate_dead_code(job: Job, ctx: PassContext) -> None:
-    """Drop nodes nothing needs; returns, fetched values, effects and placeholders are kept."""
+    """Drop nodes nothing needs; returns, fetched values, losses, effects and placeholders are kept."""
     ops = ctx.registries.ops
-    live = set(job.returns) | {s.lbn for s in job.side_outputs}
+    live = set(job.returns) | {s.lbn for s in job.side_outputs} | set(job.losses)
     kept = []
     for node in reversed(job.nodes):
         opdef = ops[node.op]

@@ -1,0 +1,103 @@
+# no "from __future__ import annotations": the signatures below use local names
+"""The planner: buffer reuse, no per-step allocation, in-place update ordering, readable failures."""
+import numpy as np
+import pytest
+
+from flowjob_core import BlobSpec, JobFunction, apply, current_builder
+from flowjob_core.planner import StepError
+
+
+def _chain(session, toy, length, shape=(8,)):
+    def job(x: toy.Array(shape)) -> toy.Sync:
+        for _ in range(length):
+            x = apply("twice", [x])
+        return x
+    return JobFunction(job, "predict", None, session)
+
+
+def test_chain_reuses_two_buffers(session, toy):
+    fn = _chain(session, toy, 10)
+    out = fn(np.ones(8, np.float32))
+    np.testing.assert_array_equal(out, np.full(8, 2.0 ** 10))
+    plan = fn.plan()
+    # each value dies when the next is made: ten outputs alternate between two slots
+    assert len(plan.buffers.slot_nbytes) == 2
+    assert plan.arena.allocated_bytes == 2 * 8 * 4
+
+
+def test_buffers_are_reused_across_steps_and_results_are_fresh(session, toy):
+    fn = _chain(session, toy, 3)
+    plan = fn.plan()
+    first = fn(np.ones(8, np.float32))
+    raw = dict(plan.arena._raw)
+    second = fn(np.full(8, 2, np.float32))
+    assert all(plan.arena._raw[k] is v for k, v in raw.items())  # same memory, no new allocation
+    np.testing.assert_array_equal(first, np.full(8, 8.0))  # a returned array is never overwritten
+    np.testing.assert_array_equal(second, np.full(8, 16.0))
+
+
+def test_values_alive_together_do_not_share(session, toy):
+    def job(x: toy.Array((4,))) -> toy.Sync:
+        a = apply("twice", [x])
+        b = apply("twice", [a])
+        c = apply("twice", [b])
+        return apply("toy_add", [a, c])  # a is alive while b and c are made
+    fn = JobFunction(job, "predict", None, session)
+    np.testing.assert_array_equal(fn(np.ones(4, np.float32)), np.full(4, 2.0 + 8.0))
+    slots = fn.plan().buffers.slot_of
+    by_name = {lbn.split("/")[0]: s for lbn, s in slots.items()}
+    a, b, c = sorted((n for n in by_name if n.startswith("Twice")), key=lambda n: int(n.split("_")[1]))
+    assert by_name[a] not in (by_name[b], by_name[c])
+
+
+def test_in_place_update_runs_after_every_reader(session, toy):
+    def job(x: toy.Array((3,))) -> toy.Sync:
+        w = current_builder().add_variable("w", BlobSpec((3,), np.float32))
+        apply("toy_update", [w, x])  # declared first, must still run last
+        return apply("twice", [w])
+    fn = JobFunction(job, "predict", None, session)
+    fn.ensure_traced()  # variables exist once the body was traced
+    session.variables.assign("w", np.ones(3, np.float32))
+    np.testing.assert_array_equal(fn(np.full(3, 5, np.float32)), [2, 2, 2])  # read before the update
+    np.testing.assert_array_equal(session.variables.get("w"), [6, 6, 6])
+    order = [n.op for n in fn.plan().order]
+    assert order.index("toy_update") > order.index("twice")
+
+
+def test_returned_variable_is_the_value_before_the_update(session, toy):
+    def job(x: toy.Array((3,))) -> toy.Sync:
+        w = current_builder().add_variable("v", BlobSpec((3,), np.float32))
+        apply("toy_update", [w, x])
+        return w
+    fn = JobFunction(job, "predict", None, session)
+    fn.ensure_traced()  # variables exist once the body was traced
+    session.variables.assign("v", np.zeros(3, np.float32))
+    np.testing.assert_array_equal(fn(np.ones(3, np.float32)), [0, 0, 0])
+    np.testing.assert_array_equal(fn(np.ones(3, np.float32)), [1, 1, 1])
+
+
+def test_kernel_failure_names_the_op(session, toy):
+    def job(x: toy.Array((3,))) -> toy.Sync:
+        return apply("boom", [x], name="exploding")
+    fn = JobFunction(job, "predict", None, session)
+    with pytest.raises(StepError, match=r"op 'exploding' \(boom\) at .*test_planner.py.*boom"):
+        fn(np.ones(3, np.float32))
+    ok = _chain(session, toy, 1)
+    np.testing.assert_array_equal(ok(np.ones(8, np.float32)), np.full(8, 2.0))
+
+
+def test_generated_step_is_straight_line(session, toy):
+    plan = _chain(session, toy, 3).plan()
+    body = plan.source.splitlines()
+    assert body[0] == "def step(feeds):"
+    assert sum("= k" in line for line in body) == plan.kernel_count == 4  # 3 ops + the return copy
+    assert not any(word in plan.source for word in ("for ", "while ", "if "))
+
+
+def test_dead_code_is_not_planned(session, toy):
+    def job(x: toy.Array((3,))) -> toy.Sync:
+        apply("twice", [x], name="unused")
+        return apply("twice", [x], name="used")
+    fn = JobFunction(job, "predict", None, session)
+    fn(np.ones(3, np.float32))
+    assert "unused" not in [n.name for n in fn.plan().order]

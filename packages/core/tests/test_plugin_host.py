@@ -1,0 +1,161 @@
+"""The plugin host: fresh managers, built-ins, entry-point discovery, switches and loud failures."""
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import types
+
+import pytest
+
+from flowjob_core import OpDef, PluginError, Session, hookimpl, make_plugin_manager
+from flowjob_core.plugin import BUILTIN_PLUGINS, describe_plugins, gather_registries
+
+
+def _plugin_module(name: str, **hooks) -> types.ModuleType:
+    module = types.ModuleType(name)
+    for hook_name, fn in hooks.items():
+        setattr(module, hook_name, hookimpl(fn))
+    sys.modules[name] = module
+    return module
+
+
+def _op(name: str) -> OpDef:
+    return OpDef(name, lambda i, a: [i[0]], not_differentiable=True)
+
+
+class _FakeDist:
+    """Enough of importlib.metadata.Distribution for discovery."""
+
+    def __init__(self, name: str, eps: list[importlib.metadata.EntryPoint]) -> None:
+        self.metadata = {"name": name, "Name": name}
+        self.entry_points = eps
+        self.version = "9.9"
+        self.name = name
+
+    @property
+    def project_name(self) -> str:
+        return self.name
+
+
+@pytest.fixture
+def fake_dists(monkeypatch):
+    """Install fake distributions whose ``flowjob`` entry points name in-memory modules."""
+    dists: list[_FakeDist] = []
+
+    def add(dist_name: str, ep_name: str, module: types.ModuleType) -> None:
+        ep = importlib.metadata.EntryPoint(ep_name, module.__name__, "flowjob")
+        dists.append(_FakeDist(dist_name, [ep]))
+
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda **kw: iter(dists))
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group=None, **kw: [ep for d in dists for ep in d.entry_points if ep.group == group])
+    return add
+
+
+def test_builtins_register_like_plugins():
+    pm = make_plugin_manager(autoload=False)
+    names = {name for name, _ in pm.list_name_plugin()}
+    assert {name for name, _ in BUILTIN_PLUGINS} <= names
+    regs = gather_registries(pm)
+    assert "variable" in regs.ops and regs.ops.owner("variable") == "core-ops"
+    assert [p.name for p in regs.passes.ordered()] == ["verify", "autodiff", "dce", "verify-final"]
+    assert regs.backends.get("cpu").name == "numpy"
+
+
+def test_each_factory_call_gives_a_fresh_manager():
+    a, b = make_plugin_manager(autoload=False), make_plugin_manager(autoload=False)
+    assert a is not b
+    a.register(_plugin_module("fj_test_only_a", flowjob_add_ops=lambda registry: registry.add(_op("only_a"))))
+    assert "only_a" in gather_registries(a).ops
+    assert "only_a" not in gather_registries(b).ops
+
+
+def test_entry_point_discovery(fake_dists):
+    fake_dists("fj-ext", "ext", _plugin_module("fj_test_ext", flowjob_add_ops=lambda registry: registry.add(_op("ext_op"))))
+    pm = make_plugin_manager(environ={})
+    regs = gather_registries(pm)
+    assert regs.ops.owner("ext_op") == "ext"
+    rows = {r["name"]: r for r in describe_plugins(pm)}
+    assert rows["ext"]["distribution"] == "fj-ext 9.9"
+    assert rows["ext"]["hooks"] == ["flowjob_add_ops"]
+
+
+def test_blocked_and_allow_list_and_disable(fake_dists):
+    fake_dists("fj-one", "one", _plugin_module("fj_test_one", flowjob_add_ops=lambda registry: registry.add(_op("one_op"))))
+    fake_dists("fj-two", "two", _plugin_module("fj_test_two", flowjob_add_ops=lambda registry: registry.add(_op("two_op"))))
+    ops = lambda env: gather_registries(make_plugin_manager(environ=env)).ops  # noqa: E731
+    assert "one_op" in ops({}) and "two_op" in ops({})
+    blocked = ops({"FLOWJOB_BLOCKED_PLUGINS": "one"})
+    assert "one_op" not in blocked and "two_op" in blocked
+    only = ops({"FLOWJOB_PLUGINS": "two"})
+    assert "one_op" not in only and "two_op" in only
+    off = ops({"FLOWJOB_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert "one_op" not in off and "two_op" not in off
+    with pytest.raises(PluginError, match="no installed distribution provides them"):
+        make_plugin_manager(environ={"FLOWJOB_PLUGINS": "three"})
+
+
+def test_blocking_a_builtin():
+    pm = make_plugin_manager(autoload=False, environ={"FLOWJOB_BLOCKED_PLUGINS": "numpy-backend"})
+    assert gather_registries(pm).backends.get("cpu") is None
+
+
+def test_hook_typo_fails_loudly():
+    typo = _plugin_module("fj_test_typo", flowjob_add_opps=lambda registry: None)
+    with pytest.raises(PluginError, match="flowjob_add_opps"):
+        make_plugin_manager(plugins=[typo], autoload=False)
+
+
+def test_broken_plugin_is_named(fake_dists):
+    fake_dists("fj-broken", "broken", types.SimpleNamespace(__name__="fj_test_missing_module_xyz"))
+    with pytest.raises(PluginError, match="'broken' failed to load"):
+        make_plugin_manager(environ={})
+
+
+def test_duplicate_op_names_both_plugins():
+    first = _plugin_module("fj_test_dup1", flowjob_add_ops=lambda registry: registry.add(_op("dup")))
+    second = _plugin_module("fj_test_dup2", flowjob_add_ops=lambda registry: registry.add(_op("dup")))
+    pm = make_plugin_manager(plugins=[first, second], autoload=False)
+    with pytest.raises(PluginError, match="registered twice.*fj_test_dup"):
+        gather_registries(pm)
+
+
+def test_plugin_exception_in_registration_is_named():
+    def bad(registry):
+        raise RuntimeError("kaput")
+    pm = make_plugin_manager(plugins=[_plugin_module("fj_test_bad", flowjob_add_ops=bad)], autoload=False)
+    with pytest.raises(PluginError, match="fj_test_bad.*flowjob_add_ops.*kaput"):
+        gather_registries(pm)
+
+
+def test_pass_placement_and_errors():
+    def add_passes(registry):
+        registry.add("late", lambda job, ctx: None, after="dce", before="verify-final")
+        registry.add("early", lambda job, ctx: None, after="autodiff", before="dce")
+    pm = make_plugin_manager(plugins=[_plugin_module("fj_test_passes", flowjob_add_passes=add_passes)], autoload=False)
+    order = [p.name for p in gather_registries(pm).passes.ordered()]
+    assert order == ["verify", "autodiff", "early", "dce", "late", "verify-final"]
+
+    def unknown(registry):
+        registry.add("lost", lambda job, ctx: None, after="nowhere")
+    pm = make_plugin_manager(plugins=[_plugin_module("fj_test_unknown", flowjob_add_passes=unknown)], autoload=False)
+    with pytest.raises(PluginError, match="unknown pass 'nowhere'"):
+        gather_registries(pm).passes.ordered()
+
+    def cycle(registry):
+        registry.add("a", lambda job, ctx: None, after="b")
+        registry.add("b", lambda job, ctx: None, after="a")
+    pm = make_plugin_manager(plugins=[_plugin_module("fj_test_cycle", flowjob_add_passes=cycle)], autoload=False)
+    with pytest.raises(PluginError, match="cycle"):
+        gather_registries(pm).passes.ordered()
+
+
+def test_sessions_do_not_share_registries(toy):
+    with_toy = Session(make_plugin_manager(plugins=[toy], autoload=False))
+    without = Session(make_plugin_manager(autoload=False))
+    try:
+        assert "twice" in with_toy.registries.ops
+        assert "twice" not in without.registries.ops
+    finally:
+        with_toy.close()
+        without.close()

@@ -1,0 +1,145 @@
+"""Tracing: legacy naming, namespaces, placements, build-time shape errors and the verifier."""
+# no "from __future__ import annotations": the signatures below use local names
+
+import re
+
+import numpy as np
+import pytest
+
+from flowjob_core import (
+    FlowjobError, JobArgumentError, JobDefinitionError, JobFunction, OpBuildError, apply, naming, scope)
+from flowjob_core.passes import PassContext, VerificationError, verify
+
+
+def _job(session, toy, body, ret=None, shapes=((3,),)):
+    params = ", ".join(f"x{i}: toy.Array({s!r})" for i, s in enumerate(shapes))
+    ret_ann = "toy.Sync" if ret is None else ret
+    ns = {"toy": toy, "body": body}
+    exec(f"def job({params}) -> {ret_ann}:\n    return body({', '.join(f'x{i}' for i in range(len(shapes)))})", ns)
+    return JobFunction(ns["job"], "predict", None, session)
+
+
+def test_unnamed_ops_share_one_process_wide_counter(session, toy):
+    fn = _job(session, toy, lambda x: apply("twice", [apply("twice", [x])]))
+    job = fn.ensure_traced()
+    names = [n.name for n in job.nodes if n.op == "twice"]
+    ids = [int(re.fullmatch(r"Twice_(\d+)", n).group(1)) for n in names]
+    assert ids[1] == ids[0] + 1
+    start = naming.next_id()
+    assert start > ids[1]  # never reset, shared by every prefix
+
+
+def test_lbns_and_explicit_names(session, toy):
+    fn = _job(session, toy, lambda x: apply("twice", [x], name="double"))
+    job = fn.ensure_traced()
+    node = next(n for n in job.nodes if n.op == "twice")
+    assert node.name == "double" and node.outputs == ("double/out_0",)
+    assert job.placeholders[0].lbn.startswith("Input_") and job.placeholders[0].lbn.endswith("/out")
+
+
+def test_namespace_joins_with_dash(session, toy):
+    def body(x):
+        with scope.namespace("backbone"), scope.namespace("branch"):
+            return apply("twice", [x], name="f")
+    job = _job(session, toy, body).ensure_traced()
+    assert "backbone-branch-f" in [n.name for n in job.nodes]
+
+
+def test_placement_tags_nodes(session, toy):
+    def body(x):
+        with scope.placement("cpu", "0:0"):
+            return apply("twice", [x])
+    job = _job(session, toy, body).ensure_traced()
+    assert {n.device for n in job.nodes if n.op == "twice"} == {"cpu"}
+    with pytest.raises(ValueError, match="machine_device_ids"):
+        scope.placement("cpu", "zero")
+    with pytest.raises(ValueError, match="device_tag"):
+        scope.placement("tpu", "0:0")
+    assert scope.placement("gpu", "0:0-3").device_count == 4
+
+
+def test_shape_error_at_build_time_names_op_and_user_line(session, toy):
+    def body(a, b):
+        return apply("toy_add", [a, b], name="bad_add")  # the line the error must point at
+    fn = _job(session, toy, body, shapes=((3,), (4,)))
+    with pytest.raises(OpBuildError) as info:
+        fn(np.zeros(3, np.float32), np.zeros(4, np.float32))
+    message = str(info.value)
+    assert "'bad_add' (toy_add)" in message and "cannot broadcast (3,) and (4,)" in message
+    assert f"test_tracing.py:{body.__code__.co_firstlineno + 1}" in message
+    assert "job 'job'" in message
+
+
+def test_session_usable_after_errors(session, toy):
+    bad = _job(session, toy, lambda a, b: apply("toy_add", [a, b]), shapes=((3,), (4,)))
+    with pytest.raises(OpBuildError):
+        bad(np.zeros(3, np.float32), np.zeros(4, np.float32))
+    good = _job(session, toy, lambda x: apply("twice", [x]))
+    with pytest.raises(JobArgumentError, match="argument 'x0'"):
+        good(np.zeros(4, np.float32))
+    with pytest.raises(JobArgumentError, match="positional"):
+        good(x0=np.zeros(3, np.float32))
+    with pytest.raises(JobArgumentError, match="takes 1 argument"):
+        good()
+    np.testing.assert_array_equal(good(np.arange(3, dtype=np.float32)), [0, 2, 4])
+
+
+def test_bad_definitions(session, toy):
+    def no_annotation(x) -> toy.Sync:
+        return x
+    with pytest.raises(JobDefinitionError, match="parameter 'x' has no annotation"):
+        JobFunction(no_annotation, "predict", None, session)
+
+    def bad_annotation(x: int) -> toy.Sync:
+        return x
+    with pytest.raises(JobDefinitionError, match="invalid parameter annotation"):
+        JobFunction(bad_annotation, "predict", None, session)
+
+    def bad_return(x: toy.Array((3,))) -> int:
+        return x
+    with pytest.raises(JobDefinitionError, match="invalid return annotation"):
+        JobFunction(bad_return, "predict", None, session)
+
+    def star(*xs: toy.Array((3,))) -> toy.Sync:
+        return xs[0]
+    with pytest.raises(JobDefinitionError, match=r"\*args"):
+        JobFunction(star, "predict", None, session)
+
+
+def test_ops_only_inside_a_job():
+    with pytest.raises(FlowjobError, match="only valid inside"):
+        apply("twice", [])
+
+
+def test_blob_from_another_job_is_refused(session, toy):
+    leaked = []
+    first = _job(session, toy, lambda x: leaked.append(x) or apply("twice", [x]))
+    first.ensure_traced()
+    second = _job(session, toy, lambda x: apply("toy_add", [x, leaked[0]]))
+    with pytest.raises(OpBuildError, match="belongs to job"):
+        second.ensure_traced()
+
+
+def test_blob_has_no_value_while_tracing(session, toy):
+    def body(x):
+        if x:  # noqa: the error is the point
+            pass
+        return x
+    with pytest.raises(FlowjobError, match="no value while the job is traced"):
+        _job(session, toy, body).ensure_traced()
+
+
+def test_verifier_catches_broken_ir(session, toy):
+    job = _job(session, toy, lambda x: apply("twice", [x])).ensure_traced().copy()
+    ctx = PassContext(session, session.registries)
+    verify(job, ctx)
+    job.nodes.reverse()
+    with pytest.raises(VerificationError, match="used before it is defined"):
+        verify(job, ctx)
+
+
+def test_a_job_may_be_defined_after_another_ran(session, toy):
+    first = _job(session, toy, lambda x: apply("twice", [x]))
+    np.testing.assert_array_equal(first(np.ones(3, np.float32)), [2, 2, 2])
+    later = _job(session, toy, lambda x: apply("twice", [apply("twice", [x])]))
+    np.testing.assert_array_equal(later(np.ones(3, np.float32)), [4, 4, 4])
