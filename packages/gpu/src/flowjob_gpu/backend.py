@@ -1,0 +1,35 @@
+"""The CuPy backend; CuPy is imported only when a session gathers its backends."""
+from __future__ import annotations
+
+from typing import Any
+
+from flowjob_core import Backend
+
+
+def available_cupy() -> Any | None:
+    """The cupy module if it imports and sees a CUDA device, else None."""
+    try:
+        import cupy
+    except Exception:  # not installed, or a broken CUDA install: the CPU backend serves
+        return None
+    try:
+        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:
+        return None
+
+
+def make_backend(cp: Any) -> Backend:
+    def synchronize() -> None:
+        cp.cuda.get_current_stream().synchronize()
+
+    return Backend(
+        tag="gpu",
+        name="cupy",
+        xp=cp,
+        device_count=lambda: cp.cuda.runtime.getDeviceCount(),
+        to_host=cp.asnumpy,
+        from_host=cp.asarray,
+        make_rng=lambda seed: cp.random.default_rng(seed),
+        synchronize=synchronize,
+        description=f"cupy {cp.__version__}",
+    )

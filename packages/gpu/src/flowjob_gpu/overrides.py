@@ -1,0 +1,40 @@
+"""Kernel overrides for the gpu backend: one fused launch where the xp kernel needs several."""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from flowjob_gpu.sources import kernel_source
+
+# (op, CUDA family, symbol per dtype): checked against kernels/ by a CPU-only test
+OVERRIDES: dict[str, tuple[str, dict[str, str]]] = {
+    "relu_grad": ("elementwise", {"float32": "relu_backward_f32", "float64": "relu_backward_f64"}),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _module(cp: Any, family: str, device: int) -> Any:
+    # compiled on first use, once per device; CuPy caches the binary on disk too
+    return cp.RawModule(code=kernel_source(family))
+
+
+def relu_grad_kernel(ctx: Any) -> Any:
+    cp, out = ctx.xp, ctx.out(0)
+    family, symbols = OVERRIDES["relu_grad"]
+    symbol = symbols.get(ctx.outputs[0].dtype.name)
+    if symbol is None:  # other dtypes: the generic kernel's formula
+        return lambda y, dy: cp.multiply(dy, y > 0, out=out)
+    fn = _module(cp, family, cp.cuda.Device().id).get_function(symbol)
+    n = out.size
+    block = 256
+    grid = max(1, min((n + block - 1) // block, 4096))
+    size = cp.int64(n)
+
+    def run(y: Any, dy: Any) -> Any:
+        fn((grid,), (block,), (y, dy, out, size))
+        return out
+
+    return run
+
+
+KERNEL_BUILDERS = {"relu_grad": relu_grad_kernel}

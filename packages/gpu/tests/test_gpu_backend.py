@@ -1,0 +1,94 @@
+"""The gpu package on any machine, and (marked ``gpu``) CuPy against numpy on a machine with a device."""
+from __future__ import annotations
+
+import re
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+from flowjob_core import Session, make_plugin_manager
+from flowjob_core.plugin import gather_registries
+from flowjob_gpu import available_cupy, kernel_dir, kernel_source, plugin
+from flowjob_gpu.overrides import OVERRIDES
+
+
+def test_every_override_names_a_symbol_in_the_sources():
+    for op, (family, symbols) in OVERRIDES.items():
+        source = kernel_source(family)
+        for symbol in symbols.values():
+            assert re.search(rf'extern "C" __global__ void {symbol}\(', source), (op, symbol)
+
+
+def test_kernel_dir_can_be_overridden(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLOWJOB_KERNEL_DIR", str(tmp_path))
+    assert kernel_dir() == tmp_path
+
+
+def test_no_device_means_no_backend_and_no_overrides(monkeypatch):
+    monkeypatch.setattr(plugin, "available_cupy", lambda: None)
+    regs = gather_registries(make_plugin_manager(plugins=[plugin], autoload=False))
+    assert regs.backends.get("gpu") is None
+    assert regs.kernels.overrides("gpu") == []
+
+
+def test_gpu_request_without_device_runs_on_cpu_with_one_warning(monkeypatch):
+    monkeypatch.setattr(plugin, "available_cupy", lambda: None)
+    session = Session(make_plugin_manager(plugins=[plugin], autoload=False))
+    try:
+        with pytest.warns(RuntimeWarning, match="no GPU backend") as record:
+            session.note_device_request("gpu")
+            session.note_device_request("gpu")
+        assert len(record) == 1
+        assert session.backend.tag == "cpu"
+    finally:
+        session.close()
+
+
+def test_a_device_registers_the_backend(monkeypatch):
+    fake = types.SimpleNamespace(__version__="0", asnumpy=np.asarray, asarray=np.asarray,
+                                 cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1)),
+                                 random=types.SimpleNamespace(default_rng=np.random.default_rng))
+    monkeypatch.setattr(plugin, "available_cupy", lambda: fake)
+    regs = gather_registries(make_plugin_manager(plugins=[plugin], autoload=False))
+    backend = regs.backends.get("gpu")
+    assert backend is not None and backend.xp is fake and backend.device_count() == 1
+    assert regs.kernels.overrides("gpu") == ["relu_grad"]
+
+
+@pytest.mark.gpu
+def test_relu_grad_override_matches_numpy():
+    cp = available_cupy()
+    from flowjob_core import BlobSpec, KernelContext
+    from flowjob_gpu.overrides import relu_grad_kernel
+    for dtype in (np.float32, np.float64):
+        y = np.maximum(np.random.default_rng(0).standard_normal(1000), 0).astype(dtype)
+        dy = np.random.default_rng(1).standard_normal(1000).astype(dtype)
+        spec = BlobSpec((1000,), dtype)
+        ctx = KernelContext(cp, None, "relu_grad", "g", {}, (spec, spec), (spec,))
+        got = relu_grad_kernel(ctx)(cp.asarray(y), cp.asarray(dy))
+        np.testing.assert_array_equal(cp.asnumpy(got), np.where(y > 0, dy, 0))
+
+
+@pytest.mark.gpu
+def test_a_job_on_the_gpu_matches_the_cpu():
+    oneflow = pytest.importorskip("oneflow")
+    tp = pytest.importorskip("oneflow.typing")
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    results = {}
+    for device in ("cpu", "gpu"):
+        monkey = pytest.MonkeyPatch()
+        monkey.setenv("FLOWJOB_DEVICE", device)
+        oneflow.clear_default_session()
+
+        @oneflow.global_function()
+        def job(x: tp.Numpy.Placeholder((4, 5))) -> tp.Numpy:
+            return oneflow.nn.relu(x)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results[device] = job(x)
+        monkey.undo()
+    oneflow.clear_default_session()
+    np.testing.assert_allclose(results["gpu"], results["cpu"])
