@@ -143,3 +143,25 @@ def test_a_job_may_be_defined_after_another_ran(session, toy):
     np.testing.assert_array_equal(first(np.ones(3, np.float32)), [2, 2, 2])
     later = _job(session, toy, lambda x: apply("twice", [apply("twice", [x])]))
     np.testing.assert_array_equal(later(np.ones(3, np.float32)), [4, 4, 4])
+
+
+def test_string_annotations_may_name_locals_of_the_decorating_scope(toy, monkeypatch):
+    import flowjob_core.function as function_module
+    from flowjob_core import Session, make_plugin_manager
+    session = Session(make_plugin_manager(plugins=[toy], autoload=False))
+    monkeypatch.setattr(function_module, "get_default_session", lambda: session)
+    shape = (2,)
+    ns = {"toy": toy, "apply": apply, "global_function": function_module.global_function}
+    exec("from __future__ import annotations\n"
+         "def define(shape):\n"
+         "    @global_function()\n"
+         "    def job(x: toy.Array(shape)) -> toy.Sync:\n"
+         "        return apply('twice', [x])\n"
+         "    @global_function\n"
+         "    def bare(x: toy.Array(shape)) -> toy.Sync:\n"
+         "        return x\n"
+         "    return job, bare\n", ns)
+    job, bare = ns["define"](shape)
+    np.testing.assert_array_equal(job(np.ones(2, np.float32)), [2, 2])
+    np.testing.assert_array_equal(bare(np.ones(2, np.float32)), [1, 1])
+    session.close()

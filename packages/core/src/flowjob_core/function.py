@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import sys
 import threading
 from typing import Any, Callable
 
@@ -33,7 +34,7 @@ class JobFunction:
     """A decorated job function. Calling it feeds the inputs and runs one step."""
 
     def __init__(self, func: Callable[..., Any], job_type: str, config: FunctionConfig | None,
-                 session: Session) -> None:
+                 session: Session, scope_locals: dict[str, Any] | None = None) -> None:
         self.func = func
         self.name = func.__name__
         self.type = job_type
@@ -42,19 +43,20 @@ class JobFunction:
         self._trace_lock = threading.Lock()
         self._job: Job | None = None
         self._plan: Plan | None = None
-        self.params, self.return_kind = self._read_signature()
+        self.params, self.return_kind = self._read_signature(scope_locals)
         functools.update_wrapper(self, func)
         session.register_function(self)
 
     # definition -----------------------------------------------------------
-    def _read_signature(self) -> tuple[list[_Param], Any]:
+    def _read_signature(self, scope_locals: dict[str, Any] | None) -> tuple[list[_Param], Any]:
         kinds = self.session.registries.result_kinds
         if not kinds.param_matchers and not kinds.return_matchers:
             raise MissingPackageError(
                 f"global function {self.name!r}: no result kinds are registered; "
                 f"pip install flowjob-typing (or the flowjob distribution)")
         try:
-            sig = inspect.signature(self.func, eval_str=True)
+            # string annotations (from __future__ import annotations) may name the decorating scope's locals
+            sig = inspect.signature(self.func, eval_str=True, locals=scope_locals)
         except (NameError, TypeError) as exc:
             raise JobDefinitionError(f"global function {self.name!r}: cannot read its signature: {exc}") from None
         params = []
@@ -184,6 +186,10 @@ class _nothing:
         return None
 
 
+def _caller_locals(frame: Any) -> dict[str, Any] | None:
+    return frame.f_locals if frame.f_code.co_name != "<module>" else None
+
+
 def global_function(type: Any = "predict", function_config: FunctionConfig | None = None) -> Any:  # noqa: A002
     """Decorate a job function: ``@flow.global_function(type="train", function_config=cfg)``.
 
@@ -191,7 +197,7 @@ def global_function(type: Any = "predict", function_config: FunctionConfig | Non
     when ``cfg.train.*`` was set) and a bare ``@flow.global_function`` also work.
     """
     if callable(type) and not isinstance(type, FunctionConfig):
-        return global_function()(type)
+        return JobFunction(type, "predict", None, get_default_session(), _caller_locals(sys._getframe(1)))
     if isinstance(type, FunctionConfig):
         function_config, type = type, ("train" if type.train.is_set else "predict")
     if type not in JOB_TYPES:
@@ -201,6 +207,6 @@ def global_function(type: Any = "predict", function_config: FunctionConfig | Non
                                  f"got {function_config!r}")
 
     def decorate(func: Callable[..., Any]) -> JobFunction:
-        return JobFunction(func, type, function_config, get_default_session())
+        return JobFunction(func, type, function_config, get_default_session(), _caller_locals(sys._getframe(1)))
 
     return decorate
