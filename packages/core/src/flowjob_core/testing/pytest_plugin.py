@@ -1,12 +1,15 @@
-"""pytest plugin installed with flowjob-core: hypothesis profiles and the ``gpu``/``slow`` markers.
+"""pytest plugin installed with flowjob-core: hypothesis profiles, the ``gpu``/``slow`` markers and fixtures.
 
 Profiles: ``ci`` (derandomized, no deadline; chosen when ``CI`` is set) and ``dev``
 (the default locally); ``HYPOTHESIS_PROFILE`` picks one explicitly.
+Fixture ``flowjob_session``: a fresh ``Session()`` (every installed plugin), closed after the test.
 """
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Iterator
+
+import pytest
 
 
 def pytest_configure(config: Any) -> None:
@@ -21,3 +24,15 @@ def pytest_configure(config: Any) -> None:
     settings.register_profile("dev", deadline=None, max_examples=50)
     in_ci = os.environ.get("CI") or os.environ.get("__TOX_ENVIRONMENT_VARIABLE_ORIGINAL_CI")
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if in_ci else "dev"))
+
+
+@pytest.fixture
+def flowjob_session() -> Iterator[Any]:
+    """A fresh session for one test; pending work is finished and the session closed afterwards."""
+    from flowjob_core.session import Session
+
+    session = Session()
+    try:
+        yield session
+    finally:
+        session.close()

@@ -1,0 +1,169 @@
+"""The op conformance suite: one table of ``OpCase`` rows drives gradient, forward and coverage tests.
+
+An op package writes, in a test module::
+
+    CASES = [OpCase("swish", make_swish, reference=swish_ref), ...]
+    test_op_gradients, test_op_forward, test_ops_covered = conformance_suite(CASES, plugin="swish")
+
+pytest and hypothesis are imported when the suite is made, so the rest of the kit needs neither.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from flowjob_core.session import Session
+from flowjob_core.testing.gradcheck import check_grads
+from flowjob_core.testing.single_op import run_op
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import DrawFn, SearchStrategy
+
+GRADIENT_EXAMPLES = 15  # per op: a table of ~50 ops stays under two minutes on two cores
+FORWARD_EXAMPLES = 10
+# forward comparison with the numpy reference, by output dtype: (rtol, atol); float32's atol is
+# torch.testing's: a float32 kernel loses ~1e-7 absolute to cancellation (gelu' far from 0, say)
+FORWARD_TOLERANCES = {np.dtype(np.float64): (1e-6, 1e-9), np.dtype(np.float32): (1e-5, 1e-5),
+                      np.dtype(np.float16): (1e-3, 1e-3)}
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """One row of an op table.
+
+    ``make(draw)`` is the body of a hypothesis composite strategy returning ``(inputs, attrs)``;
+    build inputs away from the op's kinks and ties (``flowjob_core.testing.strategies``).
+    ``reference(*inputs, **attrs)`` gives the expected output (or a tuple of outputs) with numpy.
+    ``wrt``: inputs whose gradient is checked (default: every floating one); ``()`` means the
+    op has no gradient to check (it is ``not_differentiable``, or a gradient op itself).
+    ``rtol``/``atol``: gradient tolerances (forward ones can only be loosened by them).
+    """
+
+    op: str
+    make: Callable[["DrawFn"], tuple[list[np.ndarray], dict]]
+    reference: Callable[..., Any] | None = None
+    wrt: tuple[int, ...] | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    name: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.name or self.op
+
+    def strategy(self) -> "SearchStrategy[tuple[list[np.ndarray], dict]]":
+        from hypothesis import strategies as st
+
+        return st.composite(self.make)()
+
+
+class _SharedSession:
+    """One session for the whole suite, made on first use (making one per example costs ~20 ms)."""
+
+    def __init__(self, factory: Callable[[], Session] | None) -> None:
+        self._factory = factory or Session
+        self._session: Session | None = None
+
+    def get(self) -> Session:
+        if self._session is None or self._session.closed:
+            self._session = self._factory()
+        return self._session
+
+
+def _as_tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def check_forward(case: OpCase, inputs: list[np.ndarray], attrs: dict, session: Session) -> None:
+    """``run_op`` against ``case.reference``, output by output."""
+    assert case.reference is not None
+    got = run_op(case.op, inputs, attrs, session=session)
+    want = _as_tuple(case.reference(*inputs, **attrs))
+    assert len(got) == len(want), (f"op {case.op!r}: {len(got)} outputs, the reference gives {len(want)}")
+    for k, (g, w) in enumerate(zip(got, want)):
+        w = np.asarray(w)
+        where = f"op {case.op!r} (case {case.id!r}), output {k}, attrs {attrs!r}"
+        assert g.shape == w.shape, f"{where}: shape {g.shape}, the reference gives {w.shape}"
+        if g.dtype.kind != "f":
+            np.testing.assert_array_equal(g, w, err_msg=where)
+            continue
+        rtol, atol = FORWARD_TOLERANCES.get(g.dtype, FORWARD_TOLERANCES[np.dtype(np.float32)])
+        np.testing.assert_allclose(g, w, rtol=max(rtol, case.rtol or 0.0), atol=max(atol, case.atol or 0.0),
+                                   err_msg=f"{where}; inputs: {inputs!r}")
+
+
+def coverage_problems(cases: Sequence[OpCase], plugin: str, session: Session) -> list[str]:
+    """What keeps ``plugin``'s ops from being fully tested: ops without a case, without a gradient rule..."""
+    ops = session.registries.ops
+    owners = sorted({ops.owner(op.name) for op in ops})
+    mine = sorted(op.name for op in ops if ops.owner(op.name) == plugin)
+    if not mine:
+        return [f"plugin {plugin!r} registers no op in this session (is it installed, and is that its "
+                f"entry-point name?); plugins that registered ops: {owners}"]
+    covered = {case.op for case in cases}
+    problems = []
+    missing = [name for name in mine if name not in covered]
+    if missing:
+        problems.append(f"ops of plugin {plugin!r} with no OpCase: {missing}")
+    unmarked = [name for name in mine if ops[name].grad is None and not ops[name].not_differentiable]
+    if unmarked:
+        problems.append(f"ops of plugin {plugin!r} with neither a gradient rule nor not_differentiable=True: "
+                        f"{unmarked}")
+    unknown = sorted({case.op for case in cases if case.op not in ops})
+    if unknown:
+        problems.append(f"cases name ops that are not registered: {unknown}")
+    idle = [case.id for case in cases if case.wrt == () and case.reference is None]
+    if idle:
+        problems.append(f"cases that test nothing (wrt=() and no reference): {idle}")
+    return problems
+
+
+def conformance_suite(cases: Sequence[OpCase], plugin: str, *, session_factory: Callable[[], Session] | None = None,
+                      max_examples: int | None = None) -> tuple[Callable[..., None], Callable[..., None],
+                                                                Callable[[], None]]:
+    """Three pytest tests over ``cases``: ``test_op_gradients, test_op_forward, test_ops_covered``.
+
+    ``plugin`` is the name the op package registers under (its entry-point name).
+    ``session_factory`` makes the session the ops are looked up in (default ``Session()``:
+    every installed plugin). Hypothesis settings come from the active profile, with
+    ``max_examples`` (default: at most 15 gradient and 10 forward examples per op).
+    """
+    import pytest
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    cases = tuple(cases)
+    shared = _SharedSession(session_factory)
+    profile = settings()  # the profile loaded by the pytest plugin (ci or dev)
+    grad_settings = settings(max_examples=max_examples or min(GRADIENT_EXAMPLES, profile.max_examples))
+    forward_settings = settings(max_examples=max_examples or min(FORWARD_EXAMPLES, profile.max_examples))
+    grad_cases = [case for case in cases if case.wrt != ()]
+    forward_cases = [case for case in cases if case.reference is not None]
+
+    @pytest.mark.parametrize("case", grad_cases, ids=[case.id for case in grad_cases])
+    @grad_settings
+    @given(data=st.data())
+    def test_op_gradients(case: OpCase, data: Any) -> None:
+        session = shared.get()
+        ops = session.registries.ops
+        if case.op in ops and ops[case.op].not_differentiable and case.wrt is None:
+            pytest.fail(f"op {case.op!r} is marked not_differentiable: give its OpCase wrt=()")
+        inputs, attrs = data.draw(case.strategy(), label=f"{case.id}: inputs, attrs")
+        seed = data.draw(st.integers(0, 2**16 - 1), label="seed of cotangents and directions")
+        check_grads(case.op, inputs, attrs, wrt=case.wrt, rtol=case.rtol, atol=case.atol, seed=seed,
+                    session=session)
+
+    @pytest.mark.parametrize("case", forward_cases, ids=[case.id for case in forward_cases])
+    @forward_settings
+    @given(data=st.data())
+    def test_op_forward(case: OpCase, data: Any) -> None:
+        inputs, attrs = data.draw(case.strategy(), label=f"{case.id}: inputs, attrs")
+        check_forward(case, inputs, attrs, shared.get())
+
+    def test_ops_covered() -> None:
+        problems = coverage_problems(cases, plugin, shared.get())
+        assert not problems, "\n".join(problems)
+
+    return test_op_gradients, test_op_forward, test_ops_covered

@@ -1,0 +1,105 @@
+"""One op through the real machinery: a traced job, the session's passes, a plan, one step.
+
+Nothing here consumes the process-wide name counter: every node gets an explicit,
+job-local name, so running the kit never shifts the legacy names (``Relu_3``) a program prints.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Collection, Iterator, Sequence
+
+import numpy as np
+
+from flowjob_core.blob import Blob
+from flowjob_core.ir import BlobSpec, Job
+from flowjob_core.passes import PassContext, run_passes
+from flowjob_core.planner import Plan, build_plan
+from flowjob_core.session import Session
+from flowjob_core.tracing import JobBuilder
+
+
+@dataclass
+class TracedOp:
+    """A job holding placeholders for the op's inputs and one node of the op."""
+
+    job: Job
+    builder: JobBuilder
+    inputs: list[Blob]
+    outputs: tuple[Blob, ...]
+
+
+def trace_op(session: Session, op: str, specs: Sequence[BlobSpec], attrs: dict[str, Any] | None, *,
+             job_type: str, job_name: str) -> TracedOp:
+    """Trace a job of placeholders and one ``op`` node; inference errors surface as ``OpBuildError``."""
+    job = Job(job_name, job_type)
+    builder = JobBuilder(job, session, session.backend.tag)
+    inputs = [builder.add_placeholder(spec, param=f"inputs[{i}]", batch_axis=None, name=f"testing_input_{i}")
+              for i, spec in enumerate(specs)]
+    outputs = builder.add_op(op, inputs, attrs, scoped_name=op)
+    return TracedOp(job, builder, inputs, outputs)
+
+
+def add_returns(traced: TracedOp, blobs: Sequence[Blob], stem: str) -> None:
+    for i, blob in enumerate(blobs):
+        (ret,) = traced.builder.add_op("return", [blob], scoped_name=f"{stem}_{i}")
+        traced.job.returns.append(ret.lbn)
+
+
+def plan_job(session: Session, job: Job, *, kernel_job_type: str | None = None,
+             only_plugins: Collection[str] | None = None) -> Plan:
+    """Run the session's passes and build a plan, calling the observer hooks as a job function does.
+
+    ``only_plugins``: run just the passes these plugins registered (in the usual order).
+    """
+    session.pm.hook.flowjob_job_traced(job=job)
+    ctx = PassContext(session, session.registries, session.backend)
+    if only_plugins is None:
+        final = run_passes(job, ctx)
+    else:
+        final = job.copy()
+        for spec in session.registries.passes.ordered():
+            if spec.plugin in only_plugins:
+                spec.run(final, ctx)
+    if kernel_job_type is not None:
+        final.type = kernel_job_type
+    plan = build_plan(final, session.backend, session.registries, session.variables)
+    session.pm.hook.flowjob_plan_built(job=final, plan=plan)
+    return plan
+
+
+def run_plan(plan: Plan, feeds: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """One step; feeds are copied so a kernel that breaks the no-writing-inputs rule cannot touch the caller's."""
+    backend = plan.backend
+    returns, _ = plan.run([backend.from_host(np.array(f, copy=True)) for f in feeds])
+    return tuple(np.asarray(backend.to_host(r)) for r in returns)
+
+
+@contextlib.contextmanager
+def session_scope(session: Session | None) -> Iterator[Session]:
+    """The given session, or a fresh ``Session()`` (every installed plugin) closed afterwards."""
+    if session is not None:
+        yield session
+        return
+    fresh = Session()
+    try:
+        yield fresh
+    finally:
+        fresh.close()
+
+
+def run_op(op: str, inputs: list[np.ndarray], attrs: dict | None = None, *, session: Session | None = None,
+           training: bool = False) -> tuple[np.ndarray, ...]:
+    """The outputs of one ``op`` applied to ``inputs``, computed by a real plan on the session's backend.
+
+    ``training=True`` builds the kernels as in a train job (``ctx.training``: dropout drops).
+    Returns every output of the op, as host numpy arrays.
+    """
+    arrays = [np.asarray(x) for x in inputs]
+    with session_scope(session) as sess:
+        traced = trace_op(sess, op, [BlobSpec(a.shape, a.dtype) for a in arrays], attrs,
+                          job_type="predict", job_name=f"testing_run_op_{op}")
+        add_returns(traced, traced.outputs, "testing_return")
+        # a train job needs a loss for autodiff; passes see a predict job, the kernels a train one
+        plan = plan_job(sess, traced.job, kernel_job_type="train" if training else None)
+        return run_plan(plan, arrays)
