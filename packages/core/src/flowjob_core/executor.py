@@ -3,75 +3,160 @@
 One worker thread, started on the first asynchronous call, takes steps from a bounded queue
 (a caller blocks instead of memory growing). A synchronous call made while nothing is in
 flight runs in the caller's thread, saving the hand-off. Errors raised by callbacks and
-handlers are kept and raised at the session's next synchronous point.
+handlers, and failures of steps nobody waits for, are kept and raised at the session's
+next synchronous point (a waited-for result, ``sync``, close).
+
+Several devices: a step whose feeds hold a ``PerDevice`` value runs once per device slice
+(``run_per_device``); each result then comes back as a ``PerDevice``.
 """
 from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from flowjob_core.errors import FlowjobError
 
 Delivery = Callable[[], Any]
+
+
+class PerDevice(list):
+    """One value per device: a mirrored argument (one array per device) or a result of a step run per device."""
+
+    __slots__ = ()
+
+    def merged(self, batch_axis: int | None, what: str = "value") -> Any:
+        """The logical value: pieces concatenated along ``batch_axis``; a value without one must agree across devices."""
+        if len(self) == 1:
+            return self[0]
+        first = self[0]
+        if batch_axis is not None and getattr(first, "ndim", 0) > 0:
+            return np.concatenate(self, axis=batch_axis)
+        if all(np.array_equal(first, other) for other in self[1:]):
+            return first  # replicated (a variable, a broadcast input): every device holds the same
+        raise FlowjobError(f"{what} has no batch axis and differs across the {len(self)} devices; "
+                           f"annotate it tp.ListNumpy to get one array per device")
+
+
+def run_per_device(run: Callable[[list[Any]], tuple[tuple[Any, ...], tuple[Any, ...]]], feeds: Sequence[Any],
+                   devices: int, variables: Any = None, names: Sequence[str] = ()) -> tuple[tuple, tuple]:
+    """Run one step once per device slice, sequentially, and gather each result as a ``PerDevice``.
+
+    A ``PerDevice`` feed gives device ``d`` its ``d``-th array; other feeds are shared. When
+    ``variables`` (the session's store) and ``names`` are given, the step updates those
+    variables in place: every slice starts from the same values and the step ends with their
+    mean over devices. That is data-parallel averaging: exact for updates linear in the
+    gradient (SGD, momentum), an approximation for Adam-like updates.
+    """
+    start: dict[str, Any] = {}
+    total: dict[str, Any] = {}
+    xp = variables.backend.xp if variables is not None else None
+    for name in names:
+        start[name] = xp.array(variables.array(name), copy=True)
+    results = []
+    try:
+        for d in range(devices):
+            if d:
+                for name, value in start.items():
+                    xp.copyto(variables.array(name), value)
+            results.append(run([f[d] if type(f) is PerDevice else f for f in feeds]))
+            for name in names:
+                array = variables.array(name)
+                if d:
+                    xp.add(total[name], array, out=total[name])
+                else:
+                    total[name] = array.astype(np.float64 if array.dtype.kind == "f" else np.int64, copy=True)
+    except BaseException:
+        for name, value in start.items():  # a failed step leaves the variables as they were
+            xp.copyto(variables.array(name), value)
+        raise
+    for name in names:
+        array = variables.array(name)
+        mean = total[name] / devices if array.dtype.kind == "f" else total[name] // devices
+        xp.copyto(array, mean.astype(array.dtype, copy=False))
+    returns = tuple(PerDevice(r[0][i] for r in results) for i in range(len(results[0][0])))
+    sides = tuple(PerDevice(r[1][i] for r in results) for i in range(len(results[0][1])))
+    return returns, sides
 
 
 class PendingCall:
     """The outcome of one job call: values once the step and its watch handlers have run."""
 
-    __slots__ = ("_event", "_values", "_error", "_callbacks", "_lock", "_executor", "_detached")
+    __slots__ = ("_event", "_values", "_error", "_callbacks", "_listeners", "_lock", "_executor", "_detached")
 
     def __init__(self, executor: "Executor") -> None:
         self._event = threading.Event()
         self._values: Any = None
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[Any], None]] = []
+        self._listeners: list[Callable[["PendingCall"], None]] = []
         self._lock = threading.Lock()
         self._executor = executor
         self._detached = False
 
     def detach(self) -> None:
-        """Nobody will wait for this call: a failure of its step goes to the next synchronous point."""
-        with self._lock:
-            self._detached = True
-            failed = self._event.is_set() and self._error is not None
-        if failed:
-            self._executor.report(self._error)
+        """Say that nobody will wait for this call. A failure of its step is kept for the next
+        synchronous point either way (as is any failure nobody has waited for yet)."""
+        self._detached = True
 
     def done(self) -> bool:
         return self._event.is_set()
 
     def wait(self) -> Any:
-        """Block until the step is done; raise its error, if it failed."""
+        """Block until the step is done; raise its error, if it failed (a synchronous point)."""
         self._executor.wait_for(self)
         if self._error is not None:
+            self._executor.claim(self)  # delivered here: not raised again at the next sync point
             raise self._error
         self._executor.raise_pending()  # a synchronous point: errors callbacks left surface here
         return self._values
 
     def add_done_callback(self, fn: Callable[[Any], None]) -> None:
-        """Run ``fn(values)`` once the step is done: on the executor, or at once if it already is."""
+        """Run ``fn(values)`` once the step succeeded: on the executor, or at once if it already did.
+
+        An error ``fn`` raises is kept for the next synchronous point.
+        """
         with self._lock:
             if not self._event.is_set():
                 self._callbacks.append(fn)
                 return
         self._executor.run_callback(fn, self)
 
+    def on_done(self, fn: Callable[["PendingCall"], None]) -> None:
+        """Call ``fn(self)`` once the call is done, failed or not (bridges to other event loops).
+
+        ``fn`` runs on the thread that finishes the call and must not block or raise.
+        """
+        with self._lock:
+            if not self._event.is_set():
+                self._listeners.append(fn)
+                return
+        fn(self)
+
     def _resolve(self, values: Any, error: BaseException | None) -> None:
+        if error is not None:
+            self._executor.note_failure(self)  # before anyone can wait: a waiter claims it
         with self._lock:
             self._values, self._error = values, error
             callbacks, self._callbacks = self._callbacks, []
+            listeners, self._listeners = self._listeners, []
             self._event.set()
-            detached = self._detached
-        if error is not None and detached:
-            self._executor.report(error)
         for fn in callbacks:
             self._executor.run_callback(fn, self)
+        for listener in listeners:
+            try:
+                listener(self)
+            except BaseException as exc:
+                self._executor.report(exc)
 
 
 class Executor:
     def __init__(self, report_error: Callable[[BaseException], None], raise_pending: Callable[[], None],
                  max_in_flight: int = 8) -> None:
         self._report_error = report_error
-        self.raise_pending = raise_pending
+        self._raise_pending = raise_pending
         self._queue: queue.Queue = queue.Queue(maxsize=max_in_flight)
         self._cond = threading.Condition()
         self._outstanding = 0
@@ -79,6 +164,8 @@ class Executor:
         self._worker: threading.Thread | None = None
         self._local = threading.local()
         self._closed = False
+        self._failed: list[PendingCall] = []  # failed steps nobody has waited for yet, in call order
+        self._failed_lock = threading.Lock()
 
     # submission -----------------------------------------------------------
     def submit(self, compute: Callable[[], Any], deliver: Callable[[Any], Any], *, wait: bool) -> PendingCall:
@@ -104,9 +191,10 @@ class Executor:
         return pending
 
     def _ensure_worker(self) -> None:
-        if self._worker is None:
-            self._worker = threading.Thread(target=self._loop, name="flowjob-executor", daemon=True)
-            self._worker.start()
+        with self._cond:
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._loop, name="flowjob-executor", daemon=True)
+                self._worker.start()
 
     def _loop(self) -> None:
         while True:
@@ -133,8 +221,30 @@ class Executor:
                 self._outstanding -= 1
                 self._cond.notify_all()
 
+    # errors ---------------------------------------------------------------
     def report(self, exc: BaseException) -> None:
         self._report_error(exc)
+
+    def note_failure(self, pending: PendingCall) -> None:
+        with self._failed_lock:
+            self._failed.append(pending)
+
+    def claim(self, pending: PendingCall) -> None:
+        """The caller received this call's failure itself."""
+        with self._failed_lock:
+            if pending in self._failed:
+                self._failed.remove(pending)
+
+    def _flush_failures(self) -> None:
+        with self._failed_lock:
+            failed, self._failed = self._failed, []
+        for pending in failed:
+            self._report_error(pending._error)  # type: ignore[arg-type]
+
+    def raise_pending(self) -> None:
+        """A synchronous point: raise the first kept error (unclaimed step failures included)."""
+        self._flush_failures()
+        self._raise_pending()
 
     def run_callback(self, fn: Callable[[Any], None], pending: PendingCall) -> None:
         if pending._error is not None:
@@ -147,14 +257,21 @@ class Executor:
     # waiting --------------------------------------------------------------
     def wait_for(self, pending: PendingCall) -> None:
         if threading.current_thread() is self._worker and not pending.done():
-            raise RuntimeError("a callback waited for a later call's result on the executor thread")
+            raise RuntimeError("a callback or watch handler waited for the result of a later call; that call "
+                               "runs after the callback on the same thread, so the wait could never end")
         pending._event.wait()
 
     def sync(self) -> None:
-        """Wait for every call made so far (a callback's own call excluded) and its callbacks."""
-        mine = getattr(self._local, "depth", 0)
-        with self._cond:
-            self._cond.wait_for(lambda: self._outstanding <= mine)
+        """Wait for every call made so far (a callback's own call excluded) and its callbacks.
+
+        On the executor thread every earlier call is done already and later ones cannot start
+        until the current callback returns, so there is nothing to wait for (legacy deadlocked).
+        """
+        if threading.current_thread() is not self._worker:
+            mine = getattr(self._local, "depth", 0)
+            with self._cond:
+                self._cond.wait_for(lambda: self._outstanding <= mine)
+        self._flush_failures()
 
     @property
     def outstanding(self) -> int:

@@ -12,6 +12,7 @@ from flowjob_core import naming
 from flowjob_core.config import FunctionConfig
 from flowjob_core.errors import (
     FlowjobError, JobArgumentError, JobDefinitionError, JobReturnError, MissingPackageError)
+from flowjob_core.executor import PerDevice, run_per_device
 from flowjob_core.ir import BlobSpec, Job
 from flowjob_core.passes import PassContext, run_passes
 from flowjob_core.planner import Plan, build_plan
@@ -148,18 +149,37 @@ class JobFunction:
             raise JobArgumentError(f"global function {self.name!r} takes {len(self.params)} argument(s) "
                                    f"({', '.join(p.name for p in self.params)}), got {len(args)}")
         feeds: list[Any] = []
+        mirrored = False
         for param, arg in zip(self.params, args):
-            feeds.extend(param.kind.feed(arg, f"global function {self.name!r}, argument {param.name!r}"))
+            got = param.kind.feed(arg, f"global function {self.name!r}, argument {param.name!r}")
+            mirrored = mirrored or PerDevice in map(type, got)
+            feeds.extend(got)
+        devices = self._devices(feeds) if mirrored else 1
+        if mirrored and devices == 1:
+            feeds = [f[0] if type(f) is PerDevice else f for f in feeds]
         plan = self.plan()
         backend = plan.backend
         if backend.tag != "cpu":
-            feeds = [backend.from_host(f) for f in feeds]
+            feeds = [PerDevice(map(backend.from_host, f)) if type(f) is PerDevice else backend.from_host(f)
+                     for f in feeds]
         to_host = backend.to_host
+        if devices > 1:
+            one_host = to_host
+            to_host = lambda v: PerDevice(map(one_host, v))  # noqa: E731
         consumers = plan.side_consumers
         report = session.report_error
 
-        def compute() -> Any:
-            return plan.run(feeds)
+        if devices == 1:
+            def compute() -> Any:
+                return plan.run(feeds)
+        else:
+            # mirrored: the body was traced for one device's slice; run it once per slice and merge.
+            # A train step's variables start equal on every device and end as their mean.
+            updated = list(plan.job.variables) if plan.job.type == "train" else []
+            store = session.variables if updated else None
+
+            def compute() -> Any:
+                return run_per_device(plan.run, feeds, devices, store, updated)
 
         def deliver(raw: Any) -> list[Any]:
             returns, sides = raw
@@ -173,6 +193,21 @@ class JobFunction:
         kind = self.return_kind
         pending = session.executor.submit(compute, deliver, wait=kind.waits)
         return kind.launch(pending, f"global function {self.name!r}")
+
+    def _devices(self, feeds: list[Any]) -> int:
+        """Devices of a mirrored call (flow.config.gpu_device_num, else cpu_device_num); each
+        per-device argument must hold one array per device."""
+        cfg = self.session.config
+        devices = cfg.gpu_device_num or cfg.cpu_device_num or 1
+        i = 0
+        for param in self.params:
+            for f in feeds[i:i + len(param.specs)]:
+                if type(f) is PerDevice and len(f) != devices:
+                    raise JobArgumentError(
+                        f"global function {self.name!r}, argument {param.name!r}: expected a list of {devices} "
+                        f"array(s), one per device (flow.config.gpu_device_num/cpu_device_num), found {len(f)}")
+            i += len(param.specs)
+        return devices
 
     def __repr__(self) -> str:
         return f"<global function {self.name} ({self.type})>"

@@ -2,9 +2,10 @@
 from flowjob_typing.annotations import (
     Bundle, Callback, Dict, FixedTensorDef, Future, ListListNumpy, ListNumpy, MirroredTensorDef, Numpy,
     PlaceholderDef, fixed_tensor_def, mirrored_tensor_def)
-from flowjob_typing.values import FutureResult, LocalBlob
+from flowjob_typing.values import AsyncResult, FutureResult, LocalBlob
 
 __all__ = [
-    "Bundle", "Callback", "Dict", "FixedTensorDef", "Future", "FutureResult", "ListListNumpy", "ListNumpy",
-    "LocalBlob", "MirroredTensorDef", "Numpy", "PlaceholderDef", "fixed_tensor_def", "mirrored_tensor_def",
+    "AsyncResult", "Bundle", "Callback", "Dict", "FixedTensorDef", "Future", "FutureResult", "ListListNumpy",
+    "ListNumpy", "LocalBlob", "MirroredTensorDef", "Numpy", "PlaceholderDef", "fixed_tensor_def",
+    "mirrored_tensor_def",
 ]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flowjob_core import dtypes, naming
+from flowjob_core import JobDefinitionError, dtypes, naming
 
 
 @dataclass(frozen=True)
@@ -20,20 +20,45 @@ class PlaceholderDef:
     name: str | None = None
 
     def __repr__(self) -> str:
-        return f"{self.family.__name__}.Placeholder({self.shape}, dtype={self.dtype.name}, batch_axis={self.batch_axis})"
+        return f"tp.{self.family.__name__}.Placeholder({self.shape}, dtype={self.dtype.name}, batch_axis={self.batch_axis})"
 
 
-def _placeholder(family: type, shape: Any, dtype: Any, batch_axis: Any, name: str | None = None) -> PlaceholderDef:
-    where = f"{family.__name__}.Placeholder"
+def _placeholder(family: type, shape: Any, dtype: Any, batch_axis: Any, name: str | None = None,
+                 where: str = "") -> PlaceholderDef:
+    where = where or f"tp.{family.__name__}.Placeholder"
     if not isinstance(shape, tuple):
-        raise TypeError(f"{where}: shape should be a tuple, found {shape!r}")
+        raise JobDefinitionError(f"{where}: shape should be a tuple such as (100, 784), found "
+                                 f"{type(shape).__name__} {shape!r}")
     if not shape or any(not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d <= 0 for d in shape):
-        raise TypeError(f"{where}: shape must hold positive ints, found {shape!r}")
+        raise JobDefinitionError(f"{where}: shape must hold positive ints, found {shape!r}")
     if batch_axis is not None:
-        if not isinstance(batch_axis, int) or not -len(shape) <= batch_axis < len(shape):
-            raise TypeError(f"{where}: batch_axis {batch_axis!r} is not an axis of shape {shape}")
+        if isinstance(batch_axis, bool) or not isinstance(batch_axis, int) or not -len(shape) <= batch_axis < len(shape):
+            raise JobDefinitionError(f"{where}: batch_axis {batch_axis!r} is not an axis of shape {shape} (or None)")
         batch_axis %= len(shape)
-    return PlaceholderDef(family, tuple(int(d) for d in shape), dtypes.as_dtype(dtype), batch_axis, name)
+    try:
+        dt = dtypes.as_dtype(dtype)
+    except TypeError as exc:
+        raise JobDefinitionError(f"{where}: {exc}") from None
+    return PlaceholderDef(family, tuple(int(d) for d in shape), dt, batch_axis, name)
+
+
+def describe(annotation: Any) -> str:
+    """A short readable name for an annotation in error messages (``tp.Numpy``, ``Tuple[tp.Numpy, int]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, Numpy):
+        return f"tp.{annotation.__name__}"
+    if isinstance(annotation, _Generic):
+        return f"tp.{type(annotation).__name__}[{describe(annotation.inner)}]"
+    if isinstance(annotation, type) and issubclass(annotation, _Generic):
+        return f"tp.{annotation.__name__}"
+    if annotation is Any:
+        return "Any"
+    origin = typing.get_origin(annotation)
+    if origin is not None:
+        args = ", ".join("..." if a is Ellipsis else describe(a) for a in typing.get_args(annotation))
+        return f"{getattr(origin, '__name__', origin).capitalize()}[{args}]"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return repr(annotation)
 
 
 class Numpy:
@@ -71,7 +96,7 @@ class _Generic:
         return hash((type(self), repr(self.inner)))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}[{self.inner!r}]"
+        return describe(self)
 
 
 class Callback(_Generic):
@@ -98,7 +123,8 @@ class MirroredTensorDef(PlaceholderDef):
 
 
 def _legacy_def(cls: type, family: type, shape: Any, dtype: Any, batch_axis: Any, name: str | None) -> Any:
-    base = _placeholder(family, tuple(shape) if isinstance(shape, list) else shape, dtype, batch_axis)
+    where = f"flow.{cls.__name__}"
+    base = _placeholder(family, tuple(shape) if isinstance(shape, list) else shape, dtype, batch_axis, where=where)
     # legacy took one name id when the default was evaluated and another when it was cloned at compile
     naming.next_id()
     return cls(base.family, base.shape, base.dtype, base.batch_axis, name)
@@ -106,9 +132,11 @@ def _legacy_def(cls: type, family: type, shape: Any, dtype: Any, batch_axis: Any
 
 def fixed_tensor_def(shape: Any, dtype: Any = dtypes.float32, batch_axis: int | None = 0,
                      name: str | None = None) -> FixedTensorDef:
+    """``flow.FixedTensorDef(shape, dtype)``: a fixed-shape input declared as a default value."""
     return _legacy_def(FixedTensorDef, Numpy, shape, dtype, batch_axis, name)
 
 
 def mirrored_tensor_def(shape: Any, dtype: Any = dtypes.float32, batch_axis: int | None = 0,
                         name: str | None = None) -> MirroredTensorDef:
+    """``flow.MirroredTensorDef(shape, dtype)``: a per-device input (a list of one array per device)."""
     return _legacy_def(MirroredTensorDef, ListNumpy, shape, dtype, batch_axis, name)

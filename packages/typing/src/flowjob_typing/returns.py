@@ -1,128 +1,172 @@
-"""Return kinds: how fetched values reach the caller, chosen by the return annotation."""
+"""Return kinds: how fetched values reach the caller, chosen by the return annotation.
+
+An annotation compiles to a ``Tree`` at decoration. At trace time the tree checks the body's
+return value (type, length, dict key types, blobs at the leaves) and yields the blobs to
+fetch plus a builder that rebuilds the structure from the fetched host values after each step.
+"""
 from __future__ import annotations
 
-import asyncio
 import inspect
 import typing
 from typing import Any, Callable, Iterator
 
-from flowjob_core import Blob, JobReturnError
+from flowjob_core import Blob, JobDefinitionError, JobReturnError
 
-from flowjob_typing.annotations import Bundle, Callback, Future, ListListNumpy, ListNumpy, Numpy
-from flowjob_typing.values import FutureResult, LocalBlob
+from flowjob_typing.annotations import Bundle, Callback, Future, ListListNumpy, ListNumpy, Numpy, describe
+from flowjob_typing.values import AsyncResult, FutureResult, LocalBlob, logical, per_device
 
 Builder = Callable[[Iterator[Any]], Any]
+EXPECTED = ("tp.Numpy, tp.ListNumpy, tp.ListListNumpy, typing.Tuple/List/Dict of them, tp.Bundle[...], "
+            "tp.Callback[...] or tp.Future[...]")
 
 
 class Tree:
-    """A compiled annotation: checks a traced return value and rebuilds it from fetched arrays."""
+    """A compiled value annotation."""
 
     def flatten(self, value: Any, where: str, blobs: list[Blob]) -> Builder:
-        raise NotImplementedError  # every subclass below implements it
+        """Check ``value`` (``where`` names its position), append its blobs, return its builder."""
+        raise NotImplementedError  # every subclass implements it
+
+
+def _found(value: Any) -> str:
+    if isinstance(value, Blob):
+        return f"blob {value.lbn!r}"
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
 class Leaf(Tree):
+    """One blob, delivered as ``wrap(host_value, blob)``."""
+
     def __init__(self, name: str, wrap: Callable[[Any, Blob], Any]) -> None:
         self.name = name
         self.wrap = wrap
 
     def flatten(self, value: Any, where: str, blobs: list[Blob]) -> Builder:
         if not isinstance(value, Blob):
-            raise JobReturnError(f"{where}: expected a blob for {self.name}, found {type(value).__name__} {value!r}")
+            raise JobReturnError(f"{where}: expected a blob ({self.name}), found {_found(value)}")
         blobs.append(value)
         wrap = self.wrap
         return lambda it: wrap(next(it), value)
 
 
-NUMPY = Leaf("tp.Numpy", lambda a, b: a)
-LIST_NUMPY = Leaf("tp.ListNumpy", lambda a, b: [a])
-LIST_LIST_NUMPY = Leaf("tp.ListListNumpy", lambda a, b: [[a]])
-LOCAL = Leaf("a blob", lambda a, b: LocalBlob(a, b))
+NUMPY = Leaf("tp.Numpy", logical)
+LIST_NUMPY = Leaf("tp.ListNumpy", lambda v, b: per_device(v))
+LIST_LIST_NUMPY = Leaf("tp.ListListNumpy", lambda v, b: [[a] for a in per_device(v)])
+LOCAL = Leaf("a local blob", LocalBlob)
 LEAVES = {Numpy: NUMPY, ListNumpy: LIST_NUMPY, ListListNumpy: LIST_LIST_NUMPY}
 
 
 class TupleTree(Tree):
+    """``Tuple[A, B]`` (exact length) or ``Tuple[A, ...]`` (any length)."""
+
     def __init__(self, items: list[Tree] | None, rest: Tree | None = None) -> None:
         self.items, self.rest = items, rest
 
     def flatten(self, value: Any, where: str, blobs: list[Blob]) -> Builder:
         if not isinstance(value, tuple):
-            raise JobReturnError(f"{where}: expected a tuple, found {type(value).__name__}")
+            raise JobReturnError(f"{where}: expected a tuple, found {_found(value)}")
         trees = self.items if self.rest is None else [self.rest] * len(value)
-        if len(value) != len(trees):
-            raise JobReturnError(f"{where}: expected a tuple of {len(trees)}, found one of {len(value)}")
-        builders = [t.flatten(v, f"{where}[{i}]", blobs) for i, (t, v) in enumerate(zip(trees, value))]
-        return lambda it: tuple(b(it) for b in builders)
+        if len(value) != len(trees):  # type: ignore[arg-type]
+            raise JobReturnError(f"{where}: expected a tuple of {len(trees)}, found one of {len(value)}")  # type: ignore[arg-type]
+        builders = [t.flatten(v, f"{where}[{i}]", blobs) for i, (t, v) in enumerate(zip(trees, value))]  # type: ignore[arg-type]
+        return lambda it: tuple([b(it) for b in builders])
 
 
 class ListTree(Tree):
+    """``List[A]``: a list of any length."""
+
     def __init__(self, item: Tree) -> None:
         self.item = item
 
     def flatten(self, value: Any, where: str, blobs: list[Blob]) -> Builder:
         if not isinstance(value, list):
-            raise JobReturnError(f"{where}: expected a list, found {type(value).__name__}")
+            raise JobReturnError(f"{where}: expected a list, found {_found(value)}")
         builders = [self.item.flatten(v, f"{where}[{i}]", blobs) for i, v in enumerate(value)]
         return lambda it: [b(it) for b in builders]
 
 
 class DictTree(Tree):
+    """``Dict[K, V]``: keys as returned, each of exactly type ``K`` (legacy: ``type(key) is K``)."""
+
     def __init__(self, key_type: Any, item: Tree) -> None:
         self.key_type, self.item = key_type, item
 
     def flatten(self, value: Any, where: str, blobs: list[Blob]) -> Builder:
         if not isinstance(value, dict):
-            raise JobReturnError(f"{where}: expected a dict, found {type(value).__name__}")
+            raise JobReturnError(f"{where}: expected a dict, found {_found(value)}")
         builders = {}
         for key, v in value.items():
             if self.key_type is not Any and type(key) is not self.key_type:
-                raise JobReturnError(f"{where}: dict key {key!r} is {type(key).__name__}, "
-                                     f"the annotation says {getattr(self.key_type, '__name__', self.key_type)}")
+                raise JobReturnError(f"{where}: key {key!r} has type {type(key).__name__}, the annotation says "
+                                     f"{describe(self.key_type)} (checked exactly: type(key) is K)")
             builders[key] = self.item.flatten(v, f"{where}[{key!r}]", blobs)
         return lambda it: {k: b(it) for k, b in builders.items()}
 
 
 class AnyNesting(Tree):
-    """Tuples, lists and dicts of any depth, leaves converted by ``leaf`` (Bundle, legacy futures)."""
+    """Tuples, lists and dicts of any depth and key type, leaves converted by ``leaf`` (Bundle, legacy futures)."""
 
-    def __init__(self, leaf: Leaf) -> None:
+    def __init__(self, leaf: Leaf, allow_none: bool = False) -> None:
         self.leaf = leaf
+        self.allow_none = allow_none
 
     def flatten(self, value: Any, where: str, blobs: list[Blob]) -> Builder:
+        if value is None and self.allow_none:
+            return lambda it: None
         if isinstance(value, (tuple, list)):
             builders = [self.flatten(v, f"{where}[{i}]", blobs) for i, v in enumerate(value)]
             kind = type(value)
-            return lambda it: kind(b(it) for b in builders)
+            return lambda it: kind([b(it) for b in builders])
         if isinstance(value, dict):
             named = {k: self.flatten(v, f"{where}[{k!r}]", blobs) for k, v in value.items()}
             return lambda it: {k: b(it) for k, b in named.items()}
         return self.leaf.flatten(value, where, blobs)
 
 
-def compile_tree(annotation: Any) -> Tree | None:
-    """The tree for a value annotation, or None if it is not one."""
-    if annotation in LEAVES:
+def compile_tree(annotation: Any, path: str = "") -> Tree | None:
+    """The tree for a value annotation; None if the annotation is not a value annotation at all.
+
+    A structure whose inner part is wrong (``Tuple[tp.Numpy, int]``) raises JobDefinitionError
+    naming the position.
+    """
+    if isinstance(annotation, type) and annotation in LEAVES:
         return LEAVES[annotation]
     if isinstance(annotation, Bundle):
-        leaf = LEAVES.get(annotation.inner)
-        return AnyNesting(leaf) if leaf is not None else None
+        leaf = LEAVES.get(annotation.inner) if isinstance(annotation.inner, type) else None
+        if leaf is None:
+            raise JobDefinitionError(f"return annotation {describe(annotation)}: tp.Bundle takes tp.Numpy, "
+                                     f"tp.ListNumpy or tp.ListListNumpy, found {describe(annotation.inner)}")
+        return AnyNesting(leaf)
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            inner = compile_tree(args[0])
-            return TupleTree(None, inner) if inner is not None else None
-        items = [compile_tree(a) for a in args]
-        return TupleTree(items) if all(i is not None for i in items) else None  # type: ignore[arg-type]
+            return TupleTree(None, _inner(args[0], f"{path}[...]", annotation))
+        return TupleTree([_inner(a, f"{path}[{i}]", annotation) for i, a in enumerate(args)])
     if origin is list and len(args) == 1:
-        inner = compile_tree(args[0])
-        return ListTree(inner) if inner is not None else None
+        return ListTree(_inner(args[0], f"{path}[<item>]", annotation))
     if origin is dict and len(args) == 2:
-        inner = compile_tree(args[1])
-        return DictTree(args[0], inner) if inner is not None else None
+        if not (isinstance(args[0], type) or args[0] is Any):
+            raise JobDefinitionError(f"return annotation {describe(annotation)}: the key type must be a class "
+                                     f"such as str or int, found {describe(args[0])}")
+        return DictTree(args[0], _inner(args[1], f"{path}[<value>]", annotation))
+    if annotation is Bundle or annotation is Callback or annotation is Future:
+        raise JobDefinitionError(f"return annotation {describe(annotation)} needs its type: "
+                                 f"{describe(annotation)}[tp.Numpy] for example")
     return None
 
 
+def _inner(annotation: Any, path: str, whole: Any) -> Tree:
+    tree = compile_tree(annotation, path)
+    if tree is None:
+        raise JobDefinitionError(f"return annotation {describe(whole)}: the item at {path} is "
+                                 f"{describe(annotation)}; expected {EXPECTED}")
+    return tree
+
+
 class _Kind:
+    """Shared by the return kinds: the compiled tree and the builder the trace produced."""
+
     waits = False
 
     def __init__(self, tree: Tree | None, annotation: Any) -> None:
@@ -133,21 +177,15 @@ class _Kind:
     def flatten(self, value: Any, where: str) -> list[Blob]:
         blobs: list[Blob] = []
         assert self.tree is not None
-        self._build = self.tree.flatten(value, f"{where}: return value {_short(value)} does not match "
-                                               f"annotation {_ann(self.annotation)}", blobs)
+        try:
+            self._build = self.tree.flatten(value, f"{where}, return value", blobs)
+        except JobReturnError as exc:
+            raise JobReturnError(f"{exc} [return annotation: {describe(self.annotation)}]") from None
         return blobs
 
     def build(self, values: list[Any]) -> Any:
-        assert self._build is not None
+        assert self._build is not None, "the job was not traced"
         return self._build(iter(values))
-
-
-def _short(value: Any) -> str:
-    return value.lbn if isinstance(value, Blob) else type(value).__name__
-
-
-def _ann(annotation: Any) -> str:
-    return getattr(annotation, "__qualname__", None) or repr(annotation)
 
 
 class SyncReturn(_Kind):
@@ -164,7 +202,7 @@ class NoneReturn(_Kind):
 
     def flatten(self, value: Any, where: str) -> list[Blob]:
         if value is not None:
-            raise JobReturnError(f"{where}: returns {_short(value)} but its annotation is None")
+            raise JobReturnError(f"{where}, return value: annotated -> None but the body returns {_found(value)}")
         return []
 
     def launch(self, pending: Any, where: str) -> None:
@@ -177,11 +215,12 @@ class CallbackReturn(_Kind):
 
     def launch(self, pending: Any, where: str) -> Callable[[Callable[[Any], None]], None]:
         pending.detach()
+        build = self.build
 
         def register(callback: Callable[[Any], None]) -> None:
             if not callable(callback):
-                raise TypeError(f"{where}: the callback must be callable, got {callback!r}")
-            pending.add_done_callback(lambda values: callback(self.build(values)))
+                raise TypeError(f"{where}: returns tp.Callback; call the result with a callable, got {callback!r}")
+            pending.add_done_callback(lambda values: callback(build(values)))
 
         return register
 
@@ -194,30 +233,21 @@ class FutureReturn(_Kind):
 
 
 class AwaitableReturn(_Kind):
-    """``-> tp.Future[T]``: an asyncio future of the converted result (``await job(x)``)."""
+    """``-> tp.Future[T]``: an awaitable of the converted result (``await job(x)`` in asyncio code)."""
 
-    def launch(self, pending: Any, where: str) -> "asyncio.Future[Any]":
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise RuntimeError(f"{where} returns tp.Future: call it from a coroutine (await job(...))") from None
-
-        async def result() -> Any:
-            return self.build(await loop.run_in_executor(None, pending.wait))
-
-        return asyncio.ensure_future(result())
+    def launch(self, pending: Any, where: str) -> AsyncResult:
+        return AsyncResult(pending, self.build)
 
 
 def match_return(annotation: Any) -> Any:
+    """The return kind of an annotation, or None when the annotation is not one of ours."""
     if annotation is inspect.Signature.empty:
-        return FutureReturn(AnyNesting(LOCAL), annotation)
+        return FutureReturn(AnyNesting(LOCAL, allow_none=True), annotation)
     if annotation is None or annotation is type(None):
         return NoneReturn(None, annotation)
     if isinstance(annotation, Callback):
-        tree = compile_tree(annotation.inner)
-        return CallbackReturn(tree, annotation.inner) if tree is not None else None
+        return CallbackReturn(_inner(annotation.inner, "[T]", annotation), annotation.inner)
     if isinstance(annotation, Future):
-        tree = compile_tree(annotation.inner)
-        return AwaitableReturn(tree, annotation.inner) if tree is not None else None
+        return AwaitableReturn(_inner(annotation.inner, "[T]", annotation), annotation.inner)
     tree = compile_tree(annotation)
     return SyncReturn(tree, annotation) if tree is not None else None

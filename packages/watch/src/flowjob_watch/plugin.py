@@ -1,4 +1,4 @@
-"""The watch package's plugin: the watch pass."""
+"""The watch package's plugin: the watch pass and the built-in sinks, registered like a third party's."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,8 +6,20 @@ from typing import Any
 from flowjob_core import hookimpl
 
 from flowjob_watch.instrument import instrument
+from flowjob_watch.sinks.callback import make_callback
+from flowjob_watch.sinks.dict_sink import DictSink
+from flowjob_watch.sinks.recorder import make_recorder
+from flowjob_watch.sinks.stats import make_stats
 
 
 @hookimpl
 def flowjob_add_passes(registry: Any) -> None:
     registry.add("watch", instrument, after="autodiff", before="dce")
+
+
+@hookimpl
+def flowjob_add_watch_sinks(registry: Any) -> None:
+    registry.add("callback", make_callback)
+    registry.add("dict", DictSink)
+    registry.add("recorder", make_recorder)
+    registry.add("stats", make_stats)
