@@ -1,6 +1,7 @@
 """``flow.global_function``: define a job, trace it on its first call, run it on every call."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
@@ -66,7 +67,7 @@ class JobFunction:
             if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
                 raise JobDefinitionError(f"{where}: *args, **kwargs and keyword-only parameters are not supported")
             if p.annotation is not p.empty:
-                kind = kinds.param_kind(p.annotation)
+                kind = _matched(kinds.param_kind, p.annotation, where)
                 if kind is None:
                     raise JobDefinitionError(
                         f"{where}: invalid parameter annotation {p.annotation!r}; expected "
@@ -83,7 +84,7 @@ class JobFunction:
                 raise JobDefinitionError(
                     f"{where} has no annotation: write '{p.name}: tp.Numpy.Placeholder(shape, dtype=...)'")
             params.append(_Param(p.name, kind))
-        ret = kinds.return_kind(sig.return_annotation)
+        ret = _matched(kinds.return_kind, sig.return_annotation, f"global function {self.name!r}, return annotation")
         if ret is None:
             raise JobDefinitionError(
                 f"global function {self.name!r}: invalid return annotation {sig.return_annotation!r}; "
@@ -104,7 +105,7 @@ class JobFunction:
         placement = self.config.get("default_placement_scope")
         default_device = placement.device_tag if placement is not None else session.backend.tag
         builder = JobBuilder(job, session, default_device)
-        with builder.activate(), (placement if placement is not None else _nothing()):
+        with builder.activate(), (placement if placement is not None else contextlib.nullcontext()):
             args = []
             for param in self.params:
                 blobs = [builder.add_placeholder(BlobSpec(s.shape, s.dtype), param=param.name, batch_axis=s.batch_axis,
@@ -213,12 +214,12 @@ class JobFunction:
         return f"<global function {self.name} ({self.type})>"
 
 
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
+def _matched(lookup: Callable[[Any], Any], annotation: Any, where: str) -> Any:
+    """A result-kind lookup whose own complaint (a bad nested annotation) names the function and position."""
+    try:
+        return lookup(annotation)
+    except (JobDefinitionError, TypeError, ValueError) as exc:
+        raise JobDefinitionError(f"{where}: {exc}") from None
 
 
 def _caller_locals(frame: Any) -> dict[str, Any] | None:

@@ -76,8 +76,14 @@ def flowjob_add_result_kinds(registry: "ResultKindRegistry") -> None:
 
 @hookspec
 def flowjob_add_watch_sinks(registry: "WatchSinkRegistry") -> None:
-    """Register watch sinks: ``registry.add(name, factory)``; ``factory(target, **options)``
-    returns ``consume(value, blob_def)`` called once per step with the watched value."""
+    """Register watch sinks: ``registry.add(name, factory)``.
+
+    ``factory(target, **options)`` returns a sink: ``sink(value, blob_def)`` is called once
+    per step for each value it watches (host ndarray, and the symbolic blob it came from);
+    an optional ``sink.end_step(job_name)`` runs once per step after its last value (a
+    recorder closes its file there). Sinks run on the session's executor, in graph order,
+    before a synchronous call returns; what they raise is kept for the next synchronous point.
+    """
 
 
 @hookspec(firstresult=True)
