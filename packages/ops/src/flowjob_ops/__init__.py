@@ -1,4 +1,9 @@
-"""flowjob-ops: op records and the public functions of flow.nn, flow.math, flow.layers."""
-from flowjob_ops import nn
+"""flowjob-ops: op records and the public functions of flow.nn, flow.math, flow.layers.
 
-__all__ = ["nn"]
+``flowjob_ops.defs`` holds the op records (one ``OpDef`` per op: inference, gradient rule,
+kernel); ``plugin`` registers them. The public modules are ``nn``, ``math``, ``layers``,
+``array_ops`` (top-level ``flow.reshape`` etc.) and ``initializers``.
+"""
+from flowjob_ops import array_ops, initializers, layers, math, nn
+
+__all__ = ["array_ops", "initializers", "layers", "math", "nn"]

@@ -1,13 +1,34 @@
-"""The ops package's plugin: registers every op record of ``flowjob_ops.defs``."""
+"""The ops package's plugin: registers every op record of ``flowjob_ops.defs`` and the Blob operators."""
 from __future__ import annotations
 
 from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_ops.defs import activations
+from flowjob_ops import array_ops, math
+from flowjob_ops.defs import (
+    activations, array, constants, conv, dropout, indexing, matmul, nn_losses, pool, reduce, softmax)
+from flowjob_ops.defs import math as math_defs
 
-OP_MODULES = (activations,)
+OP_MODULES = (activations, math_defs, reduce, matmul, softmax, nn_losses, dropout, conv, pool, array, indexing,
+              constants)
+
+# Python operators on symbolic blobs: ``x + y``, ``2.0 * x``, ``-x``, ``a @ b``, ``x ** 2``, ``x[0, 1:3]``
+OPERATORS = {
+    "__add__": math.add,
+    "__radd__": lambda a, b: math.add(b, a),
+    "__sub__": math.subtract,
+    "__rsub__": lambda a, b: math.subtract(b, a),
+    "__mul__": math.multiply,
+    "__rmul__": lambda a, b: math.multiply(b, a),
+    "__truediv__": math.divide,
+    "__rtruediv__": lambda a, b: math.divide(b, a),
+    "__neg__": math.negative,
+    "__pow__": math.pow,
+    "__matmul__": array_ops.matmul,
+    "__rmatmul__": lambda a, b: array_ops.matmul(b, a),
+    "__getitem__": array_ops.getitem,
+}
 
 
 @hookimpl
@@ -15,3 +36,5 @@ def flowjob_add_ops(registry: Any) -> None:
     for module in OP_MODULES:
         for op in module.OPS:
             registry.add(op)
+    for dunder, fn in OPERATORS.items():
+        registry.add_operator(dunder, fn)

@@ -1,7 +1,10 @@
-"""Inference helpers shared by op records."""
+"""Helpers shared by op records (dtype checks, broadcasting, axes) and by public functions (names, errors)."""
 from __future__ import annotations
 
-from typing import Sequence
+import numbers
+from typing import Any, Sequence
+
+import numpy as np
 
 from flowjob_core import BlobSpec, ShapeError
 
@@ -19,3 +22,86 @@ def require_floating(inputs: Sequence[BlobSpec], op: str) -> None:
 def unary_float(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     require_floating(inputs[:1], "this op")
     return [inputs[0]]
+
+
+def unary_numeric(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    if inputs[0].dtype.kind not in "fiu":
+        raise ShapeError(f"this op needs a numeric input, got {inputs[0].dtype}")
+    return [inputs[0]]
+
+
+def grad_like_second(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    """For fused gradient ops ``op_grad(saved, dy)``: the result is shaped like ``dy``."""
+    return [inputs[1]]
+
+
+def broadcast_shape(a: Sequence[int], b: Sequence[int], what: str = "operands") -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
+    except ValueError:
+        raise ShapeError(f"{what} do not broadcast: shapes {tuple(a)} and {tuple(b)}") from None
+
+
+def same_dtype(inputs: Sequence[BlobSpec], op: str) -> np.dtype:
+    first = inputs[0].dtype
+    for spec in inputs[1:]:
+        if spec.dtype != first:
+            raise ShapeError(f"{op} needs inputs of one dtype, got {first} and {spec.dtype} (use flow.cast)")
+    return first
+
+
+def normalize_axis(axis: Any, rank: int, what: str = "axis") -> int:
+    """``axis`` as a non-negative int, checked against ``rank``."""
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise ShapeError(f"{what} must be an int, got {axis!r}")
+    if not -rank <= axis < rank:
+        raise ShapeError(f"{what} {axis} is out of range for a rank-{rank} input (valid: {-rank}..{rank - 1})")
+    return int(axis) % rank
+
+
+def normalize_axes(axis: Any, rank: int) -> tuple[int, ...]:
+    """``None`` (all axes), an int or a sequence of ints as a sorted tuple of distinct non-negative axes."""
+    if axis is None:
+        return tuple(range(rank))
+    items = [axis] if isinstance(axis, numbers.Integral) else list(axis)
+    axes = tuple(sorted(normalize_axis(a, rank) for a in items))
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"axis {axis!r} names an axis twice")
+    return axes
+
+
+def check_scalar(value: Any, dtype: np.dtype, op: str) -> None:
+    """A Python number usable with a blob of ``dtype`` without changing its dtype."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Number):
+        raise ShapeError(f"{op} needs a Python number as scalar, got {value!r}")
+    if dtype.kind in "iu" and not float(value).is_integer():
+        raise ShapeError(f"{op}: a non-integral scalar {value!r} with an integer blob of dtype {dtype}; cast first")
+
+
+def typed_scalar(value: Any, dtype: np.dtype) -> Any:
+    """The scalar as a numpy scalar of ``dtype``, so kernels never promote (float32 stays float32);
+    a scalar rather than a 0-d array, which CuPy ufuncs would refuse."""
+    return np.dtype(dtype).type(value)
+
+
+def kept_dims_shape(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
+    return tuple(1 if i in axes else d for i, d in enumerate(shape))
+
+
+def op_name(name: str | None, prefix: str) -> str:
+    """``name``, or ``prefix_<n>`` from the process-wide counter: for public functions whose node
+    name should not carry the op type's own prefix (``expand_dims`` builds a ``reshape``)."""
+    from flowjob_core import naming
+
+    return name if name is not None else naming.unique_name(prefix)
+
+
+def build_error(what: str, message: str) -> Exception:
+    """An ``OpBuildError`` for a check a public function makes itself (before any node exists),
+    worded like the tracer's: the job, the function and the user's source line."""
+    from flowjob_core import OpBuildError, maybe_builder
+    from flowjob_core.tracing import user_source
+
+    builder = maybe_builder()
+    job = f"job {builder.job.name!r}, " if builder is not None else ""
+    return OpBuildError(f"{job}{what} at {user_source(2)}: {message}")

@@ -1,0 +1,143 @@
+"""2-D convolution and its two gradients, on the im2col kernels of ``flowjob_ops.kernels.conv``.
+
+Attributes: ``strides``, ``padding`` ("SAME", "VALID" or explicit pads), ``data_format``
+("NCHW" or "NHWC"), ``dilations`` and ``groups``. Weights are (F, C/groups, kh, kw) for NCHW
+and (F, kh, kw, C/groups) for NHWC, as in legacy OneFlow. The kernels keep their own output
+buffers (returned every step), so these nodes never use the planned buffer.
+
+The filter gradient needs the im2col matrix of x, which the forward kernel has just built:
+the gradient rule gives both nodes one ``cols_token``, the forward kernel publishes its column
+buffer under it, and the filter-gradient kernel reuses that buffer whenever the forward kernel
+last read the very array it is given (in a step the forward node always runs first; otherwise,
+e.g. when the forward output was dropped as dead code, it builds the matrix itself).
+"""
+from __future__ import annotations
+
+import uuid
+import weakref
+from typing import Any, Sequence
+
+from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+
+from flowjob_ops.defs.common import require_floating, same_dtype
+from flowjob_ops.kernels import conv
+
+
+def geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> conv.ConvGeometry:
+    """The validated geometry; its ValueErrors name the argument and value at fault."""
+    dilations = attrs.get("dilations")
+    return conv.ConvGeometry.create(x_shape, w_shape, attrs.get("strides", 1), attrs.get("padding", "VALID"),
+                                    1 if dilations is None else dilations, attrs.get("groups", 1),
+                                    attrs.get("data_format", "NCHW"))
+
+
+def _options(attrs: dict) -> dict[str, Any]:
+    dilations = attrs.get("dilations")
+    return {"strides": attrs.get("strides", 1), "pads": attrs.get("padding", "VALID"),
+            "dilation": 1 if dilations is None else dilations, "groups": attrs.get("groups", 1),
+            "data_format": attrs.get("data_format", "NCHW")}
+
+
+def _conv_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, w = inputs
+    require_floating(inputs, "conv2d")
+    dtype = same_dtype(inputs, "conv2d")
+    return [BlobSpec(geometry(x.shape, w.shape, attrs).y_shape, dtype)]
+
+
+class _Columns:
+    """The forward kernel's im2col buffer and the input array it was last filled from."""
+
+    __slots__ = ("im2col", "source", "__weakref__")
+
+    def __init__(self, im2col: Any) -> None:
+        self.im2col = im2col
+        self.source: Any = None
+
+
+# cols_token -> _Columns; weak, so an entry lives exactly as long as the plan holding the kernels
+_PUBLISHED: "weakref.WeakValueDictionary[str, _Columns]" = weakref.WeakValueDictionary()
+
+
+def _conv_kernel(ctx: KernelContext) -> Any:
+    x, w = ctx.inputs
+    forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs))
+    token = ctx.attrs.get("cols_token")
+    if token is None:
+        return forward
+    columns = _PUBLISHED[token] = _Columns(forward.im2col)
+
+    def run(x_value: Any, w_value: Any) -> Any:
+        y = forward(x_value, w_value)
+        columns.source = x_value
+        return y
+
+    return run
+
+
+def _grad_attrs(ctx: GradContext) -> dict[str, Any]:
+    keys = ("strides", "padding", "data_format", "dilations", "groups")
+    return {k: ctx.attrs[k] for k in keys if k in ctx.attrs} | {
+        "x_shape": ctx.inputs[0].shape, "w_shape": ctx.inputs[1].shape}
+
+
+def _conv_grad(ctx: GradContext) -> list[Any]:
+    x, w = ctx.inputs
+    attrs = _grad_attrs(ctx)
+    dx = ctx.apply("conv2d_grad_data", [ctx.dy, w], attrs) if ctx.needs[0] else None
+    dw = None
+    if ctx.needs[1]:
+        token = uuid.uuid4().hex
+        ctx.attrs["cols_token"] = token  # the forward node (of this pass's copy of the job) publishes under it
+        dw = ctx.apply("conv2d_grad_filter", [x, ctx.dy], attrs | {"cols_token": token})
+    return [dx, dw]
+
+
+def _check_dy(dy: BlobSpec, geom: conv.ConvGeometry) -> None:
+    if dy.shape != geom.y_shape:
+        raise ShapeError(f"conv2d output gradient has shape {dy.shape}, the convolution gives {geom.y_shape}")
+
+
+def _grad_data_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    dy, w = inputs
+    _check_dy(dy, geometry(attrs["x_shape"], w.shape, attrs))
+    return [BlobSpec(attrs["x_shape"], dy.dtype)]
+
+
+def _grad_data_kernel(ctx: KernelContext) -> Any:
+    dy, w = ctx.inputs
+    return conv.Conv2dBackwardData(ctx.xp, ctx.attrs["x_shape"], w.shape, dy.dtype, **_options(ctx.attrs))
+
+
+def _grad_filter_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, dy = inputs
+    _check_dy(dy, geometry(x.shape, attrs["w_shape"], attrs))
+    return [BlobSpec(attrs["w_shape"], x.dtype)]
+
+
+def _grad_filter_kernel(ctx: KernelContext) -> Any:
+    x, dy = ctx.inputs
+    options = _options(ctx.attrs)
+    columns = _PUBLISHED.get(ctx.attrs.get("cols_token", ""))
+    geom = geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
+    if columns is None or columns.im2col.geom != geom or columns.im2col.dtype != x.dtype:
+        return conv.Conv2dBackwardFilter(ctx.xp, x.shape, ctx.attrs["w_shape"], x.dtype, **options)
+    backward = conv.Conv2dBackwardFilter(ctx.xp, x.shape, ctx.attrs["w_shape"], x.dtype, **options,
+                                         im2col=columns.im2col)
+
+    def run(x_value: Any, dy_value: Any) -> Any:
+        # the forward kernel's matrix is valid for this very array, which nothing writes before this node
+        return backward(x_value, dy_value, reuse_cols=columns.source is x_value)
+
+    return run
+
+
+CONV2D = OpDef("conv2d", _conv_infer, kernel=_conv_kernel, grad=_conv_grad, name_prefix="Conv2D",
+               doc="inputs (x, weight): 2-D convolution (im2col + GEMM)")
+CONV2D_GRAD_DATA = OpDef("conv2d_grad_data", _grad_data_infer, kernel=_grad_data_kernel, not_differentiable=True,
+                         name_prefix="Conv2DGradData", doc="inputs (dy, weight): d loss / d x")
+CONV2D_GRAD_FILTER = OpDef("conv2d_grad_filter", _grad_filter_infer, kernel=_grad_filter_kernel,
+                           not_differentiable=True, name_prefix="Conv2DGradFilter",
+                           doc="inputs (x, dy): d loss / d weight")
+
+OPS = (CONV2D, CONV2D_GRAD_DATA, CONV2D_GRAD_FILTER)

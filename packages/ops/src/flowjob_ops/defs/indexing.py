@@ -1,0 +1,258 @@
+"""Indexing: slice, gather, where, argmax, one_hot."""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Sequence
+
+from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError, dtypes
+
+from flowjob_ops.defs.common import broadcast_shape, normalize_axis, same_dtype
+
+
+# slice ------------------------------------------------------------------------
+def slice_bounds(shape: Sequence[int], begin: Any, size: Any) -> tuple[slice, ...]:
+    """Legacy ``flow.slice`` bounds: per axis a begin (None = 0) and a size (None or -1 = to the end)."""
+    rank = len(shape)
+    begin = [None] * rank if begin is None else list(begin)
+    size = [None] * rank if size is None else list(size)
+    if len(begin) != rank or len(size) != rank:
+        raise ShapeError(f"slice begin {begin} and size {size} need one entry per axis of the {rank}-d input "
+                         f"{tuple(shape)}")
+    bounds = []
+    for axis, (dim, b, s) in enumerate(zip(shape, begin, size)):
+        b = 0 if b is None else b
+        if isinstance(b, bool) or not isinstance(b, numbers.Integral) or not -dim <= b < max(dim, 1):
+            raise ShapeError(f"slice begin {b!r} is out of range for axis {axis} of size {dim}")
+        b = int(b) % dim if dim else 0
+        if s is None or s == -1:
+            s = dim - b
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 1 or b + s > dim:
+            raise ShapeError(f"slice size {s!r} at begin {b} does not fit axis {axis} of size {dim}")
+        bounds.append(slice(b, b + int(s)))
+    return tuple(bounds)
+
+
+def _slice_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    bounds = slice_bounds(x.shape, attrs.get("begin"), attrs.get("size"))
+    return [BlobSpec(tuple(s.stop - s.start for s in bounds), x.dtype)]
+
+
+def _slice_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    bounds = slice_bounds(ctx.inputs[0].shape, ctx.attrs.get("begin"), ctx.attrs.get("size"))
+
+    def run(x: Any) -> Any:
+        xp.copyto(out, x[bounds])
+        return out
+
+    return run
+
+
+def _slice_grad(ctx: GradContext) -> list[Any]:
+    attrs = {"begin": ctx.attrs.get("begin"), "size": ctx.attrs.get("size"), "shape": ctx.inputs[0].shape}
+    return [ctx.apply("slice_grad", [ctx.dy], attrs)]
+
+
+def _slice_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (dy,) = inputs
+    shape = tuple(attrs["shape"])
+    bounds = slice_bounds(shape, attrs.get("begin"), attrs.get("size"))
+    if dy.shape != tuple(s.stop - s.start for s in bounds):
+        raise ShapeError(f"slice_grad: dy {dy.shape} does not match the slice {bounds} of {shape}")
+    return [BlobSpec(shape, dy.dtype)]
+
+
+def _slice_grad_kernel(ctx: KernelContext) -> Any:
+    out = ctx.out(0)
+    bounds = slice_bounds(ctx.attrs["shape"], ctx.attrs.get("begin"), ctx.attrs.get("size"))
+
+    def run(dy: Any) -> Any:
+        out.fill(0)
+        out[bounds] = dy
+        return out
+
+    return run
+
+
+SLICE = OpDef("slice", _slice_infer, kernel=_slice_kernel, grad=_slice_grad, name_prefix="Slice",
+              doc="a box of x: per axis begin (None = 0) and size (None or -1 = to the end)")
+SLICE_GRAD = OpDef("slice_grad", _slice_grad_infer, kernel=_slice_grad_kernel, not_differentiable=True,
+                   name_prefix="SliceGrad", doc="dy placed in the box of zeros shaped like the sliced input")
+
+
+# gather -----------------------------------------------------------------------
+def _check_indices(spec: BlobSpec, what: str) -> None:
+    if spec.dtype.kind not in "iu":
+        raise ShapeError(f"{what} must be integers, got {spec.dtype}")
+
+
+def _gather_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    params, indices = inputs
+    _check_indices(indices, "gather indices")
+    if not params.shape:
+        raise ShapeError("gather needs params of rank >= 1")
+    axis = normalize_axis(attrs.get("axis", 0), len(params.shape))
+    return [BlobSpec(params.shape[:axis] + indices.shape + params.shape[axis + 1:], params.dtype)]
+
+
+def _gather_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    axis = normalize_axis(ctx.attrs.get("axis", 0), len(ctx.inputs[0].shape))
+    return lambda params, indices: xp.take(params, indices, axis=axis, out=out)
+
+
+def _gather_grad(ctx: GradContext) -> list[Any]:
+    params, indices = ctx.inputs
+    attrs = {"axis": ctx.attrs.get("axis", 0), "shape": params.shape}
+    return [ctx.apply("gather_grad", [indices, ctx.dy], attrs), None]
+
+
+def _gather_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    indices, dy = inputs
+    shape = tuple(attrs["shape"])
+    axis = normalize_axis(attrs.get("axis", 0), len(shape))
+    if dy.shape != shape[:axis] + indices.shape + shape[axis + 1:]:
+        raise ShapeError(f"gather_grad: dy {dy.shape} does not match gathering {indices.shape} from {shape}")
+    return [BlobSpec(shape, dy.dtype)]
+
+
+def _gather_grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    axis = normalize_axis(ctx.attrs.get("axis", 0), len(ctx.outputs[0].shape))
+    lead = (slice(None),) * axis
+
+    def run(indices: Any, dy: Any) -> Any:
+        out.fill(0)
+        xp.add.at(out, lead + (indices,), dy)  # repeated indices accumulate
+        return out
+
+    return run
+
+
+GATHER = OpDef("gather", _gather_infer, kernel=_gather_kernel, grad=_gather_grad, name_prefix="Gather",
+               doc="inputs (params, indices): params indexed along axis")
+GATHER_GRAD = OpDef("gather_grad", _gather_grad_infer, kernel=_gather_grad_kernel, not_differentiable=True,
+                    name_prefix="GatherGrad", doc="inputs (indices, dy): dy scattered (summed) into zeros")
+
+
+# where ------------------------------------------------------------------------
+def _where_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    cond, x, y = inputs
+    if cond.dtype.kind not in "biu":
+        raise ShapeError(f"where condition must be bool or integer, got {cond.dtype}")
+    dtype = same_dtype([x, y], "where")
+    shape = broadcast_shape(broadcast_shape(cond.shape, x.shape, "where operands"), y.shape, "where operands")
+    return [BlobSpec(shape, dtype)]
+
+
+def _as_bool(ctx: KernelContext, spec: BlobSpec) -> Any:
+    """A converter of the condition to bool (a scratch buffer for integer conditions)."""
+    if spec.dtype.kind == "b":
+        return lambda c: c
+    xp, mask = ctx.xp, ctx.workspace(spec.shape, dtype=bool)
+    return lambda c: xp.not_equal(c, 0, out=mask)
+
+
+def _where_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    as_bool = _as_bool(ctx, ctx.inputs[0])
+
+    def run(cond: Any, x: Any, y: Any) -> Any:
+        xp.copyto(out, y)  # copyto broadcasts all three
+        xp.copyto(out, x, where=as_bool(cond))
+        return out
+
+    return run
+
+
+def _where_grad(ctx: GradContext) -> list[Any]:
+    dx, dy = ctx.apply("where_grad", [ctx.inputs[0], ctx.dy])
+    return [None, dx, dy]
+
+
+def _where_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    return [inputs[1], inputs[1]]
+
+
+def _where_grad_kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    dx, dy_else = ctx.out(0), ctx.out(1)
+    as_bool = _as_bool(ctx, ctx.inputs[0])
+
+    def run(cond: Any, dy: Any) -> tuple[Any, Any]:
+        xp.multiply(dy, as_bool(cond), out=dx)
+        xp.subtract(dy, dx, out=dy_else)
+        return dx, dy_else
+
+    return run
+
+
+WHERE = OpDef("where", _where_infer, kernel=_where_kernel, grad=_where_grad, name_prefix="Where",
+              doc="inputs (condition, x, y): x where condition, else y (broadcasting)")
+WHERE_GRAD = OpDef("where_grad", _where_grad_infer, kernel=_where_grad_kernel, not_differentiable=True,
+                   name_prefix="WhereGrad", doc="inputs (condition, dy): (dy where condition, dy elsewhere)")
+
+
+# argmax / one_hot ---------------------------------------------------------------
+def _argmax_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    if not x.shape:
+        raise ShapeError("argmax needs an input of rank >= 1")
+    axis = normalize_axis(attrs.get("axis", -1), len(x.shape))
+    return [BlobSpec(x.shape[:axis] + x.shape[axis + 1:], dtypes.int32)]
+
+
+def _argmax_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    axis = normalize_axis(ctx.attrs.get("axis", -1), len(ctx.inputs[0].shape))
+    index = ctx.workspace(ctx.outputs[0].shape, dtype=xp.intp)  # argmax writes the platform index type only
+
+    def run(x: Any) -> Any:
+        xp.argmax(x, axis=axis, out=index)
+        xp.copyto(out, index, casting="unsafe")
+        return out
+
+    return run
+
+
+def _one_hot_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (indices,) = inputs
+    _check_indices(indices, "one_hot indices")
+    depth = attrs.get("depth")
+    if isinstance(depth, bool) or not isinstance(depth, numbers.Integral) or depth < 1:
+        raise ShapeError(f"one_hot depth must be a positive int, got {depth!r}")
+    axis = normalize_axis(attrs.get("axis", -1), len(indices.shape) + 1)
+    try:
+        dtype = dtypes.as_dtype(attrs.get("dtype") or dtypes.float32)
+    except TypeError as exc:
+        raise ShapeError(f"one_hot: {exc}") from None
+    return [BlobSpec(indices.shape[:axis] + (int(depth),) + indices.shape[axis:], dtype)]
+
+
+def _one_hot_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    spec = ctx.outputs[0]
+    rank = len(spec.shape)
+    axis = normalize_axis(ctx.attrs.get("axis", -1), rank)
+    classes = xp.arange(spec.shape[axis]).reshape(tuple(-1 if i == axis else 1 for i in range(rank)))
+    expanded = ctx.inputs[0].shape[:axis] + (1,) + ctx.inputs[0].shape[axis:]
+    hit = ctx.workspace(spec.shape, dtype=bool)
+    on = spec.dtype.type(ctx.attrs.get("on_value", 1))
+    off = spec.dtype.type(ctx.attrs.get("off_value", 0))
+
+    def run(indices: Any) -> Any:
+        xp.equal(indices.reshape(expanded), classes, out=hit)
+        out.fill(off)
+        xp.copyto(out, on, where=hit)
+        return out
+
+    return run
+
+
+ARGMAX = OpDef("argmax", _argmax_infer, kernel=_argmax_kernel, not_differentiable=True, name_prefix="Argmax",
+               doc="int32 index of the (first) maximum along axis (default -1)")
+ONE_HOT = OpDef("one_hot", _one_hot_infer, kernel=_one_hot_kernel, not_differentiable=True, name_prefix="OneHot",
+                doc="on_value at each index along a new axis of length depth, off_value elsewhere")
+
+OPS = (SLICE, SLICE_GRAD, GATHER, GATHER_GRAD, WHERE, WHERE_GRAD, ARGMAX, ONE_HOT)

@@ -1,0 +1,257 @@
+"""Cross-entropy losses with logits: sparse (integer labels), dense (probability labels), sigmoid.
+
+The softmax losses are fused: one op computes the per-sample loss and keeps the softmax
+(its second output) for the backward pass, whose gradient is then ``prob - onehot``.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+
+from flowjob_ops.defs.common import require_floating, same_dtype
+
+
+def _rows(shape: Sequence[int]) -> int:
+    count = 1
+    for d in shape[:-1]:
+        count *= d
+    return count
+
+
+def _with_prob_grad(ctx: GradContext, dlogits: Any) -> Any:
+    """Adds the gradient that reaches the kept softmax output (out_1), if any."""
+    dprob = ctx.out_grads[1]
+    if dprob is None:
+        return dlogits
+    extra = ctx.apply("softmax_grad", [ctx.outputs[1], dprob], {"axis": -1})
+    return extra if dlogits is None else ctx.apply("add", [dlogits, extra])
+
+
+# sparse softmax cross entropy -------------------------------------------------
+def _sparse_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, logits = inputs
+    require_floating([logits], "sparse_softmax_cross_entropy_with_logits (logits)")
+    if labels.dtype.kind not in "iu":
+        raise ShapeError(f"labels must be integers (int32 or int64), got {labels.dtype}")
+    if len(logits.shape) < 1 or labels.shape != logits.shape[:-1]:
+        raise ShapeError(
+            f"labels must have the logits' shape without the class axis: logits {logits.shape} needs labels "
+            f"{logits.shape[:-1]}, got {labels.shape}")
+    return [BlobSpec(labels.shape, logits.dtype), logits]
+
+
+def _sparse_kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    loss, prob = ctx.out(0), ctx.out(1)
+    logits_spec = ctx.inputs[1]
+    classes = logits_spec.shape[-1]
+    m = _rows(logits_spec.shape)
+    prob2, loss1 = prob.reshape(m, classes), loss.reshape(m)
+    red = ctx.workspace((m, 1), logits_spec.dtype)
+    rows = xp.arange(m)
+
+    def run(labels: Any, logits: Any) -> tuple[Any, Any]:
+        lab = labels.reshape(m)
+        xp.max(logits.reshape(m, classes), axis=1, keepdims=True, out=red)
+        xp.subtract(logits.reshape(m, classes), red, out=prob2)
+        # picked before exp: log(sum) - (x - max)[label] stays finite where prob underflows
+        picked = prob2[rows, lab]  # labels index like numpy: -C..C-1 (negative ones count from the end)
+        xp.exp(prob2, out=prob2)
+        xp.sum(prob2, axis=1, keepdims=True, out=red)
+        xp.divide(prob2, red, out=prob2)
+        xp.log(red.reshape(m), out=loss1)
+        xp.subtract(loss1, picked, out=loss1)
+        return loss, prob
+
+    return run
+
+
+def _sparse_grad(ctx: GradContext) -> list[Any]:
+    labels = ctx.inputs[0]
+    dlogits = None
+    if ctx.out_grads[0] is not None:
+        dlogits = ctx.apply("sparse_softmax_cross_entropy_grad", [labels, ctx.outputs[1], ctx.out_grads[0]])
+    return [None, _with_prob_grad(ctx, dlogits)]
+
+
+def _sparse_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, prob, dy = inputs
+    if dy.shape != labels.shape or prob.shape[:-1] != labels.shape:
+        raise ShapeError(f"sparse_softmax_cross_entropy_grad: labels {labels.shape}, prob {prob.shape}, dy {dy.shape}")
+    return [prob]
+
+
+def _sparse_grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    spec = ctx.outputs[0]
+    classes = spec.shape[-1]
+    m = _rows(spec.shape)
+    out2 = out.reshape(m, classes)
+    rows = xp.arange(m)
+
+    def run(labels: Any, prob: Any, dy: Any) -> Any:  # (prob - onehot(labels)) * dy
+        dy1 = dy.reshape(m)
+        xp.multiply(prob.reshape(m, classes), dy1.reshape(m, 1), out=out2)
+        out2[rows, labels.reshape(m)] -= dy1
+        return out
+
+    return run
+
+
+SPARSE_SOFTMAX_CROSS_ENTROPY = OpDef(
+    "sparse_softmax_cross_entropy", _sparse_infer, kernel=_sparse_kernel, grad=_sparse_grad,
+    name_prefix="SparseSoftmaxCrossEntropy",
+    doc="inputs (labels, logits): out_0 per-sample loss -log softmax(logits)[label], out_1 the softmax")
+SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
+    "sparse_softmax_cross_entropy_grad", _sparse_grad_infer, kernel=_sparse_grad_kernel, not_differentiable=True,
+    name_prefix="SparseSoftmaxCrossEntropyGrad", doc="(prob - onehot(labels)) * dy")
+
+
+# softmax cross entropy with probability labels ---------------------------------
+def _dense_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, logits = inputs
+    require_floating(inputs, "softmax_cross_entropy_with_logits")
+    same_dtype(inputs, "softmax_cross_entropy_with_logits")
+    if len(logits.shape) < 1 or labels.shape != logits.shape:
+        raise ShapeError(f"labels and logits must have one shape, got labels {labels.shape} and logits {logits.shape}")
+    return [BlobSpec(logits.shape[:-1], logits.dtype), logits]
+
+
+def _dense_kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    loss, prob = ctx.out(0), ctx.out(1)
+    spec = ctx.inputs[1]
+    red = ctx.workspace(spec.shape[:-1] + (1,), spec.dtype)
+    log_prob = ctx.workspace(spec.shape, spec.dtype)
+
+    def run(labels: Any, logits: Any) -> tuple[Any, Any]:  # -sum(labels * log_softmax(logits))
+        xp.max(logits, axis=-1, keepdims=True, out=red)
+        xp.subtract(logits, red, out=log_prob)
+        xp.exp(log_prob, out=prob)
+        xp.sum(prob, axis=-1, keepdims=True, out=red)
+        xp.divide(prob, red, out=prob)
+        xp.log(red, out=red)
+        xp.subtract(log_prob, red, out=log_prob)
+        xp.multiply(log_prob, labels, out=log_prob)
+        xp.sum(log_prob, axis=-1, out=loss)
+        return xp.negative(loss, out=loss), prob
+
+    return run
+
+
+def _dense_grad(ctx: GradContext) -> list[Any]:
+    labels, logits = ctx.inputs
+    dy = ctx.out_grads[0]
+    dlabels = dlogits = None
+    if dy is not None:
+        if ctx.needs[1]:
+            dlogits = ctx.apply("softmax_cross_entropy_grad", [labels, ctx.outputs[1], dy])
+        if ctx.needs[0]:  # d/dlabels = -log_softmax(logits) * dy
+            column = ctx.apply("reshape", [dy], {"shape": dy.shape + (1,)})
+            log_prob = ctx.apply("log_softmax", [logits], {"axis": -1})
+            dlabels = ctx.apply("negative", [ctx.apply("multiply", [log_prob, column])])
+    return [dlabels, _with_prob_grad(ctx, dlogits) if ctx.needs[1] else None]
+
+
+def _dense_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, prob, dy = inputs
+    if labels.shape != prob.shape or dy.shape != prob.shape[:-1]:
+        raise ShapeError(f"softmax_cross_entropy_grad: labels {labels.shape}, prob {prob.shape}, dy {dy.shape}")
+    return [prob]
+
+
+def _dense_grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    spec = ctx.outputs[0]
+    red = ctx.workspace(spec.shape[:-1] + (1,), spec.dtype)
+
+    def run(labels: Any, prob: Any, dy: Any) -> Any:
+        # (prob * sum(labels) - labels) * dy: exact also when labels do not sum to 1
+        xp.sum(labels, axis=-1, keepdims=True, out=red)
+        xp.multiply(prob, red, out=out)
+        xp.subtract(out, labels, out=out)
+        return xp.multiply(out, dy.reshape(red.shape), out=out)
+
+    return run
+
+
+SOFTMAX_CROSS_ENTROPY = OpDef(
+    "softmax_cross_entropy", _dense_infer, kernel=_dense_kernel, grad=_dense_grad,
+    name_prefix="SoftmaxCrossEntropy",
+    doc="inputs (labels, logits) of one shape: out_0 -sum(labels * log_softmax(logits)), out_1 the softmax")
+SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
+    "softmax_cross_entropy_grad", _dense_grad_infer, kernel=_dense_grad_kernel, not_differentiable=True,
+    name_prefix="SoftmaxCrossEntropyGrad", doc="(prob * sum(labels) - labels) * dy")
+
+
+# sigmoid cross entropy --------------------------------------------------------
+def _sigmoid_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, logits = inputs
+    require_floating(inputs, "sigmoid_cross_entropy_with_logits")
+    same_dtype(inputs, "sigmoid_cross_entropy_with_logits")
+    if labels.shape != logits.shape:
+        raise ShapeError(f"labels and logits must have one shape, got labels {labels.shape} and logits {logits.shape}")
+    return [logits]
+
+
+def _sigmoid_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    spec = ctx.outputs[0]
+    tmp = ctx.workspace(spec.shape, spec.dtype)
+
+    def run(labels: Any, x: Any) -> Any:  # max(x, 0) - x z + log(1 + exp(-|x|)), stable for any x
+        xp.abs(x, out=tmp)
+        xp.negative(tmp, out=tmp)
+        xp.exp(tmp, out=tmp)
+        xp.log1p(tmp, out=tmp)
+        xp.maximum(x, 0, out=out)
+        xp.add(out, tmp, out=out)
+        xp.multiply(x, labels, out=tmp)
+        return xp.subtract(out, tmp, out=out)
+
+    return run
+
+
+def _sigmoid_grad(ctx: GradContext) -> list[Any]:
+    labels, logits = ctx.inputs
+    dlogits = dlabels = None
+    if ctx.needs[1]:
+        dlogits = ctx.apply("sigmoid_cross_entropy_grad", [labels, logits, ctx.dy])
+    if ctx.needs[0]:
+        dlabels = ctx.apply("negative", [ctx.apply("multiply", [logits, ctx.dy])])
+    return [dlabels, dlogits]
+
+
+def _sigmoid_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, logits, dy = inputs
+    if not labels.shape == logits.shape == dy.shape:
+        raise ShapeError(f"sigmoid_cross_entropy_grad: labels {labels.shape}, logits {logits.shape}, dy {dy.shape}")
+    return [logits]
+
+
+def _sigmoid_grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    half = ctx.outputs[0].dtype.type(0.5)
+
+    def run(labels: Any, x: Any, dy: Any) -> Any:  # (sigmoid(x) - z) * dy
+        xp.multiply(x, half, out=out)
+        xp.tanh(out, out=out)
+        xp.multiply(out, half, out=out)
+        xp.add(out, half, out=out)
+        xp.subtract(out, labels, out=out)
+        return xp.multiply(out, dy, out=out)
+
+    return run
+
+
+SIGMOID_CROSS_ENTROPY = OpDef(
+    "sigmoid_cross_entropy", _sigmoid_infer, kernel=_sigmoid_kernel, grad=_sigmoid_grad,
+    name_prefix="SigmoidCrossEntropy",
+    doc="inputs (labels, logits): elementwise -z log sigmoid(x) - (1 - z) log(1 - sigmoid(x))")
+SIGMOID_CROSS_ENTROPY_GRAD = OpDef(
+    "sigmoid_cross_entropy_grad", _sigmoid_grad_infer, kernel=_sigmoid_grad_kernel, not_differentiable=True,
+    name_prefix="SigmoidCrossEntropyGrad", doc="(sigmoid(logits) - labels) * dy")
+
+OPS = (SPARSE_SOFTMAX_CROSS_ENTROPY, SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD, SOFTMAX_CROSS_ENTROPY,
+       SOFTMAX_CROSS_ENTROPY_GRAD, SIGMOID_CROSS_ENTROPY, SIGMOID_CROSS_ENTROPY_GRAD)

@@ -1,0 +1,101 @@
+"""2-D max and average pooling and their gradients, on ``flowjob_ops.kernels.pool``.
+
+Attributes: ``ksize``, ``strides``, ``padding`` ("SAME", "VALID" or explicit pads) and
+``data_format``. Max pooling pads with -inf and sends each window's gradient to its first
+maximal element; average pooling leaves padding out of the divisor (TF and legacy OneFlow).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+
+from flowjob_ops.defs.common import require_floating
+from flowjob_ops.kernels import padding, pool
+
+
+def output_shape(x_shape: Sequence[int], attrs: dict) -> tuple[int, ...]:
+    """The pooled shape; raises ValueError naming the argument at fault."""
+    fmt = padding.check_data_format(attrs.get("data_format", "NCHW"))
+    if len(x_shape) != 4:
+        raise ShapeError(f"pooling needs a 4-d {fmt} input, got shape {tuple(x_shape)}")
+    ah, aw = padding.SPATIAL_AXES[fmt]
+    window = padding.Window2d.create((x_shape[ah], x_shape[aw]), attrs.get("ksize"), attrs.get("strides"), 1,
+                                     attrs.get("padding", "VALID"), fmt)
+    shape = list(x_shape)
+    shape[ah], shape[aw] = window.out_hw
+    return tuple(shape)
+
+
+def _options(ctx: KernelContext) -> dict[str, Any]:
+    attrs = ctx.attrs
+    return {"ksize": attrs["ksize"], "strides": attrs["strides"], "pads": attrs.get("padding", "VALID"),
+            "data_format": attrs.get("data_format", "NCHW")}
+
+
+def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    require_floating(inputs, "pooling")
+    return [BlobSpec(output_shape(x.shape, attrs), x.dtype)]
+
+
+def _grad_attrs(ctx: GradContext) -> dict[str, Any]:
+    return {k: ctx.attrs[k] for k in ("ksize", "strides", "padding", "data_format") if k in ctx.attrs}
+
+
+# max ------------------------------------------------------------------------
+def _max_kernel(ctx: KernelContext) -> Any:
+    x = ctx.inputs[0]
+    return pool.MaxPool2d(ctx.xp, x.shape, x.dtype, **_options(ctx))
+
+
+def _max_grad(ctx: GradContext) -> list[Any]:
+    return [ctx.apply("max_pool2d_grad", [ctx.inputs[0], ctx.outputs[0], ctx.dy], _grad_attrs(ctx))]
+
+
+def _max_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, y, dy = inputs
+    want = output_shape(x.shape, attrs)
+    if y.shape != want or dy.shape != want:
+        raise ShapeError(f"max_pool2d_grad: y {y.shape} and dy {dy.shape} must have the pooled shape {want}")
+    return [x]
+
+
+def _max_grad_kernel(ctx: KernelContext) -> Any:
+    x = ctx.inputs[0]
+    return pool.MaxPool2dBackward(ctx.xp, x.shape, x.dtype, **_options(ctx))
+
+
+# average --------------------------------------------------------------------
+def _avg_kernel(ctx: KernelContext) -> Any:
+    x = ctx.inputs[0]
+    return pool.AvgPool2d(ctx.xp, x.shape, x.dtype, **_options(ctx))
+
+
+def _avg_grad(ctx: GradContext) -> list[Any]:
+    return [ctx.apply("avg_pool2d_grad", [ctx.dy], _grad_attrs(ctx) | {"x_shape": ctx.inputs[0].shape})]
+
+
+def _avg_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (dy,) = inputs
+    want = output_shape(attrs["x_shape"], attrs)
+    if dy.shape != want:
+        raise ShapeError(f"avg_pool2d_grad: dy {dy.shape} must have the pooled shape {want}")
+    return [BlobSpec(attrs["x_shape"], dy.dtype)]
+
+
+def _avg_grad_kernel(ctx: KernelContext) -> Any:
+    return pool.AvgPool2dBackward(ctx.xp, ctx.attrs["x_shape"], ctx.inputs[0].dtype, **_options(ctx))
+
+
+MAX_POOL2D = OpDef("max_pool2d", _infer, kernel=_max_kernel, grad=_max_grad, name_prefix="MaxPool2D",
+                   doc="max over each window (padding never wins)")
+MAX_POOL2D_GRAD = OpDef("max_pool2d_grad", _max_grad_infer, kernel=_max_grad_kernel, not_differentiable=True,
+                        name_prefix="MaxPool2DGrad",
+                        doc="inputs (x, y, dy): each window's dy to its first maximal element")
+AVG_POOL2D = OpDef("avg_pool2d", _infer, kernel=_avg_kernel, grad=_avg_grad, name_prefix="AvgPool2D",
+                   doc="mean over each window's real (unpadded) elements")
+AVG_POOL2D_GRAD = OpDef("avg_pool2d_grad", _avg_grad_infer, kernel=_avg_grad_kernel, not_differentiable=True,
+                        name_prefix="AvgPool2DGrad", doc="input dy: dy / count spread over each window")
+
+OPS = (MAX_POOL2D, MAX_POOL2D_GRAD, AVG_POOL2D, AVG_POOL2D_GRAD)

@@ -1,0 +1,363 @@
+"""Variable initializers with legacy OneFlow names and arguments.
+
+An initializer is a callable ``init(shape, dtype, rng) -> numpy.ndarray`` (the contract of
+``flow.get_variable``): it draws from ``rng``, the session's per-variable generator, unless it
+has its own seed (``seed=`` where legacy had one, or ``with_seed`` which
+``get_variable(random_seed=...)`` calls). Values are drawn in float64 and cast, so a variable
+starts from the same numbers whatever its floating dtype.
+
+Fans follow legacy ``_CalcFan``: a 2-d weight (out, in) has fan_in = in and fan_out = out;
+a conv weight has fan_in = prod(shape[1:]) and fan_out = shape[0] times its spatial size,
+which is shape[2:] for channels_first (NCHW: F, C, kh, kw) and shape[1:-1] for channels_last
+(NHWC: F, kh, kw, C).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = [
+    "Initializer", "constant_initializer", "glorot_normal_initializer", "glorot_uniform_initializer",
+    "kaiming_initializer", "ones_initializer", "random_normal_initializer", "random_uniform_initializer",
+    "truncated_normal", "truncated_normal_initializer", "variance_scaling_initializer", "xavier_normal_initializer",
+    "xavier_uniform_initializer", "zeros_initializer",
+]
+
+_DISTRIBUTIONS = ("truncated_normal", "random_normal", "random_uniform")
+_MODES = ("fan_in", "fan_out", "fan_avg")
+
+
+@dataclass(frozen=True)
+class Initializer:
+    """Base of the initializers: seeding, dtype handling and the call contract."""
+
+    seed: int | None = dataclasses.field(default=None, kw_only=True)
+
+    def __call__(self, shape: Sequence[int], dtype: Any, rng: np.random.Generator | None = None) -> np.ndarray:
+        shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
+        if self.seed is not None or rng is None:
+            rng = np.random.default_rng(self.seed)
+        return np.asarray(self.sample(shape, dtype, rng)).astype(dtype, copy=False)
+
+    def with_seed(self, seed: int | None) -> "Initializer":
+        """A copy drawing from its own ``np.random.default_rng(seed)``."""
+        return dataclasses.replace(self, seed=seed)
+
+    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Constant(Initializer):
+    value: float = 0.0
+
+    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+        return np.full(shape, self.value, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class RandomUniform(Initializer):
+    minval: float = 0.0
+    maxval: float = 1.0
+
+    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+        if dtype.kind in "iu":  # legacy random_uniform_int_conf: integers in [min, max)
+            return rng.integers(int(self.minval), int(self.maxval), size=shape)
+        return rng.uniform(self.minval, self.maxval, size=shape)
+
+
+@dataclass(frozen=True)
+class RandomNormal(Initializer):
+    mean: float = 0.0
+    stddev: float = 1.0
+
+    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+        return rng.normal(self.mean, self.stddev, size=shape)
+
+
+@dataclass(frozen=True)
+class TruncatedNormal(Initializer):
+    """Normal(mean, stddev) with every value farther than 2 stddev from the mean drawn again."""
+
+    mean: float = 0.0
+    stddev: float = 1.0
+
+    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+        values = rng.standard_normal(size=shape)
+        bad = np.abs(values) > 2.0
+        while bad.any():  # each round keeps ~95% of what it redraws
+            values[bad] = rng.standard_normal(size=int(bad.sum()))
+            bad = np.abs(values) > 2.0
+        return values * self.stddev + self.mean
+
+
+def _layout(data_format: str) -> str:
+    """Legacy ``_get_data_format``: "channels_first", "channels_last" or "" (unknown)."""
+    fmt = (data_format or "").strip()
+    if fmt in ("channels_first", "channels_last"):
+        return fmt
+    if fmt.upper().startswith("NC"):
+        return "channels_first"
+    if fmt.upper().startswith("N") and fmt.upper().endswith("C"):
+        return "channels_last"
+    if fmt:
+        raise ValueError(f"data_format must look like 'NCHW'/'channels_first' or 'NHWC'/'channels_last', got "
+                         f"{data_format!r}")
+    return ""
+
+
+def compute_fans(shape: Sequence[int], data_format: str = "") -> tuple[float, float]:
+    """(fan_in, fan_out) of a weight of ``shape`` (see the module docstring)."""
+    shape = tuple(shape)
+    if len(shape) == 0:
+        return 1.0, 1.0
+    if len(shape) == 1:
+        return float(shape[0]), float(shape[0])
+    if len(shape) == 2:
+        return float(shape[1]), float(shape[0])
+    fan_in = float(np.prod(shape[1:]))
+    # without a data format a conv weight is read as channels_first, the layers' default
+    spatial = shape[1:-1] if _layout(data_format) == "channels_last" else shape[2:]
+    return fan_in, float(shape[0] * np.prod(spatial))
+
+
+def _fan(shape: Sequence[int], mode: str, data_format: str) -> float:
+    fan_in, fan_out = compute_fans(shape, data_format)
+    return {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[mode]
+
+
+@dataclass(frozen=True)
+class VarianceScaling(Initializer):
+    """Variance scale / fan, drawn from a truncated normal, a normal or a uniform distribution."""
+
+    scale: float = 1.0
+    mode: str = "fan_in"
+    distribution: str = "truncated_normal"
+    data_format: str = ""
+
+    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+        variance = self.scale / max(_fan(shape, self.mode, self.data_format), 1.0)
+        if self.distribution == "random_uniform":
+            limit = math.sqrt(3.0 * variance)
+            return rng.uniform(-limit, limit, size=shape)
+        if self.distribution == "random_normal":
+            return rng.normal(0.0, math.sqrt(variance), size=shape)
+        # 0.8796... is the stddev of a unit normal truncated at 2 stddev: the result has the wanted variance
+        return TruncatedNormal(stddev=math.sqrt(variance) / 0.87962566103423978).sample(shape, dtype, rng)
+
+
+@dataclass(frozen=True)
+class Kaiming(Initializer):
+    """He et al. (2015): std = gain / sqrt(fan), from a normal or a uniform distribution."""
+
+    distribution: str = "random_normal"
+    mode: str = "fan_in"
+    nonlinearity: str | None = "leaky_relu"
+    negative_slope: float = 0.0
+    data_format: str = "NCHW"
+    shape: tuple[int, ...] | None = None  # legacy fixed the fan from a shape given up front
+
+    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+        std = _gain(self.nonlinearity, self.negative_slope) / math.sqrt(
+            max(_fan(self.shape or shape, self.mode, self.data_format), 1.0))
+        if self.distribution == "random_uniform":
+            bound = math.sqrt(3.0) * std
+            return rng.uniform(-bound, bound, size=shape)
+        return rng.normal(0.0, std, size=shape)
+
+
+def _gain(nonlinearity: str | None, negative_slope: float) -> float:
+    if nonlinearity in (None, "sigmoid", "linear"):
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3.0
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        return math.sqrt(2.0 / (1.0 + negative_slope ** 2))
+    raise ValueError(f"nonlinearity must be None, 'tanh', 'sigmoid', 'relu' or 'leaky_relu', got {nonlinearity!r}")
+
+
+def _check_choice(value: str, choices: Sequence[str], what: str) -> str:
+    if not isinstance(value, str) or value.lower() not in choices:
+        raise ValueError(f"{what} must be one of {', '.join(choices)}; got {value!r}")
+    return value.lower()
+
+
+# legacy constructors ------------------------------------------------------------
+def constant_initializer(value: float = 0, dtype: Any = None) -> Initializer:
+    """Every element ``value``.
+
+    Args:
+        value: the fill value.
+        dtype: ignored (the variable's dtype decides).
+
+    Returns:
+        An initializer.
+    """
+    return Constant(value=value)
+
+
+def zeros_initializer(dtype: Any = None) -> Initializer:
+    """Zeros.
+
+    Args:
+        dtype: ignored (the variable's dtype decides).
+
+    Returns:
+        An initializer.
+    """
+    return Constant(value=0.0)
+
+
+def ones_initializer(dtype: Any = None) -> Initializer:
+    """Ones.
+
+    Args:
+        dtype: ignored (the variable's dtype decides).
+
+    Returns:
+        An initializer.
+    """
+    return Constant(value=1.0)
+
+
+def random_uniform_initializer(minval: float = 0, maxval: float = 1, dtype: Any = None) -> Initializer:
+    """Uniform in [minval, maxval) (integers in that range for integer variables).
+
+    Args:
+        minval: the lower bound.
+        maxval: the upper bound.
+        dtype: ignored (the variable's dtype decides).
+
+    Returns:
+        An initializer.
+    """
+    if maxval < minval:
+        raise ValueError(f"random_uniform_initializer: maxval {maxval} is below minval {minval}")
+    return RandomUniform(minval=minval, maxval=maxval)
+
+
+def random_normal_initializer(mean: float = 0.0, stddev: float = 1.0, seed: int | None = None,
+                              dtype: Any = None) -> Initializer:
+    """Normal(mean, stddev).
+
+    Args:
+        mean: the mean.
+        stddev: the standard deviation.
+        seed: draw from this seed instead of the session's per-variable stream.
+        dtype: ignored (the variable's dtype decides).
+
+    Returns:
+        An initializer.
+    """
+    return RandomNormal(mean=mean, stddev=stddev, seed=seed)
+
+
+def truncated_normal_initializer(mean: float = 0.0, stddev: float = 1.0) -> Initializer:
+    """Normal(mean, stddev) redrawn outside mean +- 2 stddev (legacy argument order: mean first).
+
+    Args:
+        mean: the mean.
+        stddev: the standard deviation before truncation.
+
+    Returns:
+        An initializer.
+    """
+    return TruncatedNormal(mean=mean, stddev=stddev)
+
+
+def truncated_normal(stddev: float = 1.0, mean: float = 0.0) -> Initializer:
+    """``flow.truncated_normal(0.1)``: like truncated_normal_initializer, but stddev comes first (legacy).
+
+    Args:
+        stddev: the standard deviation before truncation.
+        mean: the mean.
+
+    Returns:
+        An initializer.
+    """
+    return TruncatedNormal(mean=mean, stddev=stddev)
+
+
+def variance_scaling_initializer(scale: float = 1.0, mode: str = "fan_in", distribution: str = "truncated_normal",
+                                 data_format: str = "") -> Initializer:
+    """Values with variance scale / fan (fan by ``mode``).
+
+    Args:
+        scale: the variance scale, positive.
+        mode: "fan_in", "fan_out" or "fan_avg".
+        distribution: "truncated_normal", "random_normal" or "random_uniform".
+        data_format: "NCHW"/"channels_first", "NHWC"/"channels_last" or "" (conv weights read as NCHW).
+
+    Returns:
+        An initializer.
+    """
+    if not scale > 0:
+        raise ValueError(f"variance_scaling_initializer: scale must be positive, got {scale!r}")
+    _layout(data_format)
+    return VarianceScaling(scale=float(scale), mode=_check_choice(mode, _MODES, "mode"),
+                           distribution=_check_choice(distribution, _DISTRIBUTIONS, "distribution"),
+                           data_format=data_format)
+
+
+def xavier_uniform_initializer(data_format: str = "") -> Initializer:
+    """Glorot uniform: variance scaling with scale 1, fan_avg, uniform.
+
+    Args:
+        data_format: the weight layout for conv weights (see variance_scaling_initializer).
+
+    Returns:
+        An initializer.
+    """
+    return variance_scaling_initializer(1.0, "fan_avg", "random_uniform", data_format)
+
+
+def xavier_normal_initializer(data_format: str = "") -> Initializer:
+    """Glorot normal: variance scaling with scale 1, fan_avg, normal.
+
+    Args:
+        data_format: the weight layout for conv weights (see variance_scaling_initializer).
+
+    Returns:
+        An initializer.
+    """
+    return variance_scaling_initializer(1.0, "fan_avg", "random_normal", data_format)
+
+
+glorot_uniform_initializer = xavier_uniform_initializer
+glorot_normal_initializer = xavier_normal_initializer
+
+
+def kaiming_initializer(shape: Sequence[int] | str | None = None, distribution: str = "random_normal",
+                        mode: str = "fan_in", nonlinearity: str | None = "leaky_relu", negative_slope: float = 0.0,
+                        data_format: str = "NCHW") -> Initializer:
+    """He initialization: std = gain(nonlinearity) / sqrt(fan).
+
+    Legacy took the weight ``shape`` first and fixed the fan from it; here it may be left out
+    (the fan then comes from the variable's shape), and a first argument that is a string is
+    read as ``distribution``.
+
+    Args:
+        shape: the weight shape the fan is computed from, or None.
+        distribution: "random_normal" or "random_uniform".
+        mode: "fan_in", "fan_out" or "fan_avg".
+        nonlinearity: None, "linear", "sigmoid", "tanh", "relu" or "leaky_relu".
+        negative_slope: the leaky_relu slope.
+        data_format: "NCHW"/"channels_first" or "NHWC"/"channels_last".
+
+    Returns:
+        An initializer.
+    """
+    if isinstance(shape, str):
+        shape, distribution = None, shape
+    _gain(nonlinearity, negative_slope)
+    _layout(data_format)
+    return Kaiming(distribution=_check_choice(distribution, _DISTRIBUTIONS[1:], "distribution"),
+                   mode=_check_choice(mode, _MODES, "mode"), nonlinearity=nonlinearity,
+                   negative_slope=float(negative_slope), data_format=data_format,
+                   shape=None if shape is None else tuple(int(d) for d in shape))

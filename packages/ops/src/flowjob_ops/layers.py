@@ -1,0 +1,160 @@
+"""``flow.layers``: dense and conv2d with their variables, named as legacy OneFlow 0.1 did.
+
+A layer takes one prefix ``P`` (its ``name``, or ``Dense_<n>`` / ``Conv2D_<n>`` from the
+process-wide counter) and names everything inside from it without using the counter again:
+
+* dense: variables ``P-weight`` (units, in) and ``P-bias``; ops ``P_matmul``, ``P_bias_add``,
+  ``P_activation`` (so lbns read ``Dense_6-weight/out``, ``Dense_6_matmul/out_0``);
+* conv2d: variables ``P-weight`` and ``P-bias``; ops ``P`` (the convolution), ``P-bias_add``,
+  ``P-activation``.
+
+Names are namespaced by ``flow.scope.namespace`` like every op and variable name.
+"""
+from __future__ import annotations
+
+import inspect
+import numbers
+from typing import Any, Callable, Sequence
+
+from flowjob_core import Blob, apply, get_variable, naming
+
+from flowjob_ops import initializers
+from flowjob_ops.defs.common import build_error
+from flowjob_ops.kernels import padding as pads
+
+__all__ = ["conv2d", "dense"]
+
+
+def _fail(layer: str, message: str) -> Exception:
+    return build_error(f"flow.layers.{layer}", message)
+
+
+def _activate(activation: Callable[..., Blob] | None, x: Blob, name: str) -> Blob:
+    """``activation(x, name=name)`` when the activation takes a name, else ``activation(x)``."""
+    if activation is None:
+        return x
+    try:
+        takes_name = "name" in inspect.signature(activation).parameters
+    except (TypeError, ValueError):  # builtins and C callables have no readable signature
+        takes_name = False
+    return activation(x, name=name) if takes_name else activation(x)
+
+
+def dense(inputs: Blob, units: int, activation: Callable[..., Blob] | None = None, use_bias: bool = True,
+          kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
+          bias_regularizer: Any = None, activity_regularizer: Any = None, trainable: bool = True,
+          name: str | None = None, model_distribute: Any = None) -> Blob:
+    """A fully connected layer: ``activation(inputs @ weight.T + bias)``.
+
+    Args:
+        inputs: a floating blob (N, in); a blob of rank > 2 is reshaped to (-1, in) and the
+            result back to inputs.shape[:-1] + (units,), as legacy did.
+        units: the number of outputs.
+        activation: a function such as ``flow.nn.relu``, applied as op ``<P>_activation``.
+        use_bias: add a bias variable.
+        kernel_initializer: the weight's initializer; default constant 0 (legacy).
+        bias_initializer: the bias's initializer; default constant 0.
+        kernel_regularizer: passed to ``flow.get_variable`` for the weight.
+        bias_regularizer: passed to ``flow.get_variable`` for the bias.
+        activity_regularizer: ignored (legacy accepted it).
+        trainable: whether the optimizer updates the variables.
+        name: the prefix P; default ``Dense_<n>``.
+        model_distribute: ignored (one device).
+
+    Returns:
+        The output blob (N, units).
+    """
+    if not isinstance(inputs, Blob):
+        raise TypeError(f"flow.layers.dense: inputs must be a blob, got {type(inputs).__name__}")
+    if isinstance(units, bool) or not isinstance(units, numbers.Integral) or units < 1:
+        raise _fail("dense", f"units must be a positive int, got {units!r}")
+    if len(inputs.shape) < 2:
+        raise _fail("dense", f"inputs must have rank >= 2, got shape {inputs.shape}")
+    prefix = name if name is not None else naming.unique_name("Dense")
+    in_shape = inputs.shape
+    x = inputs
+    if len(in_shape) > 2:
+        x = apply("reshape", [x], {"shape": (-1, in_shape[-1])}, name=f"{prefix}_reshape_in")
+    weight = get_variable(f"{prefix}-weight", shape=(int(units), in_shape[-1]), dtype=inputs.dtype,
+                          initializer=kernel_initializer or initializers.constant_initializer(0),
+                          regularizer=kernel_regularizer, trainable=trainable)
+    out = apply("matmul", [x, weight], {"transpose_a": False, "transpose_b": True}, name=f"{prefix}_matmul")
+    if use_bias:
+        bias = get_variable(f"{prefix}-bias", shape=(int(units),), dtype=inputs.dtype,
+                            initializer=bias_initializer or initializers.constant_initializer(0),
+                            regularizer=bias_regularizer, trainable=trainable)
+        out = apply("bias_add", [out, bias], {"data_format": None}, name=f"{prefix}_bias_add")
+    out = _activate(activation, out, f"{prefix}_activation")
+    if len(in_shape) > 2:
+        out = apply("reshape", [out], {"shape": in_shape[:-1] + (int(units),)}, name=f"{prefix}_reshape_out")
+    return out
+
+
+def _pair(value: Any, what: str) -> tuple[int, int]:
+    try:
+        return pads.normalize_pair(value, what)
+    except ValueError as exc:
+        raise _fail("conv2d", str(exc)) from None
+
+
+def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, strides: int | Sequence[int] = 1,
+           padding: Any = "VALID", data_format: str = "NCHW", dilation_rate: int | Sequence[int] = 1,
+           groups: int = 1, activation: Callable[..., Blob] | None = None, use_bias: bool = True,
+           kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
+           bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
+           weight_name: str | None = None, bias_name: str | None = None) -> Blob:
+    """A 2-D convolution layer: ``activation(conv2d(inputs, weight) + bias)``.
+
+    Args:
+        inputs: a 4-d floating blob, (N, C, H, W) or (N, H, W, C).
+        filters: the number of output channels F.
+        kernel_size: an int or (kh, kw).
+        strides: an int or (sh, sw).
+        padding: "SAME", "VALID" or explicit pads.
+        data_format: "NCHW" (weight (F, C/groups, kh, kw)) or "NHWC" (weight (F, kh, kw, C/groups)).
+        dilation_rate: an int or (dh, dw).
+        groups: the number of channel groups; divides C and F.
+        activation: a function such as ``flow.nn.relu``, applied as op ``<P>-activation``.
+        use_bias: add a bias variable (F,).
+        kernel_initializer: default xavier_uniform for ``data_format`` (the v0.2 default).
+        bias_initializer: default zeros.
+        kernel_regularizer: passed to ``flow.get_variable`` for the weight.
+        bias_regularizer: passed to ``flow.get_variable`` for the bias.
+        trainable: whether the optimizer updates the variables.
+        name: the prefix P (also the convolution op's name); default ``Conv2D_<n>``.
+        weight_name: the weight variable's name; default ``<P>-weight``.
+        bias_name: the bias variable's name; default ``<P>-bias``.
+
+    Returns:
+        The output blob.
+    """
+    if not isinstance(inputs, Blob):
+        raise TypeError(f"flow.layers.conv2d: inputs must be a blob, got {type(inputs).__name__}")
+    try:
+        fmt = pads.check_data_format(data_format)
+    except ValueError as exc:
+        raise _fail("conv2d", str(exc)) from None
+    if len(inputs.shape) != 4:
+        raise _fail("conv2d", f"inputs must be 4-d ({fmt}), got shape {inputs.shape}")
+    if isinstance(filters, bool) or not isinstance(filters, numbers.Integral) or filters < 1:
+        raise _fail("conv2d", f"filters must be a positive int, got {filters!r}")
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
+        raise _fail("conv2d", f"groups must be a positive int, got {groups!r}")
+    channels = inputs.shape[1] if fmt == "NCHW" else inputs.shape[3]
+    if channels % groups or filters % groups:
+        raise _fail("conv2d", f"groups={groups} must divide the input channels ({channels}) and filters ({filters})")
+    kh, kw = _pair(kernel_size, "kernel_size")
+    prefix = name if name is not None else naming.unique_name("Conv2D")
+    shape = (int(filters), channels // groups, kh, kw) if fmt == "NCHW" else (int(filters), kh, kw, channels // groups)
+    weight = get_variable(weight_name or f"{prefix}-weight", shape=shape, dtype=inputs.dtype,
+                          initializer=kernel_initializer or initializers.xavier_uniform_initializer(fmt),
+                          regularizer=kernel_regularizer, trainable=trainable)
+    attrs = {"strides": _pair(strides, "strides"), "padding": padding, "data_format": fmt,
+             "dilations": _pair(dilation_rate, "dilation_rate"), "groups": int(groups)}
+    out = apply("conv2d", [inputs, weight], attrs, name=prefix)
+    if use_bias:
+        bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
+                            initializer=bias_initializer or initializers.zeros_initializer(),
+                            regularizer=bias_regularizer, trainable=trainable)
+        out = apply("bias_add", [out, bias], {"data_format": fmt}, name=f"{prefix}-bias_add")
+    return _activate(activation, out, f"{prefix}-activation")
