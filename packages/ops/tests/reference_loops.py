@@ -46,7 +46,7 @@ def conv2d_ref(
     """y[n, f, oh, ow] = sum_{c in group(f), i, j} x[n, c, oh*sh - top + i*dh, ow*sw - left + j*dw] * w[f, c, i, j]."""
     xn = _to_nchw(np.asarray(x, np.float64), data_format).tolist()
     wf = _w_to_fchw(np.asarray(w, np.float64), data_format).tolist()
-    N, C, H, W = len(xn), len(xn[0]), len(xn[0][0]), len(xn[0][0][0])
+    N, H, W = len(xn), len(xn[0][0]), len(xn[0][0][0])
     F, Cg, kh, kw = len(wf), len(wf[0]), len(wf[0][0]), len(wf[0][0][0])
     (sh, sw), (dh, dw), ((t, b), (l, r)) = strides, dilation, pads
     OH, OW = out_size(H, kh, sh, dh, t, b), out_size(W, kw, sw, dw, l, r)

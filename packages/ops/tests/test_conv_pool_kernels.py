@@ -66,8 +66,13 @@ def _assert_close(actual: np.ndarray, expected: np.ndarray, dtype: Any) -> None:
 
 
 def _call_checked(kernel: Callable[..., np.ndarray], args: Sequence[Any], other: Sequence[Any]) -> np.ndarray:
-    """Call on ``other`` data, then twice on ``args``; return a copy of the result."""
+    """Call on ``other`` data, scribble over the result, then call twice on ``args``.
+
+    Returns a copy of the result.  The scribbling checks that a kernel never
+    relies on what its output buffer held (callers may modify it in place).
+    """
     first = kernel(*other)
+    first.fill(np.nan)
     out = kernel(*args)
     assert out is first, "kernel must return its preallocated output on every call"
     value = out.copy()
@@ -134,8 +139,15 @@ def test_resolve_padding_four_pairs_follow_data_format():
         (dict(ksize=(3, 3, 3)), r"ksize must be an int or a pair .*\(3, 3, 3\)"),
         (dict(ksize="3"), r"ksize must be an int or a pair .*'3'"),
         (dict(dilation=0), r"dilation must be >= 1 .*got 0"),
-        (dict(padding="VALID", ksize=9), r"output would be empty: padding 'VALID' gives a 5x5 padded input .*kernel extent 9x9 \(ksize 9x9, dilation 1x1\)"),
-        (dict(padding="VALID", ksize=3, dilation=3), r"output would be empty: .*kernel extent 7x7 \(ksize 3x3, dilation 3x3\)"),
+        (
+            dict(padding="VALID", ksize=9),
+            r"output would be empty: padding 'VALID' gives a 5x5 padded input .*"
+            r"kernel extent 9x9 \(ksize 9x9, dilation 1x1\)",
+        ),
+        (
+            dict(padding="VALID", ksize=3, dilation=3),
+            r"output would be empty: .*kernel extent 7x7 \(ksize 3x3, dilation 3x3\)",
+        ),
         (dict(data_format="NCWH", padding=[[0, 0]] * 4), r"data_format must be 'NCHW' or 'NHWC'.*'NCWH'"),
     ],
 )
@@ -271,11 +283,12 @@ def test_conv_backward_filter(case: ConvCase, dtype: Any, strategy: str) -> None
     _assert_close(_call_checked(kernel, args, _other(args, dtype)), d["dw"], dtype)
 
 
+@pytest.mark.parametrize("strategy", ["rows", "cols"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f64", "f32"])
 @pytest.mark.parametrize("case", CONV_CASES, ids=str)
-def test_conv_backward_data(case: ConvCase, dtype: Any) -> None:
+def test_conv_backward_data(case: ConvCase, dtype: Any, strategy: str) -> None:
     d = _conv_data(case)
-    kernel = conv.Conv2dBackwardData(np, case.x_shape, case.w_shape, dtype, *case.args())
+    kernel = conv.Conv2dBackwardData(np, case.x_shape, case.w_shape, dtype, *case.args(), strategy=strategy)
     assert kernel.out_shape == d["x"].shape
     args = [d["dy"].astype(dtype), d["w"].astype(dtype)]
     _assert_close(_call_checked(kernel, args, _other(args, dtype)), d["dx"], dtype)
@@ -297,12 +310,14 @@ def test_conv_non_contiguous_inputs(case: ConvCase) -> None:
     def strided(a: np.ndarray) -> np.ndarray:
         return np.asfortranarray(a)  # same values, non C-contiguous
 
-    fwd = conv.Conv2dForward(np, case.x_shape, case.w_shape, np.float64, *case.args())
-    _assert_close(fwd(strided(d["x"]), strided(d["w"])), d["y"], np.float64)
-    bwf = conv.Conv2dBackwardFilter(np, case.x_shape, case.w_shape, np.float64, *case.args())
-    _assert_close(bwf(strided(d["x"]), strided(d["dy"])), d["dw"], np.float64)
-    bwd = conv.Conv2dBackwardData(np, case.x_shape, case.w_shape, np.float64, *case.args())
-    _assert_close(bwd(strided(d["dy"]), strided(d["w"])), d["dx"], np.float64)
+    for strategy in ("rows", "cols"):
+        fwd = conv.Conv2dForward(np, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        _assert_close(fwd(strided(d["x"]), strided(d["w"])), d["y"], np.float64)
+        bwf = conv.Conv2dBackwardFilter(np, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        _assert_close(bwf(strided(d["x"]), strided(d["dy"])), d["dw"], np.float64)
+    for strategy in ("rows", "cols"):
+        bwd = conv.Conv2dBackwardData(np, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        _assert_close(bwd(strided(d["dy"]), strided(d["w"])), d["dx"], np.float64)
 
 
 @pytest.mark.parametrize("case", CONV_CASES[::23], ids=str)
@@ -324,10 +339,13 @@ def test_conv_geometry_errors() -> None:
         conv.Conv2dForward(np, (4, 5, 5), (6, 4, 3, 3), np.float32)
     with pytest.raises(ValueError, match=r"output would be empty"):
         conv.Conv2dBackwardData(np, (1, 4, 5, 5), (6, 4, 7, 7), np.float32, pads="VALID")
-    with pytest.raises(ValueError, match=r"strategy must be 'rows' or 'cols'"):
+    with pytest.raises(ValueError, match=r"strategy must be 'rows' or 'cols', got 'fast'"):
         conv.Conv2dForward(np, (1, 4, 5, 5), (6, 4, 3, 3), np.float32, strategy="fast")
+    with pytest.raises(ValueError, match=r"strategy must be 'rows' or 'cols', got 'fast'"):
+        conv.Conv2dBackwardData(np, (1, 4, 5, 5), (6, 4, 3, 3), np.float32, strategy="fast")
     kernel = conv.Conv2dForward(np, (1, 4, 5, 5), (6, 4, 3, 3), np.float32)
-    with pytest.raises(ValueError, match=r"conv2d input has shape \(2, 4, 5, 5\), this kernel was built for \(1, 4, 5, 5\)"):
+    message = r"conv2d input has shape \(2, 4, 5, 5\), this kernel was built for \(1, 4, 5, 5\)"
+    with pytest.raises(ValueError, match=message):
         kernel(np.zeros((2, 4, 5, 5), np.float32), np.zeros((6, 4, 3, 3), np.float32))
 
 
@@ -499,6 +517,7 @@ def test_lenet_conv(x_shape: tuple[int, ...], w_shape: tuple[int, ...], strategy
     _assert_close(bwf(x, dy), dw_ref, np.float32)
     _assert_close(bwf(x, dy, reuse_cols=True), dw_ref, np.float32)
     bwd = conv.Conv2dBackwardData(np, x_shape, w_shape, np.float32, *geo)
+    assert bwd.strategy == strategy
     dx = bwd(dy, w)
     _assert_close(dx, dx_ref, np.float32)
     assert bwd(dy, w) is dx
@@ -519,3 +538,44 @@ def test_lenet_pool() -> None:
     _assert_close(y[:2], ref.max_pool_ref(x[:2], *args), np.float32)
     _assert_close(dx[:2], ref.max_pool_grad_ref(x[:2], dy[:2], *args), np.float32)
     assert fwd(x) is y and bwd(x, y, dy) is dx
+
+
+# ---------------------------------------------------------------------------
+# cupy (runs only where cupy and a GPU are available)
+# ---------------------------------------------------------------------------
+
+
+def _cupy() -> Any:
+    cp = pytest.importorskip("cupy")
+    try:
+        cp.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # cupy installed but no usable device
+        pytest.skip(f"no CUDA device: {exc}")
+    return cp
+
+
+@pytest.mark.parametrize("case", CONV_CASES[::29], ids=str)
+def test_conv_cupy(case: ConvCase) -> None:
+    cp = _cupy()
+    d = _conv_data(case)
+    for strategy in ("rows", "cols"):
+        fwd = conv.Conv2dForward(cp, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        _assert_close(cp.asnumpy(fwd(cp.asarray(d["x"]), cp.asarray(d["w"]))), d["y"], np.float64)
+        bwf = conv.Conv2dBackwardFilter(cp, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        _assert_close(cp.asnumpy(bwf(cp.asarray(d["x"]), cp.asarray(d["dy"]))), d["dw"], np.float64)
+        bwd = conv.Conv2dBackwardData(cp, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        _assert_close(cp.asnumpy(bwd(cp.asarray(d["dy"]), cp.asarray(d["w"]))), d["dx"], np.float64)
+
+
+@pytest.mark.parametrize("case", POOL_CASES[::11], ids=str)
+def test_pool_cupy(case: PoolCase) -> None:
+    cp = _cupy()
+    d = _pool_data(case)
+    x, xs, dy = (cp.asarray(d[k]) for k in ("x", "xs", "dy"))
+    y = pool.MaxPool2d(cp, case.x_shape, np.float64, *case.args())(x)
+    _assert_close(cp.asnumpy(y), d["ymax"], np.float64)
+    dx = pool.MaxPool2dBackward(cp, case.x_shape, np.float64, *case.args())(x, y.copy(), dy)
+    _assert_close(cp.asnumpy(dx), d["dxmax"], np.float64)
+    _assert_close(cp.asnumpy(pool.AvgPool2d(cp, case.x_shape, np.float64, *case.args())(xs)), d["yavg"], np.float64)
+    dxa = pool.AvgPool2dBackward(cp, case.x_shape, np.float64, *case.args())(dy)
+    _assert_close(cp.asnumpy(dxa), d["dxavg"], np.float64)

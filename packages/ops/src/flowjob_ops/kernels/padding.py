@@ -218,6 +218,14 @@ class Window2d:
         (kh, kw), (sh, sw), (dh, dw) = self.ksize, self.strides, self.dilation
         return (kh - 1) * dh + 1 <= sh and (kw - 1) * dw + 1 <= sw
 
+    @property
+    def tiles(self) -> bool:
+        """True when the windows tile the padded plane: each position is read exactly once."""
+        return all(
+            d == 1 and k == s and p == o * s
+            for k, s, d, p, o in zip(self.ksize, self.strides, self.dilation, self.padded_hw, self.out_hw)
+        )
+
     def taps(self) -> Iterator[Pair]:
         """Kernel taps (i, j) in row-major window order."""
         for i in range(self.ksize[0]):

@@ -184,10 +184,12 @@ class MaxPool2dBackward(_Pool2d):
         self._check("max-pool output gradient dy", dy, self.out_shape)
         src = self._src(x)
         hit, free, tmp = self._hit, self._free, self._tmp
-        # Windows never share an input element when they do not overlap: then
-        # each tap's gradient can be written instead of accumulated.
+        # Windows that do not overlap never share an input element, so each
+        # tap's gradient can be written instead of accumulated; if they also
+        # tile the plane every element is written and the zero fill is skipped.
         overwrite = self.window.non_overlapping
-        self._grad.buf.fill(0)
+        if not self.window.tiles:
+            self._grad.buf.fill(0)
         last = len(self._tap_idx) - 1
         for k, (idx, dst) in enumerate(zip(self._tap_idx, self._dst)):
             xp.equal(src[idx], y, out=hit)
@@ -292,8 +294,10 @@ class AvgPool2dBackward(_Pool2d):
         self._check("avg-pool output gradient dy", dy, self.out_shape)
         g = self._g
         xp.multiply(dy, self._inv, out=g)
-        self._grad.buf.fill(0)
+        # Write instead of accumulate / skip the fill as in MaxPool2dBackward.
         overwrite = self.window.non_overlapping
+        if not self.window.tiles:
+            self._grad.buf.fill(0)
         for dst in self._dst:
             if overwrite:
                 xp.copyto(dst, g)
