@@ -53,8 +53,12 @@ def _ones_like_kernel(ctx: KernelContext) -> Any:
     return lambda x: ones
 
 
-ONES_LIKE = OpDef("ones_like", _same, kernel=_ones_like_kernel, not_differentiable=True,
-                  doc="The loss gradient seed: ones of the loss's shape.")
+def _constant_grad(ctx: Any) -> list[Any]:
+    return [None]  # the value does not depend on the input's values: no gradient flows
+
+
+ONES_LIKE = OpDef("ones_like", _same, kernel=_ones_like_kernel, grad=_constant_grad,
+                  doc="Ones of the input's shape (also the loss gradient seed).")
 
 
 def _add_n_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -167,7 +171,14 @@ def _scalar_mul_grad(ctx: Any) -> list[Any]:
     return [ctx.apply("scalar_mul", [ctx.dy], {"scalar": ctx.attrs["scalar"]})]
 
 
-SCALAR_MUL = OpDef("scalar_mul", _same, kernel=_scalar_mul_kernel, grad=_scalar_mul_grad,
+def _scalar_mul_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    scalar = attrs["scalar"]
+    if inputs[0].dtype.kind != "f" and not float(scalar).is_integer():
+        raise ShapeError(f"scaling a {inputs[0].dtype} blob by {scalar!r} would truncate; cast it to a float type first")
+    return [inputs[0]]
+
+
+SCALAR_MUL = OpDef("scalar_mul", _scalar_mul_infer, kernel=_scalar_mul_kernel, grad=_scalar_mul_grad,
                    name_prefix="ScalarMul", doc="Multiplies by a Python number.")
 
 CORE_OPS = (INPUT, VARIABLE, RETURN, FETCH, ONES_LIKE, ADD_N, UNBROADCAST, BROADCAST_TO, SCALAR_MUL)
