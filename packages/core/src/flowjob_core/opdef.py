@@ -70,6 +70,9 @@ class KernelContext:
     job_type: str = "predict"
     variable: Callable[[str], Any] | None = None
     _out_buffer: Callable[[int], Any] | None = field(default=None, repr=False)
+    shared: dict[Any, Any] = field(default_factory=dict, repr=False)
+    """One dict per plan for kernels that cooperate (a filter gradient reusing its forward
+    convolution's im2col matrix); key entries by op and node name."""
 
     @property
     def training(self) -> bool:

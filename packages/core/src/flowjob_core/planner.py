@@ -182,6 +182,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     arena = Arena(backend.xp, buffers)
     names: dict[str, str] = {}
     namespace: dict[str, Any] = {}
+    shared: dict[Any, Any] = {}  # lives as long as the plan's kernels
 
     def var(lbn: str) -> str:
         if lbn not in names:
@@ -212,7 +213,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
             return arena.view(lbn, _specs[k])
 
         kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs, in_specs, out_specs, job.type,
-                             variables.array, out_buffer)
+                             variables.array, out_buffer, shared)
         try:
             fn = builder(kctx)
         except FlowjobError:

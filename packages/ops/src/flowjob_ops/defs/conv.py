@@ -6,15 +6,14 @@ and (F, kh, kw, C/groups) for NHWC, as in legacy OneFlow. The kernels keep their
 buffers (returned every step), so these nodes never use the planned buffer.
 
 The filter gradient needs the im2col matrix of x, which the forward kernel has just built:
-the gradient rule gives both nodes one ``cols_token``, the forward kernel publishes its column
-buffer under it, and the filter-gradient kernel reuses that buffer whenever the forward kernel
-last read the very array it is given (in a step the forward node always runs first; otherwise,
+the gradient rule names the forward node in the filter-gradient node's ``forward`` attribute,
+the forward kernel (of a train job) publishes its column buffer in the plan's shared kernel
+dict, and the filter-gradient kernel reuses that buffer whenever the forward kernel last read
+the very array it is given (in a step the forward node always runs first; otherwise,
 e.g. when the forward output was dropped as dead code, it builds the matrix itself).
 """
 from __future__ import annotations
 
-import uuid
-import weakref
 from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
@@ -48,24 +47,20 @@ def _conv_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 class _Columns:
     """The forward kernel's im2col buffer and the input array it was last filled from."""
 
-    __slots__ = ("im2col", "source", "__weakref__")
+    __slots__ = ("im2col", "source")
 
     def __init__(self, im2col: Any) -> None:
         self.im2col = im2col
         self.source: Any = None
 
 
-# cols_token -> _Columns; weak, so an entry lives exactly as long as the plan holding the kernels
-_PUBLISHED: "weakref.WeakValueDictionary[str, _Columns]" = weakref.WeakValueDictionary()
-
-
 def _conv_kernel(ctx: KernelContext) -> Any:
     x, w = ctx.inputs
     forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs))
-    token = ctx.attrs.get("cols_token")
-    if token is None:
+    if not ctx.training:
         return forward
-    columns = _PUBLISHED[token] = _Columns(forward.im2col)
+    # a filter-gradient node of this plan may reuse the matrix (see _grad_filter_kernel)
+    columns = ctx.shared[("conv2d-columns", ctx.node_name)] = _Columns(forward.im2col)
 
     def run(x_value: Any, w_value: Any) -> Any:
         y = forward(x_value, w_value)
@@ -87,9 +82,7 @@ def _conv_grad(ctx: GradContext) -> list[Any]:
     dx = ctx.apply("conv2d_grad_data", [ctx.dy, w], attrs) if ctx.needs[0] else None
     dw = None
     if ctx.needs[1]:
-        token = uuid.uuid4().hex
-        ctx.attrs["cols_token"] = token  # the forward node (of this pass's copy of the job) publishes under it
-        dw = ctx.apply("conv2d_grad_filter", [x, ctx.dy], attrs | {"cols_token": token})
+        dw = ctx.apply("conv2d_grad_filter", [x, ctx.dy], attrs | {"forward": ctx.node.name})
     return [dx, dw]
 
 
@@ -118,7 +111,7 @@ def _grad_filter_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec
 def _grad_filter_kernel(ctx: KernelContext) -> Any:
     x, dy = ctx.inputs
     options = _options(ctx.attrs)
-    columns = _PUBLISHED.get(ctx.attrs.get("cols_token", ""))
+    columns = ctx.shared.get(("conv2d-columns", ctx.attrs.get("forward")))
     geom = geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
     if columns is None or columns.im2col.geom != geom or columns.im2col.dtype != x.dtype:
         return conv.Conv2dBackwardFilter(ctx.xp, x.shape, ctx.attrs["w_shape"], x.dtype, **options)

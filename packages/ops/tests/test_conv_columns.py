@@ -1,0 +1,59 @@
+"""A conv filter gradient reuses its forward convolution's im2col matrix within a plan, and stays exact."""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
+from typing import Any
+
+import numpy as np
+
+import flowjob_typing as tp
+from flowjob_core import add_loss
+from flowjob_ops import nn
+from flowjob_ops.kernels import conv as conv_kernels
+
+
+def _sibling(stem: str) -> Any:
+    name = f"_flowjob_ops_tests_{stem}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).resolve().with_name(f"{stem}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+probe = _sibling("grad_probe")
+
+
+def test_filter_gradient_reuses_the_forward_columns(monkeypatch):
+    reused = []
+    original = conv_kernels.Conv2dBackwardFilter.__call__
+
+    def spy(self, x, dy, *args, **kwargs):
+        reused.append(kwargs.get("reuse_cols", False))
+        return original(self, x, dy, *args, **kwargs)
+
+    monkeypatch.setattr(conv_kernels.Conv2dBackwardFilter, "__call__", spy)
+    session = probe.session_with_probe()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 6, 6))
+    w_value = rng.standard_normal((4, 3, 3, 3))
+
+    @probe.job(session)
+    def train(x_in: tp.Numpy.Placeholder((2, 3, 6, 6), dtype=np.float64),
+              w_in: tp.Numpy.Placeholder((4, 3, 3, 3), dtype=np.float64)) -> None:
+        y = nn.conv2d(x_in, w_in, strides=1, padding="SAME")
+        probe.probe(w_in, "dw")
+        add_loss(y)
+
+    train(x, w_value)
+    session.sync()
+    assert reused == [True]
+    # d(sum y)/dw[f, c, i, j] = sum over n, output positions of the padded input window
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    expected = np.stack([np.array([[[padded[:, c, i:i + 6, j:j + 6].sum() for j in range(3)]
+                                    for i in range(3)] for c in range(3)])] * 4)
+    np.testing.assert_allclose(probe.RESULTS["dw"], expected, rtol=1e-10)
+    session.close()
