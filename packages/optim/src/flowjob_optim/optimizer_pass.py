@@ -1,0 +1,140 @@
+"""The optimizer pass (after ``autodiff``, before ``dce``): turn a train job's gradients into updates.
+
+For a train job it adds, in this order:
+
+1. the train step counter ``System-Train-TrainStep-<job>`` (int64, shape (1,), starts at 0),
+   a session variable (so checkpoints save it), not trainable;
+2. one learning-rate node per schedule: its kernel evaluates the schedule for the counter's
+   value (the step being run);
+3. the clipping factor, when the optimizer clips;
+4. per updated variable, its slot variables (``<var>-momentum``, ``<var>-m``, ...: session
+   variables, not trainable) and one fused update op writing the variable and slots in place
+   from the 1/N-scaled gradient ``job.variable_grads[var]``;
+5. the counter increment.
+
+The planner runs in-place writers after every other reader of what they write, so a
+returned or watched variable is its value from before the update.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from flowjob_core import BlobSpec, FlowjobError, Job
+from flowjob_core.blob import Blob
+from flowjob_core.tracing import JobBuilder
+
+from flowjob_optim.legacy_conf import optimizer_from_train_config
+from flowjob_optim.optimizers import Optimizer
+from flowjob_optim.schedules import CustomScheduler
+from flowjob_optim.update_ops import LR_DTYPE, STEP_DTYPE
+
+TRAIN_STEP_PREFIX = "System-Train-TrainStep-"
+
+
+def train_step_name(job_name: str) -> str:
+    """The name of a train job's step counter variable."""
+    return f"{TRAIN_STEP_PREFIX}{job_name}"
+
+
+@dataclass(frozen=True)
+class Constant:
+    """Initializer of slot variables: every element ``value``."""
+
+    value: float
+
+    def __call__(self, shape: tuple[int, ...], dtype: np.dtype, rng: Any) -> np.ndarray:
+        return np.full(shape, self.value, dtype=dtype)
+
+
+def job_optimizer(job: Job) -> tuple[Optimizer, str]:
+    """The job's optimizer and the source line that chose it; a clear error when there is none."""
+    intents = [i for i in job.intents if i.kind == "minimize"]
+    chosen: list[Any] = []
+    for intent in intents:
+        if not any(intent.payload["optimizer"] is o for o in chosen):
+            chosen.append(intent.payload["optimizer"])
+    if len(chosen) > 1:
+        sources = ", ".join(i.source for i in intents)
+        raise FlowjobError(f"job {job.name!r}: minimize was called with {len(chosen)} different optimizers "
+                           f"(at {sources}); a job trains with one optimizer")
+    if chosen:
+        return chosen[0], intents[0].source
+    train = getattr(job.config, "train", None)
+    if train is not None and train.is_set:
+        return optimizer_from_train_config(train, job.name), f"function_config of {job.name!r}"
+    raise FlowjobError(
+        f"train job {job.name!r} has a loss but no optimizer: call "
+        f"flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss) "
+        f"in its body, or (version 0.1) set train.primary_lr(...) and train.model_update_conf(...) on its "
+        f"function_config")
+
+
+def _regularization(job: Job, name: str, session: Any, optimizer: Optimizer) -> tuple[float, float]:
+    reg = getattr(job.variables[name], "regularizer", None)
+    if reg is None and name in session.variables:
+        reg = getattr(session.variables[name], "regularizer", None)
+    l1 = float(getattr(reg, "l1", 0.0) or 0.0)
+    l2 = float(getattr(reg, "l2", 0.0) or 0.0)
+    return l1, l2 + optimizer.l2_for(name)
+
+
+def _existing(builder: JobBuilder, lbn: str, spec: BlobSpec, what: str) -> Blob:
+    job = builder.job
+    if lbn not in job.specs:
+        raise FlowjobError(f"job {job.name!r}: {what} {lbn!r} is not a blob of this job")
+    if job.specs[lbn].shape != spec.shape or job.specs[lbn].dtype.kind != spec.dtype.kind:
+        raise FlowjobError(f"job {job.name!r}: {what} {lbn!r} is {job.specs[lbn]}, expected {spec}")
+    return builder.blob(lbn)
+
+
+def run(job: Job, ctx: Any) -> None:
+    """The pass: see the module docstring."""
+    if job.type != "train":
+        return
+    optimizer, source = job_optimizer(job)
+    builder = JobBuilder(job, ctx.session)
+    devices = {n.name: n.device for n in job.nodes if n.op == "variable"}
+
+    def add(op: str, inputs: list[Blob], attrs: dict[str, Any] | None, stem: str,
+            device: str | None = None) -> tuple[Blob, ...]:
+        return builder.add_op(op, inputs, attrs, scoped_name=builder.local_name(stem), source=source, device=device)
+
+    step_spec = BlobSpec((1,), STEP_DTYPE)
+    if optimizer.train_step_lbn is not None:
+        step, counter = _existing(builder, optimizer.train_step_lbn, step_spec, "train_step_lbn"), None
+    else:
+        counter = builder.add_variable(train_step_name(job.name), step_spec, None, trainable=False)
+        step = counter
+
+    targets = [(name, lbn) for name, lbn in job.variable_grads.items() if optimizer.updates(name)]
+    clip = None
+    if optimizer.grad_clipping is not None and targets:
+        (clip,) = add("optim_clip_by_global_norm", [builder.blob(lbn) for _, lbn in targets],
+                      {"clip_norm": optimizer.grad_clipping.clip_norm}, "System-Train-ClipByGlobalNorm")
+
+    rates: dict[int, Blob] = {}
+    for name, grad_lbn in targets:
+        schedule = optimizer.schedule_for(name)
+        lr = rates.get(id(schedule))
+        if lr is None:
+            if isinstance(schedule, CustomScheduler):
+                lr = _existing(builder, schedule.lbn, BlobSpec((1,), LR_DTYPE), "CustomScheduler's learning rate")
+            else:
+                (lr,) = add("optim_learning_rate", [step], {"schedule": schedule}, "System-Train-LearningRate")
+            rates[id(schedule)] = lr
+        vdef = job.variables[name]
+        rule = optimizer.rule(name)
+        slots = []
+        for suffix, initial, shape in rule.slots:
+            spec = vdef.spec if shape == "like" else BlobSpec((1,), vdef.spec.dtype)
+            slots.append(builder.add_variable(f"{name}-{suffix}", spec, Constant(initial), trainable=False))
+        l1, l2 = _regularization(job, name, ctx.session, optimizer)
+        attrs = dict(rule.attrs, l1=l1, l2=l2, clipped=clip is not None)
+        inputs = [builder.blob(vdef.lbn), *slots, builder.blob(grad_lbn), lr] + ([clip] if clip is not None else [])
+        add(rule.op, inputs, attrs, f"{name}_optimizer", devices.get(name))
+
+    if counter is not None:
+        add("optim_train_step_increment", [counter], None, f"{train_step_name(job.name)}_increment")

@@ -1,0 +1,264 @@
+"""``flow.optimizer.SGD``, ``Adam``, ... : what to do with each variable's gradient.
+
+An optimizer is a description. ``minimize(loss)`` (inside a train job's body) marks the
+loss and records a ``minimize`` intent; the optimizer pass later asks the optimizer, per
+trainable variable, for an :class:`UpdateRule` (the fused update op, its slot variables
+and attributes) and builds the nodes. Formulas are in ``update_ops``; ``g`` there is the
+1/N-scaled gradient (the mean over the loss elements), clipped and regularized.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowjob_core import FlowjobError, add_loss, maybe_builder
+
+from flowjob_optim.clipping import ClipGradient
+from flowjob_optim.schedules import CustomScheduler, LrScheduler
+
+
+@dataclass(frozen=True)
+class UpdateRule:
+    """One variable's update: the op type, its slots (``<var>-<suffix>``, initial value, shape) and attributes."""
+
+    op: str
+    slots: tuple[tuple[str, float, str], ...] = ()  # (suffix, initial value, "like" | "scalar")
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def _patterns(value: str | Sequence[str] | None, what: str) -> list[str] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else list(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"{what} must be a string or a list of strings, got {value!r}")
+        re.compile(item)
+    return items
+
+
+class Optimizer:
+    """Shared options: schedule, clipping, weight decay (with include/exclude name patterns), train step."""
+
+    def __init__(self, lr_scheduler: Any, loss_scale_factor: float | None = None,
+                 grad_clipping: ClipGradient | None = None, train_step_lbn: str | None = None,
+                 loss_scale_policy: Any = None, weight_decay: float | None = None,
+                 weight_decay_includes: str | Sequence[str] | None = None,
+                 weight_decay_excludes: str | Sequence[str] | None = None,
+                 variables: Sequence[str] | None = None) -> None:
+        name = type(self).__name__
+        if not isinstance(lr_scheduler, (LrScheduler, CustomScheduler)):
+            raise TypeError(f"{name}: lr_scheduler must be a schedule such as "
+                            f"flow.optimizer.PiecewiseConstantScheduler([], [0.1]), got {lr_scheduler!r}")
+        if grad_clipping is not None and not isinstance(grad_clipping, ClipGradient):
+            raise TypeError(f"{name}: grad_clipping must come from flow.optimizer.grad_clipping.by_global_norm(...), "
+                            f"got {grad_clipping!r}")
+        if weight_decay_includes is not None and weight_decay_excludes is not None:
+            raise ValueError(f"{name}: give weight_decay_includes or weight_decay_excludes, not both")
+        self.lr_scheduler = lr_scheduler
+        self.loss_scale_factor = loss_scale_factor  # fp32 only: scaling the seed and unscaling cancel out
+        self.loss_scale_policy = loss_scale_policy
+        self.grad_clipping = grad_clipping
+        self.train_step_lbn = getattr(train_step_lbn, "lbn", train_step_lbn)
+        self.weight_decay = float(weight_decay) if weight_decay is not None else 0.0
+        self.weight_decay_includes = _patterns(weight_decay_includes, f"{name}: weight_decay_includes")
+        self.weight_decay_excludes = _patterns(weight_decay_excludes, f"{name}: weight_decay_excludes")
+        self.variables = list(variables) if variables is not None else None
+
+    # the body's call ------------------------------------------------------
+    def minimize(self, loss: Any) -> None:
+        """Mark ``loss`` (a blob or a list of blobs) as the job's loss and train with this optimizer."""
+        builder = maybe_builder()
+        what = f"{type(self).__name__}.minimize"
+        if builder is None:
+            raise FlowjobError(f"{what} is only valid inside a @flow.global_function body while it is traced")
+        if builder.job.type != "train":
+            raise FlowjobError(f"job {builder.job.name!r}: {what}(loss) needs a train job "
+                               f"(@flow.global_function(type='train')); this one is {builder.job.type!r}")
+        add_loss(list(loss) if isinstance(loss, (list, tuple)) else loss)
+        builder.add_intent("minimize", optimizer=self)
+
+    # what the pass asks ---------------------------------------------------
+    def updates(self, var_name: str) -> bool:
+        """Whether this optimizer updates the variable (all of them unless ``variables`` names some)."""
+        return self.variables is None or var_name in self.variables
+
+    def schedule_for(self, var_name: str) -> Any:
+        return self.lr_scheduler
+
+    def weight_decay_for(self, var_name: str) -> float:
+        if not self.weight_decay:
+            return 0.0
+        if self.weight_decay_includes is not None:
+            return self.weight_decay if any(re.search(p, var_name) for p in self.weight_decay_includes) else 0.0
+        if self.weight_decay_excludes is not None:
+            return 0.0 if any(re.search(p, var_name) for p in self.weight_decay_excludes) else self.weight_decay
+        return self.weight_decay
+
+    def l2_for(self, var_name: str) -> float:
+        """An L2 term the optimizer itself adds to the gradient (version-0.1 ``weight_l2``/``bias_l2``)."""
+        return 0.0
+
+    def rule(self, var_name: str) -> UpdateRule:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.lr_scheduler!r})"
+
+
+class SGD(Optimizer):
+    """``momentum == 0``: ``w -= lr * g``; else ``m = momentum * m - lr * g; w += m`` (slot ``<var>-momentum``).
+
+    Legacy default: ``momentum=0.9``.
+    """
+
+    def __init__(self, lr_scheduler: Any, loss_scale_factor: float | None = None, momentum: float = 0.9,
+                 grad_clipping: ClipGradient | None = None, train_step_lbn: str | None = None,
+                 loss_scale_policy: Any = None, variables: Sequence[str] | None = None) -> None:
+        super().__init__(lr_scheduler, loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
+                         variables=variables)
+        self.momentum = float(momentum)
+
+    def rule(self, var_name: str) -> UpdateRule:
+        wd = self.weight_decay_for(var_name)
+        if self.momentum == 0:
+            return UpdateRule("optim_sgd_update", (), {"weight_decay": wd})
+        return UpdateRule("optim_momentum_update", (("momentum", 0.0, "like"),),
+                          {"beta": self.momentum, "weight_decay": wd})
+
+
+class SGDW(SGD):
+    """SGD with decoupled weight decay: ``w -= lr * (g + wd * w)`` (momentum: ``w = w + m - lr * wd * w``)."""
+
+    def __init__(self, lr_scheduler: Any, loss_scale_factor: float | None = None, momentum: float = 0.9,
+                 weight_decay: float | None = None, weight_decay_includes: str | Sequence[str] | None = None,
+                 weight_decay_excludes: str | Sequence[str] | None = None,
+                 grad_clipping: ClipGradient | None = None, train_step_lbn: str | None = None,
+                 loss_scale_policy: Any = None, variables: Sequence[str] | None = None) -> None:
+        Optimizer.__init__(self, lr_scheduler, loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
+                           weight_decay, weight_decay_includes, weight_decay_excludes, variables)
+        self.momentum = float(momentum)
+
+
+class Adam(Optimizer):
+    """``m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w -= lr_t m / (sqrt(v) + eps)`` (slots ``-m``, ``-v``).
+
+    ``do_bias_correction``: ``lr_t = lr sqrt(1 - b2_t) / (1 - b1_t)`` with per-variable slots
+    ``-beta1_t``/``-beta2_t`` starting at ``b1``/``b2`` and multiplied by them after each step
+    (the textbook ``1 - b^t`` correction); without it ``lr_t = lr`` (legacy default).
+    """
+
+    op = "optim_adam_update"
+
+    def __init__(self, lr_scheduler: Any, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
+                 do_bias_correction: bool = False, loss_scale_factor: float | None = None,
+                 grad_clipping: ClipGradient | None = None, train_step_lbn: str | None = None,
+                 loss_scale_policy: Any = None, variables: Sequence[str] | None = None) -> None:
+        super().__init__(lr_scheduler, loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
+                         variables=variables)
+        self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
+        self.do_bias_correction = bool(do_bias_correction)
+
+    def rule(self, var_name: str) -> UpdateRule:
+        attrs = {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon,
+                 "weight_decay": self.weight_decay_for(var_name)}
+        slots: tuple[tuple[str, float, str], ...] = (("m", 0.0, "like"), ("v", 0.0, "like"))
+        if not self.do_bias_correction:
+            return UpdateRule("optim_adam_update", slots, attrs)
+        slots += (("beta1_t", self.beta1, "scalar"), ("beta2_t", self.beta2, "scalar"))
+        return UpdateRule("optim_adam_bias_corrected_update", slots, attrs)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: ``w -= lr_t (m / (sqrt(v) + eps) + wd * w)``."""
+
+    def __init__(self, lr_scheduler: Any, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
+                 do_bias_correction: bool = False, loss_scale_factor: float | None = None,
+                 weight_decay: float | None = None, weight_decay_includes: str | Sequence[str] | None = None,
+                 weight_decay_excludes: str | Sequence[str] | None = None,
+                 grad_clipping: ClipGradient | None = None, train_step_lbn: str | None = None,
+                 loss_scale_policy: Any = None, variables: Sequence[str] | None = None) -> None:
+        Optimizer.__init__(self, lr_scheduler, loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
+                           weight_decay, weight_decay_includes, weight_decay_excludes, variables)
+        self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
+        self.do_bias_correction = bool(do_bias_correction)
+
+
+class LazyAdam(Adam):
+    """Adam that only touches rows with a gradient; gradients here are dense, so it is Adam."""
+
+    def __init__(self, lr_scheduler: Any, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
+                 loss_scale_factor: float | None = None, grad_clipping: ClipGradient | None = None,
+                 train_step_lbn: str | None = None, loss_scale_policy: Any = None,
+                 variables: Sequence[str] | None = None) -> None:
+        super().__init__(lr_scheduler, beta1, beta2, epsilon, False, loss_scale_factor, grad_clipping,
+                         train_step_lbn, loss_scale_policy, variables)
+
+
+class RMSProp(Optimizer):
+    """``ms = d ms + (1-d) g^2``; ``w -= lr g / sqrt(ms + eps)`` (slot ``-mean_square``).
+
+    ``centered``: also ``mg = d mg + (1-d) g`` (slot ``-mean_gradient``) and ``ms - mg^2`` in the root.
+    """
+
+    def __init__(self, lr_scheduler: Any, decay_rate: float = 0.99, epsilon: float = 1e-8, centered: bool = False,
+                 loss_scale_factor: float | None = None, grad_clipping: ClipGradient | None = None,
+                 train_step_lbn: str | None = None, loss_scale_policy: Any = None,
+                 variables: Sequence[str] | None = None) -> None:
+        super().__init__(lr_scheduler, loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
+                         variables=variables)
+        self.decay_rate, self.epsilon, self.centered = float(decay_rate), float(epsilon), bool(centered)
+
+    def rule(self, var_name: str) -> UpdateRule:
+        attrs = {"decay_rate": self.decay_rate, "epsilon": self.epsilon,
+                 "weight_decay": self.weight_decay_for(var_name)}
+        if self.centered:
+            return UpdateRule("optim_rmsprop_centered_update",
+                              (("mean_square", 0.0, "like"), ("mean_gradient", 0.0, "like")), attrs)
+        return UpdateRule("optim_rmsprop_update", (("mean_square", 0.0, "like"),), attrs)
+
+
+class LARS(Optimizer):
+    """``local_lr = lr * coeff * ||w|| / (eps + ||g|| + wd ||w||)``; ``m = beta m - local_lr g``;
+    ``w = w + m - local_lr wd w`` (slot ``-momentum``)."""
+
+    def __init__(self, lr_scheduler: Any, momentum_beta: float = 0.9, epsilon: float = 1e-9,
+                 lars_coefficient: float = 0.0001, loss_scale_factor: float | None = None,
+                 grad_clipping: ClipGradient | None = None, train_step_lbn: str | None = None,
+                 loss_scale_policy: Any = None, variables: Sequence[str] | None = None) -> None:
+        super().__init__(lr_scheduler, loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
+                         variables=variables)
+        self.momentum_beta, self.epsilon = float(momentum_beta), float(epsilon)
+        self.lars_coefficient = float(lars_coefficient)
+
+    def rule(self, var_name: str) -> UpdateRule:
+        return UpdateRule("optim_lars_update", (("momentum", 0.0, "like"),),
+                          {"momentum_beta": self.momentum_beta, "epsilon": self.epsilon,
+                           "lars_coefficient": self.lars_coefficient,
+                           "weight_decay": self.weight_decay_for(var_name)})
+
+
+class LAMB(Optimizer):
+    """Adam moments with bias correction (slots ``-m``, ``-v``, ``-beta1_t``, ``-beta2_t`` starting at 1),
+    update ``u = m_hat / sqrt(v_hat + eps)`` scaled by the trust ratio ``||w|| / ||u||``:
+    ``w -= lr * ratio * (u + wd * w)``."""
+
+    def __init__(self, lr_scheduler: Any, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-6,
+                 loss_scale_factor: float | None = None, grad_clipping: ClipGradient | None = None,
+                 train_step_lbn: str | None = None, loss_scale_policy: Any = None,
+                 variables: Sequence[str] | None = None, weight_decay: float | None = None) -> None:
+        super().__init__(lr_scheduler, loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
+                         weight_decay, variables=variables)
+        self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
+
+    def rule(self, var_name: str) -> UpdateRule:
+        return UpdateRule("optim_lamb_update",
+                          (("m", 0.0, "like"), ("v", 0.0, "like"), ("beta1_t", 1.0, "scalar"),
+                           ("beta2_t", 1.0, "scalar")),
+                          {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon,
+                           "weight_decay": self.weight_decay_for(var_name)})
+
+
+__all__ = ["Adam", "AdamW", "LAMB", "LARS", "LazyAdam", "Optimizer", "RMSProp", "SGD", "SGDW", "UpdateRule"]

@@ -1,0 +1,19 @@
+"""The optim package's plugin: the update ops and the optimizer pass."""
+from __future__ import annotations
+
+from typing import Any
+
+from flowjob_core import hookimpl
+
+from flowjob_optim import optimizer_pass, update_ops
+
+
+@hookimpl
+def flowjob_add_ops(registry: Any) -> None:
+    for op in update_ops.OPS:
+        registry.add(op)
+
+
+@hookimpl
+def flowjob_add_passes(registry: Any) -> None:
+    registry.add("optimizer", optimizer_pass.run, after="autodiff", before="dce")

@@ -1,0 +1,388 @@
+"""The optimizer's ops: the learning rate, the clipping factor, one fused update per variable, the step counter.
+
+Update ops write the variable and its slots in place (``OpDef.mutates``), so the planner
+runs them after every other reader of those values in the step: returns and watches see
+the value from before the update. Kernels use ``out=`` calls on buffers made once per
+node; nothing is allocated per step.
+
+Inputs of an update op: ``(variable, *slots, gradient, learning_rate[, clip_factor])``.
+Attributes: the rule's hyper-parameters, ``weight_decay``, ``l1``/``l2`` (regularizer) and
+``clipped``. The gradient a rule uses is ``g = grad * clip_factor + l1 * sign(w) + l2 * w``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+
+Step = Callable[[Any, Sequence[Any], Any, Any], None]
+"""``step(w, slots, g, lr)``: one rule's in-place update; ``lr`` is a scalar of the learning rate."""
+
+STEP_DTYPE = np.dtype(np.int64)
+LR_DTYPE = np.dtype(np.float32)
+
+
+# scalar nodes -------------------------------------------------------------
+def _scalar_out(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    return [BlobSpec((1,), LR_DTYPE)]
+
+
+def _learning_rate_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    if inputs[0] != BlobSpec((1,), STEP_DTYPE):
+        raise ShapeError(f"the train step must be int64 of shape (1,), got {inputs[0]}")
+    if not callable(attrs.get("schedule")):
+        raise ShapeError(f"attribute 'schedule' must be callable, got {attrs.get('schedule')!r}")
+    return _scalar_out(inputs, attrs)
+
+
+def _learning_rate_kernel(ctx: KernelContext) -> Any:
+    out, schedule = ctx.out(0), ctx.attrs["schedule"]
+
+    def run(step: Any) -> Any:
+        out[0] = schedule(int(step[0]))
+        return out
+
+    return run
+
+
+LEARNING_RATE = OpDef("optim_learning_rate", _learning_rate_infer, kernel=_learning_rate_kernel,
+                      not_differentiable=True, name_prefix="LearningRate",
+                      doc="The schedule's learning rate for the step in the counter (float32, shape (1,)).")
+
+
+def _clip_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    if not inputs:
+        raise ShapeError("clipping needs at least one gradient")
+    if not attrs.get("clip_norm", 0) > 0:
+        raise ShapeError(f"clip_norm must be positive, got {attrs.get('clip_norm')!r}")
+    return _scalar_out(inputs, attrs)
+
+
+def _clip_kernel(ctx: KernelContext) -> Any:
+    xp, out, clip_norm = ctx.xp, ctx.out(0), float(ctx.attrs["clip_norm"])
+    total = ctx.workspace((1,), np.float64)  # stays on the device: no host round trip per step
+
+    def run(*grads: Any) -> Any:
+        total[...] = 0.0
+        for g in grads:
+            flat = g.reshape(-1)
+            xp.add(total, xp.dot(flat, flat), out=total)
+        xp.sqrt(total, out=total)
+        xp.maximum(total, clip_norm, out=total)
+        xp.divide(clip_norm, total, out=out)
+        return out
+
+    return run
+
+
+CLIP_FACTOR = OpDef("optim_clip_by_global_norm", _clip_infer, kernel=_clip_kernel, not_differentiable=True,
+                    name_prefix="ClipByGlobalNorm",
+                    doc="clip_norm / max(global L2 norm of the gradients, clip_norm)")
+
+
+def _increment_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    if inputs[0] != BlobSpec((1,), STEP_DTYPE):
+        raise ShapeError(f"the train step must be int64 of shape (1,), got {inputs[0]}")
+    return []
+
+
+def _increment_kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    one = np.int64(1)
+
+    def run(counter: Any) -> None:
+        xp.add(counter, one, out=counter)
+
+    return run
+
+
+STEP_INCREMENT = OpDef("optim_train_step_increment", _increment_infer, kernel=_increment_kernel,
+                       not_differentiable=True, mutates=(0,), name_prefix="TrainStepIncrement",
+                       doc="Adds 1 to the train step counter, after every reader of it.")
+
+
+# update ops ---------------------------------------------------------------
+def _update_infer(n_slots: int) -> Callable[[Sequence[BlobSpec], dict], list[BlobSpec]]:
+    def infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+        clipped = bool(attrs.get("clipped"))
+        want = n_slots + 3 + (1 if clipped else 0)
+        if len(inputs) != want:
+            raise ShapeError(f"expected {want} inputs (variable, {n_slots} slot(s), gradient, learning rate"
+                             f"{', clip factor' if clipped else ''}), got {len(inputs)}")
+        var = inputs[0]
+        if var.dtype.kind != "f":
+            raise ShapeError(f"only floating variables can be trained, this one is {var.dtype}")
+        grad = inputs[n_slots + 1]
+        if grad != var:
+            raise ShapeError(f"the gradient {grad} does not match the variable {var}")
+        for i, spec in enumerate(inputs[1:n_slots + 1]):
+            if spec.dtype != var.dtype or spec.shape not in (var.shape, (1,)):
+                raise ShapeError(f"slot {i} is {spec}, the variable is {var}")
+        for spec in inputs[n_slots + 2:]:
+            if spec.shape != (1,) or spec.dtype.kind != "f":
+                raise ShapeError(f"learning rate and clip factor must be floating of shape (1,), got {spec}")
+        return []
+
+    return infer
+
+
+def _gradient_prep(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
+    """``prep(w, g, clip)``: the gradient the rule uses; ``g`` itself when nothing modifies it."""
+    xp, spec = ctx.xp, ctx.inputs[0]
+    clipped = bool(ctx.attrs.get("clipped"))
+    dt = spec.dtype.type
+    l1, l2 = dt(ctx.attrs.get("l1", 0.0)), dt(ctx.attrs.get("l2", 0.0))
+    if not clipped and not l1 and not l2:
+        return lambda w, g, clip: g
+    buf = ctx.workspace(spec.shape, spec.dtype)
+    term = ctx.workspace(spec.shape, spec.dtype) if (l1 or l2) else None
+
+    def prep(w: Any, g: Any, clip: Any) -> Any:
+        if clipped:
+            xp.multiply(g, clip[0], out=buf)
+        else:
+            xp.copyto(buf, g)
+        if l1:
+            xp.sign(w, out=term)
+            xp.multiply(term, l1, out=term)
+            xp.add(buf, term, out=buf)
+        if l2:
+            xp.multiply(w, l2, out=term)
+            xp.add(buf, term, out=buf)
+        return buf
+
+    return prep
+
+
+def _update_kernel(n_slots: int, rule: Callable[[KernelContext], Step]) -> Callable[[KernelContext], Any]:
+    def build(ctx: KernelContext) -> Any:
+        step = rule(ctx)
+        prep = _gradient_prep(ctx)
+        clipped = bool(ctx.attrs.get("clipped"))
+        end = n_slots + 1
+
+        def run(*args: Any) -> None:
+            w = args[0]
+            step(w, args[1:end], prep(w, args[end], args[end + 2] if clipped else None), args[end + 1][0])
+
+        return run
+
+    return build
+
+
+def _consts(ctx: KernelContext, *names: str) -> list[Any]:
+    """Hyper-parameters as scalars of the variable's dtype (legacy computed them in float)."""
+    dt = ctx.inputs[0].dtype.type
+    return [dt(ctx.attrs[n]) for n in names]
+
+
+def _scratch(ctx: KernelContext, count: int = 1) -> list[Any]:
+    spec = ctx.inputs[0]
+    return [ctx.workspace(spec.shape, spec.dtype) for _ in range(count)]
+
+
+def _sgd(ctx: KernelContext) -> Step:
+    """``w -= lr * (g + wd * w)``."""
+    xp, (wd,), (tmp,) = ctx.xp, _consts(ctx, "weight_decay"), _scratch(ctx)
+
+    def step(w: Any, slots: Sequence[Any], g: Any, lr: Any) -> None:
+        if wd:
+            xp.multiply(w, wd, out=tmp)
+            xp.add(g, tmp, out=tmp)
+            xp.multiply(tmp, lr, out=tmp)
+        else:
+            xp.multiply(g, lr, out=tmp)
+        xp.subtract(w, tmp, out=w)
+
+    return step
+
+
+def _momentum(ctx: KernelContext) -> Step:
+    """``m = beta * m - lr * g; w = w + m - lr * wd * w``."""
+    xp, (beta, wd), (tmp, decay) = ctx.xp, _consts(ctx, "beta", "weight_decay"), _scratch(ctx, 2)
+
+    def step(w: Any, slots: Sequence[Any], g: Any, lr: Any) -> None:
+        (m,) = slots
+        xp.multiply(m, beta, out=m)
+        xp.multiply(g, lr, out=tmp)
+        xp.subtract(m, tmp, out=m)
+        if wd:
+            xp.multiply(w, lr * wd, out=decay)
+        xp.add(w, m, out=w)
+        if wd:
+            xp.subtract(w, decay, out=w)
+
+    return step
+
+
+def _adam_step(ctx: KernelContext, bias_correction: bool) -> Step:
+    """``m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w -= lr_t (m / (sqrt(v) + eps) + wd w)``,
+    ``lr_t = lr sqrt(1 - b2_t) / (1 - b1_t)`` with bias correction (then ``b1_t *= b1; b2_t *= b2``)."""
+    xp = ctx.xp
+    b1, b2, eps, wd = _consts(ctx, "beta1", "beta2", "epsilon", "weight_decay")
+    one = ctx.inputs[0].dtype.type(1)
+    omb1, omb2 = one - b1, one - b2
+    tmp, decay = _scratch(ctx, 2)
+
+    def step(w: Any, slots: Sequence[Any], g: Any, lr: Any) -> None:
+        m, v = slots[0], slots[1]
+        if bias_correction:
+            b1t, b2t = slots[2], slots[3]
+            lr = lr * xp.sqrt(one - b2t[0]) / (one - b1t[0])
+            xp.multiply(b1t, b1, out=b1t)
+            xp.multiply(b2t, b2, out=b2t)
+        xp.multiply(m, b1, out=m)
+        xp.multiply(g, omb1, out=tmp)
+        xp.add(m, tmp, out=m)
+        xp.multiply(v, b2, out=v)
+        xp.multiply(g, omb2, out=tmp)
+        xp.multiply(tmp, g, out=tmp)
+        xp.add(v, tmp, out=v)
+        xp.sqrt(v, out=tmp)
+        xp.add(tmp, eps, out=tmp)
+        xp.divide(m, tmp, out=tmp)
+        if wd:
+            xp.multiply(w, wd, out=decay)
+            xp.add(tmp, decay, out=tmp)
+        xp.multiply(tmp, lr, out=tmp)
+        xp.subtract(w, tmp, out=w)
+
+    return step
+
+
+def _adam(ctx: KernelContext) -> Step:
+    return _adam_step(ctx, bias_correction=False)
+
+
+def _adam_bias_corrected(ctx: KernelContext) -> Step:
+    return _adam_step(ctx, bias_correction=True)
+
+
+def _rmsprop_step(ctx: KernelContext, centered: bool) -> Step:
+    """``ms = (1-d) g^2 + d ms``; centered: ``mg = (1-d) g + d mg``, ``den = ms - mg^2``, else ``den = ms``;
+    ``w -= lr g / sqrt(den + eps) + lr wd w``."""
+    xp = ctx.xp
+    d, eps, wd = _consts(ctx, "decay_rate", "epsilon", "weight_decay")
+    omd = ctx.inputs[0].dtype.type(1) - d
+    tmp, den = _scratch(ctx, 2)
+
+    def step(w: Any, slots: Sequence[Any], g: Any, lr: Any) -> None:
+        ms = slots[0]
+        xp.multiply(g, omd, out=tmp)
+        xp.multiply(tmp, g, out=tmp)
+        xp.multiply(ms, d, out=ms)
+        xp.add(ms, tmp, out=ms)
+        if centered:
+            mg = slots[1]
+            xp.multiply(g, omd, out=tmp)
+            xp.multiply(mg, d, out=mg)
+            xp.add(mg, tmp, out=mg)
+            xp.multiply(mg, mg, out=den)
+            xp.subtract(ms, den, out=den)
+            xp.add(den, eps, out=den)
+        else:
+            xp.add(ms, eps, out=den)
+        xp.sqrt(den, out=den)
+        xp.multiply(g, lr, out=tmp)
+        xp.divide(tmp, den, out=tmp)
+        if wd:
+            xp.multiply(w, lr * wd, out=den)
+            xp.add(tmp, den, out=tmp)
+        xp.subtract(w, tmp, out=w)
+
+    return step
+
+
+def _rmsprop(ctx: KernelContext) -> Step:
+    return _rmsprop_step(ctx, centered=False)
+
+
+def _rmsprop_centered(ctx: KernelContext) -> Step:
+    return _rmsprop_step(ctx, centered=True)
+
+
+def _lars(ctx: KernelContext) -> Step:
+    """``local_lr = lr * coeff * ||w|| / (eps + ||g|| + wd ||w||)``; ``m = beta m - local_lr g``;
+    ``w = w + m - local_lr wd w``."""
+    xp = ctx.xp
+    beta, eps, coeff, wd = _consts(ctx, "momentum_beta", "epsilon", "lars_coefficient", "weight_decay")
+    tmp, decay = _scratch(ctx, 2)
+
+    def step(w: Any, slots: Sequence[Any], g: Any, lr: Any) -> None:
+        (m,) = slots
+        flat_w, flat_g = w.reshape(-1), g.reshape(-1)
+        w_norm = xp.sqrt(xp.dot(flat_w, flat_w))
+        g_norm = xp.sqrt(xp.dot(flat_g, flat_g))
+        local_lr = lr * coeff * w_norm / (eps + g_norm + wd * w_norm)
+        xp.multiply(m, beta, out=m)
+        xp.multiply(g, local_lr, out=tmp)
+        xp.subtract(m, tmp, out=m)
+        if wd:
+            xp.multiply(w, local_lr * wd, out=decay)
+        xp.add(w, m, out=w)
+        if wd:
+            xp.subtract(w, decay, out=w)
+
+    return step
+
+
+def _lamb(ctx: KernelContext) -> Step:
+    """``b1_t *= b1; b2_t *= b2`` (they start at 1); ``m, v`` as Adam;
+    ``u = (m / (1 - b1_t)) / sqrt(v / (1 - b2_t) + eps)``; ``r = ||w|| / ||u||`` (1 when either is 0);
+    ``w -= lr r (u + wd w)``."""
+    xp = ctx.xp
+    b1, b2, eps, wd = _consts(ctx, "beta1", "beta2", "epsilon", "weight_decay")
+    one = ctx.inputs[0].dtype.type(1)
+    omb1, omb2 = one - b1, one - b2
+    tmp, upd = _scratch(ctx, 2)
+
+    def step(w: Any, slots: Sequence[Any], g: Any, lr: Any) -> None:
+        m, v, b1t, b2t = slots
+        xp.multiply(b1t, b1, out=b1t)
+        xp.multiply(b2t, b2, out=b2t)
+        xp.multiply(m, b1, out=m)
+        xp.multiply(g, omb1, out=tmp)
+        xp.add(m, tmp, out=m)
+        xp.multiply(v, b2, out=v)
+        xp.multiply(g, omb2, out=tmp)
+        xp.multiply(tmp, g, out=tmp)
+        xp.add(v, tmp, out=v)
+        xp.divide(v, one - b2t[0], out=tmp)
+        xp.add(tmp, eps, out=tmp)
+        xp.sqrt(tmp, out=tmp)
+        xp.divide(m, one - b1t[0], out=upd)
+        xp.divide(upd, tmp, out=upd)
+        flat_w, flat_u = w.reshape(-1), upd.reshape(-1)
+        w_norm = xp.sqrt(xp.dot(flat_w, flat_w))
+        u_norm = xp.sqrt(xp.dot(flat_u, flat_u))
+        both = (w_norm > 0) & (u_norm > 0)
+        trust = xp.where(both, w_norm, one) / xp.where(both, u_norm, one)  # 1 when either norm is 0
+        if wd:
+            xp.multiply(w, wd, out=tmp)
+            xp.add(upd, tmp, out=upd)
+        xp.multiply(upd, lr * trust, out=upd)
+        xp.subtract(w, upd, out=w)
+
+    return step
+
+
+def _update_op(name: str, n_slots: int, rule: Callable[[KernelContext], Step], doc: str) -> OpDef:
+    return OpDef(name, _update_infer(n_slots), kernel=_update_kernel(n_slots, rule), not_differentiable=True,
+                 mutates=tuple(range(n_slots + 1)), name_prefix="ModelUpdate", doc=doc)
+
+
+SGD_UPDATE = _update_op("optim_sgd_update", 0, _sgd, _sgd.__doc__ or "")
+MOMENTUM_UPDATE = _update_op("optim_momentum_update", 1, _momentum, _momentum.__doc__ or "")
+ADAM_UPDATE = _update_op("optim_adam_update", 2, _adam, _adam_step.__doc__ or "")
+ADAM_BC_UPDATE = _update_op("optim_adam_bias_corrected_update", 4, _adam_bias_corrected, _adam_step.__doc__ or "")
+RMSPROP_UPDATE = _update_op("optim_rmsprop_update", 1, _rmsprop, _rmsprop_step.__doc__ or "")
+RMSPROP_CENTERED_UPDATE = _update_op("optim_rmsprop_centered_update", 2, _rmsprop_centered,
+                                     _rmsprop_step.__doc__ or "")
+LARS_UPDATE = _update_op("optim_lars_update", 1, _lars, _lars.__doc__ or "")
+LAMB_UPDATE = _update_op("optim_lamb_update", 4, _lamb, _lamb.__doc__ or "")
+
+OPS = (LEARNING_RATE, CLIP_FACTOR, STEP_INCREMENT, SGD_UPDATE, MOMENTUM_UPDATE, ADAM_UPDATE, ADAM_BC_UPDATE,
+       RMSPROP_UPDATE, RMSPROP_CENTERED_UPDATE, LARS_UPDATE, LAMB_UPDATE)

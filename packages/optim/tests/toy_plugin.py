@@ -1,0 +1,131 @@
+"""A small plugin for the optim tests: placeholders, a synchronous return kind and a few
+differentiable elementwise ops, so real train jobs run with only flowjob-core and flowjob-optim."""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Sequence
+
+import numpy as np
+
+from flowjob_core import BlobSpec, InputSpec, JobArgumentError, JobReturnError, OpDef, ShapeError, hookimpl
+from flowjob_core.blob import Blob
+
+
+class Array:
+    """Parameter annotation ``Array((3,), "float32")``."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> None:
+        self.shape, self.dtype = shape, np.dtype(dtype)
+
+
+class ArrayParam:
+    def __init__(self, ann: Array) -> None:
+        self.ann = ann
+
+    def input_specs(self) -> Sequence[InputSpec]:
+        return [InputSpec(self.ann.shape, self.ann.dtype)]
+
+    def build(self, blobs: Sequence[Blob]) -> Any:
+        return blobs[0]
+
+    def feed(self, value: Any, where: str) -> list[np.ndarray]:
+        if not isinstance(value, np.ndarray) or value.shape != self.ann.shape or value.dtype != self.ann.dtype:
+            raise JobArgumentError(f"{where}: expected {self.ann.shape} {self.ann.dtype}, got {value!r}")
+        return [value.copy()]
+
+
+class Sync:
+    """Return annotation: a blob or a tuple of blobs, delivered synchronously."""
+
+
+class SyncReturn:
+    waits = True
+
+    def flatten(self, value: Any, where: str) -> list[Blob]:
+        self.single = not isinstance(value, tuple)
+        values = [value] if self.single else list(value)
+        if not all(isinstance(v, Blob) for v in values):
+            raise JobReturnError(f"{where}: expected blobs")
+        return values
+
+    def launch(self, pending: Any, where: str) -> Any:
+        values = pending.wait()
+        return values[0] if self.single else tuple(values)
+
+
+class NoneReturn:
+    waits = False
+
+    def flatten(self, value: Any, where: str) -> list[Blob]:
+        return []
+
+    def launch(self, pending: Any, where: str) -> Any:
+        pending.detach()
+        return None
+
+
+def _broadcast(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    try:
+        shape = np.broadcast_shapes(inputs[0].shape, inputs[1].shape)
+    except ValueError:
+        raise ShapeError(f"cannot broadcast {inputs[0].shape} and {inputs[1].shape}") from None
+    return [BlobSpec(shape, inputs[0].dtype)]
+
+
+def _binary_kernel(fn_name: str) -> Any:
+    def build(ctx: Any) -> Any:
+        xp, out = ctx.xp, ctx.out(0)
+        fn = getattr(xp, fn_name)
+        return lambda a, b: fn(a, b, out=out)
+    return build
+
+
+def _sub_grad(ctx: Any) -> list[Any]:
+    return [ctx.dy, ctx.apply("scalar_mul", [ctx.dy], {"scalar": -1.0})]
+
+
+def _mul_grad(ctx: Any) -> list[Any]:
+    a, b = ctx.inputs
+    return [ctx.apply("toy_mul", [ctx.dy, b]), ctx.apply("toy_mul", [ctx.dy, a])]
+
+
+def _square_kernel(ctx: Any) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    return lambda x: xp.multiply(x, x, out=out)
+
+
+def _square_grad(ctx: Any) -> list[Any]:
+    twice = ctx.apply("scalar_mul", [ctx.inputs[0]], {"scalar": 2.0})
+    return [ctx.apply("toy_mul", [ctx.dy, twice])]
+
+
+def _sum_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    return [BlobSpec((1,), inputs[0].dtype)]
+
+
+def _sum_kernel(ctx: Any) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    return lambda x: xp.sum(x.reshape(1, -1), axis=1, out=out)
+
+
+def _sum_grad(ctx: Any) -> list[Any]:
+    return [ctx.apply("broadcast_to", [ctx.dy], {"shape": ctx.inputs[0].shape})]
+
+
+SUB = OpDef("toy_sub", _broadcast, kernel=_binary_kernel("subtract"), grad=_sub_grad, name_prefix="ToySub")
+MUL = OpDef("toy_mul", _broadcast, kernel=_binary_kernel("multiply"), grad=_mul_grad, name_prefix="ToyMul")
+SQUARE = OpDef("toy_square", lambda i, a: [i[0]], kernel=_square_kernel, grad=_square_grad, name_prefix="ToySquare")
+SUM = OpDef("toy_sum", _sum_infer, kernel=_sum_kernel, grad=_sum_grad, name_prefix="ToySum")
+
+
+@hookimpl
+def flowjob_add_ops(registry: Any) -> None:
+    for op in (SUB, MUL, SQUARE, SUM):
+        registry.add(op)
+
+
+@hookimpl
+def flowjob_add_result_kinds(registry: Any) -> None:
+    registry.add_param_kind(lambda ann: ArrayParam(ann) if isinstance(ann, Array) else None)
+    registry.add_return_kind(lambda ann: SyncReturn() if ann is Sync else None)
+    registry.add_return_kind(lambda ann: NoneReturn() if ann in (None, inspect.Signature.empty) else None)
