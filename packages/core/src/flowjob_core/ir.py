@@ -64,6 +64,8 @@ class VariableDef:
     initializer: Any = None
     trainable: bool = True
     lbn: str = ""
+    regularizer: Any = None  # read by the optimizer pass (an L1/L2 penalty object)
+    model_name: str | None = None  # legacy: "weight"/"bias", picked by secondary_lr and bias_l2
 
 
 @dataclass

@@ -140,7 +140,7 @@ class JobBuilder:
         return blob
 
     def add_variable(self, name: str, spec: BlobSpec, initializer: Any = None, trainable: bool = True,
-                     reuse: bool = True) -> Blob:
+                     reuse: bool = True, regularizer: Any = None, model_name: str | None = None) -> Blob:
         """The variable ``name`` (namespaced already): one per session, shared by every job using the name."""
         known = self._variable_blobs.get(name)
         if known is not None:
@@ -148,9 +148,10 @@ class JobBuilder:
                 raise VariableError(f"job {self.job.name!r}: variable {name!r} already exists in this job")
             self._check_same(name, self.job.variables[name].spec, spec)
             return known
-        stored = self.session.variables.declare(name, spec, initializer, trainable)
+        stored = self.session.variables.declare(name, spec, initializer, trainable, regularizer, model_name)
         self._check_same(name, stored.spec, spec)
-        vdef = VariableDef(name, stored.spec, stored.initializer, stored.trainable, f"{name}/out")
+        vdef = VariableDef(name, stored.spec, stored.initializer, stored.trainable, f"{name}/out",
+                           stored.regularizer, stored.model_name)
         self.job.variables[name] = vdef
         (blob,) = self.add_op("variable", [], {"name": name, "shape": spec.shape, "dtype": spec.dtype},
                               scoped_name=name, source=user_source(2))

@@ -22,6 +22,8 @@ class StoredVariable:
     initializer: Any
     trainable: bool
     array: Any  # a backend array; plans hold references to it, so it is only ever written in place
+    regularizer: Any = None
+    model_name: str | None = None
 
 
 class VariableStore:
@@ -31,14 +33,15 @@ class VariableStore:
         self._vars: dict[str, StoredVariable] = {}
         self._lock = threading.Lock()
 
-    def declare(self, name: str, spec: BlobSpec, initializer: Any = None, trainable: bool = True) -> StoredVariable:
+    def declare(self, name: str, spec: BlobSpec, initializer: Any = None, trainable: bool = True,
+                regularizer: Any = None, model_name: str | None = None) -> StoredVariable:
         """The variable ``name``, created and initialized on first declaration."""
         with self._lock:
             known = self._vars.get(name)
             if known is not None:
                 return known
             var = StoredVariable(name, spec, initializer, trainable,
-                                 self.backend.xp.empty(spec.shape, dtype=spec.dtype))
+                                 self.backend.xp.empty(spec.shape, dtype=spec.dtype), regularizer, model_name)
             self._vars[name] = var
         self.initialize(name)
         return var
@@ -107,7 +110,8 @@ def get_variable(name: str, shape: tuple[int, ...] | list[int] | None = None, dt
         initializer = initializer.with_seed(random_seed)
     full = scope.scoped_name(name)
     return builder.add_variable(full, BlobSpec(tuple(shape), dt), initializer,
-                                True if trainable is None else bool(trainable), reuse=reuse)
+                                True if trainable is None else bool(trainable), reuse=reuse,
+                                regularizer=regularizer, model_name=model_name)
 
 
 def add_loss(loss: Any) -> None:

@@ -77,12 +77,12 @@ def dense(inputs: Blob, units: int, activation: Callable[..., Blob] | None = Non
         x = apply("reshape", [x], {"shape": (-1, in_shape[-1])}, name=f"{prefix}_reshape_in")
     weight = get_variable(f"{prefix}-weight", shape=(int(units), in_shape[-1]), dtype=inputs.dtype,
                           initializer=kernel_initializer or initializers.constant_initializer(0),
-                          regularizer=kernel_regularizer, trainable=trainable)
+                          regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
     out = apply("matmul", [x, weight], {"transpose_a": False, "transpose_b": True}, name=f"{prefix}_matmul")
     if use_bias:
         bias = get_variable(f"{prefix}-bias", shape=(int(units),), dtype=inputs.dtype,
                             initializer=bias_initializer or initializers.constant_initializer(0),
-                            regularizer=bias_regularizer, trainable=trainable)
+                            regularizer=bias_regularizer, trainable=trainable, model_name="bias")
         out = apply("bias_add", [out, bias], {"data_format": None}, name=f"{prefix}_bias_add")
     out = _activate(activation, out, f"{prefix}_activation")
     if len(in_shape) > 2:
@@ -148,13 +148,13 @@ def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
     shape = (int(filters), channels // groups, kh, kw) if fmt == "NCHW" else (int(filters), kh, kw, channels // groups)
     weight = get_variable(weight_name or f"{prefix}-weight", shape=shape, dtype=inputs.dtype,
                           initializer=kernel_initializer or initializers.xavier_uniform_initializer(fmt),
-                          regularizer=kernel_regularizer, trainable=trainable)
+                          regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
     attrs = {"strides": _pair(strides, "strides"), "padding": padding, "data_format": fmt,
              "dilations": _pair(dilation_rate, "dilation_rate"), "groups": int(groups)}
     out = apply("conv2d", [inputs, weight], attrs, name=prefix)
     if use_bias:
         bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
                             initializer=bias_initializer or initializers.zeros_initializer(),
-                            regularizer=bias_regularizer, trainable=trainable)
+                            regularizer=bias_regularizer, trainable=trainable, model_name="bias")
         out = apply("bias_add", [out, bias], {"data_format": fmt}, name=f"{prefix}-bias_add")
     return _activate(activation, out, f"{prefix}-activation")
