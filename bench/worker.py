@@ -1,0 +1,60 @@
+"""One benchmark run in its own process: ``python bench/worker.py SYSTEM WORKLOAD [--steps N]``.
+
+Prints one JSON line: the first call's time, per-step median and p10/p90 in ms after
+warm-up, and the process's peak resident memory.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import pathlib
+import resource
+import statistics
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+STEPS = {"mlp_train": 300, "mlp_infer": 300, "lenet_train": 40, "lenet_infer": 60, "lenet_epoch": 600}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("system", choices=["flowjob", "torch"])
+    parser.add_argument("workload", choices=sorted(STEPS))
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=100)
+    args = parser.parse_args()
+    module = importlib.import_module(f"models_{args.system}")
+
+    t0 = time.perf_counter()
+    first_call, step = module.build(args.workload, args.batch)
+    first_call()
+    first = time.perf_counter() - t0
+    for _ in range(args.warmup):
+        step()
+    steps = args.steps or STEPS[args.workload]
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    times.sort()
+    result = {
+        "system": args.system, "workload": args.workload, "steps": steps,
+        "first_call_s": first,
+        "median_ms": 1e3 * statistics.median(times),
+        "p10_ms": 1e3 * times[len(times) // 10], "p90_ms": 1e3 * times[(9 * len(times)) // 10],
+        "total_s": sum(times),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    if args.system == "flowjob":
+        import oneflow as flow
+        flow.sync_default_session()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
