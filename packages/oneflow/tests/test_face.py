@@ -1,5 +1,6 @@
-"""The oneflow face: explicit re-exports, lazy optional names, the seed program and ``python -m oneflow info``."""
-import pathlib
+"""The oneflow face: explicit re-exports, lazy optional names and ``python -m oneflow info``.
+
+The seed programs themselves run in tests/test_examples_training.py."""
 import subprocess
 import sys
 
@@ -9,43 +10,6 @@ import pytest
 import oneflow as flow
 from flowjob_core import MissingPackageError
 from oneflow import _lazy
-
-SEED_TEST_WATCH = '''
-import numpy as np
-import oneflow as flow
-import oneflow.typing as tp
-
-
-def watch_handler(y: tp.Numpy):
-    print("out:", y)
-
-
-@flow.global_function()
-def ReluJob(x: tp.Numpy.Placeholder((5,))) -> None:
-    y = flow.nn.relu(x)
-    flow.watch(y, watch_handler)
-
-
-flow.config.gpu_device_num(1)
-data = np.random.uniform(-1, 1, 5).astype(np.float32)
-print("in:", data)
-ReluJob(data)
-'''
-
-
-def _floats(line: str) -> np.ndarray:
-    return np.array(line.split(":", 1)[1].strip(" []").split(), dtype=np.float32)
-
-
-def test_seed_test_watch_prints_in_and_relu_out(tmp_path):
-    script = tmp_path / "test_watch.py"
-    script.write_text(SEED_TEST_WATCH)
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    lines = run.stdout.replace("\n ", " ").splitlines()
-    assert lines[0].startswith("in: [") and lines[1].startswith("out: [")
-    np.testing.assert_allclose(_floats(lines[1]), np.maximum(_floats(lines[0]), 0))
-
 
 def test_info_lists_plugins_backends_and_ops():
     run = subprocess.run([sys.executable, "-m", "oneflow", "info"], capture_output=True, text=True, timeout=120)
