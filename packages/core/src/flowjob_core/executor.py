@@ -82,17 +82,23 @@ def run_per_device(run: Callable[[list[Any]], tuple[tuple[Any, ...], tuple[Any, 
 
 
 class PendingCall:
-    """The outcome of one job call: values once the step and its watch handlers have run."""
+    """The outcome of one job call: values once the step and its watch handlers have run.
 
-    __slots__ = ("_event", "_values", "_error", "_callbacks", "_listeners", "_lock", "_executor", "_detached")
+    Cheap for the common case, a synchronous call run inline: the event a waiter blocks on is
+    made only when someone waits for a call that is not done yet.
+    """
+
+    __slots__ = ("_done", "_event", "_values", "_error", "_callbacks", "_listeners", "_lock", "_executor",
+                 "_detached")
 
     def __init__(self, executor: "Executor") -> None:
-        self._event = threading.Event()
+        self._done = False
+        self._event: threading.Event | None = None
         self._values: Any = None
         self._error: BaseException | None = None
-        self._callbacks: list[Callable[[Any], None]] = []
-        self._listeners: list[Callable[["PendingCall"], None]] = []
-        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[Any], None]] | None = None
+        self._listeners: list[Callable[["PendingCall"], None]] | None = None
+        self._lock = executor._pending_lock  # one lock per executor: the critical sections are a few lines
         self._executor = executor
         self._detached = False
 
@@ -102,7 +108,18 @@ class PendingCall:
         self._detached = True
 
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._done
+
+    def _wait_done(self) -> None:
+        if self._done:
+            return
+        with self._lock:
+            if self._done:
+                return
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+        event.wait()
 
     def wait(self) -> Any:
         """Block until the step is done; raise its error, if it failed (a synchronous point)."""
@@ -118,10 +135,13 @@ class PendingCall:
 
         An error ``fn`` raises is kept for the next synchronous point.
         """
-        with self._lock:
-            if not self._event.is_set():
-                self._callbacks.append(fn)
-                return
+        if not self._done:
+            with self._lock:
+                if not self._done:
+                    if self._callbacks is None:
+                        self._callbacks = []
+                    self._callbacks.append(fn)
+                    return
         self._executor.run_callback(fn, self)
 
     def on_done(self, fn: Callable[["PendingCall"], None]) -> None:
@@ -129,10 +149,13 @@ class PendingCall:
 
         ``fn`` runs on the thread that finishes the call and must not block or raise.
         """
-        with self._lock:
-            if not self._event.is_set():
-                self._listeners.append(fn)
-                return
+        if not self._done:
+            with self._lock:
+                if not self._done:
+                    if self._listeners is None:
+                        self._listeners = []
+                    self._listeners.append(fn)
+                    return
         fn(self)
 
     def _resolve(self, values: Any, error: BaseException | None) -> None:
@@ -140,16 +163,21 @@ class PendingCall:
             self._executor.note_failure(self)  # before anyone can wait: a waiter claims it
         with self._lock:
             self._values, self._error = values, error
-            callbacks, self._callbacks = self._callbacks, []
-            listeners, self._listeners = self._listeners, []
-            self._event.set()
-        for fn in callbacks:
-            self._executor.run_callback(fn, self)
-        for listener in listeners:
-            try:
-                listener(self)
-            except BaseException as exc:
-                self._executor.report(exc)
+            callbacks, self._callbacks = self._callbacks, None
+            listeners, self._listeners = self._listeners, None
+            self._done = True
+            event = self._event
+        if event is not None:
+            event.set()
+        if callbacks:
+            for fn in callbacks:
+                self._executor.run_callback(fn, self)
+        if listeners:
+            for listener in listeners:
+                try:
+                    listener(self)
+                except BaseException as exc:
+                    self._executor.report(exc)
 
 
 class Executor:
@@ -158,7 +186,8 @@ class Executor:
         self._report_error = report_error
         self._raise_pending = raise_pending
         self._queue: queue.Queue = queue.Queue(maxsize=max_in_flight)
-        self._cond = threading.Condition()
+        self._cond_lock = threading.Lock()  # taken directly (a C call) where nothing waits or notifies
+        self._cond = threading.Condition(self._cond_lock)
         self._outstanding = 0
         self._run_lock = threading.RLock()
         self._worker: threading.Thread | None = None
@@ -166,6 +195,8 @@ class Executor:
         self._closed = False
         self._failed: list[PendingCall] = []  # failed steps nobody has waited for yet, in call order
         self._failed_lock = threading.Lock()
+        self._pending_lock = threading.Lock()
+        self._sync_waiters = 0  # threads in sync(): only then does finishing a call notify
 
     # submission -----------------------------------------------------------
     def submit(self, compute: Callable[[], Any], deliver: Callable[[Any], Any], *, wait: bool) -> PendingCall:
@@ -175,11 +206,12 @@ class Executor:
         runs the watch handlers and returns the call's values, outside the lock so a handler
         may itself call a job.
         """
-        pending = PendingCall(self)
         if self._closed:
             raise RuntimeError("the session is closed; flow.clear_default_session() made a new one")
-        in_worker = threading.current_thread() is self._worker
-        with self._cond:
+        pending = PendingCall(self)
+        worker = self._worker
+        in_worker = worker is not None and threading.current_thread() is worker
+        with self._cond_lock:
             inline = in_worker or (wait and self._outstanding == 0)
             self._outstanding += 1
         if inline:
@@ -204,8 +236,9 @@ class Executor:
             self._execute(*item)
 
     def _execute(self, compute: Callable[[], Any], deliver: Callable[[Any], Any], pending: PendingCall) -> None:
-        depth = getattr(self._local, "depth", 0)
-        self._local.depth = depth + 1
+        local = self._local
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
         try:
             try:
                 with self._run_lock:
@@ -216,10 +249,11 @@ class Executor:
                 values, error = None, exc
             pending._resolve(values, error)
         finally:
-            self._local.depth = depth
-            with self._cond:
+            local.depth = depth
+            with self._cond_lock:
                 self._outstanding -= 1
-                self._cond.notify_all()
+                if self._sync_waiters:
+                    self._cond.notify_all()
 
     # errors ---------------------------------------------------------------
     def report(self, exc: BaseException) -> None:
@@ -236,6 +270,8 @@ class Executor:
                 self._failed.remove(pending)
 
     def _flush_failures(self) -> None:
+        if not self._failed:
+            return
         with self._failed_lock:
             failed, self._failed = self._failed, []
         for pending in failed:
@@ -259,7 +295,7 @@ class Executor:
         if threading.current_thread() is self._worker and not pending.done():
             raise RuntimeError("a callback or watch handler waited for the result of a later call; that call "
                                "runs after the callback on the same thread, so the wait could never end")
-        pending._event.wait()
+        pending._wait_done()
 
     def sync(self) -> None:
         """Wait for every call made so far (a callback's own call excluded) and its callbacks.
@@ -270,7 +306,11 @@ class Executor:
         if threading.current_thread() is not self._worker:
             mine = getattr(self._local, "depth", 0)
             with self._cond:
-                self._cond.wait_for(lambda: self._outstanding <= mine)
+                self._sync_waiters += 1
+                try:
+                    self._cond.wait_for(lambda: self._outstanding <= mine)
+                finally:
+                    self._sync_waiters -= 1
         self._flush_failures()
 
     @property

@@ -46,6 +46,9 @@ class JobFunction:
         self._job: Job | None = None
         self._plan: Plan | None = None
         self.params, self.return_kind = self._read_signature(scope_locals)
+        self._where = f"global function {self.name!r}"
+        self._feed_where = [f"global function {self.name!r}, argument {p.name!r}" for p in self.params]
+        self._deliver_plain: tuple[Any, Any] = (None, None)  # (plan, deliver) for calls without side outputs
         functools.update_wrapper(self, func)
         session.register_function(self)
 
@@ -151,15 +154,21 @@ class JobFunction:
                                    f"({', '.join(p.name for p in self.params)}), got {len(args)}")
         feeds: list[Any] = []
         mirrored = False
-        for param, arg in zip(self.params, args):
-            got = param.kind.feed(arg, f"global function {self.name!r}, argument {param.name!r}")
-            mirrored = mirrored or PerDevice in map(type, got)
+        for param, arg, where in zip(self.params, args, self._feed_where):
+            got = param.kind.feed(arg, where)
+            for f in got:
+                if type(f) is PerDevice:
+                    mirrored = True
             feeds.extend(got)
+        plan = self._plan
+        if plan is None:
+            plan = self.plan()
+        backend = plan.backend
+        if not mirrored and backend.tag == "cpu":
+            return self._call_simple(plan, feeds)
         devices = self._devices(feeds) if mirrored else 1
         if mirrored and devices == 1:
             feeds = [f[0] if type(f) is PerDevice else f for f in feeds]
-        plan = self.plan()
-        backend = plan.backend
         if backend.tag != "cpu":
             feeds = [PerDevice(map(backend.from_host, f)) if type(f) is PerDevice else backend.from_host(f)
                      for f in feeds]
@@ -195,6 +204,35 @@ class JobFunction:
         pending = session.executor.submit(compute, deliver, wait=kind.waits)
         return kind.launch(pending, f"global function {self.name!r}")
 
+    def _call_simple(self, plan: Plan, feeds: list[Any]) -> Any:
+        """One device, host arrays (the common case): the same steps as ``__call__`` with less set-up."""
+        run = plan.run
+        consumers = plan.side_consumers
+        session = self.session
+
+        def compute() -> Any:
+            return run(feeds)
+
+        if consumers:
+            to_host, report = plan.backend.to_host, session.report_error
+
+            def deliver(raw: Any) -> list[Any]:
+                returns, sides = raw
+                for consume, value in zip(consumers, sides):
+                    try:
+                        consume(to_host(value))
+                    except BaseException as exc:  # kept for the next synchronous point
+                        report(exc)
+                return [to_host(v) for v in returns]
+        else:
+            cached_plan, deliver = self._deliver_plain
+            if cached_plan is not plan:
+                deliver = _returns_only(plan.backend.to_host)
+                self._deliver_plain = (plan, deliver)
+
+        kind = self.return_kind
+        return kind.launch(session.executor.submit(compute, deliver, wait=kind.waits), self._where)
+
     def _devices(self, feeds: list[Any]) -> int:
         """Devices of a mirrored call (flow.config.gpu_device_num, else cpu_device_num); each
         per-device argument must hold one array per device."""
@@ -212,6 +250,13 @@ class JobFunction:
 
     def __repr__(self) -> str:
         return f"<global function {self.name} ({self.type})>"
+
+
+def _returns_only(to_host: Callable[[Any], Any]) -> Callable[[Any], list[Any]]:
+    def deliver(raw: Any) -> list[Any]:
+        return [to_host(v) for v in raw[0]]
+
+    return deliver
 
 
 def _matched(lookup: Callable[[Any], Any], annotation: Any, where: str) -> Any:

@@ -68,7 +68,8 @@ def eliminate_dead_code(job: Job, ctx: PassContext) -> None:
             kept.append(node)
             live.update(node.inputs)
     kept.reverse()
-    removed = {o for n in job.nodes if n not in kept for o in n.outputs}
+    kept_ids = {id(n) for n in kept}
+    removed = {o for n in job.nodes if id(n) not in kept_ids for o in n.outputs}
     job.nodes = kept
     for lbn in removed:
         job.specs.pop(lbn, None)

@@ -64,7 +64,13 @@ def make_plugin_manager(
 def _load_entry_points(pm: pluggy.PluginManager, only: list[str]) -> None:
     from importlib import metadata
 
-    names = sorted({ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)})
+    # one scan of the installed distributions (pluggy's loader scans them all once per name)
+    found: dict[str, list[tuple[Any, Any]]] = {}
+    for dist in metadata.distributions():
+        for ep in dist.entry_points:
+            if ep.group == ENTRY_POINT_GROUP:
+                found.setdefault(ep.name, []).append((dist, ep))
+    names = sorted(found)
     missing = [n for n in only if n not in names]
     if missing:
         raise PluginError(f"FLOWJOB_PLUGINS names {missing}, but no installed distribution provides them")
@@ -72,12 +78,27 @@ def _load_entry_points(pm: pluggy.PluginManager, only: list[str]) -> None:
         if only and name not in only:
             continue
         try:
-            # pluggy skips blocked and already registered names and keeps the distribution for listings
-            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+            _load_entry_point(pm, name, found[name])
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"flowjob plugin {name!r} is invalid: {exc}") from exc
         except Exception as exc:  # name the plugin: never swallow a broken one
             raise PluginError(f"flowjob plugin {name!r} failed to load: {exc!r}") from exc
+
+
+def _load_entry_point(pm: pluggy.PluginManager, name: str, entries: list[tuple[Any, Any]]) -> None:
+    """What ``pm.load_setuptools_entrypoints(group, name=name)`` does, from entries found already:
+    blocked and already registered names are skipped; the distribution is kept for listings."""
+    distinfo = getattr(pm, "_plugin_distinfo", None)
+    facade = getattr(pluggy._manager, "DistFacade", None) if hasattr(pluggy, "_manager") else None
+    if distinfo is None or facade is None:  # another pluggy: its own (slower) loader
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+        return
+    for dist, ep in entries:
+        if pm.get_plugin(ep.name) or pm.is_blocked(ep.name):
+            continue
+        plugin = ep.load()
+        pm.register(plugin, name=ep.name)
+        distinfo.append((plugin, facade(dist)))
 
 
 _REGISTRATION_HOOKS = (

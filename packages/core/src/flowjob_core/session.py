@@ -92,6 +92,8 @@ class Session:
 
     def raise_pending(self) -> None:
         """Raise the first error a callback or handler left, with its own traceback."""
+        if not self._errors:
+            return
         with self._errors_lock:
             if not self._errors:
                 return

@@ -5,7 +5,7 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_optim import optimizer_pass, update_ops
+from flowjob_optim import fusion, optimizer_pass, update_ops
 
 
 @hookimpl
@@ -17,3 +17,4 @@ def flowjob_add_ops(registry: Any) -> None:
 @hookimpl
 def flowjob_add_passes(registry: Any) -> None:
     registry.add("optimizer", optimizer_pass.run, after="autodiff", before="dce")
+    registry.add("optim-fusion", fusion.run, after="dce", before="verify-final")

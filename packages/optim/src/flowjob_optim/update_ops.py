@@ -18,6 +18,8 @@ import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
 
+from flowjob_optim import _blas
+
 Step = Callable[[Any, Sequence[Any], Any, Any], None]
 """``step(w, slots, g, lr)``: one rule's in-place update; ``lr`` is a scalar of the learning rate."""
 
@@ -129,19 +131,27 @@ def _update_infer(n_slots: int) -> Callable[[Sequence[BlobSpec], dict], list[Blo
     return infer
 
 
-def _gradient_prep(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
-    """``prep(w, g, clip)``: the gradient the rule uses; ``g`` itself when nothing modifies it."""
+def _gradient_prep(ctx: KernelContext, scale: float = 1.0) -> Callable[[Any, Any, Any], Any]:
+    """``prep(w, g, clip)``: the gradient the rule uses; ``g`` itself when nothing modifies it.
+
+    ``scale`` (the ``grad_scale`` a pass folded in from a ``scalar_mul`` of the gradient, e.g. the
+    1/N of the loss elements) multiplies ``g`` first, exactly as the folded node did."""
     xp, spec = ctx.xp, ctx.inputs[0]
     clipped = bool(ctx.attrs.get("clipped"))
     dt = spec.dtype.type
     l1, l2 = dt(ctx.attrs.get("l1", 0.0)), dt(ctx.attrs.get("l2", 0.0))
-    if not clipped and not l1 and not l2:
+    s = dt(scale)
+    if not clipped and not l1 and not l2 and scale == 1.0:
         return lambda w, g, clip: g
     buf = ctx.workspace(spec.shape, spec.dtype)
     term = ctx.workspace(spec.shape, spec.dtype) if (l1 or l2) else None
 
     def prep(w: Any, g: Any, clip: Any) -> Any:
-        if clipped:
+        if scale != 1.0:
+            xp.multiply(g, s, out=buf)
+            if clipped:
+                xp.multiply(buf, clip[0], out=buf)
+        elif clipped:
             xp.multiply(g, clip[0], out=buf)
         else:
             xp.copyto(buf, g)
@@ -160,9 +170,28 @@ def _gradient_prep(ctx: KernelContext) -> Callable[[Any, Any, Any], Any]:
 def _update_kernel(n_slots: int, rule: Callable[[KernelContext], Step]) -> Callable[[KernelContext], Any]:
     def build(ctx: KernelContext) -> Any:
         step = rule(ctx)
-        prep = _gradient_prep(ctx)
         clipped = bool(ctx.attrs.get("clipped"))
+        scale = float(ctx.attrs.get("grad_scale", 1.0))
+        dt = ctx.inputs[0].dtype.type
+        l1, l2 = dt(ctx.attrs.get("l1", 0.0)), dt(ctx.attrs.get("l2", 0.0))
+        # a rule that uses the gradient only as ``lr * g`` (and no decay term, which lr also scales) takes
+        # the gradient's scale in its learning rate: no pass over the gradient (float32 rounding aside)
+        fold = (scale != 1.0 and getattr(rule, "lr_times_grad", False) and not clipped and not l1 and not l2
+                and not float(ctx.attrs.get("weight_decay", 0.0) or 0.0))
+        prep = _gradient_prep(ctx, 1.0 if fold else scale)
         end = n_slots + 1
+        if fold:
+            s = dt(scale)
+
+            def run_folded(*args: Any) -> None:
+                step(args[0], args[1:end], args[end], args[end + 1][0] * s)
+
+            return run_folded
+        if not clipped and prep is not None and scale == 1.0 and not l1 and not l2:
+            def run_plain(*args: Any) -> None:
+                step(args[0], args[1:end], args[end], args[end + 1][0])
+
+            return run_plain
 
         def run(*args: Any) -> None:
             w = args[0]
@@ -200,6 +229,9 @@ def _sgd(ctx: KernelContext) -> Step:
     return step
 
 
+_sgd.lr_times_grad = True  # type: ignore[attr-defined]
+
+
 def _momentum(ctx: KernelContext) -> Step:
     """``m = beta * m - lr * g; w = w + m - lr * wd * w``."""
     xp, (beta, wd), (tmp, decay) = ctx.xp, _consts(ctx, "beta", "weight_decay"), _scratch(ctx, 2)
@@ -216,6 +248,9 @@ def _momentum(ctx: KernelContext) -> Step:
             xp.subtract(w, decay, out=w)
 
     return step
+
+
+_momentum.lr_times_grad = True  # type: ignore[attr-defined]
 
 
 def _adam_step(ctx: KernelContext, bias_correction: bool) -> Step:
@@ -384,5 +419,64 @@ RMSPROP_CENTERED_UPDATE = _update_op("optim_rmsprop_centered_update", 2, _rmspro
 LARS_UPDATE = _update_op("optim_lars_update", 1, _lars, _lars.__doc__ or "")
 LAMB_UPDATE = _update_op("optim_lamb_update", 4, _lamb, _lamb.__doc__ or "")
 
+# SGD fused with the matmul that produces its gradient ------------------------------
+def fused_sgd_available(xp: Any, dtype: np.dtype) -> bool:
+    """Whether ``optim_sgd_matmul_update`` runs as one BLAS call (numpy arrays, numpy's BLAS reachable)."""
+    return xp is np and _blas.gemm(dtype) is not None
+
+
+def _sgd_matmul_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    if len(inputs) != 4:
+        raise ShapeError(f"expected 4 inputs (variable, a, b, learning rate), got {len(inputs)}")
+    w, a, b, lr = inputs
+    if w.dtype.kind != "f" or a.dtype != w.dtype or b.dtype != w.dtype:
+        raise ShapeError(f"variable and matmul operands must share one floating dtype, got {w}, {a}, {b}")
+    if len(a.shape) != 2 or len(b.shape) != 2 or len(w.shape) != 2:
+        raise ShapeError(f"the fused update takes 2-d operands, got {a.shape} and {b.shape} for {w.shape}")
+    ta, tb = bool(attrs.get("transpose_a")), bool(attrs.get("transpose_b"))
+    m, k = (a.shape[1], a.shape[0]) if ta else a.shape
+    k2, n = (b.shape[1], b.shape[0]) if tb else b.shape
+    if k != k2 or (m, n) != w.shape:
+        raise ShapeError(f"op(a) @ op(b) of {a.shape}, {b.shape} (transposes {ta}, {tb}) does not give {w.shape}")
+    if lr.shape != (1,) or lr.dtype.kind != "f":
+        raise ShapeError(f"learning rate must be floating of shape (1,), got {lr}")
+    return []
+
+
+def _sgd_matmul_kernel(ctx: KernelContext) -> Any:
+    """``w -= lr * grad_scale * op(a) @ op(b)``: on numpy, one ``?gemm`` with ``beta = 1`` writing ``w``
+    (numpy's own BLAS through ``_blas``; elsewhere ``matmul`` then the update)."""
+    xp = ctx.xp
+    spec = ctx.inputs[0]
+    ta, tb = bool(ctx.attrs.get("transpose_a")), bool(ctx.attrs.get("transpose_b"))
+    dt = spec.dtype.type
+    s = dt(ctx.attrs.get("grad_scale", 1.0))
+    gemm = _blas.gemm(spec.dtype) if xp is np else None
+    if gemm is not None:
+        # C-ordered w += alpha op(a) op(b): ?gemm with beta = 1 writes w, reading transposed operands in place
+        def run(w: Any, a: Any, b: Any, lr: Any) -> None:
+            gemm(-float(lr[0] * s), a, b, ta, tb, 1.0, w)
+
+        return run
+    grad = ctx.workspace(spec.shape, spec.dtype)
+
+    def run_generic(w: Any, a: Any, b: Any, lr: Any) -> None:
+        xp.matmul(a.T if ta else a, b.T if tb else b, out=grad)
+        xp.multiply(grad, lr[0] * s, out=grad)
+        xp.subtract(w, grad, out=w)
+
+    return run_generic
+
+
+SGD_MATMUL_UPDATE = OpDef(
+    "optim_sgd_matmul_update", _sgd_matmul_infer, kernel=_sgd_matmul_kernel, not_differentiable=True,
+    mutates=(0,), name_prefix="ModelUpdate",
+    doc="inputs (variable, a, b, learning rate): w -= lr * grad_scale * op(a) @ op(b); the plain SGD update "
+        "fused with the matmul that produced its gradient (``flowjob_optim.fusion``)")
+
 OPS = (LEARNING_RATE, CLIP_FACTOR, STEP_INCREMENT, SGD_UPDATE, MOMENTUM_UPDATE, ADAM_UPDATE, ADAM_BC_UPDATE,
-       RMSPROP_UPDATE, RMSPROP_CENTERED_UPDATE, LARS_UPDATE, LAMB_UPDATE)
+       RMSPROP_UPDATE, RMSPROP_CENTERED_UPDATE, LARS_UPDATE, LAMB_UPDATE, SGD_MATMUL_UPDATE)
+
+UPDATE_OPS = {op.name: op for op in OPS if op.name.startswith("optim_") and op.mutates and op.name not in (
+    STEP_INCREMENT.name, SGD_MATMUL_UPDATE.name)}
+"""The ops built by ``_update_op``: inputs ``(variable, *slots, gradient, lr[, clip])``; they take ``grad_scale``."""
