@@ -101,3 +101,30 @@ def test_dead_code_is_not_planned(session, toy):
     fn = JobFunction(job, "predict", None, session)
     fn(np.ones(3, np.float32))
     assert "unused" not in [n.name for n in fn.plan().order]
+
+
+def test_in_place_writers_are_ordered_after_each_others_reads(session, toy):
+    def job(x: toy.Array((3,))) -> toy.Sync:
+        a = current_builder().add_variable("a", BlobSpec((3,), np.float32))
+        b = current_builder().add_variable("b", BlobSpec((3,), np.float32))
+        apply("toy_update", [a, x])  # writes a: must wait for the read of a below
+        apply("toy_update", [b, a])  # writes b from the old value of a
+        return x
+    fn = JobFunction(job, "predict", None, session)
+    fn.ensure_traced()
+    session.variables.assign("a", np.ones(3, np.float32))
+    session.variables.assign("b", np.zeros(3, np.float32))
+    fn(np.full(3, 5, np.float32))
+    np.testing.assert_array_equal(session.variables.get("b"), [1, 1, 1])  # the old a
+    np.testing.assert_array_equal(session.variables.get("a"), [6, 6, 6])
+
+
+def test_cyclic_in_place_writes_are_refused(session, toy):
+    def job(x: toy.Array((3,))) -> toy.Sync:
+        a = current_builder().add_variable("c1", BlobSpec((3,), np.float32))
+        b = current_builder().add_variable("c2", BlobSpec((3,), np.float32))
+        apply("toy_update", [a, b])
+        apply("toy_update", [b, a])
+        return x
+    with pytest.raises(Exception, match="no order satisfies"):
+        JobFunction(job, "predict", None, session)(np.ones(3, np.float32))

@@ -42,11 +42,17 @@ def schedule(job: Job, registries: "Registries") -> list[Node]:
             producer[lbn] = i
             root[lbn] = root[node.inputs[0]] if opdef.view and node.inputs else lbn
     mutators = set()
+    written: dict[str, list[int]] = {}  # root -> nodes writing it in place
     for i, node in enumerate(job.nodes):
         for k in ops[node.op].mutates:
             mutators.add(i)
-            for reader in readers.get(root[node.inputs[k]], ()):
-                if reader != i and ops[job.nodes[reader].op].mutates == ():
+            written.setdefault(root[node.inputs[k]], []).append(i)
+    for r, writers in written.items():
+        for i in writers:
+            # every other reader of the old value goes first, in-place writers of other values too
+            # (a fused update reading this variable); writers of the same value keep job order
+            for reader in readers.get(r, ()):
+                if reader not in writers:
                     deps[i].add(reader)
     users: list[list[int]] = [[] for _ in job.nodes]
     indegree = [0] * len(job.nodes)
@@ -65,7 +71,9 @@ def schedule(job: Job, registries: "Registries") -> list[Node]:
             if indegree[u] == 0:
                 heapq.heappush(ready, ((u in mutators), u))
     if len(order) != len(job.nodes):
-        raise FlowjobError(f"job {job.name!r}: the graph has a cycle")
+        stuck = [job.nodes[i].name for i, d in enumerate(indegree) if d > 0]
+        raise FlowjobError(f"job {job.name!r}: no order satisfies the data dependencies and in-place writes "
+                           f"of {stuck[:8]} (two nodes each writing a value the other reads?)")
     del index
     return order
 

@@ -144,8 +144,11 @@ def conformance_suite(cases: Sequence[OpCase], plugin: str, *, session_factory: 
     cases = tuple(cases)
     shared = _SharedSession(session_factory)
     profile = settings()  # the profile loaded by the pytest plugin (ci or dev)
-    grad_settings = settings(max_examples=max_examples or min(GRADIENT_EXAMPLES, profile.max_examples))
-    forward_settings = settings(max_examples=max_examples or min(FORWARD_EXAMPLES, profile.max_examples))
+    # one minimal failure per op reads better than a group of every distinct one
+    grad_settings = settings(max_examples=max_examples or min(GRADIENT_EXAMPLES, profile.max_examples),
+                             report_multiple_bugs=False)
+    forward_settings = settings(max_examples=max_examples or min(FORWARD_EXAMPLES, profile.max_examples),
+                                report_multiple_bugs=False)
     grad_cases = [case for case in cases if case.wrt != ()]
     forward_cases = [case for case in cases if case.reference is not None]
 
