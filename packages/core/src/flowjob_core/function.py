@@ -13,7 +13,7 @@ from flowjob_core import naming
 from flowjob_core.config import FunctionConfig
 from flowjob_core.errors import (
     FlowjobError, JobArgumentError, JobDefinitionError, JobReturnError, MissingPackageError)
-from flowjob_core.executor import PerDevice, run_per_device
+from flowjob_core.mirrored import PerDevice, run_per_device
 from flowjob_core.ir import BlobSpec, Job
 from flowjob_core.passes import PassContext, run_passes
 from flowjob_core.planner import Plan, build_plan

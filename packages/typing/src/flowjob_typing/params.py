@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 from flowjob_core import Blob, InputSpec, JobArgumentError
-from flowjob_core.executor import PerDevice
+from flowjob_core.mirrored import PerDevice
 
 from flowjob_typing.annotations import FixedTensorDef, ListListNumpy, ListNumpy, MirroredTensorDef, PlaceholderDef
 

@@ -6,7 +6,7 @@ import threading
 from typing import Any, Callable, Generator
 
 import numpy as np
-from flowjob_core.executor import PerDevice
+from flowjob_core.mirrored import PerDevice
 
 
 def logical(value: Any, blob: Any) -> np.ndarray:
