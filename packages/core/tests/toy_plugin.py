@@ -4,67 +4,13 @@ It also shows that result kinds and ops can come from any plugin, not only the s
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, InputSpec, JobArgumentError, JobReturnError, OpDef, ShapeError, hookimpl
-from flowjob_core.blob import Blob
-
-
-class Array:
-    """Parameter annotation ``Array((3,), "float32")``."""
-
-    def __init__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> None:
-        self.shape, self.dtype = shape, np.dtype(dtype)
-
-
-class ArrayParam:
-    def __init__(self, ann: Array) -> None:
-        self.ann = ann
-
-    def input_specs(self) -> Sequence[InputSpec]:
-        return [InputSpec(self.ann.shape, self.ann.dtype)]
-
-    def build(self, blobs: Sequence[Blob]) -> Any:
-        return blobs[0]
-
-    def feed(self, value: Any, where: str) -> list[np.ndarray]:
-        if not isinstance(value, np.ndarray) or value.shape != self.ann.shape or value.dtype != self.ann.dtype:
-            raise JobArgumentError(f"{where}: expected {self.ann.shape} {self.ann.dtype}, got {value!r}")
-        return [value.copy()]
-
-
-class Sync:
-    """Return annotation: one array, synchronously."""
-
-
-class Later:
-    """Return annotation: nothing; the call returns at once."""
-
-
-class SyncReturn:
-    waits = True
-
-    def flatten(self, value: Any, where: str) -> list[Blob]:
-        if not isinstance(value, Blob):
-            raise JobReturnError(f"{where}: expected a blob")
-        return [value]
-
-    def launch(self, pending: Any, where: str) -> Any:
-        return pending.wait()[0]
-
-
-class LaterReturn:
-    waits = False
-
-    def flatten(self, value: Any, where: str) -> list[Blob]:
-        return [] if value is None else [value]
-
-    def launch(self, pending: Any, where: str) -> Any:
-        pending.detach()
-        return pending
+from flowjob_core import BlobSpec, OpDef, ShapeError, hookimpl
+# the kit's bare result kinds; re-exporting the hook makes them part of this plugin
+from flowjob_core.testing.kinds import Array, Later, Sync, flowjob_add_result_kinds  # noqa: F401
 
 
 def _same(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -121,10 +67,3 @@ UPDATE = OpDef("toy_update", lambda i, a: [], kernel=_update_kernel, not_differe
 def flowjob_add_ops(registry: Any) -> None:
     for op in (TWICE, TOY_ADD, BOOM, UPDATE):
         registry.add(op)
-
-
-@hookimpl
-def flowjob_add_result_kinds(registry: Any) -> None:
-    registry.add_param_kind(lambda ann: ArrayParam(ann) if isinstance(ann, Array) else None)
-    registry.add_return_kind(lambda ann: SyncReturn() if ann is Sync else None)
-    registry.add_return_kind(lambda ann: LaterReturn() if ann in (Later, inspect.Signature.empty) else None)

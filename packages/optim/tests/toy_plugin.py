@@ -2,66 +2,13 @@
 differentiable elementwise ops, so real train jobs run with only flowjob-core and flowjob-optim."""
 from __future__ import annotations
 
-import inspect
 from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, InputSpec, JobArgumentError, JobReturnError, OpDef, ShapeError, hookimpl
-from flowjob_core.blob import Blob
-
-
-class Array:
-    """Parameter annotation ``Array((3,), "float32")``."""
-
-    def __init__(self, shape: tuple[int, ...], dtype: Any = np.float32) -> None:
-        self.shape, self.dtype = shape, np.dtype(dtype)
-
-
-class ArrayParam:
-    def __init__(self, ann: Array) -> None:
-        self.ann = ann
-
-    def input_specs(self) -> Sequence[InputSpec]:
-        return [InputSpec(self.ann.shape, self.ann.dtype)]
-
-    def build(self, blobs: Sequence[Blob]) -> Any:
-        return blobs[0]
-
-    def feed(self, value: Any, where: str) -> list[np.ndarray]:
-        if not isinstance(value, np.ndarray) or value.shape != self.ann.shape or value.dtype != self.ann.dtype:
-            raise JobArgumentError(f"{where}: expected {self.ann.shape} {self.ann.dtype}, got {value!r}")
-        return [value.copy()]
-
-
-class Sync:
-    """Return annotation: a blob or a tuple of blobs, delivered synchronously."""
-
-
-class SyncReturn:
-    waits = True
-
-    def flatten(self, value: Any, where: str) -> list[Blob]:
-        self.single = not isinstance(value, tuple)
-        values = [value] if self.single else list(value)
-        if not all(isinstance(v, Blob) for v in values):
-            raise JobReturnError(f"{where}: expected blobs")
-        return values
-
-    def launch(self, pending: Any, where: str) -> Any:
-        values = pending.wait()
-        return values[0] if self.single else tuple(values)
-
-
-class NoneReturn:
-    waits = False
-
-    def flatten(self, value: Any, where: str) -> list[Blob]:
-        return []
-
-    def launch(self, pending: Any, where: str) -> Any:
-        pending.detach()
-        return None
+from flowjob_core import BlobSpec, OpDef, ShapeError, hookimpl
+# the kit's bare result kinds; re-exporting the hook makes them part of this plugin
+from flowjob_core.testing.kinds import Array, Later, Sync, flowjob_add_result_kinds  # noqa: F401
 
 
 def _broadcast(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -122,10 +69,3 @@ SUM = OpDef("toy_sum", _sum_infer, kernel=_sum_kernel, grad=_sum_grad, name_pref
 def flowjob_add_ops(registry: Any) -> None:
     for op in (SUB, MUL, SQUARE, SUM):
         registry.add(op)
-
-
-@hookimpl
-def flowjob_add_result_kinds(registry: Any) -> None:
-    registry.add_param_kind(lambda ann: ArrayParam(ann) if isinstance(ann, Array) else None)
-    registry.add_return_kind(lambda ann: SyncReturn() if ann is Sync else None)
-    registry.add_return_kind(lambda ann: NoneReturn() if ann in (None, inspect.Signature.empty) else None)
