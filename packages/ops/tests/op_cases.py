@@ -403,6 +403,67 @@ def conv_grad_filter_ref(x: np.ndarray, dy: np.ndarray, **attrs: Any) -> np.ndar
     return loops.conv2d_grads_ref(x, w, dy, *_conv_geometry(x.shape, w.shape, attrs))[1]
 
 
+def conv_bias_case(draw: Draw) -> Case:
+    """conv2d_bias inputs; with relu, a bias per channel that keeps x*w + b away from the kink."""
+    (x, w), attrs = conv_case(draw)
+    activation = draw(st.sampled_from([None, "relu"]))
+    axis = 1 if attrs["data_format"] == "NCHW" else 3
+    z = np.moveaxis(conv_ref(x, w, **attrs), axis, -1).reshape(-1, w.shape[0])
+    if activation is None:
+        bias = _array(draw, (w.shape[0],), -1.0, 1.0)
+    else:  # per channel, the candidate offset farthest from every pre-activation value
+        grid = np.linspace(-1.0, 1.0, 81)
+        gaps = np.abs(z[:, :, None] + grid[None, None, :]).min(axis=0)
+        bias = grid[gaps.argmax(axis=1)]
+        if gaps.max(axis=1).min() < 0.05:
+            activation = None
+    return [x, w, bias], attrs | {"activation": activation}
+
+
+def conv_bias_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray, activation: Any, **attrs: Any) -> np.ndarray:
+    shape = (1, -1, 1, 1) if attrs["data_format"] == "NCHW" else (1, 1, 1, -1)
+    z = conv_ref(x, w, **attrs) + b.reshape(shape)
+    return np.maximum(z, 0) if activation == "relu" else z
+
+
+def conv_bias_pool_case(draw: Draw) -> Case:
+    """conv2d_bias_pool inputs; a pooling whose windows have a clear maximum (else 1x1 pooling)."""
+    (x, w, b), attrs = conv_bias_case(draw)
+    z = conv_bias_ref(x, w, b, **(attrs | {"activation": None}))  # the pre-activation
+    fmt = attrs["data_format"]
+    ksize = draw(st.sampled_from([1, 2, (2, 3)]))
+    strides = draw(st.sampled_from([1, 2]))
+    padding = draw(st.sampled_from(["VALID", "SAME"]))
+    kh, kw = pads.normalize_pair(ksize, "ksize")
+    h, w_ = _spatial(fmt, z.shape)
+    if padding == "VALID" and (h < kh or w_ < kw):
+        padding = "SAME"
+    pool = {"ksize": ksize, "strides": strides, "padding": padding, "data_format": fmt}
+    zn = np.moveaxis(z, 3, 1) if fmt == "NHWC" else z
+    (pt, _), (pl, _) = _pool_geometry(z.shape, pool)[2]
+    gap = np.inf
+    oh, ow = _spatial(fmt, max_pool_ref(z, **pool).shape)
+    sh, sw = pads.normalize_pair(strides, "strides")
+    for i in range(oh):
+        for j in range(ow):
+            r0, c0 = i * sh - pt, j * sw - pl
+            win = zn[:, :, max(r0, 0):r0 + kh, max(c0, 0):c0 + kw].reshape(zn.shape[0], zn.shape[1], -1)
+            if win.shape[-1] > 1:
+                top = np.sort(win, axis=-1)
+                gap = min(gap, float((top[..., -1] - top[..., -2]).min()))
+    if gap < 0.05:
+        pool = {"ksize": 1, "strides": 1, "padding": "VALID", "data_format": fmt}
+    return [x, w, b], attrs | {"pool_ksize": pool["ksize"], "pool_strides": pool["strides"],
+                               "pool_padding": pool["padding"]}
+
+
+def conv_bias_pool_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray, activation: Any, pool_ksize: Any,
+                       pool_strides: Any, pool_padding: Any, **attrs: Any) -> np.ndarray:
+    a = conv_bias_ref(x, w, b, activation, **attrs)
+    return max_pool_ref(a, ksize=pool_ksize, strides=pool_strides, padding=pool_padding,
+                        data_format=attrs["data_format"])
+
+
 def pool_case(draw: Draw) -> Case:
     fmt = draw(st.sampled_from(["NCHW", "NHWC"]))
     ksize = draw(st.sampled_from([1, 2, (2, 3), 3]))
@@ -440,6 +501,17 @@ def max_pool_grad_case(draw: Draw) -> Case:
 
 def max_pool_grad_ref(x: np.ndarray, y: np.ndarray, dy: np.ndarray, **attrs: Any) -> np.ndarray:
     return loops.max_pool_grad_ref(x, dy, *_pool_geometry(x.shape, attrs))
+
+
+def max_pool_relu_grad_case(draw: Draw) -> Case:
+    (x,), attrs = pool_case(draw)
+    x = x - np.median(x)  # about half of the elements are negative (and some windows' maxima)
+    y = max_pool_ref(x, **attrs)
+    return [x, y, _array(draw, y.shape)], attrs
+
+
+def max_pool_relu_grad_ref(x: np.ndarray, y: np.ndarray, dy: np.ndarray, **attrs: Any) -> np.ndarray:
+    return max_pool_grad_ref(x, y, dy, **attrs) * (x > 0)
 
 
 def avg_pool_grad_case(draw: Draw) -> Case:
@@ -706,6 +778,10 @@ CASES = [
     OpCase("conv2d_grad_filter", conv_grad_filter_case, reference=conv_grad_filter_ref, wrt=()),
     OpCase("max_pool2d", pool_case, reference=max_pool_ref),
     OpCase("max_pool2d_grad", max_pool_grad_case, reference=max_pool_grad_ref, wrt=()),
+    # fused by flowjob_ops.fusion: conv2d -> bias_add (-> relu), max_pool2d_grad -> relu_grad
+    OpCase("conv2d_bias", conv_bias_case, reference=conv_bias_ref),
+    OpCase("conv2d_bias_pool", conv_bias_pool_case, reference=conv_bias_pool_ref),
+    OpCase("max_pool2d_relu_grad", max_pool_relu_grad_case, reference=max_pool_relu_grad_ref, wrt=()),
     OpCase("avg_pool2d", pool_case, reference=avg_pool_ref),
     OpCase("avg_pool2d_grad", avg_pool_grad_case, reference=avg_pool_grad_ref, wrt=()),
     # shape and layout

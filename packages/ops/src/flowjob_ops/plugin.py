@@ -5,7 +5,7 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_ops import array_ops, math
+from flowjob_ops import array_ops, fusion, math
 from flowjob_ops.defs import (
     activations, array, constants, conv, dropout, indexing, matmul, nn_losses, pool, reduce, softmax)
 from flowjob_ops.defs import math as math_defs
@@ -38,3 +38,8 @@ def flowjob_add_ops(registry: Any) -> None:
             registry.add(op)
     for dunder, fn in OPERATORS.items():
         registry.add_operator(dunder, fn)
+
+
+@hookimpl
+def flowjob_add_passes(registry: Any) -> None:
+    registry.add("fuse-conv", fusion.run, after="dce", before="verify-final")

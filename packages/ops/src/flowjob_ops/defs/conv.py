@@ -55,12 +55,22 @@ class _Columns:
 
 
 def _conv_kernel(ctx: KernelContext) -> Any:
-    x, w = ctx.inputs
-    forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs))
+    x, w = ctx.inputs[:2]
+    bias = ctx.op == "conv2d_bias"
+    relu = bias and ctx.attrs.get("activation") == "relu"
+    forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs), bias=bias, relu=relu)
     if not ctx.training:
         return forward
     # a filter-gradient node of this plan may reuse the matrix (see _grad_filter_kernel)
     columns = ctx.shared[("conv2d-columns", ctx.node_name)] = _Columns(forward.im2col)
+
+    if bias:
+        def run_bias(x_value: Any, w_value: Any, b_value: Any) -> Any:
+            y = forward(x_value, w_value, b_value)
+            columns.source = x_value
+            return y
+
+        return run_bias
 
     def run(x_value: Any, w_value: Any) -> Any:
         y = forward(x_value, w_value)
@@ -84,6 +94,90 @@ def _conv_grad(ctx: GradContext) -> list[Any]:
     if ctx.needs[1]:
         dw = ctx.apply("conv2d_grad_filter", [x, ctx.dy], attrs | {"forward": ctx.node.name})
     return [dx, dw]
+
+
+# conv2d + bias_add (+ relu), made by the fusion pass (flowjob_ops.fusion) ----------------
+ACTIVATIONS = (None, "relu")
+
+
+def channel_axis(data_format: str) -> int:
+    return 1 if padding_format(data_format) == "NCHW" else 3
+
+
+def padding_format(data_format: Any) -> str:
+    return conv.check_data_format(data_format if data_format is not None else "NCHW")
+
+
+def _conv_bias_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, w, b = inputs
+    require_floating(inputs, "conv2d_bias")
+    dtype = same_dtype(inputs, "conv2d_bias")
+    if attrs.get("activation") not in ACTIVATIONS:
+        raise ShapeError(f"conv2d_bias activation must be one of {ACTIVATIONS}, got {attrs.get('activation')!r}")
+    y = geometry(x.shape, w.shape, attrs).y_shape
+    channels = y[channel_axis(attrs.get("data_format", "NCHW"))]
+    if b.shape != (channels,):
+        raise ShapeError(f"conv2d_bias: bias must have shape ({channels},), got {b.shape}")
+    return [BlobSpec(y, dtype)]
+
+
+def _conv_bias_grad(ctx: GradContext) -> list[Any]:
+    x, w, b = ctx.inputs
+    dz = ctx.dy
+    if ctx.attrs.get("activation") == "relu":
+        dz = ctx.apply("relu_grad", [ctx.outputs[0], ctx.dy])
+    axis = channel_axis(ctx.attrs.get("data_format", "NCHW"))
+    attrs = _grad_attrs(ctx)
+    dx = ctx.apply("conv2d_grad_data", [dz, w], attrs) if ctx.needs[0] else None
+    dw = ctx.apply("conv2d_grad_filter", [x, dz], attrs | {"forward": ctx.node.name}) if ctx.needs[1] else None
+    db = None
+    if ctx.needs[2]:
+        db = ctx.apply("reduce_sum", [dz], {"axis": [i for i in range(4) if i != axis], "keepdims": False})
+    return [dx, dw, db]
+
+
+# conv2d_bias -> max_pool2d, made by the fusion pass when nothing else reads the activation -----
+POOL_KEYS = ("pool_ksize", "pool_strides", "pool_padding")
+
+
+def _pool_attrs(attrs: dict) -> dict[str, Any]:
+    return {"ksize": attrs["pool_ksize"], "strides": attrs["pool_strides"], "padding": attrs.get("pool_padding", "VALID"),
+            "data_format": attrs.get("data_format", "NCHW")}
+
+
+def _conv_attrs(attrs: dict) -> dict[str, Any]:
+    return {k: v for k, v in attrs.items() if k not in POOL_KEYS}
+
+
+def _conv_bias_pool_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    from flowjob_ops.defs.pool import output_shape
+
+    (act,) = _conv_bias_infer(inputs, _conv_attrs(attrs))
+    return [BlobSpec(output_shape(act.shape, _pool_attrs(attrs)), act.dtype)]
+
+
+def _conv_bias_pool_kernel(ctx: KernelContext) -> Any:
+    x, w = ctx.inputs[:2]
+    pool = _pool_attrs(ctx.attrs)
+    return conv.Conv2dBiasPool(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs),
+                               pool=(pool["ksize"], pool["strides"], pool["padding"]),
+                               relu=ctx.attrs.get("activation") == "relu")
+
+
+def _conv_bias_pool_grad(ctx: GradContext) -> list[Any]:
+    # recompute the activation (the fused node never kept it), then the unfused chain's gradients
+    x, w, b = ctx.inputs
+    act = ctx.apply("conv2d_bias", [x, w, b], _conv_attrs(ctx.attrs))
+    dact = ctx.apply("max_pool2d_grad", [act, ctx.outputs[0], ctx.dy], _pool_attrs(ctx.attrs))
+    dz = ctx.apply("relu_grad", [act, dact]) if ctx.attrs.get("activation") == "relu" else dact
+    axis = channel_axis(ctx.attrs.get("data_format", "NCHW"))
+    attrs = _grad_attrs(ctx)
+    dx = ctx.apply("conv2d_grad_data", [dz, w], attrs) if ctx.needs[0] else None
+    dw = ctx.apply("conv2d_grad_filter", [x, dz], attrs) if ctx.needs[1] else None
+    db = None
+    if ctx.needs[2]:
+        db = ctx.apply("reduce_sum", [dz], {"axis": [i for i in range(4) if i != axis], "keepdims": False})
+    return [dx, dw, db]
 
 
 def _check_dy(dy: BlobSpec, geom: conv.ConvGeometry) -> None:
@@ -133,4 +227,15 @@ CONV2D_GRAD_FILTER = OpDef("conv2d_grad_filter", _grad_filter_infer, kernel=_gra
                            not_differentiable=True, name_prefix="Conv2DGradFilter",
                            doc="inputs (x, dy): d loss / d weight")
 
-OPS = (CONV2D, CONV2D_GRAD_DATA, CONV2D_GRAD_FILTER)
+CONV2D_BIAS = OpDef("conv2d_bias", _conv_bias_infer, kernel=_conv_kernel, grad=_conv_bias_grad,
+                    name_prefix="Conv2DBias",
+                    doc="inputs (x, weight, bias): conv2d -> bias_add (-> relu with activation='relu') in one "
+                        "kernel; made by the fusion pass")
+
+CONV2D_BIAS_POOL = OpDef("conv2d_bias_pool", _conv_bias_pool_infer, kernel=_conv_bias_pool_kernel,
+                         grad=_conv_bias_pool_grad, name_prefix="Conv2DBiasPool",
+                         doc="inputs (x, weight, bias): conv2d_bias followed by max_pool2d (attributes pool_ksize, "
+                             "pool_strides, pool_padding); bias and relu run at the pooled size; made by the "
+                             "fusion pass when nothing else reads the activation")
+
+OPS = (CONV2D, CONV2D_GRAD_DATA, CONV2D_GRAD_FILTER, CONV2D_BIAS, CONV2D_BIAS_POOL)

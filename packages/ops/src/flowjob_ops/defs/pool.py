@@ -66,6 +66,26 @@ def _max_grad_kernel(ctx: KernelContext) -> Any:
     return pool.MaxPool2dBackward(ctx.xp, x.shape, x.dtype, **_options(ctx))
 
 
+def _max_relu_grad_kernel(ctx: KernelContext) -> Any:
+    """relu_grad(x, max_pool2d_grad(x, y, dy)) as max_pool2d_grad(x, y, dy * (y > 0)).
+
+    Exact: an element gets dy only from windows whose first maximum it is, where x == y,
+    so its mask x > 0 equals y > 0; the mask is applied at the pooled size (1/(kh*kw) of x).
+    """
+    x, y = ctx.inputs[0], ctx.inputs[1]
+    xp = ctx.xp
+    backward = pool.MaxPool2dBackward(xp, x.shape, x.dtype, **_options(ctx))
+    mask = ctx.workspace(y.shape, dtype=bool)
+    masked = ctx.workspace(y.shape, dtype=y.dtype)
+
+    def run(x_value: Any, y_value: Any, dy: Any) -> Any:
+        xp.greater(y_value, 0, out=mask)
+        xp.multiply(dy, mask, out=masked)
+        return backward(x_value, y_value, masked)
+
+    return run
+
+
 # average --------------------------------------------------------------------
 def _avg_kernel(ctx: KernelContext) -> Any:
     x = ctx.inputs[0]
@@ -93,9 +113,13 @@ MAX_POOL2D = OpDef("max_pool2d", _infer, kernel=_max_kernel, grad=_max_grad, nam
 MAX_POOL2D_GRAD = OpDef("max_pool2d_grad", _max_grad_infer, kernel=_max_grad_kernel, not_differentiable=True,
                         name_prefix="MaxPool2DGrad",
                         doc="inputs (x, y, dy): each window's dy to its first maximal element")
+MAX_POOL2D_RELU_GRAD = OpDef("max_pool2d_relu_grad", _max_grad_infer, kernel=_max_relu_grad_kernel,
+                             not_differentiable=True, name_prefix="MaxPool2DReluGrad",
+                             doc="inputs (x, y, dy): max_pool2d_grad followed by relu_grad(x, .) in one kernel "
+                                 "(the mask taken at the pooled size); made by the fusion pass")
 AVG_POOL2D = OpDef("avg_pool2d", _infer, kernel=_avg_kernel, grad=_avg_grad, name_prefix="AvgPool2D",
                    doc="mean over each window's real (unpadded) elements")
 AVG_POOL2D_GRAD = OpDef("avg_pool2d_grad", _avg_grad_infer, kernel=_avg_grad_kernel, not_differentiable=True,
                         name_prefix="AvgPool2DGrad", doc="input dy: dy / count spread over each window")
 
-OPS = (MAX_POOL2D, MAX_POOL2D_GRAD, AVG_POOL2D, AVG_POOL2D_GRAD)
+OPS = (MAX_POOL2D, MAX_POOL2D_GRAD, MAX_POOL2D_RELU_GRAD, AVG_POOL2D, AVG_POOL2D_GRAD)

@@ -29,6 +29,14 @@ whose rows are contiguous (N, OH, OW) blocks, then col2im adds.
 
 The strategy is chosen per kernel from the static shapes (``strategy=None``)
 and can be forced with ``strategy="rows"`` / ``"cols"``.
+
+Fused forms (made by the fusion pass, flowjob_ops.fusion): ``Conv2dForward(bias=True,
+relu=...)`` adds the bias and applies the ReLU as the GEMM's epilogue (for "cols" with one
+group the bias rides in the GEMM: a row of ones in the column matrix against a bias column
+in the weights), and ``Conv2dBiasPool`` max-pools the GEMM result in its own layout before
+the bias and ReLU, which then run at the pooled size. When the pooling windows tile the
+plane, the im2col rows are put in tile order (``tiles=``) so that the pooling is a few
+maxima of contiguous blocks.
 """
 
 from __future__ import annotations
@@ -163,7 +171,8 @@ class Im2Col:
     (kh, kw, Cg), (groups, Kg, M) for cols with K ordered (Cg, kh, kw).
     """
 
-    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, strategy: str | None = None):
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, strategy: str | None = None,
+                 *, ones_row: bool = False, tiles: tuple[int, int] | None = None):
         if strategy is None:
             strategy = self.choose(geom)
         if strategy not in (ROWS, COLS):
@@ -189,11 +198,31 @@ class Im2Col:
             else:
                 self._pad_buf = xp.zeros((g.N, g.C, hp, wp), dtype=self.dtype)
                 self._interior = self._pad_buf[:, :, hs, ws]
-        if strategy == ROWS:
-            self.col = xp.empty((g.N, oh, ow, g.groups, kh, kw, g.Cg), dtype=self.dtype)
-            self.mat = self.col.reshape(g.M, g.groups, g.Kg)
+        # ``mat_ones`` (cols, one group): the column matrix with an extra row of ones,
+        # written once, so that a GEMM against [w | b] adds the bias for free.
+        self.mat_ones = None
+        # ``tiles=(ph, pw)``: the M axis ordered (i, j, n, oh // ph, ow // pw) for output pixel
+        # (n, oh // ph * ph + i, ow // pw * pw + j), so that the members of each non-overlapping
+        # ph x pw tile lie in ph*pw contiguous blocks (pooling is then ph*pw - 1 contiguous maxima)
+        self.tiles = tiles
+        if tiles is not None:
+            ph, pw = tiles
+            if oh % ph or ow % pw:
+                raise ValueError(f"tiles {tiles} do not divide the output size {(oh, ow)}")
+            self._m_shape = (ph, pw, g.N, oh // ph, ow // pw)
         else:
-            self.col = xp.empty((g.groups, g.Cg, kh, kw, g.N, oh, ow), dtype=self.dtype)
+            self._m_shape = (g.N, oh, ow)
+        if strategy == ROWS:
+            self.col = xp.empty(self._m_shape + (g.groups, kh, kw, g.Cg), dtype=self.dtype)
+            self.mat = self.col.reshape(g.M, g.groups, g.Kg)
+        elif ones_row and g.groups == 1:
+            raw = xp.empty((g.Kg + 1, g.M), dtype=self.dtype)
+            raw[g.Kg] = 1
+            self.col = raw[: g.Kg].reshape((1, g.Cg, kh, kw) + self._m_shape)
+            self.mat = raw[None, : g.Kg]
+            self.mat_ones = raw
+        else:
+            self.col = xp.empty((g.groups, g.Cg, kh, kw) + self._m_shape, dtype=self.dtype)
             self.mat = self.col.reshape(g.groups, g.Kg, g.M)
 
     @staticmethod
@@ -223,18 +252,19 @@ class Im2Col:
         G, Cg = g.groups, g.Cg
         if self.strategy == ROWS:
             s_n, s_h, s_w, s_c = src.strides
-            view = as_strided(
-                self.xp, src,
-                (g.N, oh, ow, G, kh, kw, Cg),
-                (s_n, sh * s_h, sw * s_w, Cg * s_c, dh * s_h, dw * s_w, s_c),
-            )
         else:
             s_n, s_c, s_h, s_w = src.strides
-            view = as_strided(
-                self.xp, src,
-                (G, Cg, kh, kw, g.N, oh, ow),
-                (Cg * s_c, s_c, dh * s_h, dw * s_w, s_n, sh * s_h, sw * s_w),
-            )
+        if self.tiles is None:
+            m_strides: tuple[int, ...] = (s_n, sh * s_h, sw * s_w)
+        else:
+            ph, pw = self.tiles
+            m_strides = (sh * s_h, sw * s_w, s_n, ph * sh * s_h, pw * sw * s_w)
+        if self.strategy == ROWS:
+            view = as_strided(self.xp, src, self._m_shape + (G, kh, kw, Cg),
+                              m_strides + (Cg * s_c, dh * s_h, dw * s_w, s_c))
+        else:
+            view = as_strided(self.xp, src, (G, Cg, kh, kw) + self._m_shape,
+                              (Cg * s_c, s_c, dh * s_h, dw * s_w) + m_strides)
         self.col[...] = view
         return self.mat
 
@@ -247,11 +277,30 @@ class _WeightMatrix:
     that layout is used as a view; otherwise it is repacked into a small buffer.
     """
 
-    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, order: str):
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, order: str, *, bias_column: bool = False):
         self.geom, self.order = geom, order
         kh, kw = geom.window.ksize
         shape = (geom.F, kh, kw, geom.Cg) if order == "NHWC" else (geom.F, geom.Cg, kh, kw)
         self._buf = xp.empty(shape, dtype=np.dtype(dtype))
+        self._aug = self._aug_w = None
+        if bias_column:
+            self._aug = xp.empty((geom.F, geom.Kg + 1), dtype=np.dtype(dtype))
+            self._aug_w = self._aug[:, : geom.Kg].reshape(shape)  # a view: only the last axis is split
+            if self._aug_w.base is None:  # pragma: no cover - numpy/cupy always give a view here
+                raise AssertionError("weight view of the bias-augmented matrix is a copy")
+
+    def with_bias(self, w: Any, b: Any) -> Any:
+        """[w | b] as an (F, Kg + 1) matrix, for a column matrix with a row of ones (one group)."""
+        g = self.geom
+        _check_shape("conv2d weight", w, g.w_shape)
+        if self.order == g.data_format:
+            self._aug_w[...] = w
+        elif self.order == "NHWC":  # w is (F, Cg, kh, kw)
+            self._aug_w[...] = w.transpose(0, 2, 3, 1)
+        else:  # w is (F, kh, kw, Cg)
+            self._aug_w[...] = w.transpose(0, 3, 1, 2)
+        self._aug[:, g.Kg] = b
+        return self._aug
 
     def __call__(self, w: Any) -> Any:
         g = self.geom
@@ -303,7 +352,15 @@ class _DyMatrix:
 
 
 class Conv2dForward:
-    """y = conv2d(x, w) via im2col + one GEMM per group into preallocated buffers."""
+    """y = conv2d(x, w) via im2col + one GEMM per group into preallocated buffers.
+
+    With ``bias=True`` the call takes ``(x, w, b)`` and adds b (F,) per output channel;
+    with ``relu=True`` it then applies max(., 0). Both run as an epilogue of the GEMM:
+    for "cols" with one group the bias rides in the GEMM (a row of ones in the column
+    matrix against a bias column in the weights), otherwise it is one contiguous pass over
+    the GEMM result; the ReLU is applied while the result is moved into y's layout (or in
+    place when the GEMM wrote y directly). Same values as conv2d -> bias_add -> relu.
+    """
 
     def __init__(
         self,
@@ -318,13 +375,24 @@ class Conv2dForward:
         data_format: str = "NCHW",
         *,
         strategy: str | None = None,
+        bias: bool = False,
+        relu: bool = False,
+        output: bool = True,
+        tiles: tuple[int, int] | None = None,
     ):
         self.xp = xp
         self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
-        self.im2col = Im2Col(xp, g, dtype, strategy)
+        self.bias, self.relu = bool(bias), bool(relu)
+        if tiles is not None and output:
+            raise ValueError("a tile-ordered GEMM (tiles=...) is only for raw() (output=False)")
+        if strategy is None:
+            strategy = Im2Col.choose(g)
+        self.im2col = Im2Col(xp, g, dtype, strategy, ones_row=self.bias, tiles=tiles)
         self.strategy = self.im2col.strategy
+        self._bias_in_gemm = self.im2col.mat_ones is not None
         self.out_shape = g.y_shape
-        self._y = xp.empty(self.out_shape, dtype=np.dtype(dtype))
+        # output=False: only raw() is used (a fused consumer reads the GEMM buffer); y gets no memory
+        self._y = xp.empty(self.out_shape if output else (0,), dtype=np.dtype(dtype))
         oh, ow = g.window.out_hw
         P = oh * ow
         Fg = g.Fg
@@ -332,20 +400,25 @@ class Conv2dForward:
         self._fsl = fsl
         # The GEMM result comes out NHWC-ordered (M, F) for rows and as (F, M)
         # for cols; write it straight into y when that is y's layout, else into
-        # a buffer followed by one layout copy (dst, src views precomputed).
+        # a buffer followed by one layout pass (dst, src views precomputed).
         self._fix: tuple[Any, Any] | None = None
         if self.strategy == ROWS:
             self._w = _WeightMatrix(xp, g, dtype, "NHWC")
-            if g.data_format == "NHWC":
+            if not output:
+                gemm = xp.empty((g.M, g.F), dtype=self._y.dtype)
+            elif g.data_format == "NHWC":
                 gemm = self._y.reshape(g.M, g.F)
             else:
                 gemm = xp.empty((g.M, g.F), dtype=self._y.dtype)
                 self._fix = (self._y.reshape(g.N, g.F, P), gemm.reshape(g.N, P, g.F).transpose(0, 2, 1))
             self._outs = [gemm[:, s] for s in fsl]
             self._lhs = [self.im2col.mat[:, k, :] for k in range(g.groups)]
+            self._bias_shape = (g.F,)
         else:
-            self._w = _WeightMatrix(xp, g, dtype, "NCHW")
-            if g.data_format == "NCHW" and g.N == 1:
+            self._w = _WeightMatrix(xp, g, dtype, "NCHW", bias_column=self._bias_in_gemm)
+            if not output:
+                gemm = xp.empty((g.F, g.M), dtype=self._y.dtype)
+            elif g.data_format == "NCHW" and g.N == 1:
                 gemm = self._y.reshape(g.F, g.M)
             else:
                 gemm = xp.empty((g.F, g.M), dtype=self._y.dtype)
@@ -355,23 +428,67 @@ class Conv2dForward:
                     self._fix = (self._y.reshape(g.M, g.F), gemm.T)
             self._outs = [gemm[s] for s in fsl]
             self._rhs = [self.im2col.mat[k] for k in range(g.groups)]
+            self._bias_shape = (g.F, 1)
+        self._gemm = gemm
 
-    def __call__(self, x: Any, w: Any) -> Any:
-        """Return y (the kernel's own buffer, overwritten by the next call)."""
-        xp = self.xp
+    def raw(self, x: Any, w: Any) -> tuple[Any, str]:
+        """conv(x, w) without bias and layout pass: the GEMM buffer as a 4-d view and its layout.
+
+        "NHWC" for rows, (N, OH, OW, F); "FNHW" for cols, (F, N, OH, OW). Only for a kernel
+        built without bias (the bias may ride in the GEMM otherwise); overwritten by the next call.
+        """
+        if self.bias:
+            raise ValueError("raw() needs a kernel built without bias")
+        xp, g = self.xp, self.geom
         self.im2col(x)
         wm = self._w(w)
         if self.strategy == ROWS:
-            # y[:, group] = col_g (M, Kg) @ w_g.T (Kg, Fg)
             for lhs, fs, out in zip(self._lhs, self._fsl, self._outs):
                 xp.matmul(lhs, wm[fs].T, out=out)
         else:
-            # y.T[group] = w_g (Fg, Kg) @ col_g (Kg, M)
             for rhs, fs, out in zip(self._rhs, self._fsl, self._outs):
                 xp.matmul(wm[fs], rhs, out=out)
+        m_shape = self.im2col._m_shape  # (N, OH, OW), or tile-ordered (ph, pw, N, OH/ph, OW/pw)
+        if self.strategy == ROWS:
+            return self._gemm.reshape(m_shape + (g.F,)), "NHWC"
+        return self._gemm.reshape((g.F,) + m_shape), "FNHW"
+
+    def __call__(self, x: Any, w: Any, b: Any = None) -> Any:
+        """Return y (the kernel's own buffer, overwritten by the next call)."""
+        xp = self.xp
+        if self.bias:
+            if b is None or tuple(b.shape) != (self.geom.F,):
+                raise ValueError(f"conv2d bias must have shape ({self.geom.F},), got "
+                                 f"{None if b is None else tuple(b.shape)}")
+        elif b is not None:
+            raise ValueError("this conv2d kernel was built without a bias")
+        if self._y.shape != self.out_shape:
+            raise ValueError("this conv2d kernel was built with output=False; use raw()")
+        self.im2col(x)
+        if self._bias_in_gemm:
+            # y.T = [w | b] (F, Kg+1) @ [col; 1] (Kg+1, M)
+            xp.matmul(self._w.with_bias(w, b), self.im2col.mat_ones, out=self._outs[0])
+        else:
+            wm = self._w(w)
+            if self.strategy == ROWS:
+                # y[:, group] = col_g (M, Kg) @ w_g.T (Kg, Fg)
+                for lhs, fs, out in zip(self._lhs, self._fsl, self._outs):
+                    xp.matmul(lhs, wm[fs].T, out=out)
+            else:
+                # y.T[group] = w_g (Fg, Kg) @ col_g (Kg, M)
+                for rhs, fs, out in zip(self._rhs, self._fsl, self._outs):
+                    xp.matmul(wm[fs], rhs, out=out)
+            if self.bias:
+                gemm = self._gemm
+                xp.add(gemm, b.reshape(self._bias_shape), out=gemm)
         if self._fix is not None:
             dst, src = self._fix
-            dst[...] = src
+            if self.relu:
+                xp.maximum(src, 0, out=dst)
+            else:
+                dst[...] = src
+        elif self.relu:
+            xp.maximum(self._y, 0, out=self._y)
         return self._y
 
 
@@ -572,3 +689,84 @@ class Conv2dBackwardData:
         self._dxpad.fill(0)
         for dst, src in self._col2im:
             xp.add(dst, src, out=dst)
+
+
+class Conv2dBiasPool:
+    """y = max_pool(act(conv2d(x, w) + b)) with the pooling taken straight from the GEMM buffer.
+
+    Max pooling commutes with adding a per-channel constant and with ReLU (both are monotone,
+    and so is float rounding), so ``max_pool(relu(z + b)) == relu(max_pool(z) + b)`` exactly:
+    the bias and the ReLU run at the pooled size, and the full-size activation is never
+    written out in the graph's layout. Pooling reads the GEMM result in its own layout
+    (NHWC for "rows", (F, N, OH, OW) for "cols" -- per-plane, so pooled as if NCHW).
+    ``pool`` is ``(ksize, strides, pads)`` in the conv's data_format.
+    """
+
+    def __init__(self, xp: Any, x_shape: Sequence[int], w_shape: Sequence[int], dtype: Any,
+                 strides: Any = 1, pads: Any = 0, dilation: Any = 1, groups: int = 1,
+                 data_format: str = "NCHW", *, pool: tuple[Any, Any, Any], relu: bool = False,
+                 strategy: str | None = None):
+        from .pool import MaxPool2d
+
+        self.xp = xp
+        self.conv = Conv2dForward(xp, x_shape, w_shape, dtype, strides, pads, dilation, groups, data_format,
+                                  strategy=strategy, output=False)
+        g = self.geom = self.conv.geom
+        oh, ow = g.window.out_hw
+        ksize, pstrides, ppads = pool
+        self.relu = bool(relu)
+        if self.conv.strategy == ROWS:
+            raw_shape, raw_fmt, self._raw_layout = (g.N, oh, ow, g.F), "NHWC", "NHWC"
+        else:
+            raw_shape, raw_fmt, self._raw_layout = (g.F, g.N, oh, ow), "NCHW", "FNHW"
+        # pads resolved in the conv's own data_format, then given explicitly ((t, b), (l, r))
+        window = Window2d.create((oh, ow), ksize, pstrides, 1, ppads, g.data_format)
+        self._tiled = window.tiles and not window.has_padding
+        if self._tiled:
+            # GEMM rows/columns in tile order: the pooling is kh*kw - 1 maxima of contiguous blocks
+            self.conv = Conv2dForward(xp, x_shape, w_shape, dtype, strides, pads, dilation, groups, data_format,
+                                      strategy=self.conv.strategy, output=False, tiles=window.ksize)
+            self.pool = None
+            ph, pw = window.out_hw
+            T = window.ksize[0] * window.ksize[1]
+            self._pooled = xp.empty((g.N * ph * pw, g.F) if raw_fmt == "NHWC" else (g.F, g.N * ph * pw),
+                                    dtype=np.dtype(dtype))
+            gemm = self.conv._gemm
+            if raw_fmt == "NHWC":
+                self._blocks = [b for b in gemm.reshape(T, g.N * ph * pw, g.F)]
+                self._pooled4 = self._pooled.reshape(g.N, ph, pw, g.F)
+            else:
+                g3 = gemm.reshape(g.F, T, g.N * ph * pw)
+                self._blocks = [g3[:, t] for t in range(T)]
+                self._pooled4 = self._pooled.reshape(g.F, g.N, ph, pw)
+        else:
+            self.pool = MaxPool2d(xp, raw_shape, dtype, window.ksize, window.strides, window.pads, raw_fmt)
+            pooled = self.pool.out_shape
+            ph, pw = (pooled[1], pooled[2]) if raw_fmt == "NHWC" else (pooled[2], pooled[3])
+        self.out_shape = (g.N, g.F, ph, pw) if g.data_format == "NCHW" else (g.N, ph, pw, g.F)
+        self._y = xp.empty(self.out_shape, dtype=np.dtype(dtype))
+        # the pooled raw result seen in y's layout
+        if self._raw_layout == "NHWC":
+            perm = (0, 3, 1, 2) if g.data_format == "NCHW" else (0, 1, 2, 3)
+        else:
+            perm = (1, 0, 2, 3) if g.data_format == "NCHW" else (1, 2, 3, 0)
+        self._perm = perm
+        self._bias_shape = (g.F, 1, 1) if g.data_format == "NCHW" else (g.F,)
+
+    def __call__(self, x: Any, w: Any, b: Any) -> Any:
+        xp, y = self.xp, self._y
+        if tuple(b.shape) != (self.geom.F,):
+            raise ValueError(f"conv2d bias must have shape ({self.geom.F},), got {tuple(b.shape)}")
+        raw, _ = self.conv.raw(x, w)
+        if self._tiled:
+            blocks, out = self._blocks, self._pooled
+            xp.maximum(blocks[0], blocks[1], out=out) if len(blocks) > 1 else xp.copyto(out, blocks[0])
+            for block in blocks[2:]:
+                xp.maximum(out, block, out=out)
+            pooled = self._pooled4.transpose(self._perm)
+        else:
+            pooled = self.pool(raw).transpose(self._perm)
+        xp.add(pooled, b.reshape(self._bias_shape), out=y)
+        if self.relu:
+            xp.maximum(y, 0, out=y)
+        return y

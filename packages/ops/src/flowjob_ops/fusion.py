@@ -1,0 +1,177 @@
+"""The fusion pass ("fuse-conv"): rewrites conv / pool chains of a planned job into fused ops.
+
+It runs after dead-code elimination, on the job that autodiff and the optimizer pass have
+completed, so forward and gradient nodes are all there. Three rewrites:
+
+* ``conv2d -> bias_add (-> relu)`` becomes one ``conv2d_bias`` node (attribute
+  ``activation``: None or "relu"): the bias and the ReLU run as the GEMM's epilogue instead
+  of two more passes over the activation. The fused node takes the convolution's node name,
+  so its filter-gradient node (attribute ``forward``) still finds and reuses its im2col matrix.
+* ``max_pool2d_grad -> relu_grad`` on the same input becomes one ``max_pool2d_relu_grad``
+  node: the ReLU mask is applied to dy at the pooled size instead of to the full-size
+  gradient (exact; see flowjob_ops.defs.pool).
+* ``conv2d_bias -> max_pool2d``, when the pooling is the activation's only reader (inference),
+  becomes one ``conv2d_bias_pool`` node: it pools the GEMM result in its own layout and adds
+  the bias and applies the ReLU at the pooled size (exact: both commute with max).
+
+A value a fusion would swallow (the raw convolution, the biased pre-activation, the pooling
+gradient) stays observable: if it is returned, fetched or watched (a side output), or read by
+any other node, that fusion is not made. Fused nodes keep the lbns of the chain's last
+output, so consumers, returns and watchers see the same names. ``FLOWJOB_FUSION=0`` in the
+environment (read when a job is planned) turns the pass off, which gives the unfused
+reference for tests.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from flowjob_core.ir import Job, Node
+
+from flowjob_ops.defs.conv import channel_axis
+from flowjob_ops.defs.matmul import bias_axis
+
+
+def enabled() -> bool:
+    return os.environ.get("FLOWJOB_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _observed(job: Job) -> set[str]:
+    """Values that must stay materialized: results, fetched/watched values, losses."""
+    return set(job.returns) | {s.lbn for s in job.side_outputs} | set(job.losses)
+
+
+def _consumers(job: Job) -> dict[str, list[Node]]:
+    return job.consumers()
+
+
+def _rewrite(job: Job, groups: list[tuple[list[Node], Node]], dropped_lbns: set[str]) -> None:
+    """Replace each group of nodes by its fused node, placed where the group's last node was."""
+    if not groups:
+        return
+    gone: set[int] = set()
+    at: dict[int, Node] = {}
+    for members, fused in groups:
+        gone.update(id(n) for n in members)
+        at[id(members[-1])] = fused
+    nodes: list[Node] = []
+    for node in job.nodes:
+        if id(node) in at:
+            nodes.append(at[id(node)])
+        elif id(node) not in gone:
+            nodes.append(node)
+    job.nodes = nodes
+    for lbn in dropped_lbns:
+        job.specs.pop(lbn, None)
+
+
+def fuse_conv_bias_act(job: Job) -> int:
+    """conv2d -> bias_add (-> relu) => conv2d_bias. Returns the number of fusions."""
+    observed = _observed(job)
+    users = _consumers(job)
+    groups: list[tuple[list[Node], Node]] = []
+    dropped: set[str] = set()
+    for node in job.nodes:
+        if node.op != "conv2d":
+            continue
+        (c,) = node.outputs
+        c_users = users.get(c, [])
+        if c in observed or len(c_users) != 1:
+            continue
+        add = c_users[0]
+        if add.op != "bias_add" or add.inputs[0] != c or add.device != node.device:
+            continue
+        fmt = node.attrs.get("data_format", "NCHW")
+        try:
+            if bias_axis(add.attrs.get("data_format"), 4) != channel_axis(fmt):
+                continue
+        except Exception:  # an attribute the ops would refuse anyway: leave the nodes alone
+            continue
+        b = add.inputs[1]
+        if job.specs[b].dtype != job.specs[c].dtype:
+            continue
+        members = [node, add]
+        (out,) = add.outputs
+        activation = None
+        z_users = users.get(out, [])
+        if out not in observed and len(z_users) == 1:
+            act = z_users[0]
+            if act.op == "relu" and act.inputs == (out,) and act.device == node.device:
+                members.append(act)
+                dropped.add(out)
+                (out,) = act.outputs
+                activation = "relu"
+        dropped.add(c)
+        fused = Node("conv2d_bias", node.name, (node.inputs[0], node.inputs[1], b), (out,),
+                     dict(node.attrs) | {"activation": activation}, node.device, node.source)
+        groups.append((members, fused))
+    _rewrite(job, groups, dropped)
+    return len(groups)
+
+
+def fuse_conv_pool(job: Job) -> int:
+    """conv2d_bias -> max_pool2d => conv2d_bias_pool, when the pool is the activation's only reader.
+
+    In a train job the pooling gradient reads the activation too, so this fires for predict
+    jobs (and any job that never differentiates through the block).
+    """
+    observed = _observed(job)
+    users = _consumers(job)
+    groups: list[tuple[list[Node], Node]] = []
+    dropped: set[str] = set()
+    for node in job.nodes:
+        if node.op != "conv2d_bias":
+            continue
+        (a,) = node.outputs
+        a_users = users.get(a, [])
+        if a in observed or len(a_users) != 1:
+            continue
+        pool = a_users[0]
+        if pool.op != "max_pool2d" or pool.inputs != (a,) or pool.device != node.device:
+            continue
+        fmt = node.attrs.get("data_format", "NCHW")
+        try:
+            if channel_axis(pool.attrs.get("data_format", "NCHW")) != channel_axis(fmt):
+                continue
+        except Exception:
+            continue
+        attrs = dict(node.attrs) | {"pool_ksize": pool.attrs["ksize"], "pool_strides": pool.attrs["strides"],
+                                    "pool_padding": pool.attrs.get("padding", "VALID")}
+        fused = Node("conv2d_bias_pool", node.name, node.inputs, pool.outputs, attrs, node.device, node.source)
+        groups.append(([node, pool], fused))
+        dropped.add(a)
+    _rewrite(job, groups, dropped)
+    return len(groups)
+
+
+def fuse_pool_relu_grad(job: Job) -> int:
+    """max_pool2d_grad(x, y, dy) -> relu_grad(x, .) => max_pool2d_relu_grad(x, y, dy)."""
+    observed = _observed(job)
+    users = _consumers(job)
+    producer = job.producer()
+    groups: list[tuple[list[Node], Node]] = []
+    dropped: set[str] = set()
+    for node in job.nodes:
+        if node.op != "relu_grad":
+            continue
+        y, dx = node.inputs
+        pool = producer.get(dx)
+        if pool is None or pool.op != "max_pool2d_grad" or pool.device != node.device:
+            continue
+        if dx in observed or len(users.get(dx, [])) != 1 or pool.inputs[0] != y:
+            continue
+        fused = Node("max_pool2d_relu_grad", pool.name, pool.inputs, node.outputs, dict(pool.attrs), node.device,
+                     pool.source)
+        groups.append(([pool, node], fused))
+        dropped.add(dx)
+    _rewrite(job, groups, dropped)
+    return len(groups)
+
+
+def run(job: Job, ctx: Any = None) -> None:
+    """The pass: every fusion, unless FLOWJOB_FUSION=0."""
+    if not enabled():
+        return
+    fuse_pool_relu_grad(job)
+    fuse_conv_bias_act(job)
+    fuse_conv_pool(job)
