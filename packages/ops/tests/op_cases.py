@@ -7,10 +7,7 @@ conformance suite of ``flowjob_core.testing`` over ``CASES``.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
-import pathlib
-import sys
 from typing import Any
 
 import numpy as np
@@ -20,23 +17,13 @@ from flowjob_core.testing import OpCase
 from flowjob_core.testing import strategies as fst
 
 from flowjob_ops.kernels import padding as pads
+from flowjob_core.testing.modules import sibling
 
 Draw = Any
 Case = tuple[list[np.ndarray], dict]
 
 
-def _load_sibling(stem: str) -> Any:
-    """Import a module next to this file by path (tests run with --import-mode=importlib)."""
-    name = f"_flowjob_ops_tests_{stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).resolve().with_name(f"{stem}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-loops = _load_sibling("reference_loops")
+loops = sibling(__file__, "reference_loops")
 
 
 # helpers ------------------------------------------------------------------------

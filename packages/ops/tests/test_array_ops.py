@@ -1,9 +1,6 @@
 """The top-level array functions (flow.reshape, flow.concat, ...) through real global functions."""
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
 from typing import Any
 
 import numpy as np
@@ -12,19 +9,10 @@ import pytest
 import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_ops import array_ops as ao
+from flowjob_core.testing.modules import sibling
 
 
-def _sibling(stem: str) -> Any:
-    name = f"_flowjob_ops_tests_{stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).resolve().with_name(f"{stem}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-run_job = _sibling("jobs").run_job
+run_job = sibling(__file__, "jobs").run_job
 RNG = np.random.default_rng(5)
 
 

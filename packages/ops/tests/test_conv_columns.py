@@ -1,10 +1,6 @@
 """A conv filter gradient reuses its forward convolution's im2col matrix within a plan, and stays exact."""
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
-from typing import Any
 
 import numpy as np
 
@@ -12,19 +8,10 @@ import flowjob_typing as tp
 from flowjob_core import add_loss
 from flowjob_ops import nn
 from flowjob_ops.kernels import conv as conv_kernels
+from flowjob_core.testing.modules import sibling
 
 
-def _sibling(stem: str) -> Any:
-    name = f"_flowjob_ops_tests_{stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).resolve().with_name(f"{stem}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-probe = _sibling("grad_probe")
+probe = sibling(__file__, "grad_probe")
 
 
 def test_filter_gradient_reuses_the_forward_columns(monkeypatch):

@@ -9,7 +9,6 @@ between calls, no accumulation bugs).
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import pathlib
 import sys
@@ -20,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import pytest
+from flowjob_core.testing.modules import sibling
 
 try:
     from flowjob_ops.kernels import conv, padding, pool
@@ -28,21 +28,7 @@ except ModuleNotFoundError:  # package not installed yet: use the source tree
     from flowjob_ops.kernels import conv, padding, pool
 
 
-def _load_reference() -> Any:
-    """Import the sibling reference_loops.py by path (works under --import-mode=importlib)."""
-    name = "_flowjob_ops_tests_reference_loops"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = pathlib.Path(__file__).resolve().with_name("reference_loops.py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ref = _load_reference()
+ref = sibling(__file__, "reference_loops")
 
 DTYPES = [np.float64, np.float32]
 

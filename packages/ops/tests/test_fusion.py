@@ -2,8 +2,6 @@
 within float32 tolerance, fused kernels match their unfused chains, and a value a fusion would
 swallow stays observable (a probe or fetch of it turns that fusion off)."""
 
-import importlib.util
-import pathlib
 import sys
 from typing import Any
 
@@ -15,19 +13,10 @@ import flowjob_typing as tp
 from flowjob_ops import fusion, initializers, layers, nn
 from flowjob_ops.array_ops import reshape
 from flowjob_ops.kernels import conv, pool
+from flowjob_core.testing.modules import sibling
 
 
-def _sibling(stem: str) -> Any:
-    name = f"_flowjob_ops_tests_{stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).resolve().with_name(f"{stem}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-probe = _sibling("grad_probe")
+probe = sibling(__file__, "grad_probe")
 N = 4
 VARIABLES = ("conv1-weight", "conv1-bias", "conv2-weight", "conv2-bias", "dense-weight", "dense-bias")
 

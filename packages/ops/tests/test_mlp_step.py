@@ -8,9 +8,6 @@ static graph should cost about one call per op: the step is counted on a backend
 from __future__ import annotations
 
 import collections
-import importlib.util
-import pathlib
-import sys
 from typing import Any
 
 import numpy as np
@@ -22,19 +19,10 @@ import flowjob_typing.plugin
 from flowjob_core import Backend, Session, hookimpl, make_plugin_manager
 from flowjob_ops import initializers, layers, nn
 from flowjob_ops.array_ops import reshape
+from flowjob_core.testing.modules import sibling
 
 
-def _sibling(stem: str) -> Any:
-    name = f"_flowjob_ops_tests_{stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).resolve().with_name(f"{stem}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-probe = _sibling("grad_probe")
+probe = sibling(__file__, "grad_probe")
 BATCH = 100
 VARIABLES = {"hidden-weight": (512, 784), "hidden-bias": (512,), "output-weight": (10, 512), "output-bias": (10,)}
 

@@ -1,10 +1,7 @@
 """flow.nn through real global functions: values against numpy, legacy arguments and names, errors."""
 from __future__ import annotations
 
-import importlib.util
 import math
-import pathlib
-import sys
 from typing import Any
 
 import numpy as np
@@ -13,21 +10,12 @@ import pytest
 import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_ops import nn
+from flowjob_core.testing.modules import sibling
 
 
-def _sibling(stem: str) -> Any:
-    name = f"_flowjob_ops_tests_{stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).resolve().with_name(f"{stem}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-loops = _sibling("reference_loops")
-probe = _sibling("grad_probe")
-run_job = _sibling("jobs").run_job
+loops = sibling(__file__, "reference_loops")
+probe = sibling(__file__, "grad_probe")
+run_job = sibling(__file__, "jobs").run_job
 RNG = np.random.default_rng(7)
 
 

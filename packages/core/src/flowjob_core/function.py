@@ -12,7 +12,7 @@ from typing import Any, Callable
 from flowjob_core import naming
 from flowjob_core.config import FunctionConfig
 from flowjob_core.errors import (
-    FlowjobError, JobArgumentError, JobDefinitionError, JobReturnError, MissingPackageError)
+    FlowjobError, JobArgumentError, JobDefinitionError, MissingPackageError)
 from flowjob_core.mirrored import PerDevice, run_per_device
 from flowjob_core.ir import BlobSpec, Job
 from flowjob_core.passes import PassContext, run_passes

@@ -12,7 +12,7 @@ import threading
 import traceback
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pluggy
 
