@@ -230,7 +230,7 @@ def test_malloc_tuning_is_applied_once_and_can_be_switched_off(setting: str, exp
     import subprocess
 
     if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
-        pytest.skip("mallopt tuning is glibc-only")
+        expected = "False"  # mallopt is glibc's: elsewhere the tuning reports it was not applied
     code = ("from flowjob_core.backends import numpy_backend as nb; assert nb._malloc_tuned is None; "
             "nb.make_backend(); first = nb._malloc_tuned; nb.make_backend(); print(first, nb.tune_malloc())")
     out = subprocess.run([sys.executable, "-c", code], env=os.environ | {"FLOWJOB_MALLOC_TUNING": setting},

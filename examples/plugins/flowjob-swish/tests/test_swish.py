@@ -8,6 +8,9 @@ import pytest
 from hypothesis import strategies as st
 
 import flowjob_swish
+import flowjob_swish.plugin
+from flowjob_core import JobFunction, OpBuildError, Session, make_plugin_manager
+from flowjob_core.testing import kinds
 from flowjob_core.testing import OpCase, conformance_suite
 from flowjob_core.testing import strategies as fst
 
@@ -76,55 +79,41 @@ CASES = [
 test_op_gradients, test_op_forward, test_ops_covered = conformance_suite(CASES, plugin="swish")
 
 
-# the ops in real jobs -------------------------------------------------------------------
-def test_swish_in_a_global_function() -> None:
-    flow = pytest.importorskip("oneflow", reason="the job test runs through the face package (flowjob)")
-    import oneflow.typing as tp
+# the ops in real jobs ---------------------------------------------------------------------
+# Core alone runs them: the plugin plus the testing kit's bare result kinds (no other package).
+@pytest.fixture
+def session() -> Session:
+    s = Session(make_plugin_manager(plugins=[flowjob_swish.plugin, kinds], autoload=False))
+    yield s
+    s.close()
 
-    flow.clear_default_session()
 
-    @flow.global_function()
-    def job(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+def test_swish_in_a_global_function(session: Session) -> None:
+    def job(x: kinds.Array((4, 3))) -> kinds.Sync:
         return flowjob_swish.swish(x)
 
     x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(4, 3)
-    out = job(x)
+    out = JobFunction(job, "predict", None, session)(x)
     assert out.dtype == np.float32 and out.shape == (4, 3)
     np.testing.assert_allclose(out, swish_ref(x), rtol=1e-6, atol=1e-7)
-    flow.clear_default_session()
 
 
-def test_bias_add_gelu_in_a_global_function() -> None:
-    flow = pytest.importorskip("oneflow", reason="the job test runs through the face package (flowjob)")
-    import oneflow.typing as tp
-
-    flow.clear_default_session()
-
-    @flow.global_function()
-    def job(x: tp.Numpy.Placeholder((2, 5)), b: tp.Numpy.Placeholder((5,))) -> tp.Numpy:
+def test_bias_add_gelu_in_a_global_function(session: Session) -> None:
+    def job(x: kinds.Array((2, 5)), b: kinds.Array((5,))) -> kinds.Sync:
         return flowjob_swish.bias_add_gelu(x, b, name="fused")
 
     x = np.random.default_rng(0).standard_normal((2, 5)).astype(np.float32)
     b = np.arange(5, dtype=np.float32) / 5
-    np.testing.assert_allclose(job(x, b), bias_add_gelu_ref(x, b), rtol=1e-5, atol=1e-6)
-    flow.clear_default_session()
+    out = JobFunction(job, "predict", None, session)(x, b)
+    np.testing.assert_allclose(out, bias_add_gelu_ref(x, b), rtol=1e-5, atol=1e-6)
 
 
-def test_shape_errors_name_the_op_and_the_users_line() -> None:
-    flow = pytest.importorskip("oneflow", reason="the job test runs through the face package (flowjob)")
-    import oneflow.typing as tp
-
-    from flowjob_core import OpBuildError
-
-    flow.clear_default_session()
-
-    @flow.global_function()
-    def job(x: tp.Numpy.Placeholder((2, 5)), b: tp.Numpy.Placeholder((4,))) -> tp.Numpy:
+def test_shape_errors_name_the_op_and_the_users_line(session: Session) -> None:
+    def job(x: kinds.Array((2, 5)), b: kinds.Array((4,))) -> kinds.Sync:
         return flowjob_swish.bias_add_gelu(x, b)
 
     with pytest.raises(OpBuildError) as info:
-        job(np.zeros((2, 5), np.float32), np.zeros((4,), np.float32))
+        JobFunction(job, "predict", None, session)(np.zeros((2, 5), np.float32), np.zeros((4,), np.float32))
     message = str(info.value)
     assert "(bias_add_gelu) at " in message and "test_swish.py:" in message
     assert "b must have shape (x.shape[-1],) = (5,), got (4,)" in message
-    flow.clear_default_session()

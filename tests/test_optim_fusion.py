@@ -7,11 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-oneflow = pytest.importorskip("oneflow")
-import oneflow as flow  # noqa: E402
-import oneflow.typing as tp  # noqa: E402
-from flowjob_core import get_default_session  # noqa: E402
-from flowjob_optim import fusion  # noqa: E402
+import oneflow as flow
+import oneflow.typing as tp
+from flowjob_core import get_default_session
+from flowjob_optim import fusion
 
 BATCH = 16
 
