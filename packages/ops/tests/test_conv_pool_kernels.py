@@ -532,7 +532,7 @@ def test_lenet_pool() -> None:
 
 
 def _cupy() -> Any:
-    cp = pytest.importorskip("cupy")
+    cp = pytest.importorskip("cupy", reason="no CUDA device: CuPy is not installed")
     try:
         cp.cuda.runtime.getDeviceCount()
     except Exception as exc:  # cupy installed but no usable device

@@ -213,6 +213,16 @@ def _scratch(ctx: KernelContext, count: int = 1) -> list[Any]:
     return [ctx.workspace(spec.shape, spec.dtype) for _ in range(count)]
 
 
+def _average_into(xp: Any, avg: Any, decay: Any, value: Any, weight: Any, tmp: Any, square: bool = False) -> None:
+    """``avg = decay * avg + weight * value`` (``value**2`` with ``square``), in place: the running
+    averages of Adam, LAMB and RMSProp."""
+    xp.multiply(avg, decay, out=avg)
+    xp.multiply(value, weight, out=tmp)
+    if square:
+        xp.multiply(tmp, value, out=tmp)
+    xp.add(avg, tmp, out=avg)
+
+
 def _sgd(ctx: KernelContext) -> Step:
     """``w -= lr * (g + wd * w)``."""
     xp, (wd,), (tmp,) = ctx.xp, _consts(ctx, "weight_decay"), _scratch(ctx)
@@ -269,13 +279,8 @@ def _adam_step(ctx: KernelContext, bias_correction: bool) -> Step:
             lr = lr * xp.sqrt(one - b2t[0]) / (one - b1t[0])
             xp.multiply(b1t, b1, out=b1t)
             xp.multiply(b2t, b2, out=b2t)
-        xp.multiply(m, b1, out=m)
-        xp.multiply(g, omb1, out=tmp)
-        xp.add(m, tmp, out=m)
-        xp.multiply(v, b2, out=v)
-        xp.multiply(g, omb2, out=tmp)
-        xp.multiply(tmp, g, out=tmp)
-        xp.add(v, tmp, out=v)
+        _average_into(xp, m, b1, g, omb1, tmp)
+        _average_into(xp, v, b2, g, omb2, tmp, square=True)
         xp.sqrt(v, out=tmp)
         xp.add(tmp, eps, out=tmp)
         xp.divide(m, tmp, out=tmp)
@@ -306,15 +311,10 @@ def _rmsprop_step(ctx: KernelContext, centered: bool) -> Step:
 
     def step(w: Any, slots: Sequence[Any], g: Any, lr: Any) -> None:
         ms = slots[0]
-        xp.multiply(g, omd, out=tmp)
-        xp.multiply(tmp, g, out=tmp)
-        xp.multiply(ms, d, out=ms)
-        xp.add(ms, tmp, out=ms)
+        _average_into(xp, ms, d, g, omd, tmp, square=True)
         if centered:
             mg = slots[1]
-            xp.multiply(g, omd, out=tmp)
-            xp.multiply(mg, d, out=mg)
-            xp.add(mg, tmp, out=mg)
+            _average_into(xp, mg, d, g, omd, tmp)
             xp.multiply(mg, mg, out=den)
             xp.subtract(ms, den, out=den)
             xp.add(den, eps, out=den)
@@ -378,13 +378,8 @@ def _lamb(ctx: KernelContext) -> Step:
         m, v, b1t, b2t = slots
         xp.multiply(b1t, b1, out=b1t)
         xp.multiply(b2t, b2, out=b2t)
-        xp.multiply(m, b1, out=m)
-        xp.multiply(g, omb1, out=tmp)
-        xp.add(m, tmp, out=m)
-        xp.multiply(v, b2, out=v)
-        xp.multiply(g, omb2, out=tmp)
-        xp.multiply(tmp, g, out=tmp)
-        xp.add(v, tmp, out=v)
+        _average_into(xp, m, b1, g, omb1, tmp)
+        _average_into(xp, v, b2, g, omb2, tmp, square=True)
         xp.divide(v, one - b2t[0], out=tmp)
         xp.add(tmp, eps, out=tmp)
         xp.sqrt(tmp, out=tmp)
