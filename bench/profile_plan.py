@@ -1,0 +1,63 @@
+"""Where a step's time goes: per-node wall time of one benchmark workload's planned step.
+
+    python bench/profile_plan.py lenet_train --steps 20 [--top 25]
+
+Wraps every kernel of the workload's plan with a timer (so it adds ~1 µs per op), runs warm-up
+steps, then prints the nodes by median time per step, with the op and the share of the step.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections import defaultdict
+
+import models_flowjob
+from flowjob_core.session import get_default_session
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("workload", choices=["mlp_train", "mlp_infer", "lenet_train", "lenet_infer"])
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+
+    first_call, step = models_flowjob.build(args.workload, args.batch)
+    first_call()
+    (function,) = get_default_session().functions.values()
+    plan = function.plan()
+    globals_ = plan.step.__globals__
+    samples: dict[str, list[float]] = defaultdict(list)
+    labels: dict[str, str] = {}
+    kernel_nodes = [n for n in plan.order if n.op != "input"]
+    for k, node in enumerate(kernel_nodes):
+        name = f"k{k}"
+        labels[name] = f"{node.name} ({node.op})"
+
+        def timed(*inputs, _fn=globals_[name], _name=name):
+            start = time.perf_counter()
+            out = _fn(*inputs)
+            samples[_name].append(time.perf_counter() - start)
+            return out
+
+        globals_[name] = timed
+    for _ in range(3):
+        step()
+    samples.clear()
+    totals = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        step()
+        totals.append(time.perf_counter() - start)
+    step_ms = 1e3 * statistics.median(totals)
+    rows = sorted(((1e3 * statistics.median(v), labels[k]) for k, v in samples.items()), reverse=True)
+    print(f"{args.workload}: {step_ms:.2f} ms per step (median of {args.steps}), {len(rows)} kernels")
+    for ms, label in rows[: args.top]:
+        print(f"{ms:8.2f} ms  {100 * ms / step_ms:5.1f}%  {label}")
+    print(f"{sum(ms for ms, _ in rows):8.2f} ms  sum of the medians")
+
+
+if __name__ == "__main__":
+    main()
