@@ -705,23 +705,32 @@ class Conv2dBiasPool:
     def __init__(self, xp: Any, x_shape: Sequence[int], w_shape: Sequence[int], dtype: Any,
                  strides: Any = 1, pads: Any = 0, dilation: Any = 1, groups: int = 1,
                  data_format: str = "NCHW", *, pool: tuple[Any, Any, Any], relu: bool = False,
-                 strategy: str | None = None):
+                 strategy: str | None = None, algorithm: str = "im2col"):
         from .pool import MaxPool2d
+        from .winograd import WinogradForward
 
         self.xp = xp
-        self.conv = Conv2dForward(xp, x_shape, w_shape, dtype, strides, pads, dilation, groups, data_format,
-                                  strategy=strategy, output=False)
-        g = self.geom = self.conv.geom
+        g = self.geom = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
         oh, ow = g.window.out_hw
         ksize, pstrides, ppads = pool
         self.relu = bool(relu)
-        if self.conv.strategy == ROWS:
+        self._winograd = algorithm == "winograd"
+        if algorithm not in ("im2col", "winograd"):
+            raise ValueError(f"conv2d algorithm must be 'im2col' or 'winograd', got {algorithm!r}")
+        if self._winograd:
+            # the Winograd result is an (H', W', N, F) buffer: pooled as NHWC through a strided view
+            self.conv = WinogradForward(xp, g, dtype)
             raw_shape, raw_fmt, self._raw_layout = (g.N, oh, ow, g.F), "NHWC", "NHWC"
         else:
-            raw_shape, raw_fmt, self._raw_layout = (g.F, g.N, oh, ow), "NCHW", "FNHW"
+            self.conv = Conv2dForward(xp, x_shape, w_shape, dtype, strides, pads, dilation, groups, data_format,
+                                      strategy=strategy, output=False)
+            if self.conv.strategy == ROWS:
+                raw_shape, raw_fmt, self._raw_layout = (g.N, oh, ow, g.F), "NHWC", "NHWC"
+            else:
+                raw_shape, raw_fmt, self._raw_layout = (g.F, g.N, oh, ow), "NCHW", "FNHW"
         # pads resolved in the conv's own data_format, then given explicitly ((t, b), (l, r))
         window = Window2d.create((oh, ow), ksize, pstrides, 1, ppads, g.data_format)
-        self._tiled = window.tiles and not window.has_padding
+        self._tiled = window.tiles and not window.has_padding and not self._winograd
         if self._tiled:
             # GEMM rows/columns in tile order: the pooling is kh*kw - 1 maxima of contiguous blocks
             self.conv = Conv2dForward(xp, x_shape, w_shape, dtype, strides, pads, dilation, groups, data_format,
@@ -757,7 +766,10 @@ class Conv2dBiasPool:
         xp, y = self.xp, self._y
         if tuple(b.shape) != (self.geom.F,):
             raise ValueError(f"conv2d bias must have shape ({self.geom.F},), got {tuple(b.shape)}")
-        raw, _ = self.conv.raw(x, w)
+        if self._winograd:
+            raw = self.conv.raw(x, w)[: self.geom.window.out_hw[0], : self.geom.window.out_hw[1]].transpose(2, 0, 1, 3)
+        else:
+            raw, _ = self.conv.raw(x, w)
         if self._tiled:
             blocks, out = self._blocks, self._pooled
             xp.maximum(blocks[0], blocks[1], out=out) if len(blocks) > 1 else xp.copyto(out, blocks[0])

@@ -1,0 +1,398 @@
+"""Winograd convolution on 8 x 8 tiles: forward, data gradient and filter gradient.
+
+For a stride-1, undilated, ungrouped convolution with a square r x r kernel (3 <= r <= 5),
+``F(m x m, r x r)`` with m = 9 - r computes each m x m output tile from an 8 x 8 input tile
+with 64 products per (input channel, output channel) pair instead of m*m*r*r: 6.25x fewer
+multiplications for LeNet's 5 x 5 kernels (F(4x4, 5x5)), 5.1x for 3 x 3 (F(6x6, 3x3)).
+With the interpolation points 0, +-1, +-2, +-1/2 and infinity the float32 error stays at the
+level of im2col + GEMM (about 4e-6 relative on LeNet's conv2; tested).
+
+    y = A^T [ (G w G^T) . (B^T d B) ] A        per tile d, summed over input channels
+
+The sum over input channels at each of the 64 tile points is a GEMM, (tiles x C) @ (C x F):
+64 GEMMs replace one im2col GEMM 6x as large, and the 63 MB im2col matrix of LeNet's conv2
+is never built (the transformed input is 13 MB).
+
+Layout. Inside the kernels activations are "HWNC": (H, W, N, channels). Then every transform
+is a GEMM over contiguous memory: the transform along H is one GEMM against a banded matrix
+(tile rows x padded height) applied to the buffer seen as (H, W*N*C); along W it is a batch of
+GEMMs against the same kind of matrix, written straight into the tile-point-major layout
+(8, 8, tiles_h, tiles_w, N, C) the channel GEMMs read. The result leaves as a strided view of
+the (H, W, N, F) output buffer in the graph's data_format (no copy; consumers read strided
+arrays as they are).
+
+The three kernels of one convolution:
+
+* forward: transform x's tiles (B), the filter (G), 64 GEMMs, transform back (A);
+* data gradient: the forward algorithm on dy padded by r - 1 - pad, with the filter rotated
+  by 180 degrees and its two channel axes swapped;
+* filter gradient: F(r x r, m x m) -- dw is the correlation of x with dy, so dy's m x m tiles
+  play the kernel (G') and x's 8 x 8 tiles the data. B is the same matrix for both
+  algorithms (it depends only on the points), so the filter gradient reuses the forward
+  kernel's transformed input when it was made from the same array (as the im2col kernels
+  share their column matrix); the sum over tiles and images is one GEMM per tile point,
+  (F x tiles) @ (tiles x C).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .padding import check_data_format
+
+ALPHA = 8  # tile size: m + r - 1
+KERNEL_SIZES = (3, 4, 5)
+
+# Interpolation points (infinity is the last row/column of each matrix).
+_POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2), Fraction(-1, 2))
+# The data transform B^T for these points; it does not depend on m and r (only on the points),
+# which is what lets the filter gradient reuse the forward's transformed input. Verified
+# exactly by the tests for every supported (m, r).
+_F = Fraction
+_BT = (
+    (-1, 0, _F(21, 4), 0, _F(-21, 4), 0, 1, 0),
+    (0, 1, 1, _F(-17, 4), _F(-17, 4), 1, 1, 0),
+    (0, -1, 1, _F(17, 4), _F(-17, 4), -1, 1, 0),
+    (0, _F(1, 2), _F(1, 4), _F(-5, 2), _F(-5, 4), 2, 1, 0),
+    (0, _F(-1, 2), _F(1, 4), _F(5, 2), _F(-5, 4), -2, 1, 0),
+    (0, 2, 4, _F(-5, 2), -5, _F(1, 2), 1, 0),
+    (0, -2, 4, _F(5, 2), -5, _F(-1, 2), 1, 0),
+    (0, -1, 0, _F(21, 4), 0, _F(-21, 4), 0, 1),
+)
+
+
+@lru_cache(maxsize=None)
+def exact_matrices(m: int, r: int) -> tuple[tuple, tuple, tuple]:
+    """(A^T (m x 8), G (8 x r), B^T (8 x 8)) of F(m, r) as Fractions; m + r - 1 must be 8."""
+    if m + r - 1 != ALPHA:
+        raise ValueError(f"F({m}, {r}) does not use {ALPHA}-point tiles")
+    scale = []
+    for i, p in enumerate(_POINTS):
+        f = Fraction(1)
+        for j, q in enumerate(_POINTS):
+            if j != i:
+                f *= p - q
+        scale.append(f)
+    at = tuple(tuple(p ** k for p in _POINTS) + (Fraction(int(k == m - 1)),) for k in range(m))
+    g = tuple(tuple(p ** j / scale[i] for j in range(r)) for i, p in enumerate(_POINTS))
+    g += (tuple(Fraction(int(j == r - 1)) for j in range(r)),)
+    bt = tuple(tuple(Fraction(v) for v in row) for row in _BT)
+    return at, g, bt
+
+
+def matrices(m: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A^T, G, B^T of F(m, r) as float64 arrays."""
+    return tuple(np.array([[float(v) for v in row] for row in mat]) for mat in exact_matrices(m, r))  # type: ignore[return-value]
+
+
+def applicable(geom: Any) -> bool:
+    """Whether these kernels can compute the convolution ``geom`` (a ConvGeometry)."""
+    win = geom.window
+    r = win.ksize[0]
+    return (geom.groups == 1 and win.strides == (1, 1) and win.dilation == (1, 1) and win.ksize == (r, r)
+            and r in KERNEL_SIZES and all(0 <= p <= r - 1 for pair in win.pads for p in pair))
+
+
+def worthwhile(geom: Any) -> bool:
+    """Whether Winograd beats im2col + GEMM here: enough channels for the 64 channel GEMMs.
+
+    Measured on LeNet's conv2 (C=32, F=64, 14 x 14, batch 100): forward 2x, data gradient
+    2.5x faster. With few input channels (LeNet's conv1 has C=1) the channel GEMMs degenerate
+    and the transforms dominate, so im2col stays.
+    """
+    return applicable(geom) and min(geom.C, geom.F) >= 16
+
+
+def _banded(xp: Any, dtype: Any, matrix: np.ndarray, tiles: int, stride: int, offset: int, length: int) -> Any:
+    """(rows, tiles, length): row (a, t) holds matrix[a] from column offset + stride*t on.
+
+    Columns past ``length`` are dropped: the data there is zero padding by construction.
+    """
+    rows, width = matrix.shape
+    out = np.zeros((rows, tiles, length))
+    for t in range(tiles):
+        lo = offset + stride * t
+        hi = min(lo + width, length)
+        if hi > lo:
+            out[:, t, lo:hi] = matrix[:, : hi - lo]
+    return xp.asarray(out.astype(dtype))
+
+
+class _TileTransform:
+    """P^T d P for every tile d of an (Lh, Lw, N, K) buffer, into (a, a, th, tw, N*K).
+
+    ``matrix`` is P^T (a x width); tile (ty, tx) covers rows offset + stride*ty ... and
+    columns likewise.
+    """
+
+    def __init__(self, xp: Any, dtype: Any, matrix: np.ndarray, tiles: tuple[int, int], stride: int,
+                 offset: tuple[int, int], src_hw: tuple[int, int], nk: int) -> None:
+        self.xp = xp
+        a = matrix.shape[0]
+        th, tw = tiles
+        self._lh = src_hw[0]
+        self._rows = _banded(xp, dtype, matrix, th, stride, offset[0], src_hw[0]).reshape(a * th, src_hw[0])
+        self._cols = _banded(xp, dtype, matrix, tw, stride, offset[1], src_hw[1])[None, None]  # (1, 1, b, tw, Lw)
+        self._r = xp.empty((a, th, src_hw[1], nk), dtype=dtype)
+        self.out = xp.empty((a, a, th, tw, nk), dtype=dtype)
+        self._r_view = self._r.reshape(a * th, -1)
+        self._r_cols = self._r[:, :, None]  # (a, th, 1, Lw, nk)
+        self._out_view = self.out.transpose(0, 2, 1, 3, 4)  # (a, th, b, tw, nk): each (tw, nk) block contiguous
+
+    def __call__(self, src: Any) -> Any:
+        xp = self.xp
+        xp.matmul(self._rows, src.reshape(self._lh, -1), out=self._r_view)  # along H
+        xp.matmul(self._cols, self._r_cols, out=self._out_view)  # along W, per (a, ty, b)
+        return self.out
+
+
+class _OutputTransform:
+    """A^T M A for every tile: (8, 8, th, tw, N*K) -> (th*m, tw*m, N*K)."""
+
+    def __init__(self, xp: Any, dtype: Any, at: np.ndarray, tiles: tuple[int, int], nk: int) -> None:
+        self.xp = xp
+        m, a = at.shape
+        th, tw = tiles
+        self._at = xp.asarray(at.astype(dtype))
+        self._z = xp.empty((m, a, th, tw, nk), dtype=dtype)
+        self.out = xp.empty((th * m, tw * m, nk), dtype=dtype)
+        # contract a as a batch of (m x 8) @ (8 x N*K) GEMMs: one GEMM of 8 x (everything) is
+        # bandwidth-starved in OpenBLAS (measured 1.7x slower)
+        self._z_batches = self._z.reshape(m, a * th * tw, nk).transpose(1, 0, 2)
+        self._a, self._batches = a, a * th * tw
+        self._z_view = self._z.transpose(0, 2, 3, 1, 4)  # (k, ty, tx, b, nk)
+        self._out_view = self.out.reshape(th, m, tw, m, nk).transpose(1, 0, 2, 3, 4)  # (k, ty, tx, l, nk)
+
+    def __call__(self, products: Any) -> Any:
+        xp = self.xp
+        src = products.reshape(self._a, self._batches, -1).transpose(1, 0, 2)
+        xp.matmul(self._at, src, out=self._z_batches)  # contract a
+        xp.matmul(self._at, self._z_view, out=self._out_view)  # contract b, into the output tiles
+        return self.out
+
+
+def _hwnc(a: Any, data_format: str) -> Any:
+    """(H, W, N, C) view of a 4-d activation."""
+    return a.transpose(2, 3, 0, 1) if data_format == "NCHW" else a.transpose(1, 2, 0, 3)
+
+
+def _from_hwnc(a: Any, data_format: str) -> Any:
+    """A data_format view of an (H, W, N, C) array."""
+    return a.transpose(2, 3, 0, 1) if data_format == "NCHW" else a.transpose(2, 0, 1, 3)
+
+
+def _fcrr(w: Any, data_format: str) -> Any:
+    """(F, C, r, r) view of a weight in data_format."""
+    return w if data_format == "NCHW" else w.transpose(0, 3, 1, 2)
+
+
+class _FilterTransform:
+    """U = G w G^T for every (F, C) pair, as 64 GEMM operands (a*8 + b, rows, cols).
+
+    ``rows_first="C"`` gives (64, C, F) (forward); ``"F"`` gives (64, F, C) of the rotated
+    kernel (data gradient).
+    """
+
+    def __init__(self, xp: Any, dtype: Any, g: np.ndarray, f: int, c: int, r: int, rotate: bool) -> None:
+        self.xp, self.rotate = xp, rotate
+        self._g = xp.asarray(g.astype(dtype))
+        self._gt = xp.asarray(np.ascontiguousarray(g.T).astype(dtype))
+        self._gw = xp.empty((f, c, ALPHA, r), dtype=dtype)
+        self._gwg = xp.empty((f, c, ALPHA, ALPHA), dtype=dtype)
+        self.out = xp.empty((ALPHA, ALPHA, c, f) if not rotate else (ALPHA, ALPHA, f, c), dtype=dtype)
+        perm = (2, 3, 1, 0) if not rotate else (2, 3, 0, 1)
+        self._src = self._gwg.transpose(perm)
+        self._shape = (ALPHA * ALPHA,) + self.out.shape[2:]
+
+    def __call__(self, w_fcrr: Any) -> Any:
+        xp = self.xp
+        if self.rotate:
+            w_fcrr = w_fcrr[:, :, ::-1, ::-1]
+        xp.matmul(self._g, w_fcrr, out=self._gw)
+        xp.matmul(self._gw, self._gt, out=self._gwg)
+        self.out[...] = self._src
+        return self.out.reshape(self._shape)
+
+
+class _Geometry:
+    """Tile counts, paddings and buffer sizes of one Winograd convolution."""
+
+    def __init__(self, geom: Any) -> None:
+        if not applicable(geom):
+            raise ValueError(f"Winograd kernels need a stride-1, undilated, ungrouped convolution with a square "
+                             f"{'/'.join(map(str, KERNEL_SIZES))} kernel and pads below it, got {geom}")
+        self.geom = geom
+        self.fmt = check_data_format(geom.data_format)
+        self.r = r = geom.window.ksize[0]
+        self.m = m = ALPHA + 1 - r
+        self.pads = geom.window.pads  # ((top, bottom), (left, right))
+        oh, ow = geom.window.out_hw
+        self.out_hw = (oh, ow)
+        self.tiles = (-(-oh // m), -(-ow // m))  # output tiles (forward, filter gradient)
+        self.in_tiles = (-(-geom.H // m), -(-geom.W // m))  # input tiles (data gradient)
+
+    def padded(self, tiles: tuple[int, int]) -> tuple[int, int]:
+        return (tiles[0] * self.m + self.r - 1, tiles[1] * self.m + self.r - 1)
+
+
+class WinogradForward:
+    """y = conv2d(x, w) (+ b, relu) by F(m x m, r x r); y is a strided view of the kernel's buffer.
+
+    ``transformed`` / ``source``: the last call's transformed input and the array it came
+    from, for the filter-gradient kernel to reuse.
+    """
+
+    def __init__(self, xp: Any, geom: Any, dtype: Any, *, bias: bool = False, relu: bool = False) -> None:
+        self.xp, self.geom = xp, geom
+        self.bias, self.relu = bool(bias), bool(relu)
+        self.shape = shape = _Geometry(geom)
+        dt = np.dtype(dtype)
+        self.dtype = dt
+        at, g, bt = matrices(shape.m, shape.r)
+        (pt, _), (pl, _) = shape.pads
+        lh, lw = shape.padded(shape.tiles)
+        self._xpad = xp.zeros((lh, lw, geom.N, geom.C), dtype=dt)
+        self._interior = self._xpad[pt:pt + geom.H, pl:pl + geom.W]
+        self._input = _TileTransform(xp, dt, bt, shape.tiles, shape.m, (0, 0), (lh, lw), geom.N * geom.C)
+        self._filter = _FilterTransform(xp, dt, g, geom.F, geom.C, shape.r, rotate=False)
+        th, tw = shape.tiles
+        self._tile_count = th * tw * geom.N
+        self._products = xp.empty((ALPHA * ALPHA, self._tile_count, geom.F), dtype=dt)
+        self._output = _OutputTransform(xp, dt, at, shape.tiles, geom.N * geom.F)
+        oh, ow = shape.out_hw
+        out4 = self._output.out.reshape(th * shape.m, tw * shape.m, geom.N, geom.F)
+        self._out4 = out4
+        self._y = _from_hwnc(out4[:oh, :ow], shape.fmt)
+        self.transformed: Any = None
+        self.source: Any = None
+
+    def raw(self, x: Any, w: Any) -> Any:
+        """conv(x, w) without bias, as the (H', W', N, F) output buffer (H' >= OH, W' >= OW)."""
+        xp, geom = self.xp, self.geom
+        if tuple(x.shape) != geom.x_shape:
+            raise ValueError(f"conv2d input has shape {tuple(x.shape)}, this kernel was built for {geom.x_shape}")
+        if tuple(w.shape) != geom.w_shape:
+            raise ValueError(f"conv2d weight has shape {tuple(w.shape)}, this kernel was built for {geom.w_shape}")
+        self._interior[...] = _hwnc(x, self.shape.fmt)
+        v = self._input(self._xpad)
+        self.transformed, self.source = v, x
+        u = self._filter(_fcrr(w, self.shape.fmt))
+        xp.matmul(v.reshape(ALPHA * ALPHA, self._tile_count, geom.C), u, out=self._products)
+        self._output(self._products)
+        return self._out4
+
+    def __call__(self, x: Any, w: Any, b: Any = None) -> Any:
+        xp = self.xp
+        if self.bias:
+            if b is None or tuple(b.shape) != (self.geom.F,):
+                raise ValueError(f"conv2d bias must have shape ({self.geom.F},), got "
+                                 f"{None if b is None else tuple(b.shape)}")
+        elif b is not None:
+            raise ValueError("this conv2d kernel was built without a bias")
+        out = self.raw(x, w)
+        if self.bias:
+            xp.add(out, b, out=out)
+        if self.relu:
+            xp.maximum(out, 0, out=out)
+        return self._y
+
+
+class WinogradBackwardData:
+    """dx = d(loss)/dx: the forward algorithm on dy padded by r - 1 - pad, with the kernel rotated."""
+
+    def __init__(self, xp: Any, geom: Any, dtype: Any) -> None:
+        self.xp, self.geom = xp, geom
+        self.shape = shape = _Geometry(geom)
+        dt = np.dtype(dtype)
+        at, g, bt = matrices(shape.m, shape.r)
+        r = shape.r
+        (pt, _), (pl, _) = shape.pads
+        lh, lw = shape.padded(shape.in_tiles)
+        oh, ow = shape.out_hw
+        self._dypad = xp.zeros((lh, lw, geom.N, geom.F), dtype=dt)
+        self._interior = self._dypad[r - 1 - pt:r - 1 - pt + oh, r - 1 - pl:r - 1 - pl + ow]
+        self._input = _TileTransform(xp, dt, bt, shape.in_tiles, shape.m, (0, 0), (lh, lw), geom.N * geom.F)
+        self._filter = _FilterTransform(xp, dt, g, geom.F, geom.C, r, rotate=True)
+        th, tw = shape.in_tiles
+        self._tile_count = th * tw * geom.N
+        self._products = xp.empty((ALPHA * ALPHA, self._tile_count, geom.C), dtype=dt)
+        self._output = _OutputTransform(xp, dt, at, shape.in_tiles, geom.N * geom.C)
+        out4 = self._output.out.reshape(th * shape.m, tw * shape.m, geom.N, geom.C)
+        self._dx = _from_hwnc(out4[:geom.H, :geom.W], shape.fmt)
+
+    def __call__(self, dy: Any, w: Any) -> Any:
+        xp, geom = self.xp, self.geom
+        if tuple(dy.shape) != geom.y_shape:
+            raise ValueError(f"conv2d output gradient dy has shape {tuple(dy.shape)}, this kernel was built for "
+                             f"{geom.y_shape}")
+        if tuple(w.shape) != geom.w_shape:
+            raise ValueError(f"conv2d weight has shape {tuple(w.shape)}, this kernel was built for {geom.w_shape}")
+        self._interior[...] = _hwnc(dy, self.shape.fmt)
+        v = self._input(self._dypad)
+        u = self._filter(_fcrr(w, self.shape.fmt))
+        xp.matmul(v.reshape(ALPHA * ALPHA, self._tile_count, geom.F), u, out=self._products)
+        self._output(self._products)
+        return self._dx
+
+
+class WinogradBackwardFilter:
+    """dw = d(loss)/dw by F(r x r, m x m): dy's m x m tiles against x's 8 x 8 tiles.
+
+    ``forward``: a WinogradForward of the same convolution whose transformed input may be
+    reused; ``__call__(x, dy, reuse=True)`` trusts that it was made from this very ``x``.
+    """
+
+    def __init__(self, xp: Any, geom: Any, dtype: Any, forward: WinogradForward | None = None) -> None:
+        self.xp, self.geom = xp, geom
+        self.shape = shape = _Geometry(geom)
+        dt = np.dtype(dtype)
+        if forward is not None and (forward.geom != geom or forward.dtype != dt):
+            raise ValueError("the shared Winograd forward kernel was built for another convolution or dtype")
+        self._forward = forward
+        self._own_forward: WinogradForward | None = None
+        r, m = shape.r, shape.m
+        at_dw, g_dw, bt = matrices(r, m)  # F(r, m): the output is the r x r kernel
+        th, tw = shape.tiles
+        self._tile_count = th * tw * geom.N
+        self._dy = xp.zeros((th * m, tw * m, geom.N, geom.F), dtype=dt)
+        oh, ow = shape.out_hw
+        self._dy_interior = self._dy[:oh, :ow]
+        self._dy_transform = _TileTransform(xp, dt, g_dw, shape.tiles, m, (0, 0), (th * m, tw * m), geom.N * geom.F)
+        self._sums = xp.empty((ALPHA * ALPHA, geom.F, geom.C), dtype=dt)
+        self._at = xp.asarray(at_dw.astype(dt))
+        self._half = xp.empty((r, ALPHA, geom.F * geom.C), dtype=dt)
+        self._rr = xp.empty((r, r, geom.F * geom.C), dtype=dt)
+        self._dw = xp.empty(geom.w_shape, dtype=dt)
+        rr4 = self._rr.reshape(r, r, geom.F, geom.C)
+        self._dw_src = rr4.transpose(2, 3, 0, 1) if shape.fmt == "NCHW" else rr4.transpose(2, 0, 1, 3)
+
+    def _transformed_input(self, x: Any, reuse: bool) -> Any:
+        if reuse and self._forward is not None and self._forward.source is x:
+            return self._forward.transformed
+        if self._own_forward is None:  # only when the forward's transform cannot be reused
+            self._own_forward = WinogradForward(self.xp, self.geom, self._dy.dtype)
+        own = self._own_forward
+        own._interior[...] = _hwnc(x, own.shape.fmt)
+        return own._input(own._xpad)
+
+    def __call__(self, x: Any, dy: Any, *, reuse: bool = False) -> Any:
+        xp, geom = self.xp, self.geom
+        if tuple(x.shape) != geom.x_shape:
+            raise ValueError(f"conv2d input has shape {tuple(x.shape)}, this kernel was built for {geom.x_shape}")
+        if tuple(dy.shape) != geom.y_shape:
+            raise ValueError(f"conv2d output gradient dy has shape {tuple(dy.shape)}, this kernel was built for "
+                             f"{geom.y_shape}")
+        v = self._transformed_input(x, reuse)
+        self._dy_interior[...] = _hwnc(dy, self.shape.fmt)
+        d = self._dy_transform(self._dy)
+        count = ALPHA * ALPHA
+        # per tile point: (F x tiles) @ (tiles x C), summed over every tile of every image
+        xp.matmul(d.reshape(count, self._tile_count, geom.F).transpose(0, 2, 1),
+                  v.reshape(count, self._tile_count, geom.C), out=self._sums)
+        xp.matmul(self._at, self._sums.reshape(ALPHA, -1), out=self._half.reshape(self.shape.r, -1))  # contract a
+        xp.matmul(self._at, self._half, out=self._rr)  # contract b, per kernel row
+        self._dw[...] = self._dw_src
+        return self._dw
