@@ -44,3 +44,29 @@ def test_filter_gradient_reuses_the_forward_columns(monkeypatch):
                                     for i in range(3)] for c in range(3)])] * 4)
     np.testing.assert_allclose(probe.RESULTS["dw"], expected, rtol=1e-10)
     session.close()
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("x_shape, w_shape, strategy", [
+    ((3, 1, 9, 9), (4, 1, 3, 3), "cols"),
+    ((3, 6, 9, 9), (4, 6, 3, 3), "rows"),
+    ((3, 6, 9, 9), (4, 6, 3, 3), "cols"),
+])
+@pytest.mark.parametrize("epilogue", [(False, False), (True, False), (True, True)])
+def test_strided_output_is_the_contiguous_output_without_the_layout_pass(fmt, x_shape, w_shape, strategy, epilogue):
+    if fmt == "NHWC":
+        x_shape = (x_shape[0], x_shape[2], x_shape[3], x_shape[1])
+        w_shape = (w_shape[0], w_shape[2], w_shape[3], w_shape[1])
+    bias, relu = epilogue
+    rng = np.random.default_rng(3)
+    x, w, b = rng.standard_normal(x_shape), rng.standard_normal(w_shape), rng.standard_normal(w_shape[0])
+    args = (x, w, b) if bias else (x, w)
+    options = dict(data_format=fmt, strategy=strategy, bias=bias, relu=relu)
+    contiguous = conv_kernels.Conv2dForward(np, x_shape, w_shape, np.float64, 1, "SAME", **options)(*args)
+    strided = conv_kernels.Conv2dForward(np, x_shape, w_shape, np.float64, 1, "SAME", **options,
+                                         strided_output=True)(*args)
+    assert strided.shape == contiguous.shape
+    np.testing.assert_array_equal(strided, contiguous)

@@ -86,7 +86,8 @@ def _conv_kernel(ctx: KernelContext) -> Any:
         if ctx.training:  # the filter-gradient node reuses its transformed input (see _grad_filter_kernel)
             ctx.shared[("conv2d-winograd", ctx.node_name)] = fast
         return fast
-    forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs), bias=bias, relu=relu)
+    forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs), bias=bias, relu=relu,
+                                 strided_output=True)
     if not ctx.training:
         return forward
     # a filter-gradient node of this plan may reuse the matrix (see _grad_filter_kernel)

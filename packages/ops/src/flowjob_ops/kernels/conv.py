@@ -360,6 +360,9 @@ class Conv2dForward:
     matrix against a bias column in the weights), otherwise it is one contiguous pass over
     the GEMM result; the ReLU is applied while the result is moved into y's layout (or in
     place when the GEMM wrote y directly). Same values as conv2d -> bias_add -> relu.
+
+    ``strided_output=True`` skips that layout pass: y is then a strided view of the GEMM
+    buffer in y's shape (the graph's kernels take strided inputs).
     """
 
     def __init__(
@@ -379,10 +382,12 @@ class Conv2dForward:
         relu: bool = False,
         output: bool = True,
         tiles: tuple[int, int] | None = None,
+        strided_output: bool = False,
     ):
         self.xp = xp
         self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
         self.bias, self.relu = bool(bias), bool(relu)
+        self._has_output = bool(output)
         if tiles is not None and output:
             raise ValueError("a tile-ordered GEMM (tiles=...) is only for raw() (output=False)")
         if strategy is None:
@@ -430,6 +435,16 @@ class Conv2dForward:
             self._rhs = [self.im2col.mat[k] for k in range(g.groups)]
             self._bias_shape = (g.F, 1)
         self._gemm = gemm
+        self._out = self._y
+        if strided_output and self._fix is not None:
+            # y as a strided view of the GEMM buffer: no layout pass (consumers read strided arrays)
+            if self.strategy == ROWS:
+                self._out = _to_nchw(gemm.reshape(g.N, oh, ow, g.F), "NHWC")
+            else:
+                fnhw = gemm.reshape(g.F, g.N, oh, ow)
+                self._out = fnhw.transpose(1, 0, 2, 3) if g.data_format == "NCHW" else fnhw.transpose(1, 2, 3, 0)
+            self._y = xp.empty((0,), dtype=self._y.dtype)
+            self._fix = None
 
     def raw(self, x: Any, w: Any) -> tuple[Any, str]:
         """conv(x, w) without bias and layout pass: the GEMM buffer as a 4-d view and its layout.
@@ -462,7 +477,7 @@ class Conv2dForward:
                                  f"{None if b is None else tuple(b.shape)}")
         elif b is not None:
             raise ValueError("this conv2d kernel was built without a bias")
-        if self._y.shape != self.out_shape:
+        if not self._has_output:
             raise ValueError("this conv2d kernel was built with output=False; use raw()")
         self.im2col(x)
         if self._bias_in_gemm:
@@ -488,8 +503,9 @@ class Conv2dForward:
             else:
                 dst[...] = src
         elif self.relu:
-            xp.maximum(self._y, 0, out=self._y)
-        return self._y
+            out = self._gemm if self._out is not self._y else self._y
+            xp.maximum(out, 0, out=out)
+        return self._out
 
 
 class Conv2dBackwardFilter:
