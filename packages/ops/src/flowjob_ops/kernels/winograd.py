@@ -265,7 +265,8 @@ class WinogradForward:
         oh, ow = shape.out_hw
         out4 = self._output.out.reshape(th * shape.m, tw * shape.m, geom.N, geom.F)
         self._out4 = out4
-        self._y = _from_hwnc(out4[:oh, :ow], shape.fmt)
+        self._valid = out4[:oh, :ow]
+        self._y = _from_hwnc(self._valid, shape.fmt)
         self.transformed: Any = None
         self.source: Any = None
 
@@ -292,11 +293,12 @@ class WinogradForward:
                                  f"{None if b is None else tuple(b.shape)}")
         elif b is not None:
             raise ValueError("this conv2d kernel was built without a bias")
-        out = self.raw(x, w)
+        self.raw(x, w)
+        valid = self._valid  # the epilogue skips the padding tiles' rows and columns
         if self.bias:
-            xp.add(out, b, out=out)
+            xp.add(valid, b, out=valid)
         if self.relu:
-            xp.maximum(out, 0, out=out)
+            xp.maximum(valid, 0, out=valid)
         return self._y
 
 
