@@ -245,3 +245,21 @@ def test_a_bad_algorithm_name_fails_the_plan_with_a_clear_error(monkeypatch: pyt
         assert job(np.ones((1, 16, 6, 6), np.float32)).shape == (1, 16, 6, 6)  # the session stays usable
     finally:
         session.close()
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 150_000, 1 << 40])  # one image a chunk, uneven chunks, one chunk
+def test_chunked_batches_give_the_same_results(chunk_bytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(winograd, "CHUNK_BYTES", chunk_bytes)
+    x_shape, w_shape = (7, 3, 9, 10), (4, 3, 5, 5)
+    x, w = _arrays(x_shape, w_shape, np.float64)
+    dy = np.random.default_rng(6).standard_normal((7, 4, 9, 10))
+    geom = conv.ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, "NCHW")
+    forward = winograd.WinogradForward(np, geom, np.float64)
+    if chunk_bytes == 150_000:
+        assert len({hi - lo for lo, hi in forward.shape.chunks}) == 2  # a shorter last chunk
+    assert _relative(forward(x, w), conv.Conv2dForward(np, x_shape, w_shape, np.float64, 1, "SAME")(x, w)) < 1e-12
+    want_dx = conv.Conv2dBackwardData(np, x_shape, w_shape, np.float64, 1, "SAME")(dy, w)
+    assert _relative(winograd.WinogradBackwardData(np, geom, np.float64)(dy, w), want_dx) < 1e-12
+    want_dw = conv.Conv2dBackwardFilter(np, x_shape, w_shape, np.float64, 1, "SAME")(x, dy)
+    got = winograd.WinogradBackwardFilter(np, geom, np.float64, forward=forward)(x, dy, reuse=True)
+    assert _relative(got, want_dw) < 1e-12

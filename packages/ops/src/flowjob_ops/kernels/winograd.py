@@ -41,9 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from .padding import check_data_format
+from .padding import as_strided, check_data_format
 
 ALPHA = 8  # tile size: m + r - 1
+CHUNK_BYTES = 16 << 20  # the images of one chunk keep their transforms in the last-level cache
 KERNEL_SIZES = (3, 4, 5)
 
 # Interpolation points (infinity is the last row/column of each matrix).
@@ -121,8 +122,15 @@ def _banded(xp: Any, dtype: Any, matrix: np.ndarray, tiles: int, stride: int, of
     return xp.asarray(out.astype(dtype))
 
 
+def _chunks(n: int, per_image: int) -> list[tuple[int, int]]:
+    """Near-equal runs of images whose working set is about CHUNK_BYTES (at most two run sizes)."""
+    count = max(1, min(n, -(-n * per_image // CHUNK_BYTES)))
+    size = -(-n // count)
+    return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
+
+
 class _TileTransform:
-    """P^T d P for every tile d of an (Lh, Lw, N, K) buffer, into (a, a, th, tw, N*K).
+    """P^T d P for every tile d of an (Lh, Lw, n, K) buffer, into an (a, a, th, tw, n*K) array.
 
     ``matrix`` is P^T (a x width); tile (ty, tx) covers rows offset + stride*ty ... and
     columns likewise.
@@ -131,47 +139,58 @@ class _TileTransform:
     def __init__(self, xp: Any, dtype: Any, matrix: np.ndarray, tiles: tuple[int, int], stride: int,
                  offset: tuple[int, int], src_hw: tuple[int, int], nk: int) -> None:
         self.xp = xp
-        a = matrix.shape[0]
-        th, tw = tiles
+        a = self._a = matrix.shape[0]
+        th, tw = self._tiles = tiles
+        self._nk, self._dtype = nk, dtype
         self._lh = src_hw[0]
         self._rows = _banded(xp, dtype, matrix, th, stride, offset[0], src_hw[0]).reshape(a * th, src_hw[0])
         self._cols = _banded(xp, dtype, matrix, tw, stride, offset[1], src_hw[1])[None, None]  # (1, 1, b, tw, Lw)
         self._r = xp.empty((a, th, src_hw[1], nk), dtype=dtype)
-        self.out = xp.empty((a, a, th, tw, nk), dtype=dtype)
         self._r_view = self._r.reshape(a * th, -1)
         self._r_cols = self._r[:, :, None]  # (a, th, 1, Lw, nk)
-        self._out_view = self.out.transpose(0, 2, 1, 3, 4)  # (a, th, b, tw, nk): each (tw, nk) block contiguous
 
-    def __call__(self, src: Any) -> Any:
+    def new_output(self) -> Any:
+        a, (th, tw) = self._a, self._tiles
+        return self.xp.empty((a, a, th, tw, self._nk), dtype=self._dtype)
+
+    def __call__(self, src: Any, out: Any) -> Any:
         xp = self.xp
         xp.matmul(self._rows, src.reshape(self._lh, -1), out=self._r_view)  # along H
-        xp.matmul(self._cols, self._r_cols, out=self._out_view)  # along W, per (a, ty, b)
-        return self.out
+        # along W, per (a, ty, b): each (tw, nk) block of out is contiguous
+        xp.matmul(self._cols, self._r_cols, out=out.transpose(0, 2, 1, 3, 4))
+        return out
 
 
 class _OutputTransform:
-    """A^T M A for every tile: (8, 8, th, tw, N*K) -> (th*m, tw*m, N*K)."""
+    """A^T M A for every tile: (8, 8, th, tw, n*K) -> an (th*m, tw*m, n, K) array (a view may do)."""
 
     def __init__(self, xp: Any, dtype: Any, at: np.ndarray, tiles: tuple[int, int], nk: int) -> None:
         self.xp = xp
         m, a = at.shape
-        th, tw = tiles
+        th, tw = self._tiles = tiles
+        self._m = m
         self._at = xp.asarray(at.astype(dtype))
         self._z = xp.empty((m, a, th, tw, nk), dtype=dtype)
-        self.out = xp.empty((th * m, tw * m, nk), dtype=dtype)
-        # contract a as a batch of (m x 8) @ (8 x N*K) GEMMs: one GEMM of 8 x (everything) is
+        # contract a as a batch of (m x 8) @ (8 x n*K) GEMMs: one GEMM of 8 x (everything) is
         # bandwidth-starved in OpenBLAS (measured 1.7x slower)
         self._z_batches = self._z.reshape(m, a * th * tw, nk).transpose(1, 0, 2)
         self._a, self._batches = a, a * th * tw
         self._z_view = self._z.transpose(0, 2, 3, 1, 4)  # (k, ty, tx, b, nk)
-        self._out_view = self.out.reshape(th, m, tw, m, nk).transpose(1, 0, 2, 3, 4)  # (k, ty, tx, l, nk)
 
-    def __call__(self, products: Any) -> Any:
+    def target(self, out: Any) -> Any:
+        """out (th*m, tw*m, n, K), n's stride K times K's: the (k, ty, tx, l, n*K) view written by __call__."""
+        (th, tw), m = self._tiles, self._m
+        s_h, s_w, s_n, s_k = out.strides
+        n, k = out.shape[2:]
+        if s_n != k * s_k and n > 1:
+            raise ValueError("Winograd output slices must keep each image's channels contiguous")
+        return as_strided(self.xp, out, (m, th, tw, m, n * k), (s_h, m * s_h, m * s_w, s_w, s_k))
+
+    def __call__(self, products: Any, target: Any) -> None:
         xp = self.xp
         src = products.reshape(self._a, self._batches, -1).transpose(1, 0, 2)
         xp.matmul(self._at, src, out=self._z_batches)  # contract a
-        xp.matmul(self._at, self._z_view, out=self._out_view)  # contract b, into the output tiles
-        return self.out
+        xp.matmul(self._at, self._z_view, out=target)  # contract b, into the output tiles
 
 
 def _hwnc(a: Any, data_format: str) -> Any:
@@ -192,8 +211,8 @@ def _fcrr(w: Any, data_format: str) -> Any:
 class _FilterTransform:
     """U = G w G^T for every (F, C) pair, as 64 GEMM operands (a*8 + b, rows, cols).
 
-    ``rows_first="C"`` gives (64, C, F) (forward); ``"F"`` gives (64, F, C) of the rotated
-    kernel (data gradient).
+    ``rotate=False`` gives (64, C, F) (forward); ``True`` gives (64, F, C) of the kernel rotated
+    by 180 degrees (data gradient).
     """
 
     def __init__(self, xp: Any, dtype: Any, g: np.ndarray, f: int, c: int, r: int, rotate: bool) -> None:
@@ -218,9 +237,9 @@ class _FilterTransform:
 
 
 class _Geometry:
-    """Tile counts, paddings and buffer sizes of one Winograd convolution."""
+    """Tile counts, paddings, buffer sizes and image chunks of one Winograd convolution."""
 
-    def __init__(self, geom: Any) -> None:
+    def __init__(self, geom: Any, itemsize: int) -> None:
         if not applicable(geom):
             raise ValueError(f"Winograd kernels need a stride-1, undilated, ungrouped convolution with a square "
                              f"{'/'.join(map(str, KERNEL_SIZES))} kernel and pads below it, got {geom}")
@@ -233,56 +252,83 @@ class _Geometry:
         self.out_hw = (oh, ow)
         self.tiles = (-(-oh // m), -(-ow // m))  # output tiles (forward, filter gradient)
         self.in_tiles = (-(-geom.H // m), -(-geom.W // m))  # input tiles (data gradient)
+        # per image: transformed input and output-side products of one direction (the larger)
+        th, tw = max(self.tiles, self.in_tiles)
+        per_image = ALPHA * ALPHA * th * tw * (geom.C + 2 * geom.F) * itemsize
+        self.chunks = _chunks(geom.N, per_image)
 
     def padded(self, tiles: tuple[int, int]) -> tuple[int, int]:
         return (tiles[0] * self.m + self.r - 1, tiles[1] * self.m + self.r - 1)
 
 
+class _Stage:
+    """The scratch of one chunk size: a zero-bordered HWNC input buffer, its tile transform and
+    the channel-GEMM products (shared by every chunk of that size)."""
+
+    def __init__(self, xp: Any, dtype: Any, bt: np.ndarray, tiles: tuple[int, int], m: int,
+                 padded: tuple[int, int], offset: tuple[int, int], interior_hw: tuple[int, int], n: int,
+                 c_in: int, c_out: int) -> None:
+        self.pad = xp.zeros(padded + (n, c_in), dtype=dtype)
+        (t, l), (h, w) = offset, interior_hw
+        self.interior = self.pad[t:t + h, l:l + w]
+        self.transform = _TileTransform(xp, dtype, bt, tiles, m, (0, 0), padded, n * c_in)
+        self.tile_count = tiles[0] * tiles[1] * n
+        self.products = xp.empty((ALPHA * ALPHA, self.tile_count, c_out), dtype=dtype)
+
+
+def _stages(xp: Any, dtype: Any, chunks: list[tuple[int, int]], make: Any) -> dict[int, Any]:
+    return {size: make(size) for size in {hi - lo for lo, hi in chunks}}
+
+
 class WinogradForward:
     """y = conv2d(x, w) (+ b, relu) by F(m x m, r x r); y is a strided view of the kernel's buffer.
 
-    ``transformed`` / ``source``: the last call's transformed input and the array it came
-    from, for the filter-gradient kernel to reuse.
+    The batch runs in chunks of images sized for the last-level cache (each transform is a pass
+    over memory). ``transformed`` / ``source``: the last call's transformed input (one array per
+    chunk) and the array it came from, for the filter-gradient kernel to reuse.
     """
 
     def __init__(self, xp: Any, geom: Any, dtype: Any, *, bias: bool = False, relu: bool = False) -> None:
         self.xp, self.geom = xp, geom
         self.bias, self.relu = bool(bias), bool(relu)
-        self.shape = shape = _Geometry(geom)
-        dt = np.dtype(dtype)
-        self.dtype = dt
+        dt = self.dtype = np.dtype(dtype)
+        self.shape = shape = _Geometry(geom, dt.itemsize)
         at, g, bt = matrices(shape.m, shape.r)
         (pt, _), (pl, _) = shape.pads
-        lh, lw = shape.padded(shape.tiles)
-        self._xpad = xp.zeros((lh, lw, geom.N, geom.C), dtype=dt)
-        self._interior = self._xpad[pt:pt + geom.H, pl:pl + geom.W]
-        self._input = _TileTransform(xp, dt, bt, shape.tiles, shape.m, (0, 0), (lh, lw), geom.N * geom.C)
-        self._filter = _FilterTransform(xp, dt, g, geom.F, geom.C, shape.r, rotate=False)
         th, tw = shape.tiles
-        self._tile_count = th * tw * geom.N
-        self._products = xp.empty((ALPHA * ALPHA, self._tile_count, geom.F), dtype=dt)
-        self._output = _OutputTransform(xp, dt, at, shape.tiles, geom.N * geom.F)
-        oh, ow = shape.out_hw
-        out4 = self._output.out.reshape(th * shape.m, tw * shape.m, geom.N, geom.F)
+        padded = shape.padded(shape.tiles)
+        self._stages = _stages(xp, dt, shape.chunks, lambda n: _Stage(
+            xp, dt, bt, shape.tiles, shape.m, padded, (pt, pl), (geom.H, geom.W), n, geom.C, geom.F))
+        self._filter = _FilterTransform(xp, dt, g, geom.F, geom.C, shape.r, rotate=False)
+        out4 = xp.empty((th * shape.m, tw * shape.m, geom.N, geom.F), dtype=dt)
+        self._outputs = {n: _OutputTransform(xp, dt, at, shape.tiles, n * geom.F) for n in self._stages}
+        self._runs = []
+        self.transformed: list[Any] = []
+        for lo, hi in shape.chunks:
+            stage = self._stages[hi - lo]
+            self.transformed.append(stage.transform.new_output())
+            self._runs.append((lo, hi, stage, self._outputs[hi - lo], self._outputs[hi - lo].target(out4[:, :, lo:hi])))
         self._out4 = out4
+        oh, ow = shape.out_hw
         self._valid = out4[:oh, :ow]
         self._y = _from_hwnc(self._valid, shape.fmt)
-        self.transformed: Any = None
         self.source: Any = None
 
     def raw(self, x: Any, w: Any) -> Any:
         """conv(x, w) without bias, as the (H', W', N, F) output buffer (H' >= OH, W' >= OW)."""
-        xp, geom = self.xp, self.geom
+        xp, geom, fmt = self.xp, self.geom, self.shape.fmt
         if tuple(x.shape) != geom.x_shape:
             raise ValueError(f"conv2d input has shape {tuple(x.shape)}, this kernel was built for {geom.x_shape}")
         if tuple(w.shape) != geom.w_shape:
             raise ValueError(f"conv2d weight has shape {tuple(w.shape)}, this kernel was built for {geom.w_shape}")
-        self._interior[...] = _hwnc(x, self.shape.fmt)
-        v = self._input(self._xpad)
-        self.transformed, self.source = v, x
-        u = self._filter(_fcrr(w, self.shape.fmt))
-        xp.matmul(v.reshape(ALPHA * ALPHA, self._tile_count, geom.C), u, out=self._products)
-        self._output(self._products)
+        self.source = None
+        u = self._filter(_fcrr(w, fmt))
+        for (lo, hi, stage, output, target), v in zip(self._runs, self.transformed):
+            stage.interior[...] = _hwnc(x[lo:hi], fmt)
+            stage.transform(stage.pad, v)
+            xp.matmul(v.reshape(ALPHA * ALPHA, stage.tile_count, geom.C), u, out=stage.products)
+            output(stage.products, target)
+        self.source = x
         return self._out4
 
     def __call__(self, x: Any, w: Any, b: Any = None) -> Any:
@@ -307,36 +353,36 @@ class WinogradBackwardData:
 
     def __init__(self, xp: Any, geom: Any, dtype: Any) -> None:
         self.xp, self.geom = xp, geom
-        self.shape = shape = _Geometry(geom)
         dt = np.dtype(dtype)
+        self.shape = shape = _Geometry(geom, dt.itemsize)
         at, g, bt = matrices(shape.m, shape.r)
         r = shape.r
         (pt, _), (pl, _) = shape.pads
-        lh, lw = shape.padded(shape.in_tiles)
-        oh, ow = shape.out_hw
-        self._dypad = xp.zeros((lh, lw, geom.N, geom.F), dtype=dt)
-        self._interior = self._dypad[r - 1 - pt:r - 1 - pt + oh, r - 1 - pl:r - 1 - pl + ow]
-        self._input = _TileTransform(xp, dt, bt, shape.in_tiles, shape.m, (0, 0), (lh, lw), geom.N * geom.F)
-        self._filter = _FilterTransform(xp, dt, g, geom.F, geom.C, r, rotate=True)
         th, tw = shape.in_tiles
-        self._tile_count = th * tw * geom.N
-        self._products = xp.empty((ALPHA * ALPHA, self._tile_count, geom.C), dtype=dt)
-        self._output = _OutputTransform(xp, dt, at, shape.in_tiles, geom.N * geom.C)
-        out4 = self._output.out.reshape(th * shape.m, tw * shape.m, geom.N, geom.C)
+        padded = shape.padded(shape.in_tiles)
+        self._stages = _stages(xp, dt, shape.chunks, lambda n: _Stage(
+            xp, dt, bt, shape.in_tiles, shape.m, padded, (r - 1 - pt, r - 1 - pl), shape.out_hw, n, geom.F, geom.C))
+        self._transformed = {n: stage.transform.new_output() for n, stage in self._stages.items()}
+        self._filter = _FilterTransform(xp, dt, g, geom.F, geom.C, r, rotate=True)
+        out4 = xp.empty((th * shape.m, tw * shape.m, geom.N, geom.C), dtype=dt)
+        outputs = {n: _OutputTransform(xp, dt, at, shape.in_tiles, n * geom.C) for n in self._stages}
+        self._runs = [(lo, hi, self._stages[hi - lo], self._transformed[hi - lo], outputs[hi - lo],
+                       outputs[hi - lo].target(out4[:, :, lo:hi])) for lo, hi in shape.chunks]
         self._dx = _from_hwnc(out4[:geom.H, :geom.W], shape.fmt)
 
     def __call__(self, dy: Any, w: Any) -> Any:
-        xp, geom = self.xp, self.geom
+        xp, geom, fmt = self.xp, self.geom, self.shape.fmt
         if tuple(dy.shape) != geom.y_shape:
             raise ValueError(f"conv2d output gradient dy has shape {tuple(dy.shape)}, this kernel was built for "
                              f"{geom.y_shape}")
         if tuple(w.shape) != geom.w_shape:
             raise ValueError(f"conv2d weight has shape {tuple(w.shape)}, this kernel was built for {geom.w_shape}")
-        self._interior[...] = _hwnc(dy, self.shape.fmt)
-        v = self._input(self._dypad)
-        u = self._filter(_fcrr(w, self.shape.fmt))
-        xp.matmul(v.reshape(ALPHA * ALPHA, self._tile_count, geom.F), u, out=self._products)
-        self._output(self._products)
+        u = self._filter(_fcrr(w, fmt))
+        for lo, hi, stage, v, output, target in self._runs:
+            stage.interior[...] = _hwnc(dy[lo:hi], fmt)
+            stage.transform(stage.pad, v)
+            xp.matmul(v.reshape(ALPHA * ALPHA, stage.tile_count, geom.F), u, out=stage.products)
+            output(stage.products, target)
         return self._dx
 
 
@@ -344,26 +390,30 @@ class WinogradBackwardFilter:
     """dw = d(loss)/dw by F(r x r, m x m): dy's m x m tiles against x's 8 x 8 tiles.
 
     ``forward``: a WinogradForward of the same convolution whose transformed input may be
-    reused; ``__call__(x, dy, reuse=True)`` trusts that it was made from this very ``x``.
+    reused; ``__call__(x, dy, reuse=True)`` reuses it when it was made from this very ``x``.
     """
 
     def __init__(self, xp: Any, geom: Any, dtype: Any, forward: WinogradForward | None = None) -> None:
         self.xp, self.geom = xp, geom
-        self.shape = shape = _Geometry(geom)
         dt = np.dtype(dtype)
+        self.shape = shape = _Geometry(geom, dt.itemsize)
         if forward is not None and (forward.geom != geom or forward.dtype != dt):
             raise ValueError("the shared Winograd forward kernel was built for another convolution or dtype")
         self._forward = forward
         self._own_forward: WinogradForward | None = None
         r, m = shape.r, shape.m
-        at_dw, g_dw, bt = matrices(r, m)  # F(r, m): the output is the r x r kernel
+        at_dw, g_dw, _ = matrices(r, m)  # F(r, m): the output is the r x r kernel
         th, tw = shape.tiles
-        self._tile_count = th * tw * geom.N
-        self._dy = xp.zeros((th * m, tw * m, geom.N, geom.F), dtype=dt)
         oh, ow = shape.out_hw
-        self._dy_interior = self._dy[:oh, :ow]
-        self._dy_transform = _TileTransform(xp, dt, g_dw, shape.tiles, m, (0, 0), (th * m, tw * m), geom.N * geom.F)
+
+        def stage(n: int) -> tuple[Any, Any, Any, Any]:
+            dy_buf = xp.zeros((th * m, tw * m, n, geom.F), dtype=dt)
+            transform = _TileTransform(xp, dt, g_dw, shape.tiles, m, (0, 0), (th * m, tw * m), n * geom.F)
+            return dy_buf, dy_buf[:oh, :ow], transform, transform.new_output()
+
+        self._stages = _stages(xp, dt, shape.chunks, stage)
         self._sums = xp.empty((ALPHA * ALPHA, geom.F, geom.C), dtype=dt)
+        self._partial = xp.empty_like(self._sums) if len(shape.chunks) > 1 else None
         self._at = xp.asarray(at_dw.astype(dt))
         self._half = xp.empty((r, ALPHA, geom.F * geom.C), dtype=dt)
         self._rr = xp.empty((r, r, geom.F * geom.C), dtype=dt)
@@ -371,14 +421,16 @@ class WinogradBackwardFilter:
         rr4 = self._rr.reshape(r, r, geom.F, geom.C)
         self._dw_src = rr4.transpose(2, 3, 0, 1) if shape.fmt == "NCHW" else rr4.transpose(2, 0, 1, 3)
 
-    def _transformed_input(self, x: Any, reuse: bool) -> Any:
+    def _transformed_input(self, x: Any, reuse: bool) -> list[Any]:
         if reuse and self._forward is not None and self._forward.source is x:
             return self._forward.transformed
         if self._own_forward is None:  # only when the forward's transform cannot be reused
-            self._own_forward = WinogradForward(self.xp, self.geom, self._dy.dtype)
+            self._own_forward = WinogradForward(self.xp, self.geom, self._dw.dtype)
         own = self._own_forward
-        own._interior[...] = _hwnc(x, own.shape.fmt)
-        return own._input(own._xpad)
+        for (lo, hi, stage, _, _), v in zip(own._runs, own.transformed):
+            stage.interior[...] = _hwnc(x[lo:hi], own.shape.fmt)
+            stage.transform(stage.pad, v)
+        return own.transformed
 
     def __call__(self, x: Any, dy: Any, *, reuse: bool = False) -> Any:
         xp, geom = self.xp, self.geom
@@ -387,13 +439,17 @@ class WinogradBackwardFilter:
         if tuple(dy.shape) != geom.y_shape:
             raise ValueError(f"conv2d output gradient dy has shape {tuple(dy.shape)}, this kernel was built for "
                              f"{geom.y_shape}")
-        v = self._transformed_input(x, reuse)
-        self._dy_interior[...] = _hwnc(dy, self.shape.fmt)
-        d = self._dy_transform(self._dy)
         count = ALPHA * ALPHA
-        # per tile point: (F x tiles) @ (tiles x C), summed over every tile of every image
-        xp.matmul(d.reshape(count, self._tile_count, geom.F).transpose(0, 2, 1),
-                  v.reshape(count, self._tile_count, geom.C), out=self._sums)
+        for k, ((lo, hi), v) in enumerate(zip(self.shape.chunks, self._transformed_input(x, reuse))):
+            dy_buf, interior, transform, d = self._stages[hi - lo]
+            interior[...] = _hwnc(dy[lo:hi], self.shape.fmt)
+            transform(dy_buf, d)
+            tiles = d.size // (count * geom.F)
+            # per tile point: (F x tiles) @ (tiles x C), summed over every tile of every image
+            out = self._sums if k == 0 else self._partial
+            xp.matmul(d.reshape(count, tiles, geom.F).transpose(0, 2, 1), v.reshape(count, tiles, geom.C), out=out)
+            if k:
+                xp.add(self._sums, out, out=self._sums)
         xp.matmul(self._at, self._sums.reshape(ALPHA, -1), out=self._half.reshape(self.shape.r, -1))  # contract a
         xp.matmul(self._at, self._half, out=self._rr)  # contract b, per kernel row
         self._dw[...] = self._dw_src
