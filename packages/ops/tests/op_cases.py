@@ -511,6 +511,83 @@ def avg_pool_grad_ref(dy: np.ndarray, **attrs: Any) -> np.ndarray:
     return loops.avg_pool_grad_ref(attrs["x_shape"], dy, *_pool_geometry(attrs["x_shape"], attrs))
 
 
+# fused by flowjob_ops.fusion_dense: matmul -> bias_add (-> relu), elementwise chains ----------
+def matmul_bias_case(draw: Draw) -> Case:
+    """matmul_bias inputs; with relu, a bias per channel that keeps op(a) @ op(b) + bias away from the kink."""
+    (a, b), attrs = matmul_case(draw)
+    z = matmul_ref(a, b, **attrs)
+    fmt = draw(st.sampled_from([None, "N" + "W" * (z.ndim - 2) + "C"]))
+    axis = 1 if fmt is None else z.ndim - 1
+    activation = draw(st.sampled_from([None, "relu"]))
+    channels = np.moveaxis(z, axis, -1).reshape(-1, z.shape[axis])
+    if activation is None:
+        bias = _array(draw, (z.shape[axis],))
+    else:  # per channel, the candidate offset farthest from every product value
+        grid = np.linspace(-3.0, 3.0, 121)
+        gaps = np.abs(channels[:, :, None] + grid[None, None, :]).min(axis=0)
+        bias = grid[gaps.argmax(axis=1)]
+        if gaps.max(axis=1).min() < 0.05:
+            activation = None
+    return [a, b, bias], attrs | {"data_format": fmt, "activation": activation}
+
+
+def matmul_bias_ref(a: np.ndarray, b: np.ndarray, bias: np.ndarray, transpose_a: bool, transpose_b: bool,
+                    data_format: Any, activation: Any) -> np.ndarray:
+    z = bias_add_ref(matmul_ref(a, b, transpose_a, transpose_b), bias, data_format)
+    return np.maximum(z, 0) if activation == "relu" else z
+
+
+# each step: (op, attrs, args), -1 = the running value; every chain stays where its ops are smooth
+# for the inputs chain_case draws: x (the chain's shape), y (broadcasts into it, |y| <= 1 or positive)
+CHAINS = {
+    "mul_bcast_tanh": ([("multiply", {}, (0, 1)), ("scalar_add", {"scalar": 0.5}, (-1,)), ("tanh", {}, (-1,)),
+                        ("scalar_mul", {"scalar": 2.0}, (-1,))], "any"),
+    "exp_rsub_square": ([("scalar_mul", {"scalar": 0.5}, (0,)), ("exp", {}, (-1,)), ("subtract", {}, (1, -1)),
+                         ("square", {}, (-1,))], "any"),
+    "divided_by_running": ([("square", {}, (0,)), ("scalar_add", {"scalar": 1.0}, (-1,)), ("divide", {}, (1, -1)),
+                            ("negative", {}, (-1,)), ("scalar_rsub", {"scalar": 1.5}, (-1,))], "any"),
+    "log_sqrt": ([("square", {}, (0,)), ("scalar_add", {"scalar": 0.5}, (-1,)), ("sqrt", {}, (-1,)),
+                  ("log", {}, (-1,)), ("scalar_div", {"scalar": 2.0}, (-1,)), ("add", {}, (-1, 1))], "any"),
+    "reciprocal_rdiv_pow": ([("square", {}, (0,)), ("scalar_add", {"scalar": 1.0}, (-1,)), ("reciprocal", {}, (-1,)),
+                             ("scalar_rdiv", {"scalar": 3.0}, (-1,)), ("scalar_pow", {"scalar": 1.5}, (-1,)),
+                             ("divide", {}, (-1, 1))], "positive"),
+    "input_thrice": ([("exp", {}, (0,)), ("multiply", {}, (-1, 0)), ("maximum", {}, (1, -1)),
+                      ("minimum", {}, (-1, 0))], "below"),
+    "relu_kink_free": ([("add", {}, (0, 1)), ("relu", {}, (-1,)), ("scalar_mul", {"scalar": -1.0}, (-1,)),
+                        ("abs", {}, (-1,)), ("sign", {}, (-1,))], "small"),
+}
+NP_STEPS = {
+    "relu": lambda x: np.maximum(x, 0), "tanh": np.tanh, "negative": np.negative, "square": np.square,
+    "sqrt": np.sqrt, "exp": np.exp, "log": np.log, "abs": np.abs, "reciprocal": np.reciprocal, "sign": np.sign,
+    "scalar_add": lambda x, scalar: x + scalar, "scalar_rsub": lambda x, scalar: scalar - x,
+    "scalar_div": lambda x, scalar: x / scalar, "scalar_rdiv": lambda x, scalar: scalar / x,
+    "scalar_pow": lambda x, scalar: x ** scalar, "scalar_mul": lambda x, scalar: x * scalar,
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide, "maximum": np.maximum,
+    "minimum": np.minimum,
+}
+
+
+def chain_case(draw: Draw) -> Case:
+    steps, y_kind = CHAINS[draw(st.sampled_from(sorted(CHAINS)))]
+    shape = _shape(draw)
+    y_shape = tuple(draw(st.sampled_from([1, d])) for d in shape)[draw(st.integers(0, len(shape) - 1)):]
+    if y_kind == "small":  # x + y stays at least 0.05 away from relu's kink and abs's
+        x, y = _away(draw, shape), _array(draw, y_shape, -0.05, 0.05)
+    elif y_kind == "below":  # no ties: x e^x >= -0.37 > y, and x e^x - x = x (e^x - 1) >= 0.01
+        x, y = _away(draw, shape, low=-1.5, high=1.5), _array(draw, y_shape, -3.0, -1.0)
+    else:
+        x = _array(draw, shape, -1.5, 1.5)
+        y = _positive(draw, y_shape) if y_kind == "positive" else _array(draw, y_shape, -1.0, 1.0)
+    return [x, y], {"steps": tuple((op, dict(a), args) for op, a, args in steps)}
+
+
+def chain_ref(*inputs: np.ndarray, steps: Any) -> np.ndarray:
+    value = None
+    for op, attrs, args in steps:
+        value = NP_STEPS[op](*(value if i == -1 else inputs[i] for i in args), **attrs)
+    return value
+
+
 # shape and layout -------------------------------------------------------------------
 def reshape_case(draw: Draw) -> Case:
     shape = _shape(draw)
@@ -769,6 +846,9 @@ CASES = [
     OpCase("conv2d_bias", conv_bias_case, reference=conv_bias_ref),
     OpCase("conv2d_bias_pool", conv_bias_pool_case, reference=conv_bias_pool_ref),
     OpCase("max_pool2d_relu_grad", max_pool_relu_grad_case, reference=max_pool_relu_grad_ref, wrt=()),
+    # fused by flowjob_ops.fusion_dense: matmul -> bias_add (-> relu), runs of elementwise ops
+    OpCase("matmul_bias", matmul_bias_case, reference=matmul_bias_ref),
+    OpCase("elementwise_chain", chain_case, reference=chain_ref),
     OpCase("avg_pool2d", pool_case, reference=avg_pool_ref),
     OpCase("avg_pool2d_grad", avg_pool_grad_case, reference=avg_pool_grad_ref, wrt=()),
     # shape and layout

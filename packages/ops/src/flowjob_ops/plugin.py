@@ -5,13 +5,13 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_ops import array_ops, fusion, math
+from flowjob_ops import array_ops, fusion, fusion_dense, math
 from flowjob_ops.defs import (
-    activations, array, constants, conv, dropout, indexing, matmul, nn_losses, pool, reduce, softmax)
+    activations, array, constants, conv, dropout, fused, indexing, matmul, nn_losses, pool, reduce, softmax)
 from flowjob_ops.defs import math as math_defs
 
 OP_MODULES = (activations, math_defs, reduce, matmul, softmax, nn_losses, dropout, conv, pool, array, indexing,
-              constants)
+              constants, fused)
 
 # Python operators on symbolic blobs: ``x + y``, ``2.0 * x``, ``-x``, ``a @ b``, ``x ** 2``, ``x[0, 1:3]``
 OPERATORS = {
@@ -43,3 +43,7 @@ def flowjob_add_ops(registry: Any) -> None:
 @hookimpl
 def flowjob_add_passes(registry: Any) -> None:
     registry.add("fuse-conv", fusion.run, after="dce", before="verify-final")
+    # after optim-fusion when the optimizer package registered it first (pluggy calls later plugins
+    # first); in any order fuse-dense leaves optim-fusion's matmuls and gradient scales alone
+    after = ("fuse-conv", "optim-fusion") if "optim-fusion" in registry else "fuse-conv"
+    registry.add("fuse-dense", fusion_dense.run, after=after, before="verify-final")
