@@ -72,18 +72,8 @@ def _max_relu_grad_kernel(ctx: KernelContext) -> Any:
     Exact: an element gets dy only from windows whose first maximum it is, where x == y,
     so its mask x > 0 equals y > 0; the mask is applied at the pooled size (1/(kh*kw) of x).
     """
-    x, y = ctx.inputs[0], ctx.inputs[1]
-    xp = ctx.xp
-    backward = pool.MaxPool2dBackward(xp, x.shape, x.dtype, **_options(ctx))
-    mask = ctx.workspace(y.shape, dtype=bool)
-    masked = ctx.workspace(y.shape, dtype=y.dtype)
-
-    def run(x_value: Any, y_value: Any, dy: Any) -> Any:
-        xp.greater(y_value, 0, out=mask)
-        xp.multiply(dy, mask, out=masked)
-        return backward(x_value, y_value, masked)
-
-    return run
+    x = ctx.inputs[0]
+    return pool.MaxPool2dBackward(ctx.xp, x.shape, x.dtype, relu=True, **_options(ctx))
 
 
 # average --------------------------------------------------------------------
