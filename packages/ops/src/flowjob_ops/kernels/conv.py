@@ -583,14 +583,20 @@ class Conv2dBackwardFilter:
         xp = self.xp
         if not reuse_cols:
             self.im2col(x)
+        dyt = None
         if self._per_image is not None:
             g = self.geom
             _check_shape("conv2d output gradient dy", dy, g.y_shape)
-            partial, cols, dw = self._per_image
-            xp.matmul(dy.reshape(g.N, g.F, -1), cols, out=partial)
-            xp.sum(partial, axis=0, out=dw)
-            return self._dw
-        dyt = self._dy(dy)  # (F, M)
+            fnp = dy.reshape(g.N, g.F, -1).transpose(1, 0, 2)
+            if fnp.flags.c_contiguous:  # dy laid out (F, N, P) in memory: it is the (F, M) operand
+                dyt = fnp.reshape(g.F, g.M)
+            else:
+                partial, cols, dw = self._per_image
+                xp.matmul(dy.reshape(g.N, g.F, -1), cols, out=partial)
+                xp.sum(partial, axis=0, out=dw)
+                return self._dw
+        if dyt is None:
+            dyt = self._dy(dy)  # (F, M)
         rows = self.strategy == ROWS
         for (col, out), fs in zip(self._gemms, self._fsl):
             if rows:
