@@ -70,3 +70,16 @@ def test_strided_output_is_the_contiguous_output_without_the_layout_pass(fmt, x_
                                          strided_output=True)(*args)
     assert strided.shape == contiguous.shape
     np.testing.assert_array_equal(strided, contiguous)
+
+
+@pytest.mark.parametrize("order", ["nchw", "fnhw"])
+def test_filter_gradient_takes_dy_in_either_memory_order(order):
+    rng = np.random.default_rng(4)
+    x_shape, w_shape = (3, 1, 8, 8), (5, 1, 3, 3)
+    x = rng.standard_normal(x_shape)
+    dy = rng.standard_normal((3, 5, 8, 8))
+    if order == "fnhw":  # the memory order of a column-layout conv output's gradient
+        dy = np.ascontiguousarray(dy.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
+    got = conv_kernels.Conv2dBackwardFilter(np, x_shape, w_shape, np.float64, 1, "SAME", strategy="cols")(x, dy)
+    want = conv_kernels.Conv2dBackwardFilter(np, x_shape, w_shape, np.float64, 1, "SAME", strategy="rows")(x, dy)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
