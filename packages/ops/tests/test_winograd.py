@@ -263,3 +263,14 @@ def test_chunked_batches_give_the_same_results(chunk_bytes: int, monkeypatch: py
     want_dw = conv.Conv2dBackwardFilter(np, x_shape, w_shape, np.float64, 1, "SAME")(x, dy)
     got = winograd.WinogradBackwardFilter(np, geom, np.float64, forward=forward)(x, dy, reuse=True)
     assert _relative(got, want_dw) < 1e-12
+
+
+def test_other_array_modules_keep_im2col(monkeypatch: pytest.MonkeyPatch) -> None:
+    class FakeCupy:
+        __name__ = "cupy"
+
+    geom = conv.ConvGeometry.create((2, 32, 14, 14), (64, 32, 5, 5), 1, "SAME", 1, 1, "NCHW")
+    for choice in ("auto", "winograd"):
+        monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", choice)
+        assert conv_defs.algorithm(geom, np) == "winograd"
+        assert conv_defs.algorithm(geom, FakeCupy()) == "im2col"

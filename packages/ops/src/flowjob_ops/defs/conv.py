@@ -14,7 +14,7 @@ the very array it is given (in a step the forward node always runs first; otherw
 e.g. when the forward output was dropped as dead code, it builds the matrix itself). The
 Winograd kernels share the forward's transformed input the same way.
 
-Algorithm choice (``algorithm``): Winograd F(m x m, r x r) where it applies (stride 1, no
+Algorithm choice (``algorithm``): on numpy, Winograd F(m x m, r x r) where it applies (stride 1, no
 dilation, one group, square 3/4/5 kernel) and has enough channels for its 64 channel GEMMs
 to pay (``winograd.worthwhile``); im2col otherwise. ``FLOWJOB_CONV_ALGORITHM`` in the
 environment (read when a plan is built) overrides it: ``im2col`` everywhere (the reference
@@ -41,12 +41,16 @@ def geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> con
                                     attrs.get("data_format", "NCHW"))
 
 
-def algorithm(geom: conv.ConvGeometry) -> str:
-    """"winograd" or "im2col" for this convolution (see the module docstring)."""
+def algorithm(geom: conv.ConvGeometry, xp: Any = None) -> str:
+    """"winograd" or "im2col" for this convolution on array module ``xp`` (see the module docstring).
+
+    Winograd is a CPU algorithm here (its transforms are many small GEMMs on strided views);
+    other backends keep im2col, whose one large GEMM suits them.
+    """
     choice = os.environ.get("FLOWJOB_CONV_ALGORITHM", "auto").strip().lower() or "auto"
     if choice not in ALGORITHMS:
         raise ValueError(f"FLOWJOB_CONV_ALGORITHM must be one of {ALGORITHMS}, got {choice!r}")
-    if choice == "im2col":
+    if choice == "im2col" or (xp is not None and getattr(xp, "__name__", "") != "numpy"):
         return "im2col"
     usable = winograd.applicable(geom) if choice == "winograd" else winograd.worthwhile(geom)
     return "winograd" if usable else "im2col"
@@ -81,7 +85,7 @@ def _conv_kernel(ctx: KernelContext) -> Any:
     bias = ctx.op == "conv2d_bias"
     relu = bias and ctx.attrs.get("activation") == "relu"
     geom = geometry(x.shape, w.shape, ctx.attrs)
-    if algorithm(geom) == "winograd":
+    if algorithm(geom, ctx.xp) == "winograd":
         fast = winograd.WinogradForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu)
         if ctx.training:  # the filter-gradient node reuses its transformed input (see _grad_filter_kernel)
             ctx.shared[("conv2d-winograd", ctx.node_name)] = fast
@@ -191,7 +195,7 @@ def _conv_bias_pool_kernel(ctx: KernelContext) -> Any:
     return conv.Conv2dBiasPool(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs),
                                pool=(pool["ksize"], pool["strides"], pool["padding"]),
                                relu=ctx.attrs.get("activation") == "relu",
-                               algorithm=algorithm(geometry(x.shape, w.shape, _conv_attrs(ctx.attrs))))
+                               algorithm=algorithm(geometry(x.shape, w.shape, _conv_attrs(ctx.attrs)), ctx.xp))
 
 
 def _conv_bias_pool_grad(ctx: GradContext) -> list[Any]:
@@ -224,7 +228,7 @@ def _grad_data_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 def _grad_data_kernel(ctx: KernelContext) -> Any:
     dy, w = ctx.inputs
     geom = geometry(ctx.attrs["x_shape"], w.shape, ctx.attrs)
-    if algorithm(geom) == "winograd":
+    if algorithm(geom, ctx.xp) == "winograd":
         return winograd.WinogradBackwardData(ctx.xp, geom, dy.dtype)
     return conv.Conv2dBackwardData(ctx.xp, ctx.attrs["x_shape"], w.shape, dy.dtype, **_options(ctx.attrs))
 
@@ -239,7 +243,7 @@ def _grad_filter_kernel(ctx: KernelContext) -> Any:
     x, dy = ctx.inputs
     options = _options(ctx.attrs)
     geom = geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
-    if algorithm(geom) == "winograd":
+    if algorithm(geom, ctx.xp) == "winograd":
         forward = ctx.shared.get(("conv2d-winograd", ctx.attrs.get("forward")))
         if not isinstance(forward, winograd.WinogradForward) or forward.geom != geom or forward.dtype != x.dtype:
             forward = None
