@@ -402,3 +402,22 @@ def test_memory_order(fmt: str) -> None:
     assert pool.memory_order(_laid_out(x, "FNHW", fmt), sp) == (c, n, h, w)
     assert pool.memory_order(_laid_out(x, "HWNC", fmt), sp) == (h, w, n, c)
     assert pool.memory_order(_laid_out(x, "reversed", fmt), sp) == (n, c, h, w)  # an NCHW buffer
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 2, 4, 1), (3, 4, 6, 1)])
+def test_one_channel_nhwc_tiling(shape, dtype):
+    # the innermost axis is 1 long: the uint16 / uint64 views must be taken of the flat buffer
+    x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    y = pool.MaxPool2d(np, shape, dtype, 2, 2, "VALID", "NHWC")(x).copy()
+    dy = np.random.default_rng(1).standard_normal(y.shape).astype(dtype)
+    got = pool.MaxPool2dBackward(np, shape, dtype, 2, 2, "VALID", "NHWC")(x, y, dy)
+    want = np.zeros_like(x)
+    n, h, w, c = shape
+    for i in range(n):
+        for oh in range(h // 2):
+            for ow in range(w // 2):
+                window = x[i, 2 * oh:2 * oh + 2, 2 * ow:2 * ow + 2, 0].reshape(-1)
+                k = int(np.argmax(window))
+                want[i, 2 * oh + k // 2, 2 * ow + k % 2, 0] += dy[i, oh, ow, 0]
+    np.testing.assert_array_equal(got, want)

@@ -562,9 +562,9 @@ class MaxPool2dBackward(_Pool2d):
     def _repeat(self, t: _Tiling, buf: _GradBuffers, a: Any, out: Any) -> None:
         """out = a (pooled block) with every window's value kw times (along out's kw axis)."""
         xp = self.xp
-        if t.kw == 2 and t.inner == 1 and a.dtype.itemsize == 4:  # (a is contiguous)
+        if t.kw == 2 and t.inner == 1 and a.dtype.itemsize == 4 and out.flags.c_contiguous:  # (a is contiguous)
             # both 32-bit halves of a uint64 get the bits of a: one contiguous multiply
-            xp.multiply(a.view(np.uint32), np.uint64(0x100000001), out=out.view(np.uint64).reshape(a.shape),
+            xp.multiply(a.view(np.uint32), np.uint64(0x100000001), out=out.reshape(-1).view(np.uint64).reshape(a.shape),
                         dtype=np.uint64)
             return
         for j in range(t.kw):  # per tap a strided copy
@@ -574,7 +574,8 @@ class MaxPool2dBackward(_Pool2d):
         """Whether some window of the block (``buf.hits``) has two or more hits."""
         xp, hits = self.xp, buf.hits
         if buf.lanes:
-            lanes = hits.view(np.uint16).reshape(-1)  # (..., oh, kh, ow): a window row's two taps
+            # (..., oh, kh, ow): a window row's two taps; flattened first, as the last axis may be 1 long
+            lanes = hits.reshape(-1).view(np.uint16)
             flag = buf.flag
             xp.equal(lanes, np.uint16(0x0101), out=flag)
             if flag.any():
