@@ -94,7 +94,10 @@ def test_version_0_1_program_trains_with_the_train_config():
     x = rng.standard_normal((8, 5)).astype(np.float32)
     y = rng.integers(0, 3, 8).astype(np.int32)
     flow.train.CheckPoint().init()
-    losses = [train_job(x, y).get().mean() for _ in range(30)]
+    # convex softmax regression with plain SGD at lr 0.1: the loss falls at every step (the initial
+    # weights depend on how many ops earlier tests named, so the margin is kept wide)
+    losses = [train_job(x, y).get().mean() for _ in range(60)]
+    assert all(b < a for a, b in zip(losses, losses[1:]))
     assert losses[-1] < losses[0] * 0.7
     names = get_default_session().variables.names()
     assert "System-Train-TrainStep-train_job" in names
