@@ -24,7 +24,7 @@ reference for tests.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 from flowjob_core.ir import Job, Node
 
@@ -65,6 +65,37 @@ def _rewrite(job: Job, groups: list[tuple[list[Node], Node]], dropped_lbns: set[
         job.specs.pop(lbn, None)
 
 
+def bias_act_tail(job: Job, users: dict[str, list[Node]], observed: set[str], node: Node, value: str, *,
+                  relu: bool = True, axis_ok: Callable[[Node], bool] = lambda add: True
+                  ) -> tuple[list[Node], str, str | None, set[str]] | None:
+    """The bias_add (-> relu) after ``value``, ``node``'s output, when a fusion may swallow them.
+
+    Returns (the bias_add and relu nodes, the chain's last output, the activation or None, the
+    values the fusion swallows), or None when ``value`` is observed, has another reader, or is
+    not followed by a bias_add of its dtype on its device that ``axis_ok`` accepts. The relu joins
+    (with ``relu``) only if it is the pre-activation's only reader and that is not observed.
+    """
+    readers = users.get(value, [])
+    if value in observed or len(readers) != 1:
+        return None
+    add = readers[0]
+    if add.op != "bias_add" or add.inputs[0] != value or add.device != node.device or not axis_ok(add):
+        return None
+    if job.specs[add.inputs[1]].dtype != job.specs[value].dtype:
+        return None
+    members, swallowed, activation = [add], {value}, None
+    (out,) = add.outputs
+    z_users = users.get(out, [])
+    if relu and out not in observed and len(z_users) == 1:
+        act = z_users[0]
+        if act.op == "relu" and act.inputs == (out,) and act.device == node.device:
+            members.append(act)
+            swallowed.add(out)
+            (out,) = act.outputs
+            activation = "relu"
+    return members, out, activation, swallowed
+
+
 def fuse_conv_bias_act(job: Job) -> int:
     """conv2d -> bias_add (-> relu) => conv2d_bias. Returns the number of fusions."""
     observed = _observed(job)
@@ -74,37 +105,22 @@ def fuse_conv_bias_act(job: Job) -> int:
     for node in job.nodes:
         if node.op != "conv2d":
             continue
-        (c,) = node.outputs
-        c_users = users.get(c, [])
-        if c in observed or len(c_users) != 1:
-            continue
-        add = c_users[0]
-        if add.op != "bias_add" or add.inputs[0] != c or add.device != node.device:
-            continue
         fmt = node.attrs.get("data_format", "NCHW")
-        try:
-            if bias_axis(add.attrs.get("data_format"), 4) != channel_axis(fmt):
-                continue
-        except Exception:  # an attribute the ops would refuse anyway: leave the nodes alone
+
+        def same_axis(add: Node, fmt: str = fmt) -> bool:
+            try:
+                return bias_axis(add.attrs.get("data_format"), 4) == channel_axis(fmt)
+            except Exception:  # an attribute the ops would refuse anyway: leave the nodes alone
+                return False
+
+        tail = bias_act_tail(job, users, observed, node, node.outputs[0], axis_ok=same_axis)
+        if tail is None:
             continue
-        b = add.inputs[1]
-        if job.specs[b].dtype != job.specs[c].dtype:
-            continue
-        members = [node, add]
-        (out,) = add.outputs
-        activation = None
-        z_users = users.get(out, [])
-        if out not in observed and len(z_users) == 1:
-            act = z_users[0]
-            if act.op == "relu" and act.inputs == (out,) and act.device == node.device:
-                members.append(act)
-                dropped.add(out)
-                (out,) = act.outputs
-                activation = "relu"
-        dropped.add(c)
-        fused = Node("conv2d_bias", node.name, (node.inputs[0], node.inputs[1], b), (out,),
+        members, out, activation, swallowed = tail
+        dropped |= swallowed
+        fused = Node("conv2d_bias", node.name, (node.inputs[0], node.inputs[1], members[0].inputs[1]), (out,),
                      dict(node.attrs) | {"activation": activation}, node.device, node.source)
-        groups.append((members, fused))
+        groups.append(([node] + members, fused))
     _rewrite(job, groups, dropped)
     return len(groups)
 

@@ -30,7 +30,7 @@ from typing import Any
 from flowjob_core.ir import Job, Node
 
 from flowjob_ops.defs.fused import ELEMENTWISE_CHAIN, MATMUL_ATTRS, MATMUL_BIAS, RUNNING, STEPS
-from flowjob_ops.fusion import _observed, _rewrite, enabled
+from flowjob_ops.fusion import _observed, _rewrite, bias_act_tail, enabled
 
 
 def _own_kernels(ctx: Any, *ops: str) -> bool:
@@ -60,33 +60,17 @@ def fuse_dense(job: Job, ctx: Any = None) -> int:
     for node in job.nodes:
         if node.op != "matmul" or set(node.attrs) - set(MATMUL_ATTRS):
             continue  # an attribute the fused kernel does not know: leave the node alone
-        (y,) = node.outputs
-        y_users = users.get(y, [])
-        if y in observed or len(y_users) != 1:
+        tail = bias_act_tail(job, users, observed, node, node.outputs[0], relu=relu_ok)
+        if tail is None:
             continue
-        add = y_users[0]
-        if add.op != "bias_add" or add.inputs[0] != y or add.device != node.device:
-            continue
-        bias = add.inputs[1]
-        if job.specs[bias].dtype != job.specs[y].dtype:
-            continue
-        members = [node, add]
-        (out,) = add.outputs
-        activation = None
-        z_users = users.get(out, [])
-        if relu_ok and out not in observed and len(z_users) == 1:
-            act = z_users[0]
-            if act.op == "relu" and act.inputs == (out,) and act.device == node.device:
-                members.append(act)
-                dropped.add(out)
-                (out,) = act.outputs
-                activation = "relu"
-        dropped.add(y)
+        members, out, activation, swallowed = tail
+        dropped |= swallowed
+        add = members[0]
         attrs = {k: bool(node.attrs.get(k, False)) for k in MATMUL_ATTRS}
         attrs |= {"data_format": add.attrs.get("data_format"), "activation": activation}
-        fused = Node(MATMUL_BIAS.name, node.name, (node.inputs[0], node.inputs[1], bias), (out,), attrs, node.device,
-                     node.source)
-        groups.append((members, fused))
+        fused = Node(MATMUL_BIAS.name, node.name, (node.inputs[0], node.inputs[1], add.inputs[1]), (out,), attrs,
+                     node.device, node.source)
+        groups.append(([node] + members, fused))
     _rewrite(job, groups, dropped)
     return len(groups)
 
