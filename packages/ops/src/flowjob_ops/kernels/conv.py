@@ -47,6 +47,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .padding import Window2d, as_strided, check_data_format
+from .winograd import WinogradForward
 
 ROWS = "rows"
 COLS = "cols"
@@ -435,7 +436,7 @@ class Conv2dForward:
             self._rhs = [self.im2col.mat[k] for k in range(g.groups)]
             self._bias_shape = (g.F, 1)
         self._gemm = gemm
-        self._out = self._y
+        self._out = self._relu_target = self._y
         if strided_output and self._fix is not None:
             # y as a strided view of the GEMM buffer: no layout pass (consumers read strided arrays)
             if self.strategy == ROWS:
@@ -444,6 +445,7 @@ class Conv2dForward:
                 fnhw = gemm.reshape(g.F, g.N, oh, ow)
                 self._out = fnhw.transpose(1, 0, 2, 3) if g.data_format == "NCHW" else fnhw.transpose(1, 2, 3, 0)
             self._y = xp.empty((0,), dtype=self._y.dtype)
+            self._relu_target = gemm
             self._fix = None
 
     def raw(self, x: Any, w: Any) -> tuple[Any, str]:
@@ -503,8 +505,7 @@ class Conv2dForward:
             else:
                 dst[...] = src
         elif self.relu:
-            out = self._gemm if self._out is not self._y else self._y
-            xp.maximum(out, 0, out=out)
+            xp.maximum(self._relu_target, 0, out=self._relu_target)
         return self._out
 
 
@@ -743,7 +744,6 @@ class Conv2dBiasPool:
                  data_format: str = "NCHW", *, pool: tuple[Any, Any, Any], relu: bool = False,
                  strategy: str | None = None, algorithm: str = "im2col"):
         from .pool import MaxPool2d
-        from .winograd import WinogradForward
 
         self.xp = xp
         g = self.geom = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)

@@ -314,6 +314,13 @@ class WinogradForward:
         self._y = _from_hwnc(self._valid, shape.fmt)
         self.source: Any = None
 
+    def transform_input(self, x: Any) -> list[Any]:
+        """Only the input transform (for a filter gradient that cannot reuse a forward's)."""
+        for (lo, hi, stage, _, _), v in zip(self._runs, self.transformed):
+            stage.interior[...] = _hwnc(x[lo:hi], self.shape.fmt)
+            stage.transform(stage.pad, v)
+        return self.transformed
+
     def raw(self, x: Any, w: Any) -> Any:
         """conv(x, w) without bias, as the (H', W', N, F) output buffer (H' >= OH, W' >= OW)."""
         xp, geom, fmt = self.xp, self.geom, self.shape.fmt
@@ -426,11 +433,7 @@ class WinogradBackwardFilter:
             return self._forward.transformed
         if self._own_forward is None:  # only when the forward's transform cannot be reused
             self._own_forward = WinogradForward(self.xp, self.geom, self._dw.dtype)
-        own = self._own_forward
-        for (lo, hi, stage, _, _), v in zip(own._runs, own.transformed):
-            stage.interior[...] = _hwnc(x[lo:hi], own.shape.fmt)
-            stage.transform(stage.pad, v)
-        return own.transformed
+        return self._own_forward.transform_input(x)
 
     def __call__(self, x: Any, dy: Any, *, reuse: bool = False) -> Any:
         xp, geom = self.xp, self.geom
