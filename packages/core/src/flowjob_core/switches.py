@@ -1,0 +1,92 @@
+"""Every ``FLOWJOB_*`` environment switch, declared once, read into one ``Settings`` object.
+
+Switches are read when they are used (a session is made, a job is planned), never at import,
+so a test or a program may set them any time before. A value that is not understood is a
+``ConfigError`` naming the variable, never a silent default. ``python -m oneflow info`` prints
+the table with the values in effect.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from flowjob_core.errors import ConfigError
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+CONV_ALGORITHMS = ("auto", "im2col", "winograd")
+
+
+def _switch(env: str, default: Any, doc: str, *, choices: tuple[str, ...] = ()) -> Any:
+    return field(default=default, metadata={"env": env, "doc": doc, "choices": choices})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The values of the ``FLOWJOB_*`` switches; ``Settings()`` holds the defaults."""
+
+    fusion: bool = _switch("FLOWJOB_FUSION", True, "graph fusion passes (0 gives the unfused reference graph)")
+    conv_algorithm: str = _switch(
+        "FLOWJOB_CONV_ALGORITHM", "auto", "convolution algorithm on the cpu backend", choices=CONV_ALGORITHMS)
+    blas_fusion: bool = _switch(
+        "FLOWJOB_BLAS_FUSION", True, "plain SGD folded into its gradient's GEMM on the cpu backend")
+    malloc_tuning: bool = _switch(
+        "FLOWJOB_MALLOC_TUNING", False,
+        "opt-in: tune glibc malloc for the whole process (faster steps, freed memory kept by the process)")
+    device: str = _switch("FLOWJOB_DEVICE", "", "force the device tag every job runs on (cpu, gpu, ...)")
+    disable_plugin_autoload: bool = _switch(
+        "FLOWJOB_DISABLE_PLUGIN_AUTOLOAD", False, "load no entry-point plugins, only core's built-ins")
+    plugins: tuple[str, ...] = _switch("FLOWJOB_PLUGINS", (), "load only these entry-point plugins (a,b)")
+    blocked_plugins: tuple[str, ...] = _switch(
+        "FLOWJOB_BLOCKED_PLUGINS", (), "block these plugins by name, built-ins included (a,b)")
+    kernel_dir: str = _switch("FLOWJOB_KERNEL_DIR", "", "folder of CUDA sources replacing flowjob-gpu's own")
+    data_home: str = _switch(
+        "FLOWJOB_DATA_HOME", "", "dataset cache folder (flowjob-data; default ${XDG_CACHE_HOME:-~/.cache}/flowjob)")
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        """The settings the environment asks for; an unreadable value is a ConfigError naming it."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = env.get(f.metadata["env"])
+            if raw is not None:
+                values[f.name] = _parse(f, raw)
+        return cls(**values)
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(variable, value in effect, what it does) for every switch."""
+        rows = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            shown = ",".join(value) if isinstance(value, tuple) else ("1" if value is True else "0" if value is False
+                                                                      else value)
+            rows.append((f.metadata["env"], shown or "-", f.metadata["doc"]))
+        return rows
+
+
+def _parse(f: "dataclasses.Field[Any]", raw: str) -> Any:
+    env, text = f.metadata["env"], raw.strip()
+    if isinstance(f.default, bool):
+        lowered = text.lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise ConfigError(f"{env}={raw!r}: expected one of 1/0, true/false, yes/no, on/off")
+    if isinstance(f.default, tuple):
+        return tuple(n.strip() for n in text.split(",") if n.strip())
+    choices = f.metadata["choices"]
+    if choices:
+        text = text.lower() or str(f.default)
+        if text not in choices:
+            raise ConfigError(f"{env}={raw!r}: expected one of {', '.join(choices)}")
+    return text
+
+
+def current() -> Settings:
+    """The settings of the process environment now (read afresh on every call)."""
+    return Settings.from_environ()
