@@ -220,19 +220,3 @@ def test_conv_bias_pool_kernel_matches_the_chain(fmt: str, strategy: str, size: 
         got = fused(x, w, b)
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-
-
-# allocator settings (flowjob_core.backends.numpy_backend, applied once when the backend is made) ------
-@pytest.mark.parametrize("setting, expected", [("0", "False"), ("1", "True")])
-def test_malloc_tuning_is_applied_once_and_can_be_switched_off(setting: str, expected: str) -> None:
-    import os
-    import platform
-    import subprocess
-
-    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
-        expected = "False"  # mallopt is glibc's: elsewhere the tuning reports it was not applied
-    code = ("from flowjob_core.backends import numpy_backend as nb; assert nb._malloc_tuned is None; "
-            "nb.make_backend(); first = nb._malloc_tuned; nb.make_backend(); print(first, nb.tune_malloc())")
-    out = subprocess.run([sys.executable, "-c", code], env=os.environ | {"FLOWJOB_MALLOC_TUNING": setting},
-                         capture_output=True, text=True, check=True).stdout.split()
-    assert out == [expected, expected]

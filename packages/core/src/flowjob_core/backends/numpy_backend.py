@@ -1,14 +1,14 @@
 """The numpy backend (device tag ``cpu``), registered like any plugin's backend.
 
-Allocator tuning: when the backend is first created, glibc's malloc is told (through ctypes,
-``mallopt``) to keep freed memory instead of returning it to the system
-(``M_TRIM_THRESHOLD`` = 2**31 - 1) and to grow the heap in 512 MiB steps (``M_TOP_PAD``).
-Blocks up to 1 GiB are served from the heap
-(``M_MMAP_THRESHOLD``). Without this every large temporary (numpy's ufunc/BLAS scratch) is a
-fresh mmap that is page-faulted again on each step (~80 us per MiB on the reference
-machine). It happens once per process, never at import, only with glibc, and
-``FLOWJOB_MALLOC_TUNING=0`` switches it off. Peak memory does not grow: the tuning keeps
-freed pages for reuse, it does not allocate more.
+Allocator tuning is an explicit opt-in (``FLOWJOB_MALLOC_TUNING=1``, or calling
+``tune_malloc(True)``), because it changes the C allocator of the whole process: glibc's malloc
+is told (through ctypes, ``mallopt``) to keep freed memory instead of returning it to the
+system (``M_TRIM_THRESHOLD`` = 2**31 - 1), to grow the heap in 512 MiB steps (``M_TOP_PAD``)
+and to serve blocks up to 1 GiB from the heap (``M_MMAP_THRESHOLD``). Without it every large
+temporary (numpy's ufunc/BLAS scratch) is a fresh mmap that is page-faulted again on each
+step; with it a training step is faster (see ``bench/README.md``), but memory the program
+frees later stays with the process. A library must not decide that for its host program, so
+the default leaves malloc alone. ``python -m oneflow info`` shows whether it is in effect.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import numpy as np
 
 from flowjob_core.plugin import hookimpl
 from flowjob_core.registry import Backend, BackendRegistry
+from flowjob_core.switches import current
 
 
 def _cpu_count() -> int:
@@ -35,17 +36,24 @@ _TOP_PAD = 512 << 20
 _malloc_tuned: bool | None = None  # None: not tried yet; else whether mallopt succeeded
 
 
-def tune_malloc() -> bool:
-    """Apply the allocator settings once per process; True if they are in effect.
+def malloc_tuned() -> bool:
+    """Whether this process runs with the allocator tuning (``tune_malloc``) in effect."""
+    return bool(_malloc_tuned)
 
-    Off with ``FLOWJOB_MALLOC_TUNING=0``; a no-op (False) where the C library is not glibc.
+
+def tune_malloc(requested: bool | None = None) -> bool:
+    """Apply the allocator settings once per process, if asked; True if they are in effect.
+
+    ``requested`` None follows ``FLOWJOB_MALLOC_TUNING`` (off by default); True applies them.
+    Once applied they stay for the life of the process (glibc has no undo). A no-op (False)
+    where the C library is not glibc.
     """
     global _malloc_tuned
-    if _malloc_tuned is not None:
-        return _malloc_tuned
-    _malloc_tuned = False
-    if os.environ.get("FLOWJOB_MALLOC_TUNING", "1").strip().lower() in ("0", "false", "no", "off"):
+    if _malloc_tuned:
+        return True
+    if not (current().malloc_tuning if requested is None else requested):
         return False
+    _malloc_tuned = False
     if not sys.platform.startswith("linux"):
         return False
     try:
