@@ -2,7 +2,6 @@
 within float32 tolerance, fused kernels match their unfused chains, and a value a fusion would
 swallow stays observable (a probe or fetch of it turns that fusion off)."""
 
-import sys
 from typing import Any
 
 import numpy as np
