@@ -161,3 +161,4 @@ def test_error_left_at_exit_is_printed_and_the_process_ends_normally():
     assert result.returncode == 0
     assert "end of program" in result.stdout
     assert "RuntimeError: late failure" in result.stderr and "in bad" in result.stderr
+    assert "an error was raised by a job callback or handler" in result.stderr  # the flowjob.session logger

@@ -6,10 +6,9 @@ There is no session at import; the default one is made on first use and replaced
 from __future__ import annotations
 
 import atexit
+import logging
 import os
-import sys
 import threading
-import traceback
 import warnings
 import weakref
 from typing import TYPE_CHECKING
@@ -25,6 +24,8 @@ from flowjob_core.variables import VariableStore
 
 if TYPE_CHECKING:
     from flowjob_core.function import JobFunction
+
+logger = logging.getLogger("flowjob.session")
 
 
 class Session:
@@ -158,6 +159,5 @@ def _finish_at_exit() -> None:
     for session in list(_live_sessions):
         try:
             session.close()
-        except BaseException:  # the process is ending: print what a callback raised, never lose it
-            print("flowjob: an error was raised by a job callback or handler:", file=sys.stderr)
-            traceback.print_exc()
+        except BaseException:  # the process is ending: report what a callback raised, never lose it
+            logger.exception("an error was raised by a job callback or handler")
