@@ -265,3 +265,40 @@ def test_chain_inference_refuses_a_step_that_cannot_run_in_place() -> None:
         ELEMENTWISE_CHAIN.infer((a,), {"steps": (("exp", {}, (0,)), ("exp", {}, (0,)))})
     with pytest.raises(ShapeError, match="not one of"):
         ELEMENTWISE_CHAIN.infer((a,), {"steps": (("sigmoid", {}, (0,)),)})
+
+
+def test_two_chains_meeting_at_one_binary_node_do_not_overlap() -> None:
+    """Both operands of an add are single-reader candidates: the add joins one chain only (the first
+    operand's, in job order); the other chain ends before it and its result is an input of the first."""
+    specs = {"x/out": (1,), "r1/out": (1,), "r2/out": (1,), "m1/out_0": (1,), "a/out_0": (1,), "m2/out_0": (1,),
+             "e2/out_0": (1,), "b/out_0": (1,)}
+    nodes = [Node("input", "x", (), ("x/out",)), Node("input", "r1", (), ("r1/out",)),
+             Node("input", "r2", (), ("r2/out",)),
+             Node("scalar_mul", "m1", ("r1/out",), ("m1/out_0",), {"scalar": 2.0}),
+             Node("add", "a", ("x/out", "m1/out_0"), ("a/out_0",)),
+             Node("scalar_mul", "m2", ("r2/out",), ("m2/out_0",), {"scalar": 2.0}),
+             Node("exp", "e2", ("m2/out_0",), ("e2/out_0",)),
+             Node("add", "b", ("a/out_0", "e2/out_0"), ("b/out_0",))]
+    job = _job(nodes, specs, ["b/out_0"])
+    assert fusion_dense.fuse_elementwise_chains(job) == 2
+    first, second = [n for n in job.nodes if n.op == "elementwise_chain"]
+    assert [op for op, _, _ in first.attrs["steps"]] == ["scalar_mul", "exp"] and first.outputs == ("e2/out_0",)
+    assert [op for op, _, _ in second.attrs["steps"]] == ["scalar_mul", "add", "add"]
+    assert second.inputs == ("r1/out", "x/out", "e2/out_0") and second.outputs == ("b/out_0",)
+    defined: set[str] = set()
+    for node in job.nodes:  # defined before use, in the rewritten order
+        assert set(node.inputs) <= defined, node.name
+        defined.update(node.outputs)
+    assert set(job.specs) == {"x/out", "r1/out", "r2/out", "e2/out_0", "b/out_0"}
+
+
+def test_a_node_in_two_fused_groups_is_refused() -> None:
+    from flowjob_core import FlowjobError
+    from flowjob_ops.fusion import _rewrite
+
+    nodes = [Node("input", "x", (), ("x/out",)), Node("exp", "e", ("x/out",), ("e/out_0",)),
+             Node("negative", "n", ("e/out_0",), ("n/out_0",))]
+    job = _job(nodes, {"x/out": (2,), "e/out_0": (2,), "n/out_0": (2,)}, ["n/out_0"])
+    one = Node("elementwise_chain", "n", ("x/out",), ("n/out_0",))
+    with pytest.raises(FlowjobError, match="'n' \\(negative\\) is in two fused groups"):
+        _rewrite(job, [([nodes[1], nodes[2]], one), ([nodes[2]], one)], set())

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import Job, Node
 
 from flowjob_ops.defs.conv import channel_axis
@@ -52,7 +53,11 @@ def _rewrite(job: Job, groups: list[tuple[list[Node], Node]], dropped_lbns: set[
     gone: set[int] = set()
     at: dict[int, Node] = {}
     for members, fused in groups:
-        gone.update(id(n) for n in members)
+        for n in members:
+            if id(n) in gone:  # two fused nodes would replace it: one of them would read a swallowed value
+                raise FlowjobError(f"job {job.name!r}: fusion bug: node {n.name!r} ({n.op}) is in two fused groups "
+                                   f"(the second makes {fused.name!r} ({fused.op}))")
+            gone.add(id(n))
         at[id(members[-1])] = fused
     nodes: list[Node] = []
     for node in job.nodes:

@@ -87,7 +87,12 @@ def fuse_elementwise_chains(job: Job, ctx: Any = None) -> int:
     def writes_in_place(node: Node) -> bool:  # without the registries (a bare call) nothing is known to
         return registries is not None and node.op in registries.ops and bool(registries.ops[node.op].mutates)
 
-    nxt: dict[int, Node] = {}  # member -> the next member of its chain
+    # member -> the next member of its chain. A binary node can be the single reader of both of its
+    # operands; linking both would put it in two chains (two fused nodes in its place, one reading a
+    # value the other swallowed). Each node takes one predecessor, the first in job order; the other
+    # operand's chain ends before it and its result becomes an input of this chain.
+    nxt: dict[int, Node] = {}
+    claimed: set[int] = set()
     for node in job.nodes:
         if id(node) not in candidates:
             continue
@@ -96,12 +101,15 @@ def fuse_elementwise_chains(job: Job, ctx: Any = None) -> int:
         if v in observed or len(readers) != 1:  # a node reading v twice is listed twice
             continue
         succ = readers[0]
-        if id(succ) not in candidates or succ.device != node.device or job.specs[succ.outputs[0]] != job.specs[v]:
+        if id(succ) not in candidates or id(succ) in claimed or succ.device != node.device:
+            continue
+        if job.specs[succ.outputs[0]] != job.specs[v]:
             continue
         if succ.op == "scalar_mul" and any(writes_in_place(r) for r in users.get(succ.outputs[0], [])):
             continue  # the gradient scale an optimizer update folds in (optim-fusion): keep it a node
         nxt[id(node)] = succ
-    followers = {id(s) for s in nxt.values()}
+        claimed.add(id(succ))
+    followers = claimed
     heads = [n for n in job.nodes if id(n) in nxt and id(n) not in followers]
     groups: list[tuple[list[Node], Node]] = []
     dropped: set[str] = set()
