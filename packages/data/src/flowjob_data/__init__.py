@@ -4,6 +4,7 @@ from flowjob_data.errors import ChecksumError, CorruptDataError, DataUnavailable
 from flowjob_data.mnist import load_mnist
 from flowjob_data.sources import cache_dir, fetch_mnist
 
+__version__ = "0.1.0"
 __all__ = [
     "ChecksumError",
     "CorruptDataError",

@@ -6,4 +6,5 @@ kernel); ``plugin`` registers them. The public modules are ``nn``, ``math``, ``l
 """
 from flowjob_ops import array_ops, initializers, layers, math, nn
 
+__version__ = "0.1.0"
 __all__ = ["array_ops", "initializers", "layers", "math", "nn"]

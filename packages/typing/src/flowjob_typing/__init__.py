@@ -4,6 +4,7 @@ from flowjob_typing.annotations import (
     PlaceholderDef, fixed_tensor_def, mirrored_tensor_def)
 from flowjob_typing.values import AsyncResult, FutureResult, LocalBlob
 
+__version__ = "0.1.0"
 __all__ = [
     "AsyncResult", "Bundle", "Callback", "Dict", "FixedTensorDef", "Future", "FutureResult", "ListListNumpy",
     "ListNumpy", "LocalBlob", "MirroredTensorDef", "Numpy", "PlaceholderDef", "fixed_tensor_def",
