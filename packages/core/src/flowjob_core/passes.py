@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flowjob_core.analysis import observed_values
 from flowjob_core.autodiff import differentiate
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import Job
@@ -60,7 +61,7 @@ def verify(job: Job, ctx: PassContext) -> None:
 def eliminate_dead_code(job: Job, ctx: PassContext) -> None:
     """Drop nodes nothing needs; returns, fetched values, losses, effects and placeholders are kept."""
     ops = ctx.registries.ops
-    live = set(job.returns) | {s.lbn for s in job.side_outputs} | set(job.losses)
+    live = observed_values(job)
     kept = []
     for node in reversed(job.nodes):
         opdef = ops[node.op]

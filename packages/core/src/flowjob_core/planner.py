@@ -11,6 +11,7 @@ import linecache
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from flowjob_core.analysis import buffer_roots, fetched_values, in_place_writers
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import Job, Node
 from flowjob_core.opdef import KernelContext
@@ -29,23 +30,18 @@ def schedule(job: Job, registries: "Registries") -> list[Node]:
     ops = registries.ops
     index = {id(n): i for i, n in enumerate(job.nodes)}
     producer: dict[str, int] = {}
-    root: dict[str, str] = {}  # value -> the buffer it lives in (views share their input's)
+    root = buffer_roots(job.nodes, ops)  # value -> the buffer it lives in (views share their input's)
     deps: list[set[int]] = [set() for _ in job.nodes]
     readers: dict[str, set[int]] = {}
     for i, node in enumerate(job.nodes):
-        opdef = ops[node.op]
         for lbn in node.inputs:
             deps[i].add(producer[lbn])
             readers.setdefault(root[lbn], set()).add(i)
-        for k, lbn in enumerate(node.outputs):
+        for lbn in node.outputs:
             producer[lbn] = i
-            root[lbn] = root[node.inputs[0]] if opdef.view and node.inputs else lbn
-    mutators = set()
-    written: dict[str, list[int]] = {}  # root -> nodes writing it in place
-    for i, node in enumerate(job.nodes):
-        for k in ops[node.op].mutates:
-            mutators.add(i)
-            written.setdefault(root[node.inputs[k]], []).append(i)
+    # root -> nodes writing it in place
+    written = {r: [index[id(n)] for n in nodes] for r, nodes in in_place_writers(job.nodes, ops, root).items()}
+    mutators = {i for writers in written.values() for i in writers}
     for r, writers in written.items():
         for i in writers:
             # every other reader of the old value goes first, in-place writers of other values too
@@ -73,7 +69,6 @@ def schedule(job: Job, registries: "Registries") -> list[Node]:
         stuck = [job.nodes[i].name for i, d in enumerate(indegree) if d > 0]
         raise FlowjobError(f"job {job.name!r}: no order satisfies the data dependencies and in-place writes "
                            f"of {stuck[:8]} (two nodes each writing a value the other reads?)")
-    del index
     return order
 
 
@@ -91,16 +86,14 @@ class BufferPlan:
 
 def plan_buffers(job: Job, order: list[Node], registries: "Registries") -> BufferPlan:
     ops = registries.ops
-    root: dict[str, str] = {}
+    root = buffer_roots(order, ops)
     last_use: dict[str, int] = {}
     for t, node in enumerate(order):
-        opdef = ops[node.op]
         for lbn in node.inputs:
             last_use[root[lbn]] = t
         for lbn in node.outputs:
-            root[lbn] = root[node.inputs[0]] if opdef.view and node.inputs else lbn
             last_use.setdefault(root[lbn], t)
-    for lbn in job.returns + [s.lbn for s in job.side_outputs]:
+    for lbn in fetched_values(job):
         last_use[root[lbn]] = len(order)  # read after the step: never shared
     plan = BufferPlan()
     free: dict[int, list[int]] = {}  # nbytes -> free slots

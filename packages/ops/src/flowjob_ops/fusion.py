@@ -23,9 +23,10 @@ reference for tests.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
+from flowjob_core import switches
+from flowjob_core.analysis import observed_values, value_producers, value_readers
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import Job, Node
 
@@ -34,16 +35,8 @@ from flowjob_ops.defs.matmul import bias_axis
 
 
 def enabled() -> bool:
-    return os.environ.get("FLOWJOB_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-def _observed(job: Job) -> set[str]:
-    """Values that must stay materialized: results, fetched/watched values, losses."""
-    return set(job.returns) | {s.lbn for s in job.side_outputs} | set(job.losses)
-
-
-def _consumers(job: Job) -> dict[str, list[Node]]:
-    return job.consumers()
+    """Whether the fusion passes run: the ``FLOWJOB_FUSION`` switch, read now (when a job is planned)."""
+    return switches.current().fusion
 
 
 def _rewrite(job: Job, groups: list[tuple[list[Node], Node]], dropped_lbns: set[str]) -> None:
@@ -103,8 +96,8 @@ def bias_act_tail(job: Job, users: dict[str, list[Node]], observed: set[str], no
 
 def fuse_conv_bias_act(job: Job) -> int:
     """conv2d -> bias_add (-> relu) => conv2d_bias. Returns the number of fusions."""
-    observed = _observed(job)
-    users = _consumers(job)
+    observed = observed_values(job)
+    users = value_readers(job)
     groups: list[tuple[list[Node], Node]] = []
     dropped: set[str] = set()
     for node in job.nodes:
@@ -136,8 +129,8 @@ def fuse_conv_pool(job: Job) -> int:
     In a train job the pooling gradient reads the activation too, so this fires for predict
     jobs (and any job that never differentiates through the block).
     """
-    observed = _observed(job)
-    users = _consumers(job)
+    observed = observed_values(job)
+    users = value_readers(job)
     groups: list[tuple[list[Node], Node]] = []
     dropped: set[str] = set()
     for node in job.nodes:
@@ -167,9 +160,9 @@ def fuse_conv_pool(job: Job) -> int:
 
 def fuse_pool_relu_grad(job: Job) -> int:
     """max_pool2d_grad(x, y, dy) -> relu_grad(x, .) => max_pool2d_relu_grad(x, y, dy)."""
-    observed = _observed(job)
-    users = _consumers(job)
-    producer = job.producer()
+    observed = observed_values(job)
+    users = value_readers(job)
+    producer = value_producers(job)
     groups: list[tuple[list[Node], Node]] = []
     dropped: set[str] = set()
     for node in job.nodes:

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from flowjob_core.analysis import observed_values, value_readers
 from flowjob_core.ir import Job, Node
 
 from flowjob_ops.defs.fused import ELEMENTWISE_CHAIN, MATMUL_ATTRS, MATMUL_BIAS, RUNNING, STEPS
-from flowjob_ops.fusion import _observed, _rewrite, bias_act_tail, enabled
+from flowjob_ops.fusion import _rewrite, bias_act_tail, enabled
 
 
 def _own_kernels(ctx: Any, *ops: str) -> bool:
@@ -53,8 +54,8 @@ def fuse_dense(job: Job, ctx: Any = None) -> int:
     if not _own_kernels(ctx, "matmul", "bias_add", MATMUL_BIAS.name):
         return 0
     relu_ok = _own_kernels(ctx, "relu")
-    observed = _observed(job)
-    users = job.consumers()
+    observed = observed_values(job)
+    users = value_readers(job)
     groups: list[tuple[list[Node], Node]] = []
     dropped: set[str] = set()
     for node in job.nodes:
@@ -80,8 +81,8 @@ def fuse_elementwise_chains(job: Job, ctx: Any = None) -> int:
     if not _own_kernels(ctx, ELEMENTWISE_CHAIN.name):
         return 0
     registries = getattr(ctx, "registries", None)
-    observed = _observed(job)
-    users = job.consumers()
+    observed = observed_values(job)
+    users = value_readers(job)
     candidates = {id(n) for n in job.nodes if n.op in STEPS and len(n.outputs) == 1 and _own_kernels(ctx, n.op)}
 
     def writes_in_place(node: Node) -> bool:  # without the registries (a bare call) nothing is known to

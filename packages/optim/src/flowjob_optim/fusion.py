@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowjob_core import Job
+from flowjob_core.analysis import buffer_roots, in_place_writers, observed_values, value_producers, value_readers
 from flowjob_core.ir import Node
 
 from flowjob_optim.update_ops import SGD_MATMUL_UPDATE, UPDATE_OPS, fused_sgd_available
@@ -38,17 +39,14 @@ def run(job: Job, ctx: Any) -> None:
     updates = [n for n in job.nodes if n.op in UPDATE_OPS]
     if not updates:
         return
-    producer = job.producer()
-    users = job.consumers()
-    kept = set(job.returns) | {s.lbn for s in job.side_outputs} | set(job.losses)
+    producer = value_producers(job)
+    users = value_readers(job)
+    kept = observed_values(job)
     ops = ctx.registries.ops
-    root: dict[str, str] = {}  # value -> the buffer it lives in (views share their input's)
-    for n in job.nodes:
-        for lbn in n.outputs:
-            root[lbn] = root.get(n.inputs[0], n.inputs[0]) if ops[n.op].view and n.inputs else lbn
+    root = buffer_roots(job.nodes, ops)  # value -> the buffer it lives in (views share their input's)
     # values some node writes in place: a fused update reading one could run after that write (the planner
     # orders only plain readers before in-place writers), so their matmuls stay separate nodes
-    written = {root.get(n.inputs[k], n.inputs[k]) for n in job.nodes for k in ops[n.op].mutates}
+    written = set(in_place_writers(job.nodes, ops, root))
     backend = getattr(ctx, "backend", None)
     xp = getattr(backend, "xp", None)
     dead: set[int] = set()
