@@ -1,12 +1,22 @@
-"""pytest plugin installed with flowjob-core: hypothesis profiles, the ``gpu``/``slow`` markers and fixtures.
+"""The kit's pytest plugin, opt-in: the ``gpu``/``slow`` markers, the hypothesis profile and a fixture.
 
-Profiles: ``ci`` (derandomized, no deadline; chosen when ``CI`` is set) and ``dev``
-(the default locally); ``HYPOTHESIS_PROFILE`` picks one explicitly.
+flowjob-core does not install it as a ``pytest11`` entry point: a plugin loaded by every pytest
+run of the environment would load our hypothesis profile over another project's own. A test
+suite opts in from its rootdir conftest::
+
+    pytest_plugins = ["flowjob_core.testing.pytest_plugin"]
+
+pytest accepts ``pytest_plugins`` only in the conftests it loads before configuring (the one at
+the rootdir, or in a folder named on the command line); a conftest further down, such as a
+plugin's ``tests/conftest.py`` collected from a larger repository, calls
+``flowjob_core.testing.load_profile()`` from its own ``pytest_configure`` instead.
+
+Profiles (``flowjob_core.testing.profiles``): ``ci`` (derandomized, no deadline; chosen when
+``CI`` is set) and ``dev`` (the default locally); ``HYPOTHESIS_PROFILE`` picks one explicitly.
 Fixture ``flowjob_session``: a fresh ``Session()`` (every installed plugin), closed after the test.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Iterator
 
 import pytest
@@ -16,14 +26,12 @@ def pytest_configure(config: Any) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
     config.addinivalue_line("markers", "slow: long running (the slow tox environment runs them)")
     try:
-        from hypothesis import HealthCheck, settings
-    except ImportError:  # hypothesis is only needed by property tests
+        import hypothesis  # noqa: F401  (only property tests need it)
+    except ImportError:
         return
-    settings.register_profile("ci", derandomize=True, deadline=None, database=None, print_blob=True,
-                              max_examples=25, suppress_health_check=[HealthCheck.too_slow])
-    settings.register_profile("dev", deadline=None, max_examples=50)
-    in_ci = os.environ.get("CI") or os.environ.get("__TOX_ENVIRONMENT_VARIABLE_ORIGINAL_CI")
-    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if in_ci else "dev"))
+    from flowjob_core.testing.profiles import load_profile
+
+    load_profile()
 
 
 @pytest.fixture
