@@ -3,12 +3,18 @@
 Each (system, workload) runs in its own process; rounds interleave the systems so that a
 drift of the machine's speed affects both alike. Prints medians over rounds and the ratio
 flowjob / torch (below 1: flowjob is faster). Without torch installed it prints flowjob only.
+
+``--variant LABEL:VAR=VALUE[,VAR=VALUE]`` adds flowjob run with extra environment variables as
+one more system in the same interleaved rounds, e.g. ``tuned:FLOWJOB_MALLOC_TUNING=1``, or an
+older build installed in another virtual environment: ``before:PYTHON=/tmp/old-venv/bin/python``
+(``PYTHON`` names the interpreter that runs the worker; the other assignments go to its environment).
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import json
+import os
 import pathlib
 import statistics
 import subprocess
@@ -18,12 +24,24 @@ HERE = pathlib.Path(__file__).parent
 DEFAULT = ["mlp_train", "mlp_infer", "lenet_train", "lenet_infer"]
 
 
-def run(system: str, workload: str, steps: int | None) -> dict:
-    cmd = [sys.executable, str(HERE / "worker.py"), system, workload]
+def run(system: str, workload: str, steps: int | None, env: dict[str, str] | None = None) -> dict:
+    env = dict(env or {})
+    python = env.pop("PYTHON", sys.executable)
+    cmd = [python, str(HERE / "worker.py"), system, workload]
     if steps:
         cmd += ["--steps", str(steps)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1800)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=1800,
+                         env=os.environ | env)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, str]]:
+    """``LABEL:VAR=VALUE,VAR=VALUE`` -> (label, environment additions)."""
+    label, sep, assignments = text.partition(":")
+    env = dict(a.split("=", 1) for a in assignments.split(",") if "=" in a)
+    if not sep or not label or not env:
+        raise SystemExit(f"--variant {text!r}: expected LABEL:VAR=VALUE[,VAR=VALUE...]")
+    return label, env
 
 
 def main() -> None:
@@ -32,14 +50,20 @@ def main() -> None:
     parser.add_argument("--workloads", default=",".join(DEFAULT),
                         help="comma list of mlp_train, mlp_infer, lenet_train, lenet_infer, lenet_epoch")
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL:VAR=VALUE",
+                        help="also run flowjob with these environment additions, as system LABEL")
     args = parser.parse_args()
-    systems = ["flowjob"] + (["torch"] if importlib.util.find_spec("torch") else [])
+    variants = dict(parse_variant(v) for v in args.variant)
+    systems = ["flowjob", *variants] + (["torch"] if importlib.util.find_spec("torch") else [])
+    has_torch = systems[-1] == "torch"
     workloads = args.workloads.split(",")
     results: dict[tuple[str, str], list[dict]] = {}
     for r in range(args.rounds):
         for workload in workloads:
             for system in (systems if r % 2 == 0 else systems[::-1]):
-                results.setdefault((system, workload), []).append(run(system, workload, args.steps))
+                kind = "flowjob" if system in variants else system
+                results.setdefault((system, workload), []).append(
+                    run(kind, workload, args.steps, variants.get(system)))
                 print(f"round {r + 1}: {system:8s} {workload:12s} "
                       f"{results[(system, workload)][-1]['median_ms']:9.2f} ms", file=sys.stderr)
 
@@ -49,15 +73,20 @@ def main() -> None:
     key = lambda w: "total_s" if w == "lenet_epoch" else "median_ms"  # noqa: E731
     unit = lambda w: "s/epoch" if w == "lenet_epoch" else "ms/step"  # noqa: E731
     print(f"\nmedians of {args.rounds} rounds (each a median over its steps), batch 100, float32")
-    header = f"{'workload':14s} {'flowjob':>12s}" + (f" {'torch':>12s} {'ratio':>7s}" if len(systems) > 1 else "")
+    flowjobs = [s for s in systems if s != "torch"]
+    header = f"{'workload':14s}" + "".join(f" {s:>18s}" for s in flowjobs) + (f" {'torch':>12s}" if has_torch else "")
     print(header)
     for w in workloads:
-        f = med("flowjob", w, key(w))
-        line = f"{w:14s} {f:9.2f} {unit(w):>2s}"
-        if len(systems) > 1:
-            t = med("torch", w, key(w))
-            line += f" {t:9.2f}  {f / t:6.2f}x"
+        t = med("torch", w, key(w)) if has_torch else None
+        line = f"{w:14s}"
+        for s in flowjobs:
+            f = med(s, w, key(w))
+            line += f" {f:9.2f}" + (f" ({f / t:5.2f}x)" if t else " " * 9)
+        if t is not None:
+            line += f" {t:9.2f} {unit(w)}"
         print(line)
+    if has_torch:
+        print("(ratio: flowjob / torch; below 1 flowjob is faster)")
     print(f"{'first call':14s} " + "  ".join(
         f"{s}: {med(s, workloads[-1], 'first_call_s'):.3f} s" for s in systems) + f"  ({workloads[-1]})")
     print(f"{'peak memory':14s} " + "  ".join(
