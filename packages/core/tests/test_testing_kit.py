@@ -401,13 +401,64 @@ def test_plugin_passes_do_not_see_the_kits_probe_jobs() -> None:
 
 
 # the kit's plugin and the fixture -----------------------------------------------------
-def test_the_kit_adds_its_loss_through_the_sessions_plugin_manager(session: Session) -> None:
-    assert "testing_weighted_sum" not in session.registries.ops
+def _session_contents(session: Session) -> tuple[list[Any], list[str], list[str]]:
+    regs = session.registries
+    return (session.pm.list_name_plugin(), sorted(op.name for op in regs.ops),
+            [spec.name for spec in regs.passes.ordered()])
+
+
+def test_check_grads_leaves_the_callers_session_as_it_was(session: Session) -> None:
+    before = _session_contents(session)
     check_grads("t_square", [rng_array((2,))], session=session)
-    check_grads("t_square", [rng_array((2,))], session=session)  # installing twice is harmless
-    assert session.pm.get_plugin("flowjob-testing") is not None
-    assert session.registries.ops.owner("testing_weighted_sum") == "flowjob-testing"
-    assert session.registries.ops.owner("t_square") == "kit-test-ops"
+    check_grads("t_square", [rng_array((2,))], session=session)
+    assert _session_contents(session) == before
+    assert "testing_weighted_sum" not in session.registries.ops
+    assert session.pm.get_plugin("flowjob-testing") is None
+    assert not session.closed
+
+
+def test_check_grads_leaves_the_default_session_as_it_was() -> None:
+    from flowjob_core import clear_default_session, get_default_session
+
+    clear_default_session()
+    try:
+        default = get_default_session()
+        before = _session_contents(default)
+        check_grads("scalar_mul", [rng_array((2, 3))], {"scalar": 2.5}, session=default)
+        assert _session_contents(default) == before
+        assert "testing_weighted_sum" not in default.registries.ops
+        assert "testing-fetch-grads" not in default.registries.passes
+    finally:
+        clear_default_session()
+
+
+def test_the_kits_derived_session_has_the_callers_plugins_and_its_own(session: Session) -> None:
+    from flowjob_core.testing.kit_session import kit_session
+
+    derived = kit_session(session)
+    try:
+        assert derived is not session and derived.registries is not session.registries
+        names = [name for name, _ in derived.pm.list_name_plugin()]
+        assert names == [name for name, _ in session.pm.list_name_plugin()] + ["flowjob-testing"]
+        assert derived.registries.ops.owner("testing_weighted_sum") == "flowjob-testing"
+        assert derived.registries.ops.owner("t_square") == "kit-test-ops"
+        assert kit_session(derived) is derived  # a session with the kit is used as it is
+    finally:
+        derived.close()
+
+
+def test_the_derived_session_keeps_blocked_plugins_blocked() -> None:
+    from flowjob_core.testing.kit_session import kit_session
+
+    pm = make_plugin_manager(plugins=[PLUGIN], autoload=False)
+    pm.set_blocked("x-y")  # what FLOWJOB_BLOCKED_PLUGINS=x-y does
+    sess = Session(pm)
+    derived = kit_session(sess)
+    try:
+        assert derived.pm.is_blocked("x-y")
+    finally:
+        derived.close()
+        sess.close()
 
 
 def test_flowjob_session_fixture_gives_an_open_session(flowjob_session: Session) -> None:

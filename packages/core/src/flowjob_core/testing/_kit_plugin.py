@@ -2,7 +2,8 @@
 
 ``check_grads`` differentiates ``L = sum_k <out_k, c_k>`` (random cotangents ``c_k``) with
 the real autodiff pass. The loss is an op of its own, so the kit depends on no op package;
-it is added to a session through the session's plugin manager, like any plugin.
+it is registered like any plugin, but only in a session the kit derives from the caller's
+(``flowjob_core.testing.kit_session``): the caller's own session never sees it.
 """
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from flowjob_core.tracing import JobBuilder
 if TYPE_CHECKING:
     from flowjob_core.autodiff import GradContext
     from flowjob_core.passes import PassContext
-    from flowjob_core.session import Session
 
 PLUGIN_NAME = "flowjob-testing"
 FETCH_INTENT = "testing_fetch_grads"
@@ -111,26 +111,3 @@ def flowjob_add_ops(registry: Any) -> None:
 @hookimpl
 def flowjob_add_passes(registry: Any) -> None:
     registry.add(FETCH_PASS, fetch_grads, after="autodiff", before="dce")
-
-
-def install(session: "Session") -> None:
-    """Add this plugin to ``session`` (its manager and its already gathered registries), once."""
-    import sys
-
-    me = sys.modules[__name__]
-    pm = session.pm
-    if not pm.is_registered(me) and pm.get_plugin(PLUGIN_NAME) is None:
-        pm.register(me, PLUGIN_NAME)
-    regs = session.registries
-    # the registries were gathered when the session was made: apply this plugin's hooks to them as
-    # gather_registries would, so ownership is recorded under the plugin's name
-    for registry, present, add in ((regs.ops, WEIGHTED_SUM.name in regs.ops, flowjob_add_ops),
-                                   (regs.passes, FETCH_PASS in regs.passes, flowjob_add_passes)):
-        if present:
-            continue
-        previous = registry.current_plugin
-        registry.current_plugin = PLUGIN_NAME
-        try:
-            add(registry)
-        finally:
-            registry.current_plugin = previous

@@ -16,6 +16,7 @@ import numpy as np
 
 from flowjob_core.session import Session
 from flowjob_core.testing.gradcheck import check_grads
+from flowjob_core.testing.kit_session import kit_session
 from flowjob_core.testing.single_op import run_op
 
 if TYPE_CHECKING:
@@ -60,16 +61,25 @@ class OpCase:
 
 
 class _SharedSession:
-    """One session for the whole suite, made on first use (making one per example costs ~20 ms)."""
+    """One session for the whole suite, made on first use (making one per example costs ~20 ms), and
+    the kit's session derived from it (``kit_session``: the suite's own session gains nothing)."""
 
     def __init__(self, factory: Callable[[], Session] | None) -> None:
         self._factory = factory or Session
         self._session: Session | None = None
+        self._kit: Session | None = None
 
     def get(self) -> Session:
         if self._session is None or self._session.closed:
             self._session = self._factory()
+            self._kit = None
         return self._session
+
+    def kit(self) -> Session:
+        base = self.get()
+        if self._kit is None or self._kit.closed:
+            self._kit = kit_session(base)
+        return self._kit
 
 
 def _as_tuple(value: Any) -> tuple[Any, ...]:
@@ -163,7 +173,7 @@ def conformance_suite(cases: Sequence[OpCase], plugin: str, *, session_factory: 
         inputs, attrs = data.draw(case.strategy(), label=f"{case.id}: inputs, attrs")
         seed = data.draw(st.integers(0, 2**16 - 1), label="seed of cotangents and directions")
         check_grads(case.op, inputs, attrs, wrt=case.wrt, rtol=case.rtol, atol=case.atol, seed=seed,
-                    session=session)
+                    session=shared.kit())
 
     @pytest.mark.parametrize("case", forward_cases, ids=[case.id for case in forward_cases])
     @forward_settings

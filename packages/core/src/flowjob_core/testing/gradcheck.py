@@ -20,7 +20,8 @@ from flowjob_core.planner import Plan, build_plan
 from flowjob_core.plugin import BUILTIN_PLUGINS
 from flowjob_core.session import Session
 from flowjob_core.testing import _kit_plugin
-from flowjob_core.testing.single_op import add_returns, plan_job, run_plan, session_scope, trace_op
+from flowjob_core.testing.kit_session import kit_scope
+from flowjob_core.testing.single_op import add_returns, plan_job, run_plan, trace_op
 
 # per dtype: (eps, rtol, atol); float64 is what gradients are checked in whenever the op accepts it
 DEFAULT_TOLERANCES: dict[np.dtype, tuple[float, float, float]] = {
@@ -182,7 +183,8 @@ def check_grads(op: str, inputs: list[np.ndarray], attrs: dict | None = None, *,
     float64, otherwise in their own dtype with looser defaults (``DEFAULT_TOLERANCES``).
     ``full_jacobian``: compare every Jacobian entry too (default: when the differentiated
     inputs hold at most 16 elements). ``seed`` fixes the cotangents and directions.
-    ``session``: where the op is looked up (default: a fresh ``Session()`` with every installed plugin).
+    ``session``: where the op is looked up (default: a fresh ``Session()`` with every installed plugin);
+    the check runs in a session derived from it with the kit's plugin, so ``session`` gains no op or pass.
     The gradient job runs core's passes (``verify``, ``autodiff``, ``dce``) and none of the
     plugins' (an optimizer pass wants a program's train job, with an optimizer).
     Inputs must keep a distance much larger than ``eps`` from the op's kinks and ties.
@@ -190,8 +192,7 @@ def check_grads(op: str, inputs: list[np.ndarray], attrs: dict | None = None, *,
     originals = [np.asarray(x) for x in inputs]
     attrs = dict(attrs or {})
     chosen = _resolve_wrt(originals, wrt)
-    with session_scope(session) as sess:
-        _kit_plugin.install(sess)
+    with kit_scope(session) as sess:
         gj = _build(sess, op, originals, attrs, chosen)
         d_eps, d_rtol, d_atol = DEFAULT_TOLERANCES.get(gj.dtype, DEFAULT_TOLERANCES[np.dtype(np.float32)])
         tol = _Tolerance(eps or d_eps, d_rtol if rtol is None else rtol, d_atol if atol is None else atol,
