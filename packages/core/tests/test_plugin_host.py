@@ -7,8 +7,9 @@ import types
 
 import pytest
 
-from flowjob_core import OpDef, PluginError, Session, hookimpl, make_plugin_manager
+from flowjob_core import ConfigError, OpDef, PluginError, Session, hookimpl, make_plugin_manager
 from flowjob_core.plugin import BUILTIN_PLUGINS, describe_plugins, gather_registries
+from flowjob_core.registry import Registries
 
 
 def _plugin_module(name: str, **hooks) -> types.ModuleType:
@@ -116,7 +117,7 @@ def test_duplicate_op_names_both_plugins():
     first = _plugin_module("fj_test_dup1", flowjob_add_ops=lambda registry: registry.add(_op("dup")))
     second = _plugin_module("fj_test_dup2", flowjob_add_ops=lambda registry: registry.add(_op("dup")))
     pm = make_plugin_manager(plugins=[first, second], autoload=False)
-    with pytest.raises(PluginError, match="registered twice.*fj_test_dup"):
+    with pytest.raises(PluginError, match="op 'dup' registered twice: by 'fj_test_dup[12]' and by 'fj_test_dup[12]'"):
         gather_registries(pm)
 
 
@@ -159,3 +160,68 @@ def test_sessions_do_not_share_registries(toy):
     finally:
         with_toy.close()
         without.close()
+
+
+def test_each_plugin_is_called_once_under_its_own_name():
+    calls = []
+
+    class Renamed:  # an implementation named through specname is attributed like any other
+        @staticmethod
+        @hookimpl(specname="flowjob_add_ops")
+        def add_my_ops(registry):
+            calls.append("renamed")
+            registry.add(_op("renamed_op"))
+
+    first = _plugin_module("fj_test_once", flowjob_add_ops=lambda registry: calls.append("once") or registry.add(_op("once_op")))
+    pm = make_plugin_manager(plugins=[first], autoload=False)
+    pm.register(Renamed, "renamed-plugin")
+    regs = gather_registries(pm)
+    assert sorted(calls) == ["once", "renamed"]
+    assert regs.ops.owner("renamed_op") == "renamed-plugin" and regs.ops.owner("once_op") == "fj_test_once"
+    assert regs.ops.current_plugin == "" and regs.passes.current_plugin == ""
+
+
+def test_registration_follows_pluggys_call_order():
+    seen = []
+    late = _plugin_module("fj_test_late", flowjob_add_ops=lambda registry: seen.append("late"))
+    first = types.ModuleType("fj_test_first")
+    first.flowjob_add_ops = hookimpl(tryfirst=True)(lambda registry: seen.append("first"))
+    gather_registries(make_plugin_manager(plugins=[first, late], autoload=False))
+    assert seen[:2] == ["first", "late"]
+
+
+def test_the_entry_point_that_fails_is_named_not_one_loaded_before(fake_dists):
+    fake_dists("fj-good", "good", _plugin_module("fj_test_good", flowjob_add_ops=lambda registry: None))
+    fake_dists("fj-broken", "broken", types.SimpleNamespace(__name__="fj_test_missing_module_xyz"))
+    with pytest.raises(PluginError, match="flowjob plugin 'broken' failed to load: ModuleNotFoundError"):
+        make_plugin_manager(environ={})
+    with pytest.raises(PluginError, match="flowjob plugin 'broken' failed to load"):
+        make_plugin_manager(environ={"FLOWJOB_PLUGINS": "good,broken"})
+    # a blocked entry point is never imported, so a broken one can be blocked away
+    pm = make_plugin_manager(environ={"FLOWJOB_BLOCKED_PLUGINS": "broken"})
+    assert pm.has_plugin("good") and not pm.has_plugin("broken")
+
+
+def test_an_invalid_entry_point_is_named(fake_dists):
+    fake_dists("fj-ok", "ok", _plugin_module("fj_test_ok", flowjob_add_ops=lambda registry: None))
+    fake_dists("fj-invalid", "invalid", _plugin_module("fj_test_invalid", flowjob_add_ops=lambda oops: None))
+    with pytest.raises(PluginError, match="(?s)flowjob plugin 'invalid' is invalid.*oops"):
+        make_plugin_manager(environ={})
+
+
+def test_switches_are_read_from_the_process_environment(fake_dists, monkeypatch):
+    fake_dists("fj-env", "env", _plugin_module("fj_test_env", flowjob_add_ops=lambda registry: registry.add(_op("env_op"))))
+    monkeypatch.setenv("FLOWJOB_BLOCKED_PLUGINS", "env")
+    assert "env_op" not in gather_registries(make_plugin_manager()).ops
+    monkeypatch.delenv("FLOWJOB_BLOCKED_PLUGINS")
+    monkeypatch.setenv("FLOWJOB_DISABLE_PLUGIN_AUTOLOAD", "yes")
+    assert "env_op" not in gather_registries(make_plugin_manager()).ops
+    assert "env_op" in gather_registries(make_plugin_manager(autoload=True)).ops  # the argument wins
+    monkeypatch.setenv("FLOWJOB_DISABLE_PLUGIN_AUTOLOAD", "maybe")
+    with pytest.raises(ConfigError, match="FLOWJOB_DISABLE_PLUGIN_AUTOLOAD='maybe'"):
+        make_plugin_manager()
+
+
+def test_registries_hold_only_the_registries():
+    assert sorted(f for f in Registries.__dataclass_fields__) == [
+        "backends", "kernels", "ops", "passes", "result_kinds", "watch_sinks"]

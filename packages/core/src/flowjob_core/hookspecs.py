@@ -5,8 +5,9 @@ A plugin is a module or object with functions named like the specs below and mar
 group (``[project.entry-points.flowjob] my_ops = "my_ops.plugin"``); the packages of this
 repository register the same way, and core's own built-ins are registered by name.
 
-Registration hooks run once per session, when the session gathers its registries. The
-other hooks run while tracing and planning. None runs per op per step: plans hold plain
+Registration hooks run once per session, when the session gathers its registries: each
+plugin's implementation is called on its own, so an error names the plugin (and a name
+registered twice names both). The other hooks run while tracing and planning. None runs per op per step: plans hold plain
 callables. An implementation may take fewer arguments than its spec.
 """
 from __future__ import annotations
@@ -55,11 +56,29 @@ def flowjob_add_backends(registry: "BackendRegistry") -> None:
 
 @hookspec
 def flowjob_add_passes(registry: "PassRegistry") -> None:
-    """Register graph passes: ``registry.add(name, run, after="autodiff", before="dce")``.
+    """Register graph passes: ``registry.add(name, run, phase="fuse", after_if_present="optim-fusion")``.
 
     ``run(job, ctx)`` receives a copy of the traced ``Job`` and a ``PassContext`` and
-    mutates the job in place. Core's passes are ``verify``, ``autodiff``, ``dce`` and
-    ``verify-final``; place yours relative to them or to another plugin's.
+    mutates the job in place. The pipeline is ordered by declaration only, never by the
+    order plugins register, so every installation of the same plugins runs the same passes
+    in the same order (``python -m oneflow info`` prints it):
+
+    1. **Phases**, in this order (``flowjob_core.pass_registry.PHASES``): ``verify``
+       (core's ``verify``), ``differentiate`` (``autodiff``), ``instrument`` (``watch``),
+       ``update`` (``optimizer``), ``transform`` (other rewrites before dead code is
+       dropped), ``cleanup`` (``dce``), ``fuse`` (``optim-fusion``, ``fuse-conv``,
+       ``fuse-dense``), ``finalize`` (``verify-final``).
+    2. **Anchors** inside a phase: ``after=``/``before=`` name passes that must be
+       registered (an unknown one is an error); ``after_if_present=``/``before_if_present=``
+       apply only when the named pass is registered (another plugin's, say). An anchor
+       may point to an earlier phase (``after``) or a later one (``before``), never against
+       the phase order; a cycle is an error naming its passes.
+    3. **Names** break the remaining ties.
+
+    A pass added without ``phase=`` (``registry.add(name, run, after="autodiff",
+    before="dce")``, the older form) joins the phase of its first ``after`` anchor and runs
+    after it, else the phase of its first ``before`` anchor; with neither it runs in
+    ``transform``. Registering a name twice is an error naming both plugins.
     """
 
 

@@ -86,7 +86,8 @@ def run_passes(job: Job, ctx: PassContext) -> Job:
 
 @hookimpl
 def flowjob_add_passes(registry: Any) -> None:
-    registry.add("verify", verify)
-    registry.add("autodiff", differentiate, after="verify")
-    registry.add("dce", eliminate_dead_code, after="autodiff")
-    registry.add("verify-final", verify, after="dce")
+    # the phases (flowjob_core.pass_registry.PHASES) order core's passes: no anchors needed
+    registry.add("verify", verify, phase="verify")
+    registry.add("autodiff", differentiate, phase="differentiate")
+    registry.add("dce", eliminate_dead_code, phase="cleanup")
+    registry.add("verify-final", verify, phase="finalize")

@@ -1,15 +1,21 @@
-"""The plugin host: one pluggy manager per session, made by a factory, never at import."""
+"""The plugin host: one pluggy manager per session, made by a factory, never at import.
+
+Only pluggy's public API is used: entry points are loaded by ``load_setuptools_entrypoints``
+(which honours ``set_blocked``), and each registration hook is called once per plugin through
+``subset_hook_caller``, so what a plugin registers is recorded under its name.
+"""
 from __future__ import annotations
 
 import importlib
-import os
-from typing import Any, Iterable
+from importlib import metadata
+from typing import Any, Iterable, Iterator, Mapping
 
 import pluggy
 
 from flowjob_core import hookspecs
 from flowjob_core.errors import PluginError
 from flowjob_core.registry import Registries
+from flowjob_core.switches import Settings, current
 
 hookimpl = pluggy.HookimplMarker(hookspecs.PROJECT)
 
@@ -23,27 +29,24 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _names(value: str | None) -> list[str]:
-    return [n.strip() for n in (value or "").split(",") if n.strip()]
-
-
 def make_plugin_manager(
     *,
     builtins: Iterable[tuple[str, str]] = BUILTIN_PLUGINS,
     plugins: Iterable[Any] = (),
     autoload: bool | None = None,
-    environ: dict[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> pluggy.PluginManager:
     """Build a plugin manager: specs, built-ins, extra ``plugins``, entry points, then a check.
 
-    Environment switches: ``FLOWJOB_DISABLE_PLUGIN_AUTOLOAD`` (any non-empty value) skips
-    entry points; ``FLOWJOB_PLUGINS=a,b`` loads only those entry points;
-    ``FLOWJOB_BLOCKED_PLUGINS=a,b`` blocks plugins by name (built-ins included).
+    Switches (``flowjob_core.switches``; ``environ`` replaces the process environment):
+    ``FLOWJOB_DISABLE_PLUGIN_AUTOLOAD=1`` skips entry points (``autoload`` overrides it);
+    ``FLOWJOB_PLUGINS=a,b`` loads only those entry points; ``FLOWJOB_BLOCKED_PLUGINS=a,b``
+    blocks plugins by name, built-ins included.
     """
-    env = os.environ if environ is None else environ
+    settings = current() if environ is None else Settings.from_environ(environ)
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    for name in _names(env.get("FLOWJOB_BLOCKED_PLUGINS")):
+    for name in settings.blocked_plugins:
         pm.set_blocked(name)
     for name, module_name in builtins:
         if not pm.is_blocked(name):
@@ -51,9 +54,9 @@ def make_plugin_manager(
     for plugin in plugins:
         pm.register(plugin)
     if autoload is None:
-        autoload = not env.get("FLOWJOB_DISABLE_PLUGIN_AUTOLOAD")
+        autoload = not settings.disable_plugin_autoload
     if autoload:
-        _load_entry_points(pm, _names(env.get("FLOWJOB_PLUGINS")))
+        _load_entry_points(pm, settings.plugins)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
@@ -61,44 +64,45 @@ def make_plugin_manager(
     return pm
 
 
-def _load_entry_points(pm: pluggy.PluginManager, only: list[str]) -> None:
-    from importlib import metadata
+def _load_entry_points(pm: pluggy.PluginManager, only: tuple[str, ...]) -> None:
+    """Every ``flowjob`` entry point, or only the named ones; a plugin that fails to load is named."""
+    if not only:
+        # one call, one scan of the installed distributions (a call per name rescans them all)
+        _load(pm, None)
+        return
+    offered = {ep.name for ep in _group_entry_points()}
+    missing = [name for name in only if name not in offered]
+    if missing:
+        raise PluginError(f"FLOWJOB_PLUGINS names {missing}, but no installed distribution provides them")
+    for name in only:
+        _load(pm, name)
 
-    # one scan of the installed distributions (pluggy's loader scans them all once per name)
-    found: dict[str, list[tuple[Any, Any]]] = {}
+
+def _load(pm: pluggy.PluginManager, name: str | None) -> None:
+    try:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+    except Exception as exc:  # name the plugin: never swallow a broken one
+        culprit = name or _first_unloaded(pm)
+        if isinstance(exc, pluggy.PluginValidationError):
+            raise PluginError(f"flowjob plugin {culprit!r} is invalid: {exc}") from exc
+        raise PluginError(f"flowjob plugin {culprit!r} failed to load: {exc!r}") from exc
+
+
+def _group_entry_points() -> Iterator[metadata.EntryPoint]:
+    """The ``flowjob`` entry points in the order pluggy's loader meets them."""
     for dist in metadata.distributions():
         for ep in dist.entry_points:
             if ep.group == ENTRY_POINT_GROUP:
-                found.setdefault(ep.name, []).append((dist, ep))
-    names = sorted(found)
-    missing = [n for n in only if n not in names]
-    if missing:
-        raise PluginError(f"FLOWJOB_PLUGINS names {missing}, but no installed distribution provides them")
-    for name in names:
-        if only and name not in only:
-            continue
-        try:
-            _load_entry_point(pm, name, found[name])
-        except pluggy.PluginValidationError as exc:
-            raise PluginError(f"flowjob plugin {name!r} is invalid: {exc}") from exc
-        except Exception as exc:  # name the plugin: never swallow a broken one
-            raise PluginError(f"flowjob plugin {name!r} failed to load: {exc!r}") from exc
+                yield ep
 
 
-def _load_entry_point(pm: pluggy.PluginManager, name: str, entries: list[tuple[Any, Any]]) -> None:
-    """What ``pm.load_setuptools_entrypoints(group, name=name)`` does, from entries found already:
-    blocked and already registered names are skipped; the distribution is kept for listings."""
-    distinfo = getattr(pm, "_plugin_distinfo", None)
-    facade = getattr(pluggy._manager, "DistFacade", None) if hasattr(pluggy, "_manager") else None
-    if distinfo is None or facade is None:  # another pluggy: its own (slower) loader
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
-        return
-    for dist, ep in entries:
-        if pm.get_plugin(ep.name) or pm.is_blocked(ep.name):
-            continue
-        plugin = ep.load()
-        pm.register(plugin, name=ep.name)
-        distinfo.append((plugin, facade(dist)))
+def _first_unloaded(pm: pluggy.PluginManager) -> str:
+    """The entry point a failed load stopped at: the loader registers each in turn, so it is the first
+    one neither registered nor blocked (a plugin failing validation leaves the manager untouched)."""
+    for ep in _group_entry_points():
+        if not pm.has_plugin(ep.name) and not pm.is_blocked(ep.name):
+            return ep.name
+    return f"<an entry point of group {ENTRY_POINT_GROUP!r}>"
 
 
 _REGISTRATION_HOOKS = (
@@ -112,21 +116,34 @@ _REGISTRATION_HOOKS = (
 
 
 def gather_registries(pm: pluggy.PluginManager) -> Registries:
-    """Call every registration hook once, recording which plugin registered what."""
+    """Call every registration hook once per plugin, recording which plugin registered what."""
     regs = Registries()
     for hook_name, field_name in _REGISTRATION_HOOKS:
         registry = getattr(regs, field_name)
-        hook = getattr(pm.hook, hook_name)
-        for impl in reversed(hook.get_hookimpls()):  # pluggy's own call order
+        for plugin_name, call in _per_plugin_callers(pm, hook_name):
             if hasattr(registry, "current_plugin"):
-                registry.current_plugin = impl.plugin_name
+                registry.current_plugin = plugin_name
             try:
-                impl.function(*[registry for _ in impl.argnames])
+                call(registry=registry)
             except PluginError:
                 raise
             except Exception as exc:
-                raise PluginError(f"plugin {impl.plugin_name!r} failed in {hook_name}: {exc!r}") from exc
+                raise PluginError(f"plugin {plugin_name!r} failed in {hook_name}: {exc!r}") from exc
+        if hasattr(registry, "current_plugin"):
+            registry.current_plugin = ""
     return regs
+
+
+def _per_plugin_callers(pm: pluggy.PluginManager, hook_name: str) -> list[tuple[str, Any]]:
+    """(plugin name, a caller of ``hook_name`` that reaches only that plugin), in pluggy's call order."""
+    impls = getattr(pm.hook, hook_name).get_hookimpls()
+    implementers = list({id(impl.plugin): impl.plugin for impl in impls}.values())
+    callers: dict[int, tuple[str, Any]] = {}
+    for impl in reversed(impls):  # pluggy calls the last registered (and tryfirst) implementation first
+        if id(impl.plugin) not in callers:
+            others = [p for p in implementers if p is not impl.plugin]
+            callers[id(impl.plugin)] = (impl.plugin_name, pm.subset_hook_caller(hook_name, remove_plugins=others))
+    return list(callers.values())
 
 
 def describe_plugins(pm: pluggy.PluginManager) -> list[dict[str, Any]]:

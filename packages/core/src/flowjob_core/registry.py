@@ -6,6 +6,7 @@ from typing import Any, Callable, Iterator
 
 from flowjob_core.errors import PluginError
 from flowjob_core.opdef import KernelBuilder, OpDef
+from flowjob_core.pass_registry import PassRegistry, PassSpec  # noqa: F401 - re-exported
 
 ANY_BACKEND = "*"
 
@@ -94,63 +95,6 @@ class BackendRegistry:
         return iter(self._backends.values())
 
 
-@dataclass
-class PassSpec:
-    name: str
-    run: Callable[..., Any]
-    before: tuple[str, ...] = ()
-    after: tuple[str, ...] = ()
-    plugin: str = ""
-
-
-class PassRegistry:
-    """Graph passes, ordered by ``before``/``after`` constraints on other passes' names."""
-
-    def __init__(self) -> None:
-        self._passes: dict[str, PassSpec] = {}
-        self.current_plugin = ""
-
-    def add(self, name: str, run: Callable[..., Any], *, before: str | tuple[str, ...] = (),
-            after: str | tuple[str, ...] = ()) -> None:
-        if name in self._passes:
-            raise PluginError(f"pass {name!r} registered twice")
-        as_tuple = lambda v: (v,) if isinstance(v, str) else tuple(v)  # noqa: E731
-        self._passes[name] = PassSpec(name, run, as_tuple(before), as_tuple(after), self.current_plugin)
-
-    def ordered(self) -> list[PassSpec]:
-        """Registration order, adjusted to satisfy every constraint; an unknown anchor or a cycle is an error."""
-        names = list(self._passes)
-        edges: dict[str, set[str]] = {n: set() for n in names}  # n -> passes that must come after n
-        for spec in self._passes.values():
-            for anchor in spec.after + spec.before:
-                if anchor not in self._passes:
-                    raise PluginError(f"pass {spec.name!r} (from {spec.plugin!r}) is placed relative to unknown pass {anchor!r}")
-            for anchor in spec.after:
-                edges[anchor].add(spec.name)
-            for anchor in spec.before:
-                edges[spec.name].add(anchor)
-        indegree = {n: 0 for n in names}
-        for targets in edges.values():
-            for t in targets:
-                indegree[t] += 1
-        ready = [n for n in names if indegree[n] == 0]
-        order: list[PassSpec] = []
-        while ready:
-            ready.sort(key=names.index)
-            name = ready.pop(0)
-            order.append(self._passes[name])
-            for t in edges[name]:
-                indegree[t] -= 1
-                if indegree[t] == 0:
-                    ready.append(t)
-        if len(order) != len(names):
-            raise PluginError(f"pass constraints form a cycle among {sorted(set(names) - {p.name for p in order})}")
-        return order
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._passes
-
-
 class ResultKindRegistry:
     """Annotation matchers: parameter kinds (placeholders), return kinds, and value converters.
 
@@ -230,4 +174,3 @@ class Registries:
     passes: PassRegistry = field(default_factory=PassRegistry)
     result_kinds: ResultKindRegistry = field(default_factory=ResultKindRegistry)
     watch_sinks: WatchSinkRegistry = field(default_factory=WatchSinkRegistry)
-    api: dict[str, Any] = field(default_factory=dict)

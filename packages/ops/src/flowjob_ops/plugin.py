@@ -42,8 +42,7 @@ def flowjob_add_ops(registry: Any) -> None:
 
 @hookimpl
 def flowjob_add_passes(registry: Any) -> None:
-    registry.add("fuse-conv", fusion.run, after="dce", before="verify-final")
-    # after optim-fusion when the optimizer package registered it first (pluggy calls later plugins
-    # first); in any order fuse-dense leaves optim-fusion's matmuls and gradient scales alone
-    after = ("fuse-conv", "optim-fusion") if "optim-fusion" in registry else "fuse-conv"
-    registry.add("fuse-dense", fusion_dense.run, after=after, before="verify-final")
+    registry.add("fuse-conv", fusion.run, phase="fuse")
+    # optim-fusion (the optimizer package, when installed) claims the matmuls an SGD update reads
+    # and the gradient scales; fuse-dense then fuses what is left
+    registry.add("fuse-dense", fusion_dense.run, phase="fuse", after="fuse-conv", after_if_present="optim-fusion")

@@ -16,5 +16,5 @@ def flowjob_add_ops(registry: Any) -> None:
 
 @hookimpl
 def flowjob_add_passes(registry: Any) -> None:
-    registry.add("optimizer", optimizer_pass.run, after="autodiff", before="dce")
-    registry.add("optim-fusion", fusion.run, after="dce", before="verify-final")
+    registry.add("optimizer", optimizer_pass.run, phase="update")
+    registry.add("optim-fusion", fusion.run, phase="fuse")

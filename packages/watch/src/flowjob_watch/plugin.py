@@ -14,7 +14,7 @@ from flowjob_watch.sinks.stats import make_stats
 
 @hookimpl
 def flowjob_add_passes(registry: Any) -> None:
-    registry.add("watch", instrument, after="autodiff", before="dce")
+    registry.add("watch", instrument, phase="instrument")
 
 
 @hookimpl
