@@ -1,10 +1,10 @@
-"""The max-pooling kernels' tiled fast path against their generic path, bit for bit.
+"""The cpu backend's tiled, cache-blocked max pooling against the reference kernels, bit for bit.
 
 When the windows tile the (padded) plane (ksize == strides, e.g. LeNet's 2x2 / stride 2
-pooling), ``MaxPool2d`` and ``MaxPool2dBackward`` take a blocked path; everywhere else they
-run the generic tap-by-tap path.  A kernel whose ``_tiled`` is set to False runs the generic
-path on any shape, so each fast result is compared with it (and a few with the nested-loop
-references).  Equality is bitwise: the same NaN payloads, signs of zero and infinities,
+pooling), ``TiledMaxPool2d`` and ``TiledMaxPool2dBackward`` (``flowjob_ops.cpu.pool``, the cpu
+overrides of max_pool2d / max_pool2d_grad / max_pool2d_relu_grad) take a blocked path; everywhere
+else they run the reference tap-by-tap path of ``flowjob_ops.kernels.pool``.  Each fast result
+is compared with the reference kernel's (and a few with the nested-loop references).  Equality is bitwise: the same NaN payloads, signs of zero and infinities,
 including ties (small-integer data), NaN in x or dy, negative values under the ReLU mask,
 float64, integer dtypes, NHWC, many or few blocks, and inputs in the strided memory layouts
 of the conv kernels' outputs ((C, N, H, W) and (H, W, N, C) behind an NCHW shape)."""
@@ -21,10 +21,11 @@ import pytest
 from flowjob_core.testing.modules import sibling
 
 try:
-    from flowjob_ops.kernels import pool
+    from flowjob_ops.cpu import pool as tiled
 except ModuleNotFoundError:  # package not installed yet: use the source tree
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
-    from flowjob_ops.kernels import pool
+    from flowjob_ops.cpu import pool as tiled
+from flowjob_ops.kernels import pool as reference
 
 ref = sibling(__file__, "reference_loops")
 
@@ -113,49 +114,49 @@ def _assert_same(got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_array_equal(_bits(got), _bits(want))
 
 
-def _generic(kernel: Any) -> Any:
-    kernel._tiled = False  # the tap-by-tap path
-    return kernel
-
-
 def _tiling(kernel: Any) -> Any:
     """The tiling a kernel used (it has met one input layout)."""
     (layout,) = kernel._layouts.values()
     return layout[0]
 
 
-def _kernels(cls: type, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-    return cls(np, *args, **kwargs), _generic(cls(np, *args, **kwargs))
+# the cpu override of each reference kernel class
+TILED_OF = {reference.MaxPool2d: tiled.TiledMaxPool2d, reference.MaxPool2dBackward: tiled.TiledMaxPool2dBackward}
 
 
-@pytest.fixture(params=[None, 1], ids=["one-block", "small-blocks"])
-def block_bytes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Run the tiled path in one block, or in one block per index of the outermost axis."""
-    if request.param is not None:
-        monkeypatch.setattr(pool, "_BLOCK_BYTES", request.param)
+def _kernels(cls: type, *args: Any, block_bytes: int | None = tiled.BLOCK_BYTES, **kwargs: Any) -> tuple[Any, Any]:
+    """(the cpu override's kernel, the reference kernel) of reference class ``cls``."""
+    return TILED_OF[cls](np, *args, block_bytes=block_bytes, **kwargs), cls(np, *args, **kwargs)
+
+
+@pytest.fixture(params=[tiled.BLOCK_BYTES, 1], ids=["one-block", "small-blocks"])
+def block_bytes(request: pytest.FixtureRequest) -> int:
+    """Run the tiled path in one block (the default size, for these small arrays), or in one block
+    per index of the outermost axis."""
     return request.param
 
 
-def _check_all(geometry: tuple, fmt: str, dtype: Any, kind: str, *, tiled: bool) -> None:
+def _check_all(geometry: tuple, fmt: str, dtype: Any, kind: str, *, tiled_path: bool,
+               block_bytes: int = tiled.BLOCK_BYTES) -> None:
     ksize, strides, padding, h, w = geometry
     rng = _rng(geometry, fmt, np.dtype(dtype).name, kind)
     shape = _shape(fmt, 3, 2, h, w)
     args = (shape, dtype, ksize, strides, padding, fmt)
     x = _data(kind, shape, dtype, rng)
 
-    fast, slow = _kernels(pool.MaxPool2d, *args)
-    assert fast._tiled == tiled
+    fast, slow = _kernels(reference.MaxPool2d, *args, block_bytes=block_bytes)
+    assert fast._tiled == tiled_path
     y = fast(x).copy()
     _assert_same(y, slow(x))
     dy = _dy(kind, y.shape, dtype, rng)
 
-    fast, slow = _kernels(pool.MaxPool2dBackward, *args)
-    assert fast._tiled == tiled
+    fast, slow = _kernels(reference.MaxPool2dBackward, *args, block_bytes=block_bytes)
+    assert fast._tiled == tiled_path
     with np.errstate(invalid="ignore"):
         _assert_same(fast(x, y, dy), slow(x, y, dy))
 
-    fast, slow = _kernels(pool.MaxPool2dBackward, *args, relu=True)
-    plain = _generic(pool.MaxPool2dBackward(np, *args))
+    fast, slow = _kernels(reference.MaxPool2dBackward, *args, relu=True, block_bytes=block_bytes)
+    plain = reference.MaxPool2dBackward(np, *args)
     with np.errstate(invalid="ignore"):
         got = fast(x, y, dy).copy()
         _assert_same(got, slow(x, y, dy))
@@ -173,33 +174,34 @@ DATA = [(dtype, kind) for dtype in DTYPES for kind in (KINDS if np.dtype(dtype).
 @pytest.mark.parametrize("dtype, kind", DATA, ids=lambda v: v if isinstance(v, str) else np.dtype(v).name)
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("geometry", TILED, ids=str)
-def test_tiled_path_matches_generic_path(geometry: tuple, fmt: str, dtype: Any, kind: str, block_bytes: Any) -> None:
-    _check_all(geometry, fmt, dtype, kind, tiled=True)
+def test_tiled_path_matches_the_reference(geometry: tuple, fmt: str, dtype: Any, kind: str, block_bytes: int) -> None:
+    _check_all(geometry, fmt, dtype, kind, tiled_path=True, block_bytes=block_bytes)
 
 
 @pytest.mark.parametrize("kind", ["ties", "special"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("geometry", GENERIC, ids=str)
-def test_shapes_without_tiling_keep_the_generic_path(geometry: tuple, fmt: str, dtype: Any, kind: str) -> None:
-    _check_all(geometry, fmt, dtype, kind, tiled=False)
+def test_shapes_without_tiling_keep_the_reference_path(geometry: tuple, fmt: str, dtype: Any, kind: str) -> None:
+    _check_all(geometry, fmt, dtype, kind, tiled_path=False)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("geometry", TILED[:4] + TILED[5:6], ids=str)
-def test_tiled_path_matches_the_loop_reference(geometry: tuple, fmt: str, dtype: Any, block_bytes: Any) -> None:
+def test_tiled_path_matches_the_loop_reference(geometry: tuple, fmt: str, dtype: Any, block_bytes: int) -> None:
     ksize, strides, padding, h, w = geometry
     rng = _rng("loops", geometry, fmt)
     shape = _shape(fmt, 2, 3, h, w)
     x = rng.integers(-2, 3, size=shape).astype(np.float64)
-    pads = pool.MaxPool2d(np, shape, dtype, ksize, strides, padding, fmt).window.pads
+    pads = tiled.TiledMaxPool2d(np, shape, dtype, ksize, strides, padding, fmt).window.pads
     y = ref.max_pool_ref(x, ksize, strides, pads, fmt)
     dy = rng.standard_normal(y.shape).astype(dtype).astype(np.float64)
     dx = ref.max_pool_grad_ref(x, dy, ksize, strides, pads, fmt)
-    forward = pool.MaxPool2d(np, shape, dtype, ksize, strides, padding, fmt)
-    backward = pool.MaxPool2dBackward(np, shape, dtype, ksize, strides, padding, fmt)
-    relu_backward = pool.MaxPool2dBackward(np, shape, dtype, ksize, strides, padding, fmt, relu=True)
+    forward = tiled.TiledMaxPool2d(np, shape, dtype, ksize, strides, padding, fmt, block_bytes=block_bytes)
+    backward = tiled.TiledMaxPool2dBackward(np, shape, dtype, ksize, strides, padding, fmt, block_bytes=block_bytes)
+    relu_backward = tiled.TiledMaxPool2dBackward(np, shape, dtype, ksize, strides, padding, fmt, relu=True,
+                                                 block_bytes=block_bytes)
     assert forward._tiled and backward._tiled
     xs, ys, dys = x.astype(dtype), y.astype(dtype), dy.astype(dtype)
     np.testing.assert_array_equal(forward(xs), ys)
@@ -208,10 +210,10 @@ def test_tiled_path_matches_the_loop_reference(geometry: tuple, fmt: str, dtype:
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
-def test_first_maximum_gets_the_gradient_in_every_block(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_first_maximum_gets_the_gradient_in_every_block(fmt: str) -> None:
     """Ties only in some blocks (two images per block: a short last one); each window's dy goes to
     its first maximum."""
-    monkeypatch.setattr(pool, "_BLOCK_BYTES", 2 * (2 * 6 * 8 * 4))  # two images of float32
+    two_images = 2 * (2 * 6 * 8 * 4)  # of float32
     rng = _rng("blocks", fmt)
     shape = _shape(fmt, 3, 2, 6, 8)
     x = rng.standard_normal(shape).astype(np.float32) + 10  # positive, no ties ...
@@ -219,11 +221,12 @@ def test_first_maximum_gets_the_gradient_in_every_block(fmt: str, monkeypatch: p
     xn[1, 0, 2:4, 4:6] = 20.0  # ... but for one window with four equal maxima
     xn[2, 1, 0, 0:2] = 30.0  # and one with two, in its first row
     xn[2, 1, 1, 2], xn[2, 1, 0, 3] = 40.0, 40.0  # and one with (0, 1) and (1, 0) tied
-    fwd = pool.MaxPool2d(np, shape, np.float32, 2, 2, "VALID", fmt)
+    fwd = tiled.TiledMaxPool2d(np, shape, np.float32, 2, 2, "VALID", fmt)
     y = fwd(x).copy()
     dy = np.ones(y.shape, np.float32)
     for relu in (False, True):
-        kernel = pool.MaxPool2dBackward(np, shape, np.float32, 2, 2, "VALID", fmt, relu=relu)
+        kernel = tiled.TiledMaxPool2dBackward(np, shape, np.float32, 2, 2, "VALID", fmt, relu=relu,
+                                              block_bytes=two_images)
         dx = kernel(x, y, dy)
         t = _tiling(kernel)
         assert [t.block_shape(b)[0] for b in t.blocks] == [2, 1]
@@ -232,26 +235,25 @@ def test_first_maximum_gets_the_gradient_in_every_block(fmt: str, monkeypatch: p
         np.testing.assert_array_equal(dxn[1, 0, 2:4, 4:6], [[1, 0], [0, 0]])
         np.testing.assert_array_equal(dxn[2, 1, 0:2, 0:2], [[1, 0], [0, 0]])
         np.testing.assert_array_equal(dxn[2, 1, 0:2, 2:4], [[0, 1], [0, 0]])
-        _assert_same(dx, _generic(pool.MaxPool2dBackward(np, shape, np.float32, 2, 2, "VALID", fmt,
-                                                         relu=relu))(x, y, dy))
+        _assert_same(dx, reference.MaxPool2dBackward(np, shape, np.float32, 2, 2, "VALID", fmt, relu=relu)(x, y, dy))
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 def test_non_contiguous_inputs(fmt: str) -> None:
-    """x, y and dy given as strided views: x goes the generic way, y and dy are read as they are."""
+    """x, y and dy given as strided views: x goes the reference way, y and dy are read as they are."""
     rng = _rng("strided", fmt)
     shape = _shape(fmt, 2, 3, 8, 6)
     big = rng.integers(-2, 3, size=(2,) + shape).astype(np.float32)
     x = big[1, :, ::-1] if fmt == "NCHW" else big[1, :, :, :, ::-1]
     x_c = np.ascontiguousarray(x)
-    fwd = pool.MaxPool2d(np, shape, np.float32, 2, 2, "SAME", fmt)
+    fwd = tiled.TiledMaxPool2d(np, shape, np.float32, 2, 2, "SAME", fmt)
     y = fwd(x).copy()
     _assert_same(y, fwd(x_c))
     y_strided = np.asfortranarray(y)
     dy = np.asfortranarray(rng.standard_normal(y.shape).astype(np.float32))
     for relu in (False, True):
-        kernel = pool.MaxPool2dBackward(np, shape, np.float32, 2, 2, "SAME", fmt, relu=relu)
-        want = _generic(pool.MaxPool2dBackward(np, shape, np.float32, 2, 2, "SAME", fmt, relu=relu))(x_c, y, dy)
+        kernel = tiled.TiledMaxPool2dBackward(np, shape, np.float32, 2, 2, "SAME", fmt, relu=relu)
+        want = reference.MaxPool2dBackward(np, shape, np.float32, 2, 2, "SAME", fmt, relu=relu)(x_c, y, dy)
         _assert_same(kernel(x, y_strided, dy), want)
         _assert_same(kernel(x_c, y_strided, dy), want)
 
@@ -260,8 +262,8 @@ def test_non_contiguous_inputs(fmt: str) -> None:
 def test_kernels_reuse_their_buffers(relu: bool) -> None:
     rng = _rng("reuse", relu)
     shape = (2, 4, 8, 8)
-    fwd = pool.MaxPool2d(np, shape, np.float32, 2, 2, "SAME")
-    bwd = pool.MaxPool2dBackward(np, shape, np.float32, 2, 2, "SAME", relu=relu)
+    fwd = tiled.TiledMaxPool2d(np, shape, np.float32, 2, 2, "SAME")
+    bwd = tiled.TiledMaxPool2dBackward(np, shape, np.float32, 2, 2, "SAME", relu=relu)
     results = []
     for _ in range(2):
         x = np.maximum(rng.standard_normal(shape).astype(np.float32), 0)
@@ -273,7 +275,7 @@ def test_kernels_reuse_their_buffers(relu: bool) -> None:
     (y0, dx0, *_), (y1, dx1, x, y, dy) = results
     assert y0 is y1 and dx0 is dx1
     _assert_same(dx1, bwd(x, y, dy))
-    _assert_same(dx1, _generic(pool.MaxPool2dBackward(np, shape, np.float32, 2, 2, "SAME", relu=relu))(x, y, dy))
+    _assert_same(dx1, reference.MaxPool2dBackward(np, shape, np.float32, 2, 2, "SAME", relu=relu)(x, y, dy))
 
 
 @pytest.mark.parametrize("shape", [(3, 32, 28, 28), (3, 64, 14, 14)], ids=["pool1", "pool2"])
@@ -282,13 +284,13 @@ def test_lenet_shapes(shape: tuple[int, ...]) -> None:
     rng = _rng("lenet", shape)
     x = np.maximum(rng.standard_normal(shape).astype(np.float32), 0)
     x[0, 0, :4, :4] = 1.5  # a positive tie
-    fast, slow = _kernels(pool.MaxPool2d, shape, np.float32, 2, 2, "SAME")
+    fast, slow = _kernels(reference.MaxPool2d, shape, np.float32, 2, 2, "SAME")
     assert fast._tiled and not fast.window.has_padding
     y = fast(x).copy()
     _assert_same(y, slow(x))
     dy = rng.standard_normal(y.shape).astype(np.float32)
     for relu in (False, True):
-        fast, slow = _kernels(pool.MaxPool2dBackward, shape, np.float32, 2, 2, "SAME", relu=relu)
+        fast, slow = _kernels(reference.MaxPool2dBackward, shape, np.float32, 2, 2, "SAME", relu=relu)
         _assert_same(fast(x, y, dy), slow(x, y, dy))
 
 
@@ -298,15 +300,16 @@ def test_tie_check_only_flags_blocks_with_ties(geometry: tuple, relu: bool, monk
     """The first-maximum pass runs exactly for the blocks holding a window with a tie."""
     ksize, strides, padding, h, w = geometry
     shape = (2, 3, h, w)
-    kernel = pool.MaxPool2dBackward(np, shape, np.float32, ksize, strides, padding)
-    monkeypatch.setattr(pool, "_BLOCK_BYTES", 3 * int(np.prod(kernel.window.padded_hw)) * 4)  # an image a block
+    kernel = reference.MaxPool2dBackward(np, shape, np.float32, ksize, strides, padding)
+    an_image = 3 * int(np.prod(kernel.window.padded_hw)) * 4  # an image a block
     x = (_rng("tie check", geometry).permutation(np.prod(shape)).reshape(shape) + 1).astype(np.float32)  # no ties ...
-    kernel = pool.MaxPool2dBackward(np, shape, np.float32, ksize, strides, padding, relu=relu)
+    kernel = tiled.TiledMaxPool2dBackward(np, shape, np.float32, ksize, strides, padding, relu=relu,
+                                          block_bytes=an_image)
     assert kernel._tiled
     fixed: list[int] = []
     first_hits = kernel._first_hits
     monkeypatch.setattr(kernel, "_first_hits", lambda *args: (fixed.append(1), first_hits(*args)))
-    y = pool.MaxPool2d(np, shape, np.float32, ksize, strides, padding)(x).copy()
+    y = tiled.TiledMaxPool2d(np, shape, np.float32, ksize, strides, padding)(x).copy()
     dy = np.ones(y.shape, np.float32)
     kernel(x, y, dy)
     assert not fixed
@@ -318,7 +321,7 @@ def test_tie_check_only_flags_blocks_with_ties(geometry: tuple, relu: bool, monk
     (r, c), (r1, c1) = full[0], full[-1]
     x[1, 2, r1 + kh - 1, c1] = x[1, 2, r1 + kh - 1, c1 + 1] = 1000.0  # ... but in a row of the last block
     x[0, 0, r, c + 1] = x[0, 0, r + kh - 1, c] = 1000.0  # and across the rows of a window of the first
-    y = pool.MaxPool2d(np, shape, np.float32, ksize, strides, padding)(x).copy()
+    y = tiled.TiledMaxPool2d(np, shape, np.float32, ksize, strides, padding)(x).copy()
     dx = kernel(x, y, dy)
     assert len(_tiling(kernel).blocks) == 2
     assert len(fixed) == 2 and dx.sum() == y.size
@@ -353,7 +356,7 @@ LAYOUTS = ["contiguous", "FNHW", "HWNC", "reversed"]
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("geometry", [TILED[0], TILED[2], TILED[5]], ids=str)
 def test_strided_layouts(geometry: tuple, fmt: str, x_layout: str, dy_layout: str, relu: bool, grad_layout: str,
-                         block_bytes: Any) -> None:
+                         block_bytes: int) -> None:
     """Inputs in conv-output memory layouts; with grad_layout="input" dx follows x's layout (when
     nothing is padded), else it is contiguous."""
     ksize, strides, padding, h, w = geometry
@@ -363,20 +366,20 @@ def test_strided_layouts(geometry: tuple, fmt: str, x_layout: str, dy_layout: st
     x = _data("ties", shape, np.float32, rng)
     xs = _laid_out(x, x_layout, fmt)
     np.testing.assert_array_equal(xs, x)
-    fast, slow = _kernels(pool.MaxPool2d, *args)
+    fast, slow = _kernels(reference.MaxPool2d, *args, block_bytes=block_bytes)
     y = fast(xs).copy()
     _assert_same(y, slow(x))
     assert fast._y.flags.c_contiguous  # the forward keeps its layout
     dy = _dy("special", y.shape, np.float32, rng)
     ys, dys = _laid_out(y, "FNHW", fmt), _laid_out(dy, dy_layout, fmt)
-    fast = pool.MaxPool2dBackward(np, *args, relu=relu, grad_layout=grad_layout)
-    slow = _generic(pool.MaxPool2dBackward(np, *args, relu=relu))
+    fast = tiled.TiledMaxPool2dBackward(np, *args, relu=relu, grad_layout=grad_layout, block_bytes=block_bytes)
+    slow = reference.MaxPool2dBackward(np, *args, relu=relu)
     with np.errstate(invalid="ignore"):
         want = slow(x, y, dy).copy()
         dx = fast(xs, ys, dys)
         _assert_same(dx, want)
         if grad_layout == "input" and not fast.window.has_padding:  # laid out as x
-            order = pool.memory_order(xs, fast._sp)
+            order = tiled.memory_order(xs, fast._sp)
             assert dx.transpose(order).flags.c_contiguous
         else:
             assert dx.flags.c_contiguous
@@ -388,7 +391,7 @@ def test_strided_layouts(geometry: tuple, fmt: str, x_layout: str, dy_layout: st
 
 def test_grad_layout_is_checked() -> None:
     with pytest.raises(ValueError, match="grad_layout must be 'data_format' or 'input', got 'NHWC'"):
-        pool.MaxPool2dBackward(np, (1, 1, 4, 4), np.float32, 2, 2, grad_layout="NHWC")
+        tiled.TiledMaxPool2dBackward(np, (1, 1, 4, 4), np.float32, 2, 2, grad_layout="NHWC")
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
@@ -398,10 +401,10 @@ def test_memory_order(fmt: str) -> None:
     sp = (2, 3) if fmt == "NCHW" else (1, 2)
     n, c = (0, 1) if fmt == "NCHW" else (0, 3)
     h, w = sp
-    assert pool.memory_order(x, sp) == tuple(range(4))
-    assert pool.memory_order(_laid_out(x, "FNHW", fmt), sp) == (c, n, h, w)
-    assert pool.memory_order(_laid_out(x, "HWNC", fmt), sp) == (h, w, n, c)
-    assert pool.memory_order(_laid_out(x, "reversed", fmt), sp) == (n, c, h, w)  # an NCHW buffer
+    assert tiled.memory_order(x, sp) == tuple(range(4))
+    assert tiled.memory_order(_laid_out(x, "FNHW", fmt), sp) == (c, n, h, w)
+    assert tiled.memory_order(_laid_out(x, "HWNC", fmt), sp) == (h, w, n, c)
+    assert tiled.memory_order(_laid_out(x, "reversed", fmt), sp) == (n, c, h, w)  # an NCHW buffer
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -409,9 +412,9 @@ def test_memory_order(fmt: str) -> None:
 def test_one_channel_nhwc_tiling(shape, dtype):
     # the innermost axis is 1 long: the uint16 / uint64 views must be taken of the flat buffer
     x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
-    y = pool.MaxPool2d(np, shape, dtype, 2, 2, "VALID", "NHWC")(x).copy()
+    y = tiled.TiledMaxPool2d(np, shape, dtype, 2, 2, "VALID", "NHWC")(x).copy()
     dy = np.random.default_rng(1).standard_normal(y.shape).astype(dtype)
-    got = pool.MaxPool2dBackward(np, shape, dtype, 2, 2, "VALID", "NHWC")(x, y, dy)
+    got = tiled.TiledMaxPool2dBackward(np, shape, dtype, 2, 2, "VALID", "NHWC")(x, y, dy)
     want = np.zeros_like(x)
     n, h, w, c = shape
     for i in range(n):

@@ -13,7 +13,8 @@ import flowjob_typing as tp
 from flowjob_core.testing.modules import sibling
 from flowjob_ops import initializers, layers, nn
 from flowjob_ops.array_ops import reshape
-from flowjob_ops.defs import conv as conv_defs
+import flowjob_ops.cpu as cpu_overrides
+from flowjob_ops.cpu import conv as cpu_conv
 from flowjob_ops.kernels import conv, winograd
 
 probe = sibling(__file__, "grad_probe")
@@ -160,19 +161,21 @@ def test_kernels_name_a_wrong_shape() -> None:
 ])
 def test_automatic_choice(args: tuple, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FLOWJOB_CONV_ALGORITHM", raising=False)
-    assert conv_defs.algorithm(conv.ConvGeometry.create(*args, "NCHW")) == expected
+    assert cpu_conv.algorithm(conv.ConvGeometry.create(*args, "NCHW")) == expected
 
 
 def test_the_environment_overrides_the_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     small = conv.ConvGeometry.create((2, 2, 8, 8), (3, 2, 3, 3), 1, "SAME", 1, 1, "NCHW")
     large = conv.ConvGeometry.create((2, 32, 14, 14), (64, 32, 5, 5), 1, "SAME", 1, 1, "NCHW")
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "winograd")
-    assert conv_defs.algorithm(small) == "winograd"
+    assert cpu_conv.algorithm(small) == "winograd"
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "im2col")
-    assert conv_defs.algorithm(large) == "im2col"
+    assert cpu_conv.algorithm(large) == "im2col"
+    monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", " Winograd ")  # read through flowjob_core.switches
+    assert cpu_conv.algorithm(small) == "winograd"
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "fft")
-    with pytest.raises(ValueError, match="FLOWJOB_CONV_ALGORITHM must be one of"):
-        conv_defs.algorithm(large)
+    with pytest.raises(fc.ConfigError, match="FLOWJOB_CONV_ALGORITHM='fft': expected one of auto, im2col, winograd"):
+        cpu_conv.algorithm(large)
 
 
 # jobs ---------------------------------------------------------------------------------------------
@@ -180,12 +183,18 @@ N = 4
 VARIABLES = ("conv1-weight", "conv1-bias", "conv2-weight", "conv2-bias", "dense-weight", "dense-bias")
 
 
-def _train(algorithm: str, monkeypatch: pytest.MonkeyPatch, steps: int = 2) -> tuple[list, dict, list]:
+def _train(algorithm: str, monkeypatch: pytest.MonkeyPatch, steps: int = 2, *, cpu_overrides: bool = True
+           ) -> tuple[list, dict, list]:
+    """Losses, probed gradients and plan kernels of a small conv net's train steps; without
+    ``cpu_overrides`` the session's kernel registry has none (the records' reference kernels run)."""
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", algorithm)
     rng = np.random.default_rng(5)
     images = rng.random((N, 1, 12, 12), dtype=np.float32)
     labels = rng.integers(0, 5, N).astype(np.int32)
     session = probe.session_with_probe()
+    if not cpu_overrides:
+        for op in session.registries.kernels.overrides("cpu"):
+            session.registries.kernels.remove(op, "cpu")
     try:
         @probe.job(session)
         def train_job(x: tp.Numpy.Placeholder((N, 1, 12, 12)), y: tp.Numpy.Placeholder((N,), dtype=np.int32)
@@ -231,15 +240,15 @@ def test_a_train_job_uses_winograd_where_it_pays_and_matches_im2col(monkeypatch:
 
 
 def test_a_bad_algorithm_name_fails_the_plan_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "fastest")
     session = probe.session_with_probe()
+    monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "fastest")  # read when the plan is built
     try:
         @probe.job(session, "predict")
         def job(x: tp.Numpy.Placeholder((1, 16, 6, 6))) -> tp.Numpy:
             w = fc.get_variable("w", shape=(16, 16, 3, 3), initializer=initializers.random_normal_initializer())
             return nn.conv2d(x, w, 1, "SAME")
 
-        with pytest.raises(fc.FlowjobError, match="FLOWJOB_CONV_ALGORITHM must be one of"):
+        with pytest.raises(fc.ConfigError, match="FLOWJOB_CONV_ALGORITHM='fastest': expected one of"):
             job(np.zeros((1, 16, 6, 6), np.float32))
         monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "auto")
         assert job(np.ones((1, 16, 6, 6), np.float32)).shape == (1, 16, 6, 6)  # the session stays usable
@@ -265,12 +274,31 @@ def test_chunked_batches_give_the_same_results(chunk_bytes: int, monkeypatch: py
     assert _relative(got, want_dw) < 1e-12
 
 
-def test_other_array_modules_keep_im2col(monkeypatch: pytest.MonkeyPatch) -> None:
-    class FakeCupy:
-        __name__ = "cupy"
+def test_the_cpu_overrides_are_registered_and_the_records_keep_im2col() -> None:
+    session = probe.session_with_probe()
+    try:
+        kernels, ops = session.registries.kernels, session.registries.ops
+        for name, builder in cpu_overrides.KERNEL_BUILDERS.items():
+            assert kernels.lookup(ops[name], "cpu") is builder
+            assert kernels.lookup(ops[name], "gpu") is ops[name].kernel  # other backends: the reference
+        assert {"conv2d", "conv2d_bias", "conv2d_grad_data", "conv2d_grad_filter"} <= set(kernels.overrides("cpu"))
+    finally:
+        session.close()
 
-    geom = conv.ConvGeometry.create((2, 32, 14, 14), (64, 32, 5, 5), 1, "SAME", 1, 1, "NCHW")
-    for choice in ("auto", "winograd"):
-        monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", choice)
-        assert conv_defs.algorithm(geom, np) == "winograd"
-        assert conv_defs.algorithm(geom, FakeCupy()) == "im2col"
+
+@pytest.mark.parametrize("algorithm", ["auto", "winograd"])
+def test_without_the_cpu_overrides_a_job_runs_the_reference_kernels(algorithm: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A registry without the overrides (as any other backend sees it): im2col everywhere, whatever
+    FLOWJOB_CONV_ALGORITHM says, and the overrides' losses and gradients within float32 rounding."""
+    losses, grads, kernels = _train(algorithm, monkeypatch)
+    ref_losses, ref_grads, ref_kernels = _train(algorithm, monkeypatch, cpu_overrides=False)
+    winograd_kinds = {winograd.WinogradForward, winograd.WinogradBackwardData}
+    assert winograd_kinds <= {type(k) for k in kernels}
+    assert not winograd_kinds & {type(k) for k in ref_kernels}
+    assert not any(type(k).__module__ == "flowjob_ops.cpu.pool" for k in ref_kernels)
+    for got, want in zip(losses, ref_losses):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for key in grads:
+        np.testing.assert_allclose(grads[key], ref_grads[key], rtol=1e-4,
+                                   atol=1e-5 * max(1.0, float(np.abs(ref_grads[key]).max())))

@@ -65,6 +65,12 @@ class KernelRegistry:
     def overrides(self, backend: str) -> list[str]:
         return sorted(op for op, tag in self._kernels if tag == backend)
 
+    def remove(self, op: str, backend: str) -> None:
+        """Drop the builder registered for (op, backend): the op's own kernel (or a ``"*"`` one) serves
+        again there. Unknown pairs are an error naming them."""
+        if self._kernels.pop((op, backend), None) is None:
+            raise PluginError(f"no kernel override of op {op!r} is registered for backend {backend!r}")
+
 
 @dataclass
 class Backend:

@@ -5,7 +5,7 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_ops import array_ops, fusion, fusion_dense, math
+from flowjob_ops import array_ops, cpu, fusion, fusion_dense, math
 from flowjob_ops.defs import (
     activations, array, constants, conv, dropout, fused, indexing, matmul, nn_losses, pool, reduce, softmax)
 from flowjob_ops.defs import math as math_defs
@@ -46,3 +46,11 @@ def flowjob_add_passes(registry: Any) -> None:
     # optim-fusion (the optimizer package, when installed) claims the matmuls an SGD update reads
     # and the gradient scales; fuse-dense then fuses what is left
     registry.add("fuse-dense", fusion_dense.run, phase="fuse", after="fuse-conv", after_if_present="optim-fusion")
+
+
+@hookimpl
+def flowjob_add_kernels(registry: Any) -> None:
+    # numpy-tuned variants (Winograd, blocked pooling) for the cpu backend; the records' kernels stay
+    # the reference every other backend runs
+    for op, builder in cpu.KERNEL_BUILDERS.items():
+        registry.add(op, cpu.CPU_TAG, builder)

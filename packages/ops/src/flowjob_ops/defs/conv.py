@@ -1,5 +1,5 @@
-"""2-D convolution and its two gradients: im2col + GEMM (``flowjob_ops.kernels.conv``) or Winograd
-(``flowjob_ops.kernels.winograd``), chosen per node from the static shapes when the plan is built.
+"""2-D convolution and its two gradients; the reference kernels are im2col + GEMM
+(``flowjob_ops.kernels.conv``), which every backend can run.
 
 Attributes: ``strides``, ``padding`` ("SAME", "VALID" or explicit pads), ``data_format``
 ("NCHW" or "NHWC"), ``dilations`` and ``groups``. Weights are (F, C/groups, kh, kw) for NCHW
@@ -11,26 +11,19 @@ the gradient rule names the forward node in the filter-gradient node's ``forward
 the forward kernel (of a train job) publishes its column buffer in the plan's shared kernel
 dict, and the filter-gradient kernel reuses that buffer whenever the forward kernel last read
 the very array it is given (in a step the forward node always runs first; otherwise,
-e.g. when the forward output was dropped as dead code, it builds the matrix itself). The
-Winograd kernels share the forward's transformed input the same way.
+e.g. when the forward output was dropped as dead code, it builds the matrix itself).
 
-Algorithm choice (``algorithm``): on numpy, Winograd F(m x m, r x r) where it applies (stride 1, no
-dilation, one group, square 3/4/5 kernel) and has enough channels for its 64 channel GEMMs
-to pay (``winograd.worthwhile``); im2col otherwise. ``FLOWJOB_CONV_ALGORITHM`` in the
-environment (read when a plan is built) overrides it: ``im2col`` everywhere (the reference
-for tests), ``winograd`` wherever it applies, ``auto`` (the default).
+The cpu backend overrides these kernels with Winograd where it pays (``flowjob_ops.cpu.conv``,
+``FLOWJOB_CONV_ALGORITHM``); its kernels share the forward's transformed input the same way.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.defs.common import require_floating, same_dtype
-from flowjob_ops.kernels import conv, winograd
-
-ALGORITHMS = ("auto", "im2col", "winograd")
+from flowjob_ops.kernels import conv
 
 
 def geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> conv.ConvGeometry:
@@ -39,21 +32,6 @@ def geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> con
     return conv.ConvGeometry.create(x_shape, w_shape, attrs.get("strides", 1), attrs.get("padding", "VALID"),
                                     1 if dilations is None else dilations, attrs.get("groups", 1),
                                     attrs.get("data_format", "NCHW"))
-
-
-def algorithm(geom: conv.ConvGeometry, xp: Any = None) -> str:
-    """"winograd" or "im2col" for this convolution on array module ``xp`` (see the module docstring).
-
-    Winograd is a CPU algorithm here (its transforms are many small GEMMs on strided views);
-    other backends keep im2col, whose one large GEMM suits them.
-    """
-    choice = os.environ.get("FLOWJOB_CONV_ALGORITHM", "auto").strip().lower() or "auto"
-    if choice not in ALGORITHMS:
-        raise ValueError(f"FLOWJOB_CONV_ALGORITHM must be one of {ALGORITHMS}, got {choice!r}")
-    if choice == "im2col" or (xp is not None and getattr(xp, "__name__", "") != "numpy"):
-        return "im2col"
-    usable = winograd.applicable(geom) if choice == "winograd" else winograd.worthwhile(geom)
-    return "winograd" if usable else "im2col"
 
 
 def _options(attrs: dict) -> dict[str, Any]:
@@ -84,12 +62,6 @@ def _conv_kernel(ctx: KernelContext) -> Any:
     x, w = ctx.inputs[:2]
     bias = ctx.op == "conv2d_bias"
     relu = bias and ctx.attrs.get("activation") == "relu"
-    geom = geometry(x.shape, w.shape, ctx.attrs)
-    if algorithm(geom, ctx.xp) == "winograd":
-        fast = winograd.WinogradForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu)
-        if ctx.training:  # the filter-gradient node reuses its transformed input (see _grad_filter_kernel)
-            ctx.shared[("conv2d-winograd", ctx.node_name)] = fast
-        return fast
     forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs), bias=bias, relu=relu,
                                  strided_output=True)
     if not ctx.training:
@@ -178,30 +150,35 @@ def _pool_attrs(attrs: dict) -> dict[str, Any]:
             "data_format": attrs.get("data_format", "NCHW")}
 
 
-def _conv_attrs(attrs: dict) -> dict[str, Any]:
+def conv_attrs(attrs: dict) -> dict[str, Any]:
+    """A ``conv2d_bias_pool`` node's convolution attributes (without the pooling ones)."""
     return {k: v for k, v in attrs.items() if k not in POOL_KEYS}
 
 
 def _conv_bias_pool_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     from flowjob_ops.defs.pool import output_shape
 
-    (act,) = _conv_bias_infer(inputs, _conv_attrs(attrs))
+    (act,) = _conv_bias_infer(inputs, conv_attrs(attrs))
     return [BlobSpec(output_shape(act.shape, _pool_attrs(attrs)), act.dtype)]
 
 
-def _conv_bias_pool_kernel(ctx: KernelContext) -> Any:
+def conv_bias_pool(ctx: KernelContext, **tuning: Any) -> conv.Conv2dBiasPool:
+    """The fused kernel of a ``conv2d_bias_pool`` node; ``tuning``: ``algorithm``, ``max_pool``."""
     x, w = ctx.inputs[:2]
     pool = _pool_attrs(ctx.attrs)
     return conv.Conv2dBiasPool(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs),
                                pool=(pool["ksize"], pool["strides"], pool["padding"]),
-                               relu=ctx.attrs.get("activation") == "relu",
-                               algorithm=algorithm(geometry(x.shape, w.shape, _conv_attrs(ctx.attrs)), ctx.xp))
+                               relu=ctx.attrs.get("activation") == "relu", **tuning)
+
+
+def _conv_bias_pool_kernel(ctx: KernelContext) -> Any:
+    return conv_bias_pool(ctx)
 
 
 def _conv_bias_pool_grad(ctx: GradContext) -> list[Any]:
     # recompute the activation (the fused node never kept it), then the unfused chain's gradients
     x, w, b = ctx.inputs
-    act = ctx.apply("conv2d_bias", [x, w, b], _conv_attrs(ctx.attrs))
+    act = ctx.apply("conv2d_bias", [x, w, b], conv_attrs(ctx.attrs))
     dact = ctx.apply("max_pool2d_grad", [act, ctx.outputs[0], ctx.dy], _pool_attrs(ctx.attrs))
     dz = ctx.apply("relu_grad", [act, dact]) if ctx.attrs.get("activation") == "relu" else dact
     axis = channel_axis(ctx.attrs.get("data_format", "NCHW"))
@@ -227,9 +204,6 @@ def _grad_data_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 def _grad_data_kernel(ctx: KernelContext) -> Any:
     dy, w = ctx.inputs
-    geom = geometry(ctx.attrs["x_shape"], w.shape, ctx.attrs)
-    if algorithm(geom, ctx.xp) == "winograd":
-        return winograd.WinogradBackwardData(ctx.xp, geom, dy.dtype)
     return conv.Conv2dBackwardData(ctx.xp, ctx.attrs["x_shape"], w.shape, dy.dtype, **_options(ctx.attrs))
 
 
@@ -243,17 +217,6 @@ def _grad_filter_kernel(ctx: KernelContext) -> Any:
     x, dy = ctx.inputs
     options = _options(ctx.attrs)
     geom = geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
-    if algorithm(geom, ctx.xp) == "winograd":
-        forward = ctx.shared.get(("conv2d-winograd", ctx.attrs.get("forward")))
-        if not isinstance(forward, winograd.WinogradForward) or forward.geom != geom or forward.dtype != x.dtype:
-            forward = None
-        fast = winograd.WinogradBackwardFilter(ctx.xp, geom, x.dtype, forward=forward)
-
-        def run_fast(x_value: Any, dy_value: Any) -> Any:
-            # reused only if the forward kernel's transform was made from this very array
-            return fast(x_value, dy_value, reuse=True)
-
-        return run_fast
     columns = ctx.shared.get(("conv2d-columns", ctx.attrs.get("forward")))
     if columns is None or columns.im2col.geom != geom or columns.im2col.dtype != x.dtype:
         return conv.Conv2dBackwardFilter(ctx.xp, x.shape, ctx.attrs["w_shape"], x.dtype, **options)
@@ -268,7 +231,8 @@ def _grad_filter_kernel(ctx: KernelContext) -> Any:
 
 
 CONV2D = OpDef("conv2d", _conv_infer, kernel=_conv_kernel, grad=_conv_grad, name_prefix="Conv2D",
-               doc="inputs (x, weight): 2-D convolution (Winograd or im2col + GEMM, chosen per shape)")
+               doc="inputs (x, weight): 2-D convolution (im2col + GEMM; Winograd on the cpu backend where it "
+                   "pays)")
 CONV2D_GRAD_DATA = OpDef("conv2d_grad_data", _grad_data_infer, kernel=_grad_data_kernel, not_differentiable=True,
                          name_prefix="Conv2DGradData", doc="inputs (dy, weight): d loss / d x")
 CONV2D_GRAD_FILTER = OpDef("conv2d_grad_filter", _grad_filter_infer, kernel=_grad_filter_kernel,

@@ -3,6 +3,8 @@
 Attributes: ``ksize``, ``strides``, ``padding`` ("SAME", "VALID" or explicit pads) and
 ``data_format``. Max pooling pads with -inf and sends each window's gradient to its first
 maximal element; average pooling leaves padding out of the divisor (TF and legacy OneFlow).
+These kernels are the reference; the cpu backend overrides max pooling with the cache-blocked
+variant of ``flowjob_ops.cpu.pool`` (same results bit for bit).
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ def output_shape(x_shape: Sequence[int], attrs: dict) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _options(ctx: KernelContext) -> dict[str, Any]:
+def kernel_options(ctx: KernelContext) -> dict[str, Any]:
+    """The pooling kernel classes' arguments after (xp, x_shape, dtype) for a node."""
     attrs = ctx.attrs
     return {"ksize": attrs["ksize"], "strides": attrs["strides"], "pads": attrs.get("padding", "VALID"),
             "data_format": attrs.get("data_format", "NCHW")}
@@ -46,7 +49,7 @@ def _grad_attrs(ctx: GradContext) -> dict[str, Any]:
 # max ------------------------------------------------------------------------
 def _max_kernel(ctx: KernelContext) -> Any:
     x = ctx.inputs[0]
-    return pool.MaxPool2d(ctx.xp, x.shape, x.dtype, **_options(ctx))
+    return pool.MaxPool2d(ctx.xp, x.shape, x.dtype, **kernel_options(ctx))
 
 
 def _max_grad(ctx: GradContext) -> list[Any]:
@@ -63,7 +66,7 @@ def _max_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 def _max_grad_kernel(ctx: KernelContext) -> Any:
     x = ctx.inputs[0]
-    return pool.MaxPool2dBackward(ctx.xp, x.shape, x.dtype, **_options(ctx))
+    return pool.MaxPool2dBackward(ctx.xp, x.shape, x.dtype, **kernel_options(ctx))
 
 
 def _max_relu_grad_kernel(ctx: KernelContext) -> Any:
@@ -73,13 +76,13 @@ def _max_relu_grad_kernel(ctx: KernelContext) -> Any:
     so its mask x > 0 equals y > 0; the mask is applied at the pooled size (1/(kh*kw) of x).
     """
     x = ctx.inputs[0]
-    return pool.MaxPool2dBackward(ctx.xp, x.shape, x.dtype, relu=True, **_options(ctx))
+    return pool.MaxPool2dBackward(ctx.xp, x.shape, x.dtype, relu=True, **kernel_options(ctx))
 
 
 # average --------------------------------------------------------------------
 def _avg_kernel(ctx: KernelContext) -> Any:
     x = ctx.inputs[0]
-    return pool.AvgPool2d(ctx.xp, x.shape, x.dtype, **_options(ctx))
+    return pool.AvgPool2d(ctx.xp, x.shape, x.dtype, **kernel_options(ctx))
 
 
 def _avg_grad(ctx: GradContext) -> list[Any]:
@@ -95,7 +98,7 @@ def _avg_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 
 def _avg_grad_kernel(ctx: KernelContext) -> Any:
-    return pool.AvgPool2dBackward(ctx.xp, ctx.attrs["x_shape"], ctx.inputs[0].dtype, **_options(ctx))
+    return pool.AvgPool2dBackward(ctx.xp, ctx.attrs["x_shape"], ctx.inputs[0].dtype, **kernel_options(ctx))
 
 
 MAX_POOL2D = OpDef("max_pool2d", _infer, kernel=_max_kernel, grad=_max_grad, name_prefix="MaxPool2D",

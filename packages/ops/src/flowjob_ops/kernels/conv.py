@@ -736,13 +736,15 @@ class Conv2dBiasPool:
     the bias and the ReLU run at the pooled size, and the full-size activation is never
     written out in the graph's layout. Pooling reads the GEMM result in its own layout
     (NHWC for "rows", (F, N, OH, OW) for "cols" -- per-plane, so pooled as if NCHW).
-    ``pool`` is ``(ksize, strides, pads)`` in the conv's data_format.
+    ``pool`` is ``(ksize, strides, pads)`` in the conv's data_format; ``max_pool`` the max-pooling
+    kernel class used where the windows do not tile the plane (the cpu backend passes its
+    blocked variant).
     """
 
     def __init__(self, xp: Any, x_shape: Sequence[int], w_shape: Sequence[int], dtype: Any,
                  strides: Any = 1, pads: Any = 0, dilation: Any = 1, groups: int = 1,
                  data_format: str = "NCHW", *, pool: tuple[Any, Any, Any], relu: bool = False,
-                 strategy: str | None = None, algorithm: str = "im2col"):
+                 strategy: str | None = None, algorithm: str = "im2col", max_pool: type | None = None):
         from .pool import MaxPool2d
 
         self.xp = xp
@@ -785,7 +787,8 @@ class Conv2dBiasPool:
                 self._blocks = [g3[:, t] for t in range(T)]
                 self._pooled4 = self._pooled.reshape(g.F, g.N, ph, pw)
         else:
-            self.pool = MaxPool2d(xp, raw_shape, dtype, window.ksize, window.strides, window.pads, raw_fmt)
+            self.pool = (max_pool or MaxPool2d)(xp, raw_shape, dtype, window.ksize, window.strides, window.pads,
+                                                raw_fmt)
             pooled = self.pool.out_shape
             ph, pw = (pooled[1], pooled[2]) if raw_fmt == "NHWC" else (pooled[2], pooled[3])
         self.out_shape = (g.N, g.F, ph, pw) if g.data_format == "NCHW" else (g.N, ph, pw, g.F)

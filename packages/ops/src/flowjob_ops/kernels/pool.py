@@ -1,4 +1,4 @@
-"""2-D max / average pooling kernels (forward and backward) for numpy / cupy.
+"""2-D max / average pooling kernels (forward and backward) for any array module: the reference.
 
 Pooling is per channel, so the kernels work directly in the tensor's own
 layout (``data_format`` "NCHW" or "NHWC"); there is no transposition.  Each
@@ -12,34 +12,9 @@ reads, but numpy's reduction over small trailing window axes of a strided view
 measured 10-40x slower, so a window-view reduction is only used for a single
 output pixel per plane (global pooling), where it reduces long contiguous rows.
 
-Tiled fast path (``_Tiling``): when the windows tile the padded plane
-(ksize == strides with nothing left over, e.g. LeNet's 2x2 / stride 2 pooling)
-the tap slices above, with inner loops of only ow strided elements, and the
-backward's many passes over full-size arrays are replaced.  The arrays are
-taken in one memory order (the output's, or x's own when x's rows do not run
-along the output's innermost axis; ``memory_order`` also finds the (C, N, H, W)
-and (H, W, N, C) orders of the conv kernels' strided outputs) and x is split
-into the axes (outer..., oh, kh, ow, kw, inner...); numpy works through blocks
-of the outermost axis whose temporaries stay in the core's cache
-(``_BLOCK_BYTES``), so x is read and the output written once, along memory:
-
-* forward: the kw taps of every window row are combined first (for NCHW one
-  long 1-d strided loop), then the kh rows.  ``maximum`` returns its first NaN
-  operand and, of equal values (+0 / -0), its second, so this grouping of the
-  taps gives bit for bit the result of the tap-by-tap chain.  y keeps its
-  layout (contiguous in ``data_format``);
-* backward: y and dy are brought into that order (one cache-friendly
-  transposing copy when they arrive in another layout) and repeated kw times
-  along the width (one uint64 multiply for 32-bit 2x2); then ``hit = x == y``
-  and ``dx = dy * hit`` are one broadcast ufunc each per block.  Windows with
-  two or more hits (ties) need the first-maximum rule: a check over ``hit``
-  (uint16 lanes for kw == 2) finds them, and only for such a block are later
-  hits cleared tap by tap.  The products are the generic path's ``dy * 1`` /
-  ``dy * 0``, so NaN, -0 and inf in dy give the same bits.  With
-  ``relu=True``, windows with y <= 0 are compared against y / 0 (NaN, or -inf
-  for y < 0), so they have no hits (barring -inf in x) and no ties: their
-  gradient, dy * 0, is the same wherever it goes.  dx's layout: see
-  ``MaxPool2dBackward``.
+These are the kernels of the op records (``flowjob_ops.defs.pool``), which every backend can
+run. The cpu backend overrides max pooling with the cache-blocked tiled variant of
+``flowjob_ops.cpu.pool`` (same results bit for bit) where the windows tile the plane.
 
 Semantics (TF / legacy OneFlow):
 
@@ -57,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .padding import Window2d, as_strided, check_data_format, spatial_index
+from .padding import Window2d, check_data_format, spatial_index
 
 
 def _lowest(dtype: np.dtype) -> Any:
@@ -65,150 +40,6 @@ def _lowest(dtype: np.dtype) -> Any:
     if np.issubdtype(dtype, np.floating):
         return -np.inf
     return np.iinfo(dtype).min
-
-
-def _c_contiguous(a: Any) -> bool:
-    flags = getattr(a, "flags", None)
-    return bool(getattr(flags, "c_contiguous", False))
-
-
-def _tap(a: Any, axis: int, k: int) -> Any:
-    """a[..., k, ...] with k indexing ``axis``."""
-    return a[(slice(None),) * axis + (k,)]
-
-
-def _gathered(xp: Any, a: Any, buf: Any) -> Any:
-    """a itself when C-contiguous, else a copied into buf (of a's shape).
-
-    The copy is given both arrays in a's memory order, which numpy then follows (the two
-    operands' strides disagree): a strided block is read along its memory and scattered into
-    the small buffer, which stays in cache.
-    """
-    if _c_contiguous(a):
-        return a
-    order = sorted(range(a.ndim), key=lambda k: -abs(a.strides[k]) if a.shape[k] > 1 else 1)
-    xp.copyto(buf.transpose(order), a.transpose(order))
-    return buf
-
-
-def _relayout(xp: Any, a: Any, out: Any) -> None:
-    """out (C-contiguous, a's shape) = a, copied in chunks along a's outermost memory axis.
-
-    Each chunk is copied in a's memory order: numpy then reads it along memory, and the chunk
-    and the part of out it lands in stay in cache (measured 2-3x cheaper than gathering a's
-    elements block by block in out's order, e.g. an (H, W, N, C) dy for (N, C, H, W) blocks).
-    """
-    order = sorted(range(a.ndim), key=lambda k: -abs(a.strides[k]) if a.shape[k] > 1 else 1)
-    at, ot = a.transpose(order), out.transpose(order)
-    n = at.shape[0]
-    step = n
-    if xp is np and n and a.nbytes:
-        step = max(1, min(n, _BLOCK_BYTES // (a.nbytes // n)))
-    for k in range(0, n, step):
-        xp.copyto(ot[k:k + step], at[k:k + step])
-
-
-# numpy runs the tiled path in blocks whose input slice has about this many bytes, so that the
-# temporaries stay in the core's cache (2 MiB L2 here) and only x, y, dy and dx travel to memory;
-# every block costs ~10-15 ufunc calls of Python overhead.
-_BLOCK_BYTES = 1 << 19
-
-
-def memory_order(a: Any, spatial: tuple[int, int]) -> tuple[int, ...]:
-    """a's axes from outermost to innermost in memory (by stride), the spatial (h, w) kept together.
-
-    E.g. (N, C, H, W) for NCHW, (N, H, W, C) for NHWC, and for the conv kernels' strided
-    outputs (C, N, H, W) ("FNHW") or (H, W, N, C) ("HWNC").  The tiled path works in the
-    output's own order when x's rows run along the output's innermost axis, else in this one;
-    any order gives the same results.
-    """
-    h, w = spatial
-    shape, strides = a.shape, a.strides
-
-    def key(k: int) -> Any:
-        axis = w if k == h else k
-        return -1 if shape[axis] == 1 and k != h else abs(strides[axis])
-
-    items = sorted((k for k in range(a.ndim) if k != w), key=lambda k: -key(k))  # stable: ties keep order
-    order: list[int] = []
-    for k in items:
-        order += [h, w] if k == h else [k]
-    return tuple(order)
-
-
-class _Tiling:
-    """Windows that tile the (padded) plane, and one memory order of the arrays.
-
-    In that order the input is split into 6 axes (outer..., oh, kh, ow, kw, inner...): the
-    window taps are axes ``KH`` and ``KW``; pooled arrays (y, dy) have (outer..., oh, ow,
-    inner...).  ``blocks`` are index tuples for both: ranges of the outermost axis (so that the
-    input's inner loops stay long), and when one index of it is too big, also ranges of the
-    output rows (axis ``p``).  A block's scratch shapes come from ``shape``.
-    """
-
-    def __init__(self, pool: "_Pool2d", order: tuple[int, ...]):
-        win = pool.window
-        self.kh, self.kw = kh, kw = win.ksize
-        oh, ow = win.out_hw
-        h = pool._sp[0]
-        self.order = order
-        p = order.index(h)  # order[p + 1] is w
-        mem = [pool.padded_shape[k] for k in order]
-        self.p, self.inner = p, int(np.prod(mem[p + 2:], dtype=np.int64))
-        self.x6 = tuple(mem[:p] + [oh, kh, ow, kw] + mem[p + 2:])
-        self.KH, self.KW = p + 1, p + 3
-        # index tuples: tap i of the window rows / j of the columns, and a new length-1 kh axis
-        self.row_tap = [(slice(None),) * self.KH + (i,) for i in range(kh)]
-        self.col_tap = [(slice(None),) * self.KW + (j,) for j in range(kw)]
-        self.new_kh = (slice(None),) * self.KH + (None,)
-        size = self.x6[0]
-        unit = int(np.prod(self.x6[1:], dtype=np.int64)) * pool.dtype.itemsize  # one index of axis 0
-        step, rows = size, oh
-        if pool.xp is np and unit:
-            step = max(1, min(size, _BLOCK_BYTES // unit))
-            if unit > _BLOCK_BYTES and p > 0:
-                rows = max(1, min(oh, _BLOCK_BYTES // (unit // oh)))
-        self.blocks = []
-        for o in range(0, size, step):
-            for a in range(0, oh if p > 0 else 1, rows):
-                index = [slice(o, min(o + step, size))] + [slice(None)] * p
-                if p > 0:
-                    index[p] = slice(a, min(a + rows, oh))
-                self.blocks.append(tuple(index))
-
-    def block_shape(self, index: tuple[slice, ...]) -> tuple[int, ...]:
-        """The 6-axis shape of a block."""
-        dims = list(self.x6)
-        for axis, sl in enumerate(index):
-            start, stop, _ = sl.indices(dims[axis])
-            dims[axis] = stop - start
-        return tuple(dims)
-
-    def shape(self, block: tuple[int, ...], *, without: int | None = None, pooled: bool = False) -> tuple[int, ...]:
-        """A scratch shape for a block: without axis ``without``, or the pooled shape."""
-        dims = list(block)
-        if pooled:
-            del dims[self.KW], dims[self.KH]
-        elif without is not None:
-            del dims[without]
-        return tuple(dims)
-
-    @staticmethod
-    def applies(pool: "_Pool2d") -> bool:
-        """Whether the windows tile the plane (and are not a global pooling or a copy)."""
-        win = pool.window
-        return win.tiles and win.out_hw != (1, 1) and win.ksize != (1, 1)
-
-    def split(self, xp: Any, a: Any) -> Any:
-        """a (the padded input's shape) in memory order, split into the 6 axes (a view)."""
-        p, kh, kw = self.p, self.kh, self.kw
-        s = [a.strides[k] for k in self.order]
-        strides = s[:p] + [kh * s[p], s[p], kw * s[p + 1], s[p + 1]] + s[p + 2:]
-        return as_strided(xp, a, self.x6, strides)
-
-    def pooled(self, a: Any) -> Any:
-        """A pooled array (y, dy) in memory order."""
-        return a.transpose(self.order)
 
 
 class _Pool2d:
@@ -271,7 +102,7 @@ class _PaddedInput:
         return self._buf
 
 
-class _PaddedGrad:
+class PaddedGrad:
     """A zeroed, padded dx accumulator; ``finish`` returns dx without the border.
 
     ``order``: the memory order of the buffer (outermost axis first), NCHW / NHWC by default.
@@ -311,8 +142,6 @@ class MaxPool2d(_Pool2d):
         super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
         self._src = _PaddedInput(self, _lowest(self.dtype))
         self._y = xp.empty(self.out_shape, dtype=self.dtype)
-        self._tiled = not self._global and _Tiling.applies(self)
-        self._layouts: dict[tuple[int, ...], tuple[_Tiling, Any]] = {}  # by the input's strides
 
     def __call__(self, x: Any) -> Any:
         """Return y (the kernel's own buffer, overwritten by the next call)."""
@@ -320,9 +149,6 @@ class MaxPool2d(_Pool2d):
         src = self._src(x)
         if self._global:
             src[self._region].max(axis=self._sp, keepdims=True, out=y)
-            return y
-        if self._tiled:
-            self._tiled_max(src)
             return y
         taps = [src[idx] for idx in self._tap_idx]
         if len(taps) == 1:
@@ -332,82 +158,6 @@ class MaxPool2d(_Pool2d):
         for t in taps[2:]:
             xp.maximum(y, t, out=y)
         return y
-
-    def _layout(self, src: Any) -> tuple[_Tiling, dict]:
-        key = tuple(src.strides)
-        if key not in self._layouts:
-            order = memory_order(src, self._sp)
-            if order[-1] == 3:  # x's rows run along y's innermost axis: work in y's order
-                order = (0, 1, 2, 3)
-            self._layouts[key] = (_Tiling(self, order), {})
-        return self._layouts[key]
-
-    def _tiled_max(self, src: Any) -> None:
-        """Windows that tile the plane: max over each window row's kw taps, then over the kh rows.
-
-        Same result bit for bit as the tap-by-tap chain: ``maximum`` keeps its first NaN operand
-        and, of equal values (+0 / -0), its second, so any grouping of the taps in window order
-        picks the same element (the first NaN, else the last maximal one).
-        """
-        xp = self.xp
-        t, scratch = self._layout(src)
-        kh, kw, KW = t.kh, t.kw, t.KW
-        x6, y4 = t.split(xp, src), t.pooled(self._y)
-        rows, cols = t.row_tap, t.col_tap
-        for index in t.blocks:
-            xb, yb = x6[index], y4[index]
-            if kw > 1:
-                if kh == 1:
-                    rowmax = yb[t.new_kh]
-                else:  # max over the kw taps of each window row
-                    shape = t.shape(xb.shape, without=KW)
-                    if shape not in scratch:
-                        scratch[shape] = xp.empty(shape, dtype=self.dtype)
-                    rowmax = scratch[shape]
-                xp.maximum(xb[cols[0]], xb[cols[1]], out=rowmax)
-                for j in range(2, kw):
-                    xp.maximum(rowmax, xb[cols[j]], out=rowmax)
-                if kh == 1:
-                    continue
-            else:
-                rowmax = xb[cols[0]]
-            xp.maximum(rowmax[rows[0]], rowmax[rows[1]], out=yb)
-            for i in range(2, kh):
-                xp.maximum(yb, rowmax[rows[i]], out=yb)
-
-
-class _GradBuffers:
-    """The tiled backward's temporaries for one block shape."""
-
-    def __init__(self, xp: Any, t: _Tiling, block: tuple[int, ...], dtype: np.dtype, relu: bool):
-        pooled = t.shape(block, pooled=True)
-        if relu:
-            self.maskv = xp.empty(pooled, dtype=dtype)  # (y > 0) as 1 / 0
-            self.masked = xp.empty(pooled, dtype=dtype)
-            # y where y > 0, else y / 0 (NaN, or -inf): comparisons skip those windows, whose
-            # gradient dy * 0 is the same wherever it goes (ints keep y: exact, just slower)
-            self.pos = xp.empty(pooled, dtype=dtype) if dtype.kind == "f" else None
-        self.y = xp.empty(pooled, dtype=dtype)  # y or dy blocks that are not contiguous, copied
-        self.dy = xp.empty(pooled, dtype=dtype)
-        self.yw = xp.empty(t.shape(block, without=t.KH), dtype=dtype)  # y repeated kw times
-        self.dyw = xp.empty(t.shape(block, without=t.KH), dtype=dtype)
-        self.yw_rows, self.dyw_rows = self.yw[t.new_kh], self.dyw[t.new_kh]  # broadcast over kh
-        self.hits = xp.empty(block, dtype=bool)  # x == y, in the tiling's 6 axes
-        self.lanes = t.kw == 2 and t.inner == 1
-        if self.lanes:
-            # the tie check on uint16 lanes: one lane holds the two taps of a window row
-            n_lanes = int(np.prod(block, dtype=np.int64)) // 2
-            ow = block[t.KW - 1]
-            self.flag = xp.empty(n_lanes, dtype=bool)
-            self.nonzero = xp.empty(n_lanes, dtype=bool)
-            row = (np.arange(n_lanes) // ow) % t.kh  # window row of each lane
-            # lanes k and k + d*ow are rows of one window
-            self.same_window = [xp.asarray(row < t.kh - d) for d in range(1, t.kh)]
-        else:
-            self.rowcount = xp.empty(t.shape(block, without=t.KH), dtype=np.uint8)  # hits summed over rows
-            self.count = xp.empty(pooled, dtype=np.uint8)
-            self.tie = xp.empty(pooled, dtype=bool)
-        self.free = xp.empty(pooled, dtype=bool)
 
 
 class MaxPool2dBackward(_Pool2d):
@@ -421,13 +171,7 @@ class MaxPool2dBackward(_Pool2d):
     gradient of ``dy * (y > 0)``: exact, since an element only receives dy from windows whose
     first maximum it is, where x == y and so x > 0 iff y > 0.
 
-    dx is contiguous in ``data_format``.  With ``grad_layout="input"`` (windows that tile the
-    plane, no padding) it is instead laid out in memory like the first x the kernel is called
-    with, e.g. the (C, N, H, W) or (H, W, N, C) memory order of a strided conv output: dx is then
-    written along x's memory and reaches the conv's backward in the conv's own layout (faster
-    for both), but the consumers then sum in another order, so their results round differently.
-    The tiled path runs when x's innermost memory axis is dx's (the writes run along memory);
-    otherwise (e.g. an (H, W, N, C) x for a contiguous dx) the generic path.
+    dx is contiguous in ``data_format``.
     """
 
     def __init__(
@@ -441,14 +185,11 @@ class MaxPool2dBackward(_Pool2d):
         data_format: str = "NCHW",
         *,
         relu: bool = False,
-        grad_layout: str = "data_format",
     ):
         super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
-        if grad_layout not in ("data_format", "input"):
-            raise ValueError(f"grad_layout must be 'data_format' or 'input', got {grad_layout!r}")
         self.relu = bool(relu)
         self._src = _PaddedInput(self, _lowest(self.dtype))
-        self._grad = _PaddedGrad(self)
+        self._grad = PaddedGrad(self)
         self._hit = xp.empty(self.out_shape, dtype=bool)  # this tap is the window's argmax
         self._free = xp.empty(self.out_shape, dtype=bool)  # window's argmax not found yet
         self._tmp = xp.empty(self.out_shape, dtype=self.dtype)
@@ -456,25 +197,16 @@ class MaxPool2dBackward(_Pool2d):
         if self.relu:
             self._mask = xp.empty(self.out_shape, dtype=bool)
             self._masked = xp.empty(self.out_shape, dtype=self.dtype)
-        win = self.window
-        # (the per-window hit counts are uint8)
-        self._tiled = _Tiling.applies(self) and win.ksize[0] * win.ksize[1] <= 255
-        self._layouts: dict[tuple[int, ...], tuple[_Tiling, dict] | None] = {}  # by x's strides
-        self._copies: dict[tuple, Any] = {}  # y / dy copied into the tiling's memory order
-        # dx's layout is settled (unless it is to follow the first x; padded: the padded buffer's)
-        self._relaid = grad_layout != "input" or win.has_padding
 
     def __call__(self, x: Any, y: Any, dy: Any) -> Any:
         """Return dx (the kernel's own buffer, overwritten by the next call)."""
-        xp = self.xp
         self._check("max-pool output y", y, self.out_shape)
         self._check("max-pool output gradient dy", dy, self.out_shape)
-        src = self._src(x)
-        if self._tiled:
-            layout = self._layout(src)
-            if layout is not None:
-                self._tiled_grad(*layout, src, y, dy)
-                return self._grad.finish()
+        return self._tap_by_tap(self._src(x), y, dy)
+
+    def _tap_by_tap(self, src: Any, y: Any, dy: Any) -> Any:
+        """dx from the padded input ``src``: one pass over the output per window tap."""
+        xp = self.xp
         if self.relu:
             xp.greater(y, 0, out=self._mask)
             xp.multiply(dy, self._mask, out=self._masked)
@@ -502,126 +234,6 @@ class MaxPool2dBackward(_Pool2d):
                 xp.multiply(dy, hit, out=tmp)
                 xp.add(dst, tmp, out=dst)
         return self._grad.finish()
-
-    def _layout(self, src: Any) -> tuple[_Tiling, dict] | None:
-        """The tiling for x's layout, in dx's memory order; None when x's rows do not run along
-        dx's innermost axis (the generic path is cheaper than writing dx across its rows)."""
-        key = tuple(src.strides)
-        if key not in self._layouts:
-            order = memory_order(src, self._sp)
-            if not self._relaid:  # the first call: dx in x's memory order
-                self._relaid = True
-                if order != self._grad.order:
-                    self._grad = _PaddedGrad(self, order)
-                    self._dst = [self._grad.buf[idx] for idx in self._tap_idx]
-            target = self._grad.order
-            self._layouts[key] = (_Tiling(self, target), {}) if order[-1] == target[-1] else None
-        return self._layouts[key]
-
-    def _tiled_grad(self, t: _Tiling, scratch: dict, src: Any, y: Any, dy: Any) -> None:
-        """Windows that tile the plane: per block, hit = x == y and dx = dy * hit."""
-        xp = self.xp
-        x6, dx6 = t.split(xp, src), t.split(xp, self._grad.buf)
-        y4, dy4 = t.pooled(y), t.pooled(dy)
-        # y or dy in another memory order than x: one cache-friendly transposing copy first
-        if not _c_contiguous(y4):
-            y4 = self._relaid_copy(t, "y", y4)
-        if not _c_contiguous(dy4):
-            dy4 = self._relaid_copy(t, "dy", dy4)
-        for index in t.blocks:
-            xb, yb, dyb = x6[index], y4[index], dy4[index]
-            block = tuple(xb.shape)
-            if block not in scratch:
-                scratch[block] = _GradBuffers(xp, t, block, self.dtype, self.relu)
-            buf = scratch[block]
-            yb, dyb = _gathered(xp, yb, buf.y), _gathered(xp, dyb, buf.dy)
-            if self.relu:
-                xp.greater(yb, 0, out=buf.maskv, casting="unsafe")
-                xp.multiply(dyb, buf.maskv, out=buf.masked)  # dy * (y > 0), as on the generic path
-                dyb = buf.masked
-                if buf.pos is not None:
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        xp.divide(yb, buf.maskv, out=buf.pos)  # y / 1 is y; y / 0 is -inf or NaN
-                    yb = buf.pos
-            self._repeat(t, buf, yb, buf.yw)
-            self._repeat(t, buf, dyb, buf.dyw)
-            xp.equal(xb, buf.yw_rows, out=buf.hits)
-            if self._has_ties(t, buf):
-                self._first_hits(t, buf)
-            xp.multiply(buf.dyw_rows, buf.hits, out=dx6[index])
-
-    def _relaid_copy(self, t: _Tiling, name: str, a: Any) -> Any:
-        """a (a pooled array in t's memory order, not contiguous) copied into a contiguous buffer."""
-        key = (t.order, name)
-        if key not in self._copies:
-            self._copies[key] = self.xp.empty(a.shape, dtype=self.dtype)
-        out = self._copies[key]
-        _relayout(self.xp, a, out)
-        return out
-
-    def _repeat(self, t: _Tiling, buf: _GradBuffers, a: Any, out: Any) -> None:
-        """out = a (pooled block) with every window's value kw times (along out's kw axis)."""
-        xp = self.xp
-        if t.kw == 2 and t.inner == 1 and a.dtype.itemsize == 4 and out.flags.c_contiguous:  # (a is contiguous)
-            # both 32-bit halves of a uint64 get the bits of a: one contiguous multiply
-            xp.multiply(a.view(np.uint32), np.uint64(0x100000001), out=out.reshape(-1).view(np.uint64).reshape(a.shape),
-                        dtype=np.uint64)
-            return
-        for j in range(t.kw):  # per tap a strided copy
-            xp.copyto(_tap(out, t.KW - 1, j), a)
-
-    def _has_ties(self, t: _Tiling, buf: _GradBuffers) -> bool:
-        """Whether some window of the block (``buf.hits``) has two or more hits."""
-        xp, hits = self.xp, buf.hits
-        if buf.lanes:
-            # (..., oh, kh, ow): a window row's two taps; flattened first, as the last axis may be 1 long
-            lanes = hits.reshape(-1).view(np.uint16)
-            flag = buf.flag
-            xp.equal(lanes, np.uint16(0x0101), out=flag)
-            if flag.any():
-                return True
-            nonzero = buf.nonzero
-            xp.not_equal(lanes, np.uint16(0), out=nonzero)
-            ow, size = hits.shape[t.KW - 1], lanes.shape[0]
-            for d in range(1, t.kh):
-                k = size - d * ow
-                both = flag[:k]
-                xp.logical_and(nonzero[:k], nonzero[d * ow:], out=both)
-                xp.logical_and(both, buf.same_window[d - 1][:k], out=both)
-                if both.any():
-                    return True
-            return False
-        h8 = hits.view(np.uint8)
-        count = buf.rowcount  # hits per column of a window, summed over its rows
-        if t.kh == 1:
-            xp.copyto(count, _tap(h8, t.KH, 0))
-        else:
-            xp.add(_tap(h8, t.KH, 0), _tap(h8, t.KH, 1), out=count)
-            for i in range(2, t.kh):
-                xp.add(count, _tap(h8, t.KH, i), out=count)
-        w = buf.count
-        kw_axis = t.KW - 1
-        if t.kw == 1:
-            xp.copyto(w, _tap(count, kw_axis, 0))
-        else:
-            xp.add(_tap(count, kw_axis, 0), _tap(count, kw_axis, 1), out=w)
-            for j in range(2, t.kw):
-                xp.add(w, _tap(count, kw_axis, j), out=w)
-        xp.greater(w, 1, out=buf.tie)
-        return bool(buf.tie.any())
-
-    def _first_hits(self, t: _Tiling, buf: _GradBuffers) -> None:
-        """Keep only each window's first hit in row-major window order."""
-        xp, hits, free = self.xp, buf.hits, buf.free
-        last = t.kh * t.kw - 1
-        for k in range(last + 1):
-            h = _tap(_tap(hits, t.KW, k % t.kw), t.KH, k // t.kw)
-            if k == 0:
-                xp.logical_not(h, out=free)
-                continue
-            xp.logical_and(h, free, out=h)
-            if k < last:
-                xp.logical_xor(free, h, out=free)
 
 
 def _inverse_counts(pool: _Pool2d) -> Any:
@@ -700,7 +312,7 @@ class AvgPool2dBackward(_Pool2d):
     ):
         super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
         self._inv = _inverse_counts(self)
-        self._grad = _PaddedGrad(self)
+        self._grad = PaddedGrad(self)
         self._g = xp.empty(self.out_shape, dtype=self.dtype)
         self._dst = [self._grad.buf[idx] for idx in self._tap_idx]
 
