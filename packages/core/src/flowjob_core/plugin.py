@@ -2,7 +2,9 @@
 
 Only pluggy's public API is used: entry points are loaded by ``load_setuptools_entrypoints``
 (which honours ``set_blocked``), and each registration hook is called once per plugin through
-``subset_hook_caller``, so what a plugin registers is recorded under its name.
+``subset_hook_caller``, so what a plugin registers is recorded under its name. Both rely on
+pluggy 1.7 (the package's floor): its ``subset_hook_caller`` also leaves out implementations
+registered under ``specname=``, and a plugin failing validation leaves the manager untouched.
 """
 from __future__ import annotations
 
