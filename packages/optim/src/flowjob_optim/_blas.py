@@ -4,7 +4,8 @@ numpy does not expose ``gemm`` with ``beta``; its wheels bundle OpenBLAS (``nump
 the CBLAS interface under a ``scipy_`` prefix and a ``64_`` (64-bit integer) suffix. Using that
 library, not SciPy's separate copy, keeps one BLAS thread pool: two pools on a small machine
 spin against each other. ``gemm(dtype)`` is None when the library or symbol is not found; the
-callers then fall back to ``matmul`` and elementwise ops.
+callers then fall back to ``matmul`` and elementwise ops. Whether to use it at all is the caller's
+switch (``FLOWJOB_BLAS_FUSION``, read by ``flowjob_optim.cpu`` when a job is planned).
 """
 from __future__ import annotations
 
@@ -30,8 +31,6 @@ def _libraries() -> list[str]:
 
 @lru_cache(maxsize=None)
 def _symbol(letter: str) -> tuple[Any, Any] | None:
-    if os.environ.get("FLOWJOB_NO_BLAS_FUSION"):
-        return None
     for path in _libraries():
         try:
             lib = ctypes.CDLL(path)

@@ -8,7 +8,8 @@
    shows) is unchanged.
 2. **SGD into the gradient's matmul.** A plain SGD update (no weight decay, regularizer or
    clipping) whose gradient is a 2-d ``matmul`` nobody else reads becomes one
-   ``optim_sgd_matmul_update``: on numpy, a single BLAS ``gemm`` with ``beta = 1`` (numpy's own OpenBLAS)
+   ``optim_sgd_matmul_update`` where the backend runs it as one call (the cpu override of
+   ``flowjob_optim.cpu``: a single BLAS ``gemm`` with ``beta = 1``, numpy's own OpenBLAS)
    adds ``-lr * scale * op(a) @ op(b)`` to the variable in place; no gradient buffer, no extra
    memory passes.
 
@@ -48,7 +49,6 @@ def run(job: Job, ctx: Any) -> None:
     # orders only plain readers before in-place writers), so their matmuls stay separate nodes
     written = set(in_place_writers(job.nodes, ops, root))
     backend = getattr(ctx, "backend", None)
-    xp = getattr(backend, "xp", None)
     dead: set[int] = set()
     replace: dict[int, Node] = {}
     for node in updates:
@@ -70,7 +70,7 @@ def run(job: Job, ctx: Any) -> None:
         mm = producer.get(grad)
         var_spec = job.specs[node.inputs[0]]
         if (mm is None or mm.op != "matmul" or not _sole_reader(grad, node, users, kept)
-                or not fused_sgd_available(xp, var_spec.dtype)):
+                or not fused_sgd_available(ctx.registries, backend, var_spec.dtype)):
             continue
         if any(root.get(i, i) in written for i in mm.inputs):
             continue  # e.g. the gradient reads a variable (this one: gemm must not write what it reads)

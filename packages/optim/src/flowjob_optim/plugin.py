@@ -5,7 +5,7 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_optim import fusion, optimizer_pass, update_ops
+from flowjob_optim import cpu, fusion, optimizer_pass, update_ops
 
 
 @hookimpl
@@ -18,3 +18,10 @@ def flowjob_add_ops(registry: Any) -> None:
 def flowjob_add_passes(registry: Any) -> None:
     registry.add("optimizer", optimizer_pass.run, phase="update")
     registry.add("optim-fusion", fusion.run, phase="fuse")
+
+
+@hookimpl
+def flowjob_add_kernels(registry: Any) -> None:
+    # the BLAS-fused SGD on the cpu backend; the record's kernel stays the reference elsewhere
+    for op, builder in cpu.KERNEL_BUILDERS.items():
+        registry.add(op, cpu.CPU_TAG, builder)

@@ -18,8 +18,6 @@ import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
 
-from flowjob_optim import _blas
-
 Step = Callable[[Any, Sequence[Any], Any, Any], None]
 """``step(w, slots, g, lr)``: one rule's in-place update; ``lr`` is a scalar of the learning rate."""
 
@@ -415,9 +413,14 @@ LARS_UPDATE = _update_op("optim_lars_update", 1, _lars, _lars.__doc__ or "")
 LAMB_UPDATE = _update_op("optim_lamb_update", 4, _lamb, _lamb.__doc__ or "")
 
 # SGD fused with the matmul that produces its gradient ------------------------------
-def fused_sgd_available(xp: Any, dtype: np.dtype) -> bool:
-    """Whether ``optim_sgd_matmul_update`` runs as one BLAS call (numpy arrays, numpy's BLAS reachable)."""
-    return xp is np and _blas.gemm(dtype) is not None
+def fused_sgd_available(registries: Any, backend: Any, dtype: np.dtype) -> bool:
+    """Whether ``optim_sgd_matmul_update`` runs as one call on ``backend``: its kernel there is an
+    override whose ``fuses(dtype)`` says so (``flowjob_optim.cpu``'s BLAS gemm on numpy). The
+    record's own kernel (matmul, then the update) would only add a node, so nothing is fused then."""
+    if registries is None or backend is None or SGD_MATMUL_UPDATE.name not in registries.ops:
+        return False
+    fuses = getattr(registries.kernels.lookup(registries.ops[SGD_MATMUL_UPDATE.name], backend.tag), "fuses", None)
+    return fuses is not None and bool(fuses(dtype))
 
 
 def _sgd_matmul_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -439,20 +442,12 @@ def _sgd_matmul_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]
 
 
 def _sgd_matmul_kernel(ctx: KernelContext) -> Any:
-    """``w -= lr * grad_scale * op(a) @ op(b)``: on numpy, one ``?gemm`` with ``beta = 1`` writing ``w``
-    (numpy's own BLAS through ``_blas``; elsewhere ``matmul`` then the update)."""
+    """``w -= lr * grad_scale * op(a) @ op(b)``: ``matmul`` into a gradient buffer, then the update (the
+    reference; on numpy the cpu override ``flowjob_optim.cpu`` is one BLAS ``?gemm``)."""
     xp = ctx.xp
     spec = ctx.inputs[0]
     ta, tb = bool(ctx.attrs.get("transpose_a")), bool(ctx.attrs.get("transpose_b"))
-    dt = spec.dtype.type
-    s = dt(ctx.attrs.get("grad_scale", 1.0))
-    gemm = _blas.gemm(spec.dtype) if xp is np else None
-    if gemm is not None:
-        # C-ordered w += alpha op(a) op(b): ?gemm with beta = 1 writes w, reading transposed operands in place
-        def run(w: Any, a: Any, b: Any, lr: Any) -> None:
-            gemm(-float(lr[0] * s), a, b, ta, tb, 1.0, w)
-
-        return run
+    s = spec.dtype.type(ctx.attrs.get("grad_scale", 1.0))
     grad = ctx.workspace(spec.shape, spec.dtype)
 
     def run_generic(w: Any, a: Any, b: Any, lr: Any) -> None:
