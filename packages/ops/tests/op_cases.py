@@ -118,6 +118,17 @@ def binary_case(a_kind: str = "any", b_kind: str = "any") -> Any:
     return make
 
 
+def compare_case(draw: Draw) -> Case:
+    """A broadcastable pair from a small alphabet: equal elements (ties) are common."""
+    sa, sb = draw(fst.broadcastable_pair(max_dims=3, max_side=3))
+    values = st.sampled_from([-1.0, 0.0, 0.5, 2.0])
+    return [np.asarray(draw(fst.arrays(tuple(sa), values))), np.asarray(draw(fst.arrays(tuple(sb), values)))], {}
+
+
+def compare_ref(fn: Any) -> Any:
+    return lambda a, b: fn(a, b).astype(np.int8)
+
+
 def extremum_grad_case(draw: Draw) -> Case:
     (a, b), _ = binary_case("large", "small")(draw)
     out = np.broadcast_shapes(a.shape, b.shape)
@@ -809,6 +820,12 @@ CASES = [
     OpCase("abs", unary_case(away=(0.0,)), reference=np.abs),
     OpCase("reciprocal", unary_case(away=(0.0,), gap=0.5), reference=np.reciprocal),
     OpCase("sign", unary_case(away=(0.0,)), reference=np.sign),
+    OpCase("greater", compare_case, reference=compare_ref(np.greater), wrt=()),
+    OpCase("greater_equal", compare_case, reference=compare_ref(np.greater_equal), wrt=()),
+    OpCase("less", compare_case, reference=compare_ref(np.less), wrt=()),
+    OpCase("less_equal", compare_case, reference=compare_ref(np.less_equal), wrt=()),
+    OpCase("equal", compare_case, reference=compare_ref(np.equal), wrt=()),
+    OpCase("not_equal", compare_case, reference=compare_ref(np.not_equal), wrt=()),
     OpCase("clip_by_value", clip_case, reference=clip_ref),
     OpCase("clip_grad", clip_grad_case, reference=clip_grad_ref, wrt=()),
     # reductions

@@ -13,7 +13,7 @@ from flowjob_core.errors import (
 from flowjob_core.executor import PendingCall
 from flowjob_core.function import JobFunction, global_function
 from flowjob_core.ir import BlobSpec, Intent, Job, Node, SideOutput
-from flowjob_core.opdef import KernelContext, OpDef
+from flowjob_core.opdef import Elementwise, KernelContext, OpDef
 from flowjob_core.plugin import ENTRY_POINT_GROUP, hookimpl, make_plugin_manager
 from flowjob_core.registry import Backend
 from flowjob_core.results import InputSpec, ParamKind, ReturnKind
@@ -24,7 +24,8 @@ from flowjob_core.variables import add_loss, get_variable
 __version__ = "0.1.0"
 
 __all__ = [
-    "Backend", "Blob", "BlobSpec", "CheckpointError", "ConfigError", "ENTRY_POINT_GROUP", "FlowjobError",
+    "Backend", "Blob", "BlobSpec", "CheckpointError", "ConfigError", "ENTRY_POINT_GROUP", "Elementwise",
+    "FlowjobError",
     "FunctionConfig", "GradContext", "InputSpec", "Intent", "Job", "JobArgumentError", "JobDefinitionError",
     "JobFunction", "JobReturnError", "KernelContext", "MissingPackageError", "Node", "OpBuildError", "OpDef",
     "ParamKind", "PendingCall", "PluginError", "ReturnKind", "Session", "ShapeError", "SideOutput",

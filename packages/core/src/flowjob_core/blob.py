@@ -44,8 +44,10 @@ class Blob:
     def _operator(self, dunder: str, *args: Any) -> Any:
         fn = self.builder.registries.ops.operators.get(dunder)
         if fn is None:
+            # the operators come from op packages (flowjob-ops registers + - * / @ [] and comparisons)
             raise FlowjobError(
-                f"operator {dunder} on blob {self.lbn!r} needs an op package (pip install flowjob-ops)")
+                f"operator {dunder} on blob {self.lbn!r}: no installed op package provides it "
+                f"(installed plugins register operators through flowjob_add_ops)")
         return fn(self, *args)
 
     def __bool__(self) -> bool:
@@ -56,6 +58,8 @@ class Blob:
         raise FlowjobError(
             f"blob {self.lbn!r} is symbolic inside a global function (lazy mode); return it or flow.watch it")
 
+    # identity, as for any object: blobs stay usable as dict keys and set members (gradient maps)
+    # although ``==`` builds a comparison node instead of answering True or False
     __hash__ = object.__hash__
 
 

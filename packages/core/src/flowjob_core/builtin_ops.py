@@ -10,7 +10,7 @@ import numpy as np
 
 from flowjob_core.errors import ShapeError
 from flowjob_core.ir import BlobSpec
-from flowjob_core.opdef import KernelContext, OpDef
+from flowjob_core.opdef import Elementwise, KernelContext, OpDef
 from flowjob_core.plugin import hookimpl
 
 
@@ -161,12 +161,6 @@ BROADCAST_TO = OpDef("broadcast_to", _broadcast_infer, kernel=_broadcast_kernel,
                      name_prefix="BroadcastTo", doc="Broadcasts to a fixed shape.")
 
 
-def _scalar_mul_kernel(ctx: KernelContext) -> Any:
-    xp, out = ctx.xp, ctx.out(0)
-    scalar = np.asarray(ctx.attrs["scalar"], dtype=ctx.outputs[0].dtype)
-    return lambda x: xp.multiply(x, scalar, out=out)
-
-
 def _scalar_mul_grad(ctx: Any) -> list[Any]:
     return [ctx.apply("scalar_mul", [ctx.dy], {"scalar": ctx.attrs["scalar"]})]
 
@@ -174,12 +168,13 @@ def _scalar_mul_grad(ctx: Any) -> list[Any]:
 def _scalar_mul_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     scalar = attrs["scalar"]
     if inputs[0].dtype.kind != "f" and not float(scalar).is_integer():
-        raise ShapeError(f"scaling a {inputs[0].dtype} blob by {scalar!r} would truncate; cast it to a float type first")
+        raise ShapeError(
+            f"scaling a {inputs[0].dtype} blob by {scalar!r} would truncate; cast it to a float type first")
     return [inputs[0]]
 
 
-SCALAR_MUL = OpDef("scalar_mul", _scalar_mul_infer, kernel=_scalar_mul_kernel, grad=_scalar_mul_grad,
-                   name_prefix="ScalarMul", doc="Multiplies by a Python number.")
+SCALAR_MUL = OpDef("scalar_mul", _scalar_mul_infer, grad=_scalar_mul_grad, name_prefix="ScalarMul",
+                   elementwise=Elementwise("multiply", scalar="scalar"), doc="Multiplies by a Python number.")
 
 CORE_OPS = (INPUT, VARIABLE, RETURN, FETCH, ONES_LIKE, ADD_N, UNBROADCAST, BROADCAST_TO, SCALAR_MUL)
 

@@ -22,6 +22,71 @@ GradRule = Callable[["GradContext"], Sequence[Any]]
 
 
 @dataclass(frozen=True)
+class Elementwise:
+    """An elementwise op's arithmetic, declared once: one call ``xp.<ufunc>(operands..., out=out)``.
+
+    The op's kernel is built from it, and the fusion pass evaluates the op as a step of an
+    ``elementwise_chain`` with the very same call, so fused results are bitwise the unfused ones.
+
+    ``ufunc``: the name of the array module's ufunc (``"maximum"``, ``"greater"``).
+    ``arity``: how many blob operands it takes (1 or 2), in the op's input order.
+    ``scalar``: for a unary op, the name of the attribute holding a Python number that enters
+    the call as a second operand (``scalar_add``: ``"scalar"``); ``fixed``: a number the op
+    itself fixes instead (relu: ``maximum(x, 0)``). Either enters as a numpy scalar of the blob
+    operand's dtype, so the call never promotes (float32 stays float32) and CuPy accepts it.
+    ``scalar_first``: the number precedes the blob (``scalar - x``).
+    """
+
+    ufunc: str
+    arity: int = 1
+    scalar: str | None = None
+    fixed: int | float | None = None
+    scalar_first: bool = False
+
+    def __post_init__(self) -> None:
+        if self.arity not in (1, 2):
+            raise ValueError(f"elementwise ufunc {self.ufunc!r}: arity must be 1 or 2, got {self.arity!r}")
+        if self.scalar is not None and self.fixed is not None:
+            raise ValueError(f"elementwise ufunc {self.ufunc!r}: a scalar attribute and a fixed number exclude "
+                             f"each other")
+        if self.has_constant and self.arity != 1:
+            raise ValueError(f"elementwise ufunc {self.ufunc!r}: a number operand needs arity 1")
+        if self.scalar_first and not self.has_constant:
+            raise ValueError(f"elementwise ufunc {self.ufunc!r}: scalar_first without a scalar or fixed number")
+
+    @property
+    def has_constant(self) -> bool:
+        return self.scalar is not None or self.fixed is not None
+
+    def constant(self, attrs: dict, dtype: Any) -> Any:
+        """The number operand as a numpy scalar of ``dtype`` (the blob operand's), or None."""
+        if self.scalar is not None:
+            return np.dtype(dtype).type(attrs[self.scalar])
+        if self.fixed is not None:
+            return np.dtype(dtype).type(self.fixed)
+        return None
+
+    def operands(self, blobs: Sequence[str], constant: str) -> list[str]:
+        """The call's operands in order: the blob operands with ``constant`` placed where it goes
+        (for code that writes the call out, like the chain kernel)."""
+        if not self.has_constant:
+            return list(blobs)
+        return [constant, *blobs] if self.scalar_first else [*blobs, constant]
+
+    def kernel(self, ctx: "KernelContext") -> Callable[..., Any]:
+        """The reference kernel: the one call, into the planned output buffer."""
+        ufunc, out = getattr(ctx.xp, self.ufunc), ctx.out(0)
+        if self.arity == 2:
+            return lambda a, b: ufunc(a, b, out=out)
+        c = self.constant(ctx.attrs, ctx.inputs[0].dtype)
+        if c is None:
+            return lambda x: ufunc(x, out=out)
+        if self.scalar_first:
+            return lambda x: ufunc(c, x, out=out)
+        return lambda x: ufunc(x, c, out=out)
+
+
+@dataclass(frozen=True)
 class OpDef:
     """One op: what it computes, how its shapes follow, how it differentiates, how it runs.
 
@@ -30,6 +95,8 @@ class OpDef:
     every other reader of those values in a step.
     ``effect``: dead-code elimination keeps the node even when nothing reads its outputs.
     ``not_differentiable``: the explicit mark for ops without a gradient rule.
+    ``elementwise``: the op is one ufunc call (``Elementwise``); its kernel is built from it
+    (give no ``kernel``), and the fusion pass may run it as a step of an elementwise chain.
     """
 
     name: str
@@ -43,10 +110,16 @@ class OpDef:
     mutates: tuple[int, ...] = ()
     effect: bool = False
     doc: str = ""
+    elementwise: Elementwise | None = None
 
     def __post_init__(self) -> None:
         if self.grad is not None and self.not_differentiable:
             raise ValueError(f"op {self.name!r}: a gradient rule and the not-differentiable mark exclude each other")
+        if self.elementwise is not None:
+            if self.kernel is not None:
+                # one source of truth: a hand kernel could drift from the chain step the fusion pass runs
+                raise ValueError(f"op {self.name!r}: an elementwise descriptor builds the kernel; give no kernel")
+            object.__setattr__(self, "kernel", self.elementwise.kernel)
         if not self.name_prefix:
             object.__setattr__(self, "name_prefix", "".join(p.capitalize() for p in self.name.split("_")))
 

@@ -7,7 +7,7 @@ It runs after dead-code elimination, after ``fuse-conv`` and after the optimizer
   ``matmul_bias`` node (attribute ``activation``: None or "relu"): the GEMM writes the output
   buffer, the bias add and the ReLU update it in place. It never takes a matmul that
   ``optim-fusion`` wants: that one is read by an optimizer update, this one by a bias add.
-* A run of elementwise ops (``flowjob_ops.defs.fused.STEPS``: relu, tanh, negative, exp, square,
+* A run of elementwise ops (any op whose record declares an ``Elementwise`` descriptor: relu, tanh, exp,
   the scalar_* ops, add/subtract/multiply/divide/maximum/minimum, ...), each the only reader of
   the one before, becomes one ``elementwise_chain`` node evaluated in one buffer, provided every
   step's result has the previous result's shape and dtype (a binary step's other operand
@@ -30,7 +30,7 @@ from typing import Any
 from flowjob_core.analysis import observed_values, value_readers
 from flowjob_core.ir import Job, Node
 
-from flowjob_ops.defs.fused import ELEMENTWISE_CHAIN, MATMUL_ATTRS, MATMUL_BIAS, RUNNING, STEPS
+from flowjob_ops.defs.fused import ELEMENTWISE_CHAIN, MATMUL_ATTRS, MATMUL_BIAS, RUNNING, registry_lookup
 from flowjob_ops.fusion import _rewrite, bias_act_tail, enabled
 
 
@@ -83,7 +83,9 @@ def fuse_elementwise_chains(job: Job, ctx: Any = None) -> int:
     registries = getattr(ctx, "registries", None)
     observed = observed_values(job)
     users = value_readers(job)
-    candidates = {id(n) for n in job.nodes if n.op in STEPS and len(n.outputs) == 1 and _own_kernels(ctx, n.op)}
+    step = registry_lookup(getattr(registries, "ops", None))  # a plugin's op with a descriptor fuses too
+    candidates = {id(n) for n in job.nodes
+                  if step(n.op) is not None and len(n.outputs) == 1 and _own_kernels(ctx, n.op)}
 
     def writes_in_place(node: Node) -> bool:  # without the registries (a bare call) nothing is known to
         return registries is not None and node.op in registries.ops and bool(registries.ops[node.op].mutates)

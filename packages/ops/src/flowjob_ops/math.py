@@ -10,12 +10,13 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, ShapeError, apply
 
+from flowjob_ops.comparisons import equal, greater, greater_equal, less, less_equal, not_equal
 from flowjob_ops.defs.common import build_error, check_scalar
 
 __all__ = [
-    "abs", "add", "add_n", "argmax", "divide", "exp", "gelu", "log", "matmul", "maximum", "minimum", "multiply",
-    "negative", "pow", "reciprocal", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum", "sigmoid", "sign",
-    "sqrt", "square", "subtract", "tanh",
+    "abs", "add", "add_n", "argmax", "divide", "equal", "exp", "gelu", "greater", "greater_equal", "less",
+    "less_equal", "log", "matmul", "maximum", "minimum", "multiply", "negative", "not_equal", "pow", "reciprocal",
+    "reduce_max", "reduce_mean", "reduce_min", "reduce_sum", "sigmoid", "sign", "sqrt", "square", "subtract", "tanh",
 ]
 
 Operand = Blob | float | int

@@ -5,13 +5,13 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_ops import array_ops, cpu, fusion, fusion_dense, math
+from flowjob_ops import array_ops, comparisons, cpu, fusion, fusion_dense, math
 from flowjob_ops.defs import (
-    activations, array, constants, conv, dropout, fused, indexing, matmul, nn_losses, pool, reduce, softmax)
+    activations, array, compare, constants, conv, dropout, fused, indexing, matmul, nn_losses, pool, reduce, softmax)
 from flowjob_ops.defs import math as math_defs
 
-OP_MODULES = (activations, math_defs, reduce, matmul, softmax, nn_losses, dropout, conv, pool, array, indexing,
-              constants, fused)
+OP_MODULES = (activations, math_defs, compare, reduce, matmul, softmax, nn_losses, dropout, conv, pool, array,
+              indexing, constants, fused)
 
 # Python operators on symbolic blobs: ``x + y``, ``2.0 * x``, ``-x``, ``a @ b``, ``x ** 2``, ``x[0, 1:3]``
 OPERATORS = {
@@ -28,6 +28,7 @@ OPERATORS = {
     "__matmul__": array_ops.matmul,
     "__rmatmul__": lambda a, b: array_ops.matmul(b, a),
     "__getitem__": array_ops.getitem,
+    **comparisons.OPERATORS,
 }
 
 
@@ -36,6 +37,8 @@ def flowjob_add_ops(registry: Any) -> None:
     for module in OP_MODULES:
         for op in module.OPS:
             registry.add(op)
+    # the chain finds its steps in this session's registry: any op with a descriptor fuses, a plugin's too
+    registry.add(fused.chain_op(registry))
     for dunder, fn in OPERATORS.items():
         registry.add_operator(dunder, fn)
 

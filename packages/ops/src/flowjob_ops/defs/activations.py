@@ -3,18 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowjob_core import GradContext, KernelContext, OpDef
+from flowjob_core import Elementwise, GradContext, KernelContext, OpDef
 
 from flowjob_ops.defs.common import grad_like_second, unary_float
 from flowjob_ops.defs.special import NormalCdf
 
 
 # relu ---------------------------------------------------------------------
-def _relu_kernel(ctx: KernelContext) -> Any:
-    xp, out = ctx.xp, ctx.out(0)
-    return lambda x: xp.maximum(x, 0, out=out)
-
-
 def _relu_grad(ctx: GradContext) -> list[Any]:
     # from the output: y > 0 exactly where x > 0, and y is often kept alive anyway
     return [ctx.apply("relu_grad", [ctx.outputs[0], ctx.dy])]
@@ -31,7 +26,7 @@ def _relu_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-RELU = OpDef("relu", unary_float, kernel=_relu_kernel, grad=_relu_grad, name_prefix="Relu",
+RELU = OpDef("relu", unary_float, grad=_relu_grad, name_prefix="Relu", elementwise=Elementwise("maximum", fixed=0),
              doc="max(x, 0)")
 RELU_GRAD = OpDef("relu_grad", grad_like_second, kernel=_relu_grad_kernel, not_differentiable=True,
                   name_prefix="ReluGrad", doc="dy where y > 0, else 0")
@@ -75,11 +70,6 @@ SIGMOID_GRAD = OpDef("sigmoid_grad", grad_like_second, kernel=_sigmoid_grad_kern
 
 
 # tanh ---------------------------------------------------------------------
-def _tanh_kernel(ctx: KernelContext) -> Any:
-    xp, out = ctx.xp, ctx.out(0)
-    return lambda x: xp.tanh(x, out=out)
-
-
 def _tanh_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("tanh_grad", [ctx.outputs[0], ctx.dy])]
 
@@ -96,7 +86,8 @@ def _tanh_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-TANH = OpDef("tanh", unary_float, kernel=_tanh_kernel, grad=_tanh_grad, name_prefix="Tanh", doc="tanh(x)")
+TANH = OpDef("tanh", unary_float, grad=_tanh_grad, name_prefix="Tanh", elementwise=Elementwise("tanh"),
+             doc="tanh(x)")
 TANH_GRAD = OpDef("tanh_grad", grad_like_second, kernel=_tanh_grad_kernel, not_differentiable=True,
                   name_prefix="TanhGrad", doc="dy * (1 - y^2) from the tanh output y")
 

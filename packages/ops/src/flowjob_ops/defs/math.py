@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.defs.common import (
     broadcast_shape, check_scalar, require_floating, same_dtype, typed_scalar, unary_float, unary_numeric)
@@ -24,14 +24,6 @@ def _binary_infer(op: str, floating: bool = False) -> Callable[[Sequence[BlobSpe
         return [BlobSpec(broadcast_shape(inputs[0].shape, inputs[1].shape, f"{op} operands"), dtype)]
 
     return infer
-
-
-def _ufunc_kernel(name: str) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Any:
-        ufunc, out = getattr(ctx.xp, name), ctx.out(0)
-        return lambda a, b: ufunc(a, b, out=out)
-
-    return build
 
 
 def _add_grad(ctx: GradContext) -> list[Any]:
@@ -85,20 +77,18 @@ def _extremum_grad_kernel(compare: str) -> Callable[[KernelContext], Any]:
     return build
 
 
-ADD = OpDef("add", _binary_infer("add"), kernel=_ufunc_kernel("add"), grad=_add_grad, name_prefix="Add",
-            doc="a + b with numpy broadcasting")
-SUBTRACT = OpDef("subtract", _binary_infer("subtract"), kernel=_ufunc_kernel("subtract"), grad=_subtract_grad,
-                 name_prefix="Subtract", doc="a - b with numpy broadcasting")
-MULTIPLY = OpDef("multiply", _binary_infer("multiply"), kernel=_ufunc_kernel("multiply"), grad=_multiply_grad,
-                 name_prefix="Multiply", doc="a * b with numpy broadcasting")
-DIVIDE = OpDef("divide", _binary_infer("divide", floating=True), kernel=_ufunc_kernel("divide"),
-               grad=_divide_grad, name_prefix="Divide", doc="a / b with numpy broadcasting (floating)")
-MAXIMUM = OpDef("maximum", _binary_infer("maximum"), kernel=_ufunc_kernel("maximum"),
-                grad=_extremum_grad("maximum_grad"), name_prefix="Maximum",
-                doc="elementwise max; where a == b the gradient goes to a")
-MINIMUM = OpDef("minimum", _binary_infer("minimum"), kernel=_ufunc_kernel("minimum"),
-                grad=_extremum_grad("minimum_grad"), name_prefix="Minimum",
-                doc="elementwise min; where a == b the gradient goes to a")
+ADD = OpDef("add", _binary_infer("add"), grad=_add_grad, name_prefix="Add",
+            elementwise=Elementwise("add", arity=2), doc="a + b with numpy broadcasting")
+SUBTRACT = OpDef("subtract", _binary_infer("subtract"), grad=_subtract_grad, name_prefix="Subtract",
+                 elementwise=Elementwise("subtract", arity=2), doc="a - b with numpy broadcasting")
+MULTIPLY = OpDef("multiply", _binary_infer("multiply"), grad=_multiply_grad, name_prefix="Multiply",
+                 elementwise=Elementwise("multiply", arity=2), doc="a * b with numpy broadcasting")
+DIVIDE = OpDef("divide", _binary_infer("divide", floating=True), grad=_divide_grad, name_prefix="Divide",
+               elementwise=Elementwise("divide", arity=2), doc="a / b with numpy broadcasting (floating)")
+MAXIMUM = OpDef("maximum", _binary_infer("maximum"), grad=_extremum_grad("maximum_grad"), name_prefix="Maximum",
+                elementwise=Elementwise("maximum", arity=2), doc="elementwise max; where a == b the gradient goes to a")
+MINIMUM = OpDef("minimum", _binary_infer("minimum"), grad=_extremum_grad("minimum_grad"), name_prefix="Minimum",
+                elementwise=Elementwise("minimum", arity=2), doc="elementwise min; where a == b the gradient goes to a")
 MAXIMUM_GRAD = OpDef("maximum_grad", _extremum_grad_infer, kernel=_extremum_grad_kernel("greater_equal"),
                      not_differentiable=True, name_prefix="MaximumGrad",
                      doc="(dy where a >= b, dy where a < b), in the broadcast shape")
@@ -121,15 +111,8 @@ def _scalar_infer(op: str, floating: bool = False) -> Callable[[Sequence[BlobSpe
     return infer
 
 
-def _scalar_kernel(name: str, scalar_first: bool = False) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Any:
-        ufunc, out = getattr(ctx.xp, name), ctx.out(0)
-        s = typed_scalar(ctx.attrs["scalar"], ctx.outputs[0].dtype)
-        if scalar_first:
-            return lambda x: ufunc(s, x, out=out)
-        return lambda x: ufunc(x, s, out=out)
-
-    return build
+def _with_scalar(ufunc: str, scalar_first: bool = False) -> Elementwise:
+    return Elementwise(ufunc, scalar="scalar", scalar_first=scalar_first)
 
 
 def _scalar_add_grad(ctx: GradContext) -> list[Any]:
@@ -160,28 +143,19 @@ def _scalar_pow_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("multiply", [ctx.dy, slope])]
 
 
-SCALAR_ADD = OpDef("scalar_add", _scalar_infer("scalar_add"), kernel=_scalar_kernel("add"), grad=_scalar_add_grad,
-                   name_prefix="ScalarAdd", doc="x + scalar")
-SCALAR_RSUB = OpDef("scalar_rsub", _scalar_infer("scalar_rsub"), kernel=_scalar_kernel("subtract", True),
-                    grad=_scalar_rsub_grad, name_prefix="ScalarSub", doc="scalar - x")
-SCALAR_DIV = OpDef("scalar_div", _scalar_infer("scalar_div", floating=True), kernel=_scalar_kernel("divide"),
-                   grad=_scalar_div_grad, name_prefix="ScalarDiv", doc="x / scalar")
-SCALAR_RDIV = OpDef("scalar_rdiv", _scalar_infer("scalar_rdiv", floating=True),
-                    kernel=_scalar_kernel("divide", True), grad=_scalar_rdiv_grad, name_prefix="ScalarDiv",
-                    doc="scalar / x")
-SCALAR_POW = OpDef("scalar_pow", _scalar_infer("scalar_pow", floating=True), kernel=_scalar_kernel("power"),
-                   grad=_scalar_pow_grad, name_prefix="ScalarPow", doc="x ** scalar")
+SCALAR_ADD = OpDef("scalar_add", _scalar_infer("scalar_add"), grad=_scalar_add_grad, name_prefix="ScalarAdd",
+                   elementwise=_with_scalar("add"), doc="x + scalar")
+SCALAR_RSUB = OpDef("scalar_rsub", _scalar_infer("scalar_rsub"), grad=_scalar_rsub_grad, name_prefix="ScalarSub",
+                    elementwise=_with_scalar("subtract", scalar_first=True), doc="scalar - x")
+SCALAR_DIV = OpDef("scalar_div", _scalar_infer("scalar_div", floating=True), grad=_scalar_div_grad,
+                   name_prefix="ScalarDiv", elementwise=_with_scalar("divide"), doc="x / scalar")
+SCALAR_RDIV = OpDef("scalar_rdiv", _scalar_infer("scalar_rdiv", floating=True), grad=_scalar_rdiv_grad,
+                    name_prefix="ScalarDiv", elementwise=_with_scalar("divide", scalar_first=True), doc="scalar / x")
+SCALAR_POW = OpDef("scalar_pow", _scalar_infer("scalar_pow", floating=True), grad=_scalar_pow_grad,
+                   name_prefix="ScalarPow", elementwise=_with_scalar("power"), doc="x ** scalar")
 
 
 # unary ----------------------------------------------------------------------
-def _unary_kernel(name: str) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Any:
-        ufunc, out = getattr(ctx.xp, name), ctx.out(0)
-        return lambda x: ufunc(x, out=out)
-
-    return build
-
-
 def _negative_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("negative", [ctx.dy])]
 
@@ -216,20 +190,20 @@ def _zero_grad(ctx: GradContext) -> list[Any]:
     return [None] * len(ctx.inputs)
 
 
-NEGATIVE = OpDef("negative", unary_numeric, kernel=_unary_kernel("negative"), grad=_negative_grad,
+NEGATIVE = OpDef("negative", unary_numeric, elementwise=Elementwise("negative"), grad=_negative_grad,
                  name_prefix="Negative", doc="-x")
-SQUARE = OpDef("square", unary_numeric, kernel=_unary_kernel("square"), grad=_square_grad, name_prefix="Square",
+SQUARE = OpDef("square", unary_numeric, elementwise=Elementwise("square"), grad=_square_grad, name_prefix="Square",
                doc="x * x")
-SQRT = OpDef("sqrt", unary_float, kernel=_unary_kernel("sqrt"), grad=_sqrt_grad, name_prefix="Sqrt",
+SQRT = OpDef("sqrt", unary_float, elementwise=Elementwise("sqrt"), grad=_sqrt_grad, name_prefix="Sqrt",
              doc="square root")
-EXP = OpDef("exp", unary_float, kernel=_unary_kernel("exp"), grad=_exp_grad, name_prefix="Exp", doc="e ** x")
-LOG = OpDef("log", unary_float, kernel=_unary_kernel("log"), grad=_log_grad, name_prefix="Log",
+EXP = OpDef("exp", unary_float, elementwise=Elementwise("exp"), grad=_exp_grad, name_prefix="Exp", doc="e ** x")
+LOG = OpDef("log", unary_float, elementwise=Elementwise("log"), grad=_log_grad, name_prefix="Log",
             doc="natural logarithm")
-ABS = OpDef("abs", unary_numeric, kernel=_unary_kernel("abs"), grad=_abs_grad, name_prefix="Abs",
+ABS = OpDef("abs", unary_numeric, elementwise=Elementwise("abs"), grad=_abs_grad, name_prefix="Abs",
             doc="|x| (gradient sign(x), 0 at 0)")
-RECIPROCAL = OpDef("reciprocal", unary_float, kernel=_unary_kernel("reciprocal"), grad=_reciprocal_grad,
+RECIPROCAL = OpDef("reciprocal", unary_float, elementwise=Elementwise("reciprocal"), grad=_reciprocal_grad,
                    name_prefix="Reciprocal", doc="1 / x")
-SIGN = OpDef("sign", unary_numeric, kernel=_unary_kernel("sign"), grad=_zero_grad, name_prefix="Sign",
+SIGN = OpDef("sign", unary_numeric, elementwise=Elementwise("sign"), grad=_zero_grad, name_prefix="Sign",
              doc="-1, 0 or 1; its gradient is zero")
 
 
