@@ -2,6 +2,7 @@
 match im2col + GEMM (to float64 rounding, and within float32 tolerance at LeNet's shapes), and a job
 picks Winograd where it pays and gives the im2col job's losses and gradients."""
 
+import sys
 from fractions import Fraction
 from typing import Any
 
@@ -9,7 +10,9 @@ import numpy as np
 import pytest
 
 import flowjob_core as fc
+import flowjob_ops.plugin
 import flowjob_typing as tp
+import flowjob_typing.plugin
 from flowjob_core.testing.modules import sibling
 from flowjob_ops import initializers, layers, nn
 from flowjob_ops.array_ops import reshape
@@ -183,15 +186,27 @@ N = 4
 VARIABLES = ("conv1-weight", "conv1-bias", "conv2-weight", "conv2-bias", "dense-weight", "dense-bias")
 
 
-def _train(algorithm: str, monkeypatch: pytest.MonkeyPatch, steps: int = 2, *, cpu_overrides: bool = True
-           ) -> tuple[list, dict, list]:
+@fc.hookimpl
+def flowjob_add_backends(registry: Any) -> None:
+    """(This module as a plugin) a third backend: numpy under the tag "xpu", with no kernel overrides."""
+    registry.add(fc.Backend(tag="xpu", name="numpy as xpu", xp=np, make_rng=np.random.default_rng))
+
+
+def _train(algorithm: str, monkeypatch: pytest.MonkeyPatch, steps: int = 2, *, cpu_overrides: bool = True,
+           device: str = "cpu") -> tuple[list, dict, list]:
     """Losses, probed gradients and plan kernels of a small conv net's train steps; without
-    ``cpu_overrides`` the session's kernel registry has none (the records' reference kernels run)."""
+    ``cpu_overrides`` the session's kernel registry has none (the records' reference kernels run);
+    ``device="xpu"`` runs the session on this module's backend."""
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", algorithm)
+    monkeypatch.setenv("FLOWJOB_DEVICE", device)
     rng = np.random.default_rng(5)
     images = rng.random((N, 1, 12, 12), dtype=np.float32)
     labels = rng.integers(0, 5, N).astype(np.int32)
-    session = probe.session_with_probe()
+    if device == "cpu":
+        session = probe.session_with_probe()
+    else:  # session_with_probe's plugins and this module's backend
+        plugins = [flowjob_ops.plugin, flowjob_typing.plugin, probe, sys.modules[__name__]]
+        session = fc.Session(fc.make_plugin_manager(plugins=plugins, autoload=False))
     if not cpu_overrides:
         for op in session.registries.kernels.overrides("cpu"):
             session.registries.kernels.remove(op, "cpu")
@@ -272,6 +287,20 @@ def test_chunked_batches_give_the_same_results(chunk_bytes: int, monkeypatch: py
     want_dw = conv.Conv2dBackwardFilter(np, x_shape, w_shape, np.float64, 1, "SAME")(x, dy)
     got = winograd.WinogradBackwardFilter(np, geom, np.float64, forward=forward)(x, dy, reuse=True)
     assert _relative(got, want_dw) < 1e-12
+
+
+def test_a_plugin_backend_runs_the_reference_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FLOWJOB_DEVICE=xpu: the same numpy arrays under a tag without overrides run im2col and the
+    reference pooling, and train as the cpu backend does."""
+    losses, grads, kernels = _train("auto", monkeypatch)
+    xpu_losses, xpu_grads, xpu_kernels = _train("auto", monkeypatch, device="xpu")
+    assert not {winograd.WinogradForward, winograd.WinogradBackwardData} & {type(k) for k in xpu_kernels}
+    assert not any(type(k).__module__ == "flowjob_ops.cpu.pool" for k in xpu_kernels)
+    for got, want in zip(xpu_losses, losses):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for key in grads:
+        np.testing.assert_allclose(xpu_grads[key], grads[key], rtol=1e-4,
+                                   atol=1e-5 * max(1.0, float(np.abs(grads[key]).max())))
 
 
 def test_the_cpu_overrides_are_registered_and_the_records_keep_im2col() -> None:

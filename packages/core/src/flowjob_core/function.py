@@ -122,9 +122,8 @@ class JobFunction:
                 (ret,) = builder.add_op("return", [blob], scoped_name=naming.unique_name("Return"),
                                         source=f"return of {self.name!r}")
                 job.returns.append(ret.lbn)
-        devices = {n.device for n in job.nodes}
-        if "gpu" in devices:
-            session.note_device_request("gpu")
+        for device_tag in sorted({n.device for n in job.nodes}):  # tags the session does not run on warn once
+            session.note_device_request(device_tag)
         session.pm.hook.flowjob_job_traced(job=job)
         return job
 
@@ -164,12 +163,12 @@ class JobFunction:
         if plan is None:
             plan = self.plan()
         backend = plan.backend
-        if not mirrored and backend.tag == "cpu":
+        if not mirrored and backend.host_arrays:
             return self._call_simple(plan, feeds)
         devices = self._devices(feeds) if mirrored else 1
         if mirrored and devices == 1:
             feeds = [f[0] if type(f) is PerDevice else f for f in feeds]
-        if backend.tag != "cpu":
+        if not backend.host_arrays:
             feeds = [PerDevice(map(backend.from_host, f)) if type(f) is PerDevice else backend.from_host(f)
                      for f in feeds]
         to_host = backend.to_host

@@ -72,9 +72,18 @@ class KernelRegistry:
             raise PluginError(f"no kernel override of op {op!r} is registered for backend {backend!r}")
 
 
+LEGACY_DEVICE_TAGS = ("cpu", "gpu")
+"""Legacy OneFlow's device tags: valid in every session. A job placed on one without a backend runs
+on the cpu backend (core's ``flowjob_select_backend``), with one warning for ``gpu``."""
+
+
 @dataclass
 class Backend:
-    """A device kind: its tag (``cpu``/``gpu``), array module and host transfers."""
+    """A device kind: its tag (``cpu``, ``gpu``, or a plugin's own), array module and host transfers.
+
+    ``host_arrays``: the backend's arrays are the host's numpy arrays, so feeds and results need no
+    transfer (the numpy backend; calls then take a shorter path).
+    """
 
     tag: str
     name: str
@@ -85,9 +94,12 @@ class Backend:
     make_rng: Callable[[int | None], Any] = None  # type: ignore[assignment]
     synchronize: Callable[[], None] = lambda: None
     description: str = ""
+    host_arrays: bool = False
 
 
 class BackendRegistry:
+    """Backends by device tag; the tags ``flow.scope.placement`` and ``FLOWJOB_DEVICE`` accept."""
+
     def __init__(self) -> None:
         self._backends: dict[str, Backend] = {}
 
@@ -96,6 +108,20 @@ class BackendRegistry:
 
     def get(self, tag: str) -> Backend | None:
         return self._backends.get(tag)
+
+    def tags(self) -> list[str]:
+        """The registered device tags, sorted."""
+        return sorted(self._backends)
+
+    def accepts(self, tag: str) -> bool:
+        """Whether a job may be placed on ``tag``: a registered backend's, or a legacy tag."""
+        return tag in self._backends or tag in LEGACY_DEVICE_TAGS
+
+    def unknown_tag_message(self, tag: Any) -> str:
+        """Why ``tag`` names no device, listing the tags that do."""
+        legacy = [t for t in LEGACY_DEVICE_TAGS if t not in self._backends]
+        also = f" (and the legacy {', '.join(map(repr, legacy))})" if legacy else ""
+        return f"{tag!r} names no registered backend; registered: {self.tags()}{also}"
 
     def __iter__(self) -> Iterator[Backend]:
         return iter(self._backends.values())

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import threading
 import warnings
 import weakref
@@ -16,7 +15,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 from flowjob_core.config import SessionConfig
-from flowjob_core.errors import FlowjobError
+from flowjob_core import switches
+from flowjob_core.errors import ConfigError, FlowjobError
 from flowjob_core.executor import Executor
 from flowjob_core.plugin import gather_registries, make_plugin_manager
 from flowjob_core.registry import Backend
@@ -39,15 +39,19 @@ class Session:
         self.executor = Executor(self.report_error, self.raise_pending, self.config.max_in_flight)
         self._backend: Backend | None = None
         self._variables: VariableStore | None = None
-        self._warned_gpu = False
+        self._warned_tags: set[str] = set()  # placements warned about once: they run on self.backend
         self.closed = False
         _live_sessions.add(self)
 
     # devices --------------------------------------------------------------
     def requested_device(self) -> str:
-        forced = os.environ.get("FLOWJOB_DEVICE")
+        """The device tag this session's jobs run on: ``FLOWJOB_DEVICE``, else from flow.config."""
+        forced = switches.current().device
         if forced:
+            if not self.registries.backends.accepts(forced):
+                raise ConfigError(f"FLOWJOB_DEVICE={self.registries.backends.unknown_tag_message(forced)}")
             return forced
+        # legacy flow.config.gpu_device_num: GPUs where a gpu backend is registered, else the host
         if self.config.gpu_device_num == 0:
             return "cpu"
         return "gpu" if self.registries.backends.get("gpu") is not None else "cpu"
@@ -65,11 +69,25 @@ class Session:
         return self._backend
 
     def note_device_request(self, device_tag: str) -> None:
-        """Warn once when a program asks for a GPU this session cannot give it (legacy CPU builds did too)."""
-        if device_tag == "gpu" and self.backend.tag != "gpu" and not self._warned_gpu:
-            self._warned_gpu = True
-            warnings.warn("flowjob: no GPU backend is available (flowjob-gpu with a CUDA device); "
-                          "GPU placements run on the CPU", RuntimeWarning, stacklevel=3)
+        """Warn once per tag when a program places ops on a device other than the session's backend.
+
+        A session runs every job on one backend, so such ops run there. Placements on a backend of
+        host arrays (numpy's ``cpu``) are quiet, as legacy ``cpu`` scopes inside GPU jobs were; a
+        GPU asked for where none is available warns as legacy CPU builds did.
+        """
+        backend = self.backend
+        placed = self.registries.backends.get(device_tag)
+        if device_tag == backend.tag or device_tag in self._warned_tags or (placed is not None and placed.host_arrays):
+            return
+        self._warned_tags.add(device_tag)
+        if placed is None:
+            warnings.warn(f"flowjob: no {device_tag.upper()} backend is available (flowjob-gpu with a CUDA device); "
+                          f"{device_tag.upper()} placements run on the {backend.tag.upper()}", RuntimeWarning,
+                          stacklevel=3)
+        else:
+            warnings.warn(f"flowjob: this session runs every job on its {backend.tag!r} backend, so ops placed on "
+                          f"{device_tag!r} run there too (FLOWJOB_DEVICE={device_tag} runs the session on "
+                          f"{device_tag!r})", RuntimeWarning, stacklevel=3)
 
     @property
     def variables(self) -> VariableStore:

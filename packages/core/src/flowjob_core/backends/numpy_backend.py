@@ -87,6 +87,7 @@ def make_backend() -> Backend:
         from_host=lambda a: a,
         make_rng=lambda seed: np.random.default_rng(seed),
         description=f"numpy {np.__version__}",
+        host_arrays=True,
     )
 
 
