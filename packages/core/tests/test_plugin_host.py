@@ -225,3 +225,23 @@ def test_switches_are_read_from_the_process_environment(fake_dists, monkeypatch)
 def test_registries_hold_only_the_registries():
     assert sorted(f for f in Registries.__dataclass_fields__) == [
         "backends", "kernels", "ops", "passes", "result_kinds", "watch_sinks"]
+
+
+def test_an_unhashable_plugin_is_called_once_and_named():
+    calls = []
+    loose = types.SimpleNamespace(  # unhashable: pluggy's subset callers cannot hold it
+        flowjob_add_ops=hookimpl(lambda registry: calls.append("loose") or registry.add(_op("loose_op"))),
+        flowjob_add_passes=hookimpl(lambda registry: registry.add("loose-pass", lambda job, ctx: None, phase="fuse")))
+    other = _plugin_module("fj_test_beside", flowjob_add_ops=lambda registry: calls.append("beside") or registry.add(_op("beside_op")))
+    pm = make_plugin_manager(plugins=[other], autoload=False)
+    pm.register(loose, "loose-plugin")
+    regs = gather_registries(pm)
+    assert sorted(calls) == ["beside", "loose"]
+    assert regs.ops.owner("loose_op") == "loose-plugin" and regs.ops.owner("beside_op") == "fj_test_beside"
+    assert regs.ops.owner("variable") == "core-ops"
+    assert {spec.name: spec.plugin for spec in regs.passes.ordered()}["loose-pass"] == "loose-plugin"
+    clash = types.SimpleNamespace(flowjob_add_ops=hookimpl(lambda registry: registry.add(_op("beside_op"))))
+    pm.register(clash, "clash-plugin")
+    with pytest.raises(PluginError, match="op 'beside_op' registered twice: by '(fj_test_beside|clash-plugin)' and by "
+                                          "'(fj_test_beside|clash-plugin)'"):
+        gather_registries(pm)

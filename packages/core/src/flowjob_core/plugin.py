@@ -120,9 +120,10 @@ _REGISTRATION_HOOKS = (
 def gather_registries(pm: pluggy.PluginManager) -> Registries:
     """Call every registration hook once per plugin, recording which plugin registered what."""
     regs = Registries()
+    solo: dict[str, pluggy.PluginManager] = {}  # managers of one plugin each, made only when needed
     for hook_name, field_name in _REGISTRATION_HOOKS:
         registry = getattr(regs, field_name)
-        for plugin_name, call in _per_plugin_callers(pm, hook_name):
+        for plugin_name, call in _per_plugin_callers(pm, hook_name, solo):
             if hasattr(registry, "current_plugin"):
                 registry.current_plugin = plugin_name
             try:
@@ -136,16 +137,35 @@ def gather_registries(pm: pluggy.PluginManager) -> Registries:
     return regs
 
 
-def _per_plugin_callers(pm: pluggy.PluginManager, hook_name: str) -> list[tuple[str, Any]]:
+def _per_plugin_callers(pm: pluggy.PluginManager, hook_name: str,
+                        solo: dict[str, pluggy.PluginManager]) -> list[tuple[str, Any]]:
     """(plugin name, a caller of ``hook_name`` that reaches only that plugin), in pluggy's call order."""
-    impls = getattr(pm.hook, hook_name).get_hookimpls()
-    implementers = list({id(impl.plugin): impl.plugin for impl in impls}.values())
-    callers: dict[int, tuple[str, Any]] = {}
-    for impl in reversed(impls):  # pluggy calls the last registered (and tryfirst) implementation first
-        if id(impl.plugin) not in callers:
-            others = [p for p in implementers if p is not impl.plugin]
-            callers[id(impl.plugin)] = (impl.plugin_name, pm.subset_hook_caller(hook_name, remove_plugins=others))
-    return list(callers.values())
+    implementers: list[tuple[str, Any]] = []
+    for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls()):  # pluggy calls them in this order
+        if not any(plugin is impl.plugin for _, plugin in implementers):
+            implementers.append((impl.plugin_name, impl.plugin))
+    if all(_hashable(plugin) for _, plugin in implementers):
+        return [(name, pm.subset_hook_caller(hook_name, remove_plugins=[o for _, o in implementers if o is not plugin]))
+                for name, plugin in implementers]
+    # subset callers keep plugins in a set: with an unhashable one implementing the hook (a SimpleNamespace,
+    # a dataclass instance), each plugin is called through a manager holding only it (slower: rare)
+    return [(name, getattr(_solo_manager(solo, name, plugin).hook, hook_name)) for name, plugin in implementers]
+
+
+def _hashable(plugin: Any) -> bool:
+    try:
+        hash(plugin)
+    except TypeError:
+        return False
+    return True
+
+
+def _solo_manager(solo: dict[str, pluggy.PluginManager], name: str, plugin: Any) -> pluggy.PluginManager:
+    if name not in solo:
+        # no specs: the session's manager has validated the plugin against them already
+        solo[name] = pluggy.PluginManager(hookspecs.PROJECT)
+        solo[name].register(plugin, name)
+    return solo[name]
 
 
 def describe_plugins(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
