@@ -16,6 +16,7 @@ import numpy as np
 
 from flowjob_core.session import Session
 from flowjob_core.testing.gradcheck import check_grads
+from flowjob_core.testing.kernel_probe import override_tags
 from flowjob_core.testing.kit_session import kit_session
 from flowjob_core.testing.single_op import run_op
 
@@ -86,22 +87,58 @@ def _as_tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
-def check_forward(case: OpCase, inputs: list[np.ndarray], attrs: dict, session: Session) -> None:
-    """``run_op`` against ``case.reference``, output by output."""
-    assert case.reference is not None
-    got = run_op(case.op, inputs, attrs, session=session)
-    want = _as_tuple(case.reference(*inputs, **attrs))
-    assert len(got) == len(want), (f"op {case.op!r}: {len(got)} outputs, the reference gives {len(want)}")
+def _compare(got: Sequence[np.ndarray], want: Sequence[Any], where: str, case: OpCase, attrs: dict,
+             inputs: list[np.ndarray], *, scaled: bool) -> None:
+    """Output by output: shapes, exact integers, floats within the dtype's tolerance (loosened by the case's).
+
+    ``scaled``: two kernels of one op are compared, not a kernel and a formula; a sum reordered
+    (Winograd, a BLAS call, a GPU reduction) moves each output by rounding of the largest terms,
+    so atol grows to rtol times the largest output.
+    """
+    assert len(got) == len(want), f"{where}: {len(got)} outputs, against {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
         w = np.asarray(w)
-        where = f"op {case.op!r} (case {case.id!r}), output {k}, attrs {attrs!r}"
-        assert g.shape == w.shape, f"{where}: shape {g.shape}, the reference gives {w.shape}"
+        at = f"{where}, output {k}, attrs {attrs!r}"
+        assert g.shape == w.shape, f"{at}: shape {g.shape}, against {w.shape}"
         if g.dtype.kind != "f":
-            np.testing.assert_array_equal(g, w, err_msg=where)
+            np.testing.assert_array_equal(g, w, err_msg=at)
             continue
         rtol, atol = FORWARD_TOLERANCES.get(g.dtype, FORWARD_TOLERANCES[np.dtype(np.float32)])
-        np.testing.assert_allclose(g, w, rtol=max(rtol, case.rtol or 0.0), atol=max(atol, case.atol or 0.0),
-                                   err_msg=f"{where}; inputs: {inputs!r}")
+        rtol, atol = max(rtol, case.rtol or 0.0), max(atol, case.atol or 0.0)
+        if scaled and w.size:
+            atol = max(atol, rtol * float(np.max(np.abs(w.astype(np.float64)))))
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"{at}; inputs: {inputs!r}")
+
+
+def check_forward(case: OpCase, inputs: list[np.ndarray], attrs: dict, session: Session) -> None:
+    """The op on every installed backend, under the kernel contract (inputs read-only, fresh outputs).
+
+    Each backend's outputs are compared with ``case.reference`` (numpy). Where the op's kernel is
+    an override a plugin registered (``flowjob_add_kernels``), or the backend is not the numpy
+    one, they are also compared with the op's own kernel (``OpDef.kernel``) run on ``cpu``.
+    """
+    regs = session.registries
+    reference_tag = "cpu" if regs.backends.get("cpu") is not None else session.backend.tag
+    want = _as_tuple(case.reference(*inputs, **attrs)) if case.reference is not None else None
+    own: tuple[np.ndarray, ...] | None = None
+    # the numpy backend first: a wrong override shows there, where it is easiest to debug
+    for backend in sorted(regs.backends, key=lambda b: (b.tag != reference_tag, b.tag)):
+        got = run_op(case.op, inputs, attrs, session=session, backend=backend.tag)
+        where = f"op {case.op!r} (case {case.id!r}) on backend {backend.tag!r}"
+        if want is not None:
+            _compare(got, want, f"{where} against the reference", case, attrs, inputs, scaled=False)
+        overridden = override_tags(regs.kernels, case.op, backend.tag)
+        if not overridden and backend.tag == reference_tag:
+            continue
+        if own is None:
+            own = run_op(case.op, inputs, attrs, session=session, backend=reference_tag, reference_kernel=True)
+            if want is not None:
+                _compare(own, want, f"op {case.op!r} (case {case.id!r}), its own kernel (OpDef.kernel) on "
+                         f"{reference_tag!r}, against the reference", case, attrs, inputs, scaled=False)
+        what = (f"the kernel override registered for backend {overridden[0]!r} (flowjob_add_kernels)"
+                if overridden else "its kernel")
+        _compare(got, own, f"{where}: {what} against the op's own kernel (OpDef.kernel) on {reference_tag!r}",
+                 case, attrs, inputs, scaled=True)
 
 
 def coverage_problems(cases: Sequence[OpCase], plugin: str, session: Session,
@@ -160,7 +197,9 @@ def conformance_suite(cases: Sequence[OpCase], plugin: str, *, session_factory: 
     forward_settings = settings(max_examples=max_examples or min(FORWARD_EXAMPLES, profile.max_examples),
                                 report_multiple_bugs=False)
     grad_cases = [case for case in cases if case.wrt != ()]
-    forward_cases = [case for case in cases if case.reference is not None]
+    # every case: even without a reference, the forward run checks the kernel contract, every
+    # backend and every kernel override against the op's own kernel
+    forward_cases = list(cases)
 
     @pytest.mark.parametrize("case", grad_cases, ids=[case.id for case in grad_cases])
     @grad_settings

@@ -18,8 +18,10 @@ from flowjob_core.errors import FlowjobError, OpBuildError
 from flowjob_core.ir import BlobSpec, Intent
 from flowjob_core.planner import Plan, build_plan
 from flowjob_core.plugin import BUILTIN_PLUGINS
+from flowjob_core.registry import Registries
 from flowjob_core.session import Session
 from flowjob_core.testing import _kit_plugin
+from flowjob_core.testing.kernel_probe import with_contract_kernels
 from flowjob_core.testing.kit_session import kit_scope
 from flowjob_core.testing.single_op import add_returns, plan_job, run_plan, trace_op
 
@@ -58,6 +60,7 @@ class _GradJob:
     out_numbers: list[int]  # position of each floating output among the op's outputs
     grad_slots: list[int | None]  # per wrt input: its position in the returns, None when no gradient reached it
     session: Session
+    registries: Registries  # the session's, with the op's kernel under the kernel contract
     fresh_kernels: bool = False  # rebuild the kernels for every run: a seeded random op then repeats itself
 
     @property
@@ -72,7 +75,7 @@ class _GradJob:
         plan = self.plan
         if self.fresh_kernels:
             sess = self.session
-            plan = build_plan(plan.job, sess.backend, sess.registries, sess.variables)
+            plan = build_plan(plan.job, sess.backend, self.registries, sess.variables)
         try:
             values = run_plan(plan, [*xs, *cotangents])
         except FlowjobError as exc:
@@ -108,6 +111,12 @@ def _trace_forward(session: Session, op: str, originals: list[np.ndarray], attrs
 def _build(session: Session, op: str, originals: list[np.ndarray], attrs: dict[str, Any],
            wrt: tuple[int, ...]) -> _GradJob:
     traced, inputs = _trace_forward(session, op, originals, attrs)
+    return _build_traced(session, op, traced, inputs, attrs, wrt)
+
+
+def _build_traced(session: Session, op: str, traced: Any, inputs: list[np.ndarray], attrs: dict[str, Any],
+                  wrt: tuple[int, ...], what: str = "") -> _GradJob:
+    """Add the loss and the gradient fetch to a traced op and plan it; ``what`` qualifies messages ("float32 ")."""
     job, builder = traced.job, traced.builder
     numbers = [k for k, b in enumerate(traced.outputs) if b.dtype.kind == "f"]
     if not numbers:
@@ -125,15 +134,16 @@ def _build(session: Session, op: str, originals: list[np.ndarray], attrs: dict[s
     # core's passes (verify, autodiff, dce) and the kit's: plugin passes such as the optimizer's expect a
     # program's train job (one with an optimizer), not this probe
     core = {name for name, _ in BUILTIN_PLUGINS} | {_kit_plugin.PLUGIN_NAME}
+    registries = with_contract_kernels(session.registries, op)
     try:
-        plan = plan_job(session, job, only_plugins=core)
+        plan = plan_job(session, job, only_plugins=core, registries=registries)
     except FlowjobError as exc:
-        raise AssertionError(f"check_grads: building the gradient of op {op!r} (attrs {attrs!r}) failed: "
+        raise AssertionError(f"check_grads: building the {what}gradient of op {op!r} (attrs {attrs!r}) failed: "
                              f"{exc}") from exc
     returned = {node.name: node.outputs[0] for node in plan.job.nodes}
     position = {lbn: p for p, lbn in enumerate(plan.job.returns)}
     slots = [position.get(returned.get(_kit_plugin.grad_return_name(i), "")) for i in range(len(wrt))]
-    gj = _GradJob(op, attrs, plan, inputs, wrt, [b.spec for b in outs], numbers, slots, session)
+    gj = _GradJob(op, attrs, plan, inputs, wrt, [b.spec for b in outs], numbers, slots, session, registries)
     _settle_randomness(gj)
     return gj
 
@@ -201,6 +211,8 @@ def check_grads(op: str, inputs: list[np.ndarray], attrs: dict | None = None, *,
         cotangents = [rng.standard_normal(s.shape).astype(s.dtype) for s in gj.out_specs]
         _, outs, grads = gj.evaluate(gj.inputs, cotangents)
         _check_finite(gj, grads)
+        _check_grad_dtypes(gj, grads)
+        _check_float32_graph(sess, gj, cotangents, tol)
         in_size = sum(gj.inputs[i].size for i in chosen)
         out_size = sum(s.size for s in gj.out_specs)
         if full_jacobian or (full_jacobian is None and in_size <= JACOBIAN_MAX_INPUT_SIZE
@@ -235,6 +247,56 @@ def _check_finite(gj: _GradJob, grads: list[np.ndarray]) -> None:
         if not np.all(np.isfinite(g)):
             raise AssertionError(f"check_grads: the gradient rule gives non-finite values for input {i}: "
                                  f"{_fmt(g)}\n{gj.describe()}")
+
+
+def _check_grad_dtypes(gj: _GradJob, grads: list[np.ndarray]) -> None:
+    for i, g in zip(gj.wrt, grads):
+        if g.dtype != gj.inputs[i].dtype:
+            raise AssertionError(f"check_grads: the gradient rule of op {gj.op!r} gives input {i} a {g.dtype} "
+                                 f"gradient, the input is {gj.inputs[i].dtype} (a gradient keeps its input's "
+                                 f"dtype)\n{gj.describe()}")
+
+
+def _check_float32_graph(session: Session, gj: _GradJob, cotangents: list[np.ndarray], tol: "_Tolerance") -> None:
+    """Build and run the gradient graph in float32 too (programs train in float32; the main check runs in
+    float64): it must build, keep float32 gradients, stay finite and agree with float64 at the same point.
+
+    Skipped when the op takes no float32 inputs, or when the main check already ran in float32.
+    """
+    if all(gj.inputs[i].dtype == np.float32 for i in gj.wrt):
+        return
+    cast = [x.astype(np.float32) if x.dtype.kind == "f" else x for x in gj.inputs]
+    try:
+        traced = trace_op(session, gj.op, [BlobSpec(x.shape, x.dtype) for x in cast], gj.attrs, job_type="train",
+                          job_name=f"testing_check_grads_float32_{gj.op}")
+    except OpBuildError:
+        return  # the op does not take float32
+    g32 = _build_traced(session, gj.op, traced, cast, gj.attrs, gj.wrt, what="float32 ")
+    c32 = [c.astype(s.dtype) for c, s in zip(cotangents, g32.out_specs)]
+    _, _, grads32 = g32.evaluate(cast, c32)
+    _check_finite(g32, grads32)
+    _check_grad_dtypes(g32, grads32)
+    if gj.fresh_kernels or g32.fresh_kernels:
+        return  # a random op: the two dtypes' kernels may draw different numbers; nothing to compare
+    # float64 at the float32-rounded point with the float32 cotangents: only float32 rounding separates them
+    same_point = [x.astype(x64.dtype) for x, x64 in zip(cast, gj.inputs)]
+    _, _, grads64 = gj.evaluate(same_point, [c.astype(s.dtype) for c, s in zip(c32, gj.out_specs)])
+    rtol32, atol32 = DEFAULT_TOLERANCES[np.dtype(np.float32)][1:]
+    rtol, atol = max(rtol32, tol.rtol), max(atol32, tol.atol)
+    for i, g, want in zip(gj.wrt, grads32, grads64):
+        if not want.size:
+            continue
+        allowed = atol + rtol * float(np.max(np.abs(want))) + rtol * np.abs(want)
+        excess = np.abs(g.astype(np.float64) - want) - allowed
+        if np.all(excess <= 0):
+            continue
+        worst = int(np.argmax(excess))
+        raise AssertionError(
+            f"check_grads: the float32 gradient of op {gj.op!r} disagrees with the float64 one for input {i} at "
+            f"{np.count_nonzero(excess > 0)} of {want.size} elements\n{g32.describe()}\n"
+            f"  worst element {_index(want.shape, worst)}: float32 {float(g.flat[worst])!r}, "
+            f"float64 {float(want.flat[worst])!r} (rtol={rtol:g}, atol={atol:g}, plus rtol times the largest)\n"
+            f"  float32 gradient: {_fmt(g)}\n  float64 gradient: {_fmt(want)}")
 
 
 def _shifted(gj: _GradJob, step: dict[int, np.ndarray], sign: float) -> list[np.ndarray]:
