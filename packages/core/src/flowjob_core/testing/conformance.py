@@ -5,7 +5,11 @@ An op package writes, in a test module::
     CASES = [OpCase("swish", make_swish, reference=swish_ref), ...]
     test_op_gradients, test_op_forward, test_ops_covered = conformance_suite(CASES, plugin="swish")
 
-pytest and hypothesis are imported when the suite is made, so the rest of the kit needs neither.
+``test_op_gradients`` runs ``check_grads`` (float64 and float32 gradient graphs) in a session
+derived from the suite's; ``test_op_forward`` runs every case on every installed backend under
+the kernel contract (``kernel_probe``), against the reference and, where a plugin overrides the
+op's kernel, against the op's own kernel. pytest and hypothesis are imported when the suite is
+made, so the rest of the kit needs neither.
 """
 from __future__ import annotations
 
