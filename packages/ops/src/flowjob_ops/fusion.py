@@ -16,10 +16,11 @@ completed, so forward and gradient nodes are all there. Three rewrites:
 
 A value a fusion would swallow (the raw convolution, the biased pre-activation, the pooling
 gradient) stays observable: if it is returned, fetched or watched (a side output), or read by
-any other node, that fusion is not made. Fused nodes keep the lbns of the chain's last
-output, so consumers, returns and watchers see the same names. ``FLOWJOB_FUSION=0`` in the
-environment (read when a job is planned) turns the pass off, which gives the unfused
-reference for tests.
+any other node, that fusion is not made (``flowjob_core.analysis.observed_values`` and
+``value_readers``). Fused nodes keep the lbns of the chain's last output, so consumers, returns
+and watchers see the same names, and each node joins at most one fused group. ``FLOWJOB_FUSION=0``
+(``flowjob_core.switches``, read when a job is planned) turns the pass off, which gives the
+unfused reference for tests.
 """
 from __future__ import annotations
 
