@@ -24,6 +24,15 @@ def _op(name: str) -> OpDef:
     return OpDef(name, lambda i, a: [i[0]], not_differentiable=True)
 
 
+def _adds(op_name: str, calls: list[str] | None = None):
+    """A ``flowjob_add_ops`` implementation registering one op (and noting the call in ``calls``)."""
+    def add_ops(registry):
+        if calls is not None:
+            calls.append(op_name)
+        registry.add(_op(op_name))
+    return add_ops
+
+
 class _FakeDist:
     """Enough of importlib.metadata.Distribution for discovery."""
 
@@ -66,13 +75,13 @@ def test_builtins_register_like_plugins():
 def test_each_factory_call_gives_a_fresh_manager():
     a, b = make_plugin_manager(autoload=False), make_plugin_manager(autoload=False)
     assert a is not b
-    a.register(_plugin_module("fj_test_only_a", flowjob_add_ops=lambda registry: registry.add(_op("only_a"))))
+    a.register(_plugin_module("fj_test_only_a", flowjob_add_ops=_adds("only_a")))
     assert "only_a" in gather_registries(a).ops
     assert "only_a" not in gather_registries(b).ops
 
 
 def test_entry_point_discovery(fake_dists):
-    fake_dists("fj-ext", "ext", _plugin_module("fj_test_ext", flowjob_add_ops=lambda registry: registry.add(_op("ext_op"))))
+    fake_dists("fj-ext", "ext", _plugin_module("fj_test_ext", flowjob_add_ops=_adds("ext_op")))
     pm = make_plugin_manager(environ={})
     regs = gather_registries(pm)
     assert regs.ops.owner("ext_op") == "ext"
@@ -82,8 +91,8 @@ def test_entry_point_discovery(fake_dists):
 
 
 def test_blocked_and_allow_list_and_disable(fake_dists):
-    fake_dists("fj-one", "one", _plugin_module("fj_test_one", flowjob_add_ops=lambda registry: registry.add(_op("one_op"))))
-    fake_dists("fj-two", "two", _plugin_module("fj_test_two", flowjob_add_ops=lambda registry: registry.add(_op("two_op"))))
+    fake_dists("fj-one", "one", _plugin_module("fj_test_one", flowjob_add_ops=_adds("one_op")))
+    fake_dists("fj-two", "two", _plugin_module("fj_test_two", flowjob_add_ops=_adds("two_op")))
     ops = lambda env: gather_registries(make_plugin_manager(environ=env)).ops  # noqa: E731
     assert "one_op" in ops({}) and "two_op" in ops({})
     blocked = ops({"FLOWJOB_BLOCKED_PLUGINS": "one"})
@@ -114,8 +123,8 @@ def test_broken_plugin_is_named(fake_dists):
 
 
 def test_duplicate_op_names_both_plugins():
-    first = _plugin_module("fj_test_dup1", flowjob_add_ops=lambda registry: registry.add(_op("dup")))
-    second = _plugin_module("fj_test_dup2", flowjob_add_ops=lambda registry: registry.add(_op("dup")))
+    first = _plugin_module("fj_test_dup1", flowjob_add_ops=_adds("dup"))
+    second = _plugin_module("fj_test_dup2", flowjob_add_ops=_adds("dup"))
     pm = make_plugin_manager(plugins=[first, second], autoload=False)
     with pytest.raises(PluginError, match="op 'dup' registered twice: by 'fj_test_dup[12]' and by 'fj_test_dup[12]'"):
         gather_registries(pm)
@@ -172,11 +181,11 @@ def test_each_plugin_is_called_once_under_its_own_name():
             calls.append("renamed")
             registry.add(_op("renamed_op"))
 
-    first = _plugin_module("fj_test_once", flowjob_add_ops=lambda registry: calls.append("once") or registry.add(_op("once_op")))
+    first = _plugin_module("fj_test_once", flowjob_add_ops=_adds("once_op", calls))
     pm = make_plugin_manager(plugins=[first], autoload=False)
     pm.register(Renamed, "renamed-plugin")
     regs = gather_registries(pm)
-    assert sorted(calls) == ["once", "renamed"]
+    assert sorted(calls) == ["once_op", "renamed"]
     assert regs.ops.owner("renamed_op") == "renamed-plugin" and regs.ops.owner("once_op") == "fj_test_once"
     assert regs.ops.current_plugin == "" and regs.passes.current_plugin == ""
 
@@ -210,7 +219,7 @@ def test_an_invalid_entry_point_is_named(fake_dists):
 
 
 def test_switches_are_read_from_the_process_environment(fake_dists, monkeypatch):
-    fake_dists("fj-env", "env", _plugin_module("fj_test_env", flowjob_add_ops=lambda registry: registry.add(_op("env_op"))))
+    fake_dists("fj-env", "env", _plugin_module("fj_test_env", flowjob_add_ops=_adds("env_op")))
     monkeypatch.setenv("FLOWJOB_BLOCKED_PLUGINS", "env")
     assert "env_op" not in gather_registries(make_plugin_manager()).ops
     monkeypatch.delenv("FLOWJOB_BLOCKED_PLUGINS")
@@ -232,11 +241,11 @@ def test_an_unhashable_plugin_is_called_once_and_named():
     loose = types.SimpleNamespace(  # unhashable: pluggy's subset callers cannot hold it
         flowjob_add_ops=hookimpl(lambda registry: calls.append("loose") or registry.add(_op("loose_op"))),
         flowjob_add_passes=hookimpl(lambda registry: registry.add("loose-pass", lambda job, ctx: None, phase="fuse")))
-    other = _plugin_module("fj_test_beside", flowjob_add_ops=lambda registry: calls.append("beside") or registry.add(_op("beside_op")))
+    other = _plugin_module("fj_test_beside", flowjob_add_ops=_adds("beside_op", calls))
     pm = make_plugin_manager(plugins=[other], autoload=False)
     pm.register(loose, "loose-plugin")
     regs = gather_registries(pm)
-    assert sorted(calls) == ["beside", "loose"]
+    assert sorted(calls) == ["beside_op", "loose"]
     assert regs.ops.owner("loose_op") == "loose-plugin" and regs.ops.owner("beside_op") == "fj_test_beside"
     assert regs.ops.owner("variable") == "core-ops"
     assert {spec.name: spec.plugin for spec in regs.passes.ordered()}["loose-pass"] == "loose-plugin"

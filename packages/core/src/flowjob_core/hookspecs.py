@@ -7,8 +7,9 @@ repository register the same way, and core's own built-ins are registered by nam
 
 Registration hooks run once per session, when the session gathers its registries: each
 plugin's implementation is called on its own, so an error names the plugin (and a name
-registered twice names both). The other hooks run while tracing and planning. None runs per op per step: plans hold plain
-callables. An implementation may take fewer arguments than its spec.
+registered twice names both). The other hooks run while tracing and planning. None runs
+per op per step: plans hold plain callables. An implementation may take fewer arguments
+than its spec.
 """
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ class PassRegistry:
         """
         who = f"pass {name!r} (from plugin {self.current_plugin!r})"
         if not isinstance(name, str) or not name:
-            raise PluginError(f"a pass name must be a non-empty string, got {name!r} (from plugin {self.current_plugin!r})")
+            raise PluginError(f"{who}: a pass name must be a non-empty string")
         if not callable(run):
             raise PluginError(f"{who}: run must be callable as run(job, ctx), got {run!r}")
         if phase is not None and phase not in PHASES:
