@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from flowjob_core.errors import ConfigError
 
 _TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
+_FALSE = ("0", "false", "no", "off")
 
 CONV_ALGORITHMS = ("auto", "im2col", "winograd")
 
@@ -53,7 +53,7 @@ class Settings:
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             raw = env.get(f.metadata["env"])
-            if raw is not None:
+            if raw is not None and raw.strip():  # set but empty: the default, as if unset
                 values[f.name] = _parse(f, raw)
         return cls(**values)
 
@@ -81,7 +81,7 @@ def _parse(f: "dataclasses.Field[Any]", raw: str) -> Any:
         return tuple(n.strip() for n in text.split(",") if n.strip())
     choices = f.metadata["choices"]
     if choices:
-        text = text.lower() or str(f.default)
+        text = text.lower()
         if text not in choices:
             raise ConfigError(f"{env}={raw!r}: expected one of {', '.join(choices)}")
     return text
