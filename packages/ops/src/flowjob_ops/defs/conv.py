@@ -179,7 +179,11 @@ def _conv_bias_pool_grad(ctx: GradContext) -> list[Any]:
     # recompute the activation (the fused node never kept it), then the unfused chain's gradients
     x, w, b = ctx.inputs
     act = ctx.apply("conv2d_bias", [x, w, b], conv_attrs(ctx.attrs))
-    dact = ctx.apply("max_pool2d_grad", [act, ctx.outputs[0], ctx.dy], _pool_attrs(ctx.attrs))
+    # pool the recomputed activation again: the pooling gradient finds each window's maximum by
+    # equality with the pooled value, and the fused kernel's own output may round differently
+    # (another summation order), which would drop those windows' gradients
+    pooled = ctx.apply("max_pool2d", [act], _pool_attrs(ctx.attrs))
+    dact = ctx.apply("max_pool2d_grad", [act, pooled, ctx.dy], _pool_attrs(ctx.attrs))
     dz = ctx.apply("relu_grad", [act, dact]) if ctx.attrs.get("activation") == "relu" else dact
     axis = channel_axis(ctx.attrs.get("data_format", "NCHW"))
     attrs = _grad_attrs(ctx)
