@@ -10,6 +10,7 @@ import pytest
 import oneflow as flow
 from flowjob_core import MissingPackageError
 from oneflow import _lazy
+from oneflow._exports import LazyNamespace, Source
 
 def test_info_lists_plugins_backends_and_ops():
     run = subprocess.run([sys.executable, "-m", "oneflow", "info"], capture_output=True, text=True, timeout=120)
@@ -29,16 +30,77 @@ def test_names_are_explicit_re_exports():
 
 def test_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
-        flow.nonexistent
+        flow.nonexistent  # noqa: B018 - the failing access is the point
 
 
-def test_missing_distribution_is_named(monkeypatch):
-    table = {"fancy": ("flowjob_not_a_real_package", None, "flowjob-fancy")}
+def test_missing_distribution_is_named():
     with pytest.raises(MissingPackageError, match="needs the flowjob-fancy distribution.*pip install flowjob-fancy"):
-        _lazy.resolve(table, "fancy", "oneflow")
+        _lazy.require("flowjob_not_a_real_package", "flowjob-fancy", "flow.fancy")
+
+
+def test_a_name_while_a_distribution_is_missing_names_what_to_install():
+    space = LazyNamespace("oneflow", [], sources=(Source("flowjob_not_a_real_package", "flowjob-fancy"),), aliases={})
+    assert space.names() == [] and space.missing() == ["flowjob-fancy"]
+    with pytest.raises(MissingPackageError, match="no attribute 'fancy'.*pip install flowjob-fancy"):
+        space.resolve("fancy")
+    with pytest.raises(AttributeError):  # private probes (copy, pickle, hasattr) stay plain
+        space.resolve("__wrapped__")
 
 
 def test_face_has_no_session_at_import():
     code = "import oneflow, flowjob_core.session as s; print(s._default is None)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.stdout.strip() == "True"
+
+
+# the face's tables come from the packages' __all__ -------------------------------------------------
+def _namespaces():
+    """(face namespace, its sources) for the top level and every face submodule."""
+    yield flow, flow._NAMESPACE.sources
+    for name in flow._NAMESPACE.submodules():
+        module = getattr(flow, name)
+        for source in getattr(module, "SOURCES", ()):
+            yield module, (source,)
+
+
+def test_every_name_of_every_source_reaches_its_face_namespace():
+    checked = 0
+    for face, sources in _namespaces():
+        for source in sources:
+            module = source.load("test")
+            assert source.names() == tuple(module.__all__), source.module  # the static read agrees
+            for name in module.__all__:
+                assert getattr(face, name) is getattr(module, name), f"{face.__name__}.{name}"
+                assert name in face.__all__ and name in dir(face)
+                checked += 1
+    assert checked > 100
+    assert flow.math.greater is flow.math.__dict__["greater"] and flow.reshape.__module__ == "flowjob_ops.array_ops"
+
+
+def test_no_face_name_is_provided_twice_or_listed_by_hand():
+    sourced = [n for s in flow._NAMESPACE.sources for n in s.names()]
+    assert len(sourced) == len(set(sourced))
+    by_hand = (set(flow.__all__) - set(flow._NAMESPACE.names())) | set(flow._NAMESPACE.aliases) | set(
+        flow._NAMESPACE.submodules())
+    assert not by_hand & set(sourced)
+    assert len(flow.__all__) == len(set(flow.__all__))
+    # the face's own source spells no sourced name as a string: the packages' __all__ is the one list
+    import ast
+    import inspect
+    literals = {n.value for n in ast.walk(ast.parse(inspect.getsource(flow))) if isinstance(n, ast.Constant)}
+    assert not literals & set(sourced)
+
+
+def test_the_face_lists_optional_names_without_importing_them():
+    code = ("import sys, oneflow as flow; names = dir(flow) + flow.__all__; "
+            "print('watch' in names, 'optimizer' in names, "
+            "[m for m in ('flowjob_watch', 'flowjob_optim', 'flowjob_data') if m in sys.modules])")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True True []"
+
+
+def test_star_import_gives_every_listed_name():
+    namespace: dict = {}
+    exec("from oneflow import *", namespace)
+    assert {"reshape", "watch", "zeros_initializer", "math", "FixedTensorDef", "global_function"} <= set(namespace)

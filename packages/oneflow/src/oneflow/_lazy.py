@@ -1,4 +1,4 @@
-"""Names owned by optional distributions, resolved on first access (PEP 562)."""
+"""Importing a module of an optional distribution, or saying which distribution to install."""
 from __future__ import annotations
 
 import importlib
@@ -18,11 +18,3 @@ def require(module: str, distribution: str, what: str) -> Any:
                 f"pip install {distribution}") from None
         raise
 
-
-def resolve(table: dict[str, tuple[str, str | None, str]], name: str, owner: str) -> Any:
-    try:
-        module, attr, distribution = table[name]
-    except KeyError:
-        raise AttributeError(f"module {owner!r} has no attribute {name!r}") from None
-    mod = require(module, distribution, f"{owner}.{name}")
-    return mod if attr is None else getattr(mod, attr)

@@ -1,8 +1,6 @@
 """``flow.data``: datasets (from flowjob-data)."""
-from oneflow._lazy import require
+from oneflow._exports import Source, export
 
-require("flowjob_data", "flowjob-data", "flow.data")
+SOURCES = (Source("flowjob_data", "flowjob-data"),)
 
-from flowjob_data import load_mnist  # noqa: E402
-
-__all__ = ["load_mnist"]
+__all__ = export(globals(), "flow.data", *SOURCES)

@@ -1,7 +1,6 @@
 """``flow.layers`` (from flowjob-ops)."""
-from oneflow._lazy import require
+from oneflow._exports import Source, export
 
-require("flowjob_ops", "flowjob-ops", "flow.layers")
+SOURCES = (Source("flowjob_ops.layers", "flowjob-ops"),)
 
-from flowjob_ops.layers import *  # noqa: E402,F401,F403 - flowjob_ops.layers.__all__ is the explicit list
-from flowjob_ops.layers import __all__  # noqa: E402,F401
+__all__ = export(globals(), "flow.layers", *SOURCES)

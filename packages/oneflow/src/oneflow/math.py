@@ -1,7 +1,6 @@
 """``flow.math`` (from flowjob-ops)."""
-from oneflow._lazy import require
+from oneflow._exports import Source, export
 
-require("flowjob_ops", "flowjob-ops", "flow.math")
+SOURCES = (Source("flowjob_ops.math", "flowjob-ops"),)
 
-from flowjob_ops.math import *  # noqa: E402,F401,F403 - flowjob_ops.math.__all__ is the explicit list
-from flowjob_ops.math import __all__  # noqa: E402,F401
+__all__ = export(globals(), "flow.math", *SOURCES)

@@ -1,7 +1,6 @@
 """``flow.nn``: neural-network ops (from flowjob-ops)."""
-from oneflow._lazy import require
+from oneflow._exports import Source, export
 
-require("flowjob_ops", "flowjob-ops", "flow.nn")
+SOURCES = (Source("flowjob_ops.nn", "flowjob-ops"),)
 
-from flowjob_ops.nn import *  # noqa: E402,F401,F403 - flowjob_ops.nn.__all__ is the explicit list
-from flowjob_ops.nn import __all__  # noqa: E402,F401
+__all__ = export(globals(), "flow.nn", *SOURCES)

@@ -1,7 +1,6 @@
 """``flow.optimizer`` (from flowjob-optim)."""
-from oneflow._lazy import require
+from oneflow._exports import Source, export
 
-require("flowjob_optim", "flowjob-optim", "flow.optimizer")
+SOURCES = (Source("flowjob_optim.api", "flowjob-optim"),)
 
-from flowjob_optim.api import *  # noqa: E402,F401,F403 - flowjob_optim.api.__all__ is the explicit list
-from flowjob_optim.api import __all__  # noqa: E402,F401
+__all__ = export(globals(), "flow.optimizer", *SOURCES)

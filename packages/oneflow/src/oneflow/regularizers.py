@@ -1,7 +1,6 @@
 """``flow.regularizers`` (from flowjob-optim)."""
-from oneflow._lazy import require
+from oneflow._exports import Source, export
 
-require("flowjob_optim", "flowjob-optim", "flow.regularizers")
+SOURCES = (Source("flowjob_optim.regularizers", "flowjob-optim"),)
 
-from flowjob_optim.regularizers import *  # noqa: E402,F401,F403
-from flowjob_optim.regularizers import __all__  # noqa: E402,F401
+__all__ = export(globals(), "flow.regularizers", *SOURCES)

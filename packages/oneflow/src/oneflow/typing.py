@@ -1,8 +1,6 @@
-"""``oneflow.typing``: annotations for global function parameters and results."""
-from oneflow._lazy import require
+"""``oneflow.typing``: annotations for global function parameters and results (from flowjob-typing)."""
+from oneflow._exports import Source, export
 
-require("flowjob_typing", "flowjob-typing", "oneflow.typing")
+SOURCES = (Source("flowjob_typing", "flowjob-typing"),)
 
-from flowjob_typing import Bundle, Callback, Dict, Future, ListListNumpy, ListNumpy, Numpy  # noqa: E402
-
-__all__ = ["Bundle", "Callback", "Dict", "Future", "ListListNumpy", "ListNumpy", "Numpy"]
+__all__ = export(globals(), "oneflow.typing", *SOURCES)

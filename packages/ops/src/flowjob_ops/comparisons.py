@@ -38,6 +38,7 @@ def _comparison(op: str, symbol: str) -> Callable[..., Blob]:
             raise TypeError(f"flow.math.{op} needs at least one blob, got {type(x).__name__} and "
                             f"{type(y).__name__}")
         like = x if isinstance(x, Blob) else y
+        assert isinstance(like, Blob)  # one of them is
         return apply(op, [_as_blob(op, x, like), _as_blob(op, y, like)], name=name)
 
     compare.__name__ = compare.__qualname__ = op

@@ -1,0 +1,143 @@
+"""How the face fills its namespaces from the packages' ``__all__``, declared per module.
+
+A ``Source`` names a package module and the distribution that provides it; the face reads that
+module's ``__all__`` and never lists the names again. For the top-level ``flow`` namespace the
+names are read without importing the module (its ``__all__`` literal, parsed), so optional
+distributions are imported on first use of one of their names; a face submodule (``flow.math``)
+is itself imported on first use and copies its sources' names eagerly.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import pkgutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from flowjob_core import MissingPackageError
+
+from oneflow._lazy import require
+
+
+@dataclass(frozen=True)
+class Source:
+    """A module whose ``__all__`` fills a face namespace, and the distribution that provides it."""
+
+    module: str
+    distribution: str
+
+    def installed(self) -> bool:
+        return importlib.util.find_spec(self.module.split(".")[0]) is not None
+
+    def names(self) -> tuple[str, ...]:
+        """The module's ``__all__``: read from its source when it is not imported yet (nothing runs)."""
+        loaded = sys.modules.get(self.module)
+        if loaded is None:
+            listed = _literal_all(self._path())
+            if listed is not None:
+                return listed
+            loaded = self.load(self.module)
+        return tuple(loaded.__all__)
+
+    def load(self, what: str) -> Any:
+        return require(self.module, self.distribution, what)
+
+    def _path(self) -> Path | None:
+        top, *rest = self.module.split(".")
+        spec = importlib.util.find_spec(top)  # a top-level name: finding it imports nothing
+        if spec is None:
+            return None
+        if not rest:
+            return Path(spec.origin) if spec.origin else None
+        for location in spec.submodule_search_locations or ():
+            base = Path(location).joinpath(*rest)
+            for path in (base.with_suffix(".py"), base / "__init__.py"):
+                if path.is_file():
+                    return path
+        return None
+
+
+def _literal_all(path: Path | None) -> tuple[str, ...] | None:
+    """``__all__`` when the module assigns it a literal list or tuple of strings, else None."""
+    if path is None or path.suffix != ".py":
+        return None
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+            if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                return tuple(value)
+            return None
+    return None
+
+
+def export(namespace: dict[str, Any], owner: str, *sources: Source) -> list[str]:
+    """Copy every name of the sources' ``__all__`` into ``namespace`` (a face submodule's globals);
+    returns the names, for that module's ``__all__``."""
+    names: list[str] = []
+    for source in sources:
+        module = source.load(owner)
+        for name in module.__all__:
+            if name in namespace:
+                raise ImportError(f"{owner}: {name!r} is provided twice (again by {source.module})")
+            namespace[name] = getattr(module, name)
+            names.append(name)
+    return sorted(names)
+
+
+@dataclass
+class LazyNamespace:
+    """The top-level face: names from ``sources`` (resolved on first use), ``aliases`` (a face name
+    for a differently named attribute: ``name -> (source, attribute)``) and the face's own
+    submodules (``package``'s modules, imported on first use)."""
+
+    owner: str
+    package_path: Iterable[str]
+    sources: tuple[Source, ...]
+    aliases: Mapping[str, tuple[Source, str]]
+    _index: dict[str, tuple[Source, str]] | None = field(default=None, repr=False)
+
+    def submodules(self) -> list[str]:
+        return sorted(m.name for m in pkgutil.iter_modules(list(self.package_path))
+                      if not m.name.startswith("_"))
+
+    def index(self) -> dict[str, tuple[Source, str]]:
+        """Face name -> (source, attribute), for the installed sources; built once, on first use."""
+        if self._index is None:
+            index: dict[str, tuple[Source, str]] = {}
+            entries = [(s, n, n) for s in self.sources if s.installed() for n in s.names()]
+            entries += [(s, name, attr) for name, (s, attr) in self.aliases.items() if s.installed()]
+            for source, name, attr in entries:
+                if name in index:
+                    raise ImportError(f"{self.owner}.{name} is provided twice: by {index[name][0].module} "
+                                      f"and by {source.module}")
+                index[name] = (source, attr)
+            self._index = index
+        return self._index
+
+    def names(self) -> list[str]:
+        return sorted(set(self.index()) | set(self.submodules()))
+
+    def missing(self) -> list[str]:
+        return sorted({s.distribution for s in (*self.sources, *(s for s, _ in self.aliases.values()))
+                       if not s.installed()})
+
+    def resolve(self, name: str) -> Any:
+        if name in self.submodules():
+            return importlib.import_module(f"{self.owner}.{name}")
+        entry = self.index().get(name)
+        if entry is not None:
+            source, attr = entry
+            return getattr(source.load(f"{self.owner}.{name}"), attr)
+        missing = self.missing()
+        if missing and not name.startswith("_"):  # private and dunder probes (copy, pickle) stay AttributeErrors
+            raise MissingPackageError(
+                f"module {self.owner!r} has no attribute {name!r}; it may come from a distribution that is not "
+                f"installed: pip install {' '.join(missing)}")
+        raise AttributeError(f"module {self.owner!r} has no attribute {name!r}")
