@@ -23,7 +23,8 @@ def _expose_grads(job, ctx):
     for intent in job.intents:
         if intent.kind == "expose":
             lbn, sink = intent.payload["lbn"], intent.payload["sink"]
-            job.side_outputs.append(SideOutput(job.grads[lbn], lambda v, lbn=lbn: sink.__setitem__(lbn, v.copy())))
+            store = ctx.bindings.add(lambda v, lbn=lbn, sink=sink: sink.__setitem__(lbn, v.copy()), "expose")
+            job.side_outputs.append(SideOutput(job.grads[lbn], store))
 
 
 @pytest.fixture

@@ -44,7 +44,8 @@ def _instrument(job: Any, ctx: Any) -> None:
             if lbn is None:
                 raise FlowjobError(f"probe: no gradient reaches {intent.payload['lbn']!r}")
         (out,) = builder.add_op("fetch", [builder.blob(lbn)], scoped_name=builder.local_name("probe"))
-        job.side_outputs.append(SideOutput(out.lbn, _store(intent.payload["key"]), intent.payload["key"]))
+        key = intent.payload["key"]
+        job.side_outputs.append(SideOutput(out.lbn, ctx.bindings.add(_store(key), f"probe_{key}"), key))
 
 
 @hookimpl

@@ -56,6 +56,12 @@ class _Options:
         clone.values.update(copy.deepcopy(self.values, memo))
         return clone
 
+    def __eq__(self, other: object) -> bool:
+        # by value, so two copies of a job (which holds its function's config) compare equal
+        return type(self) is type(other) and vars(self) == vars(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: setters change it
+
 
 def _is_dtype(v: Any) -> bool:
     try:

@@ -9,7 +9,8 @@ import sys
 import threading
 from typing import Any, Callable
 
-from flowjob_core import naming
+from flowjob_core import dry_run, naming
+from flowjob_core.bindings import Bindings
 from flowjob_core.config import FunctionConfig
 from flowjob_core.errors import (
     FlowjobError, JobArgumentError, JobDefinitionError, MissingPackageError)
@@ -45,12 +46,17 @@ class JobFunction:
         self._trace_lock = threading.Lock()
         self._job: Job | None = None
         self._plan: Plan | None = None
+        # the Python objects the job names by key (watch handlers and sinks, step consumers): the job is data
+        self.bindings = Bindings()
         self.params, self.return_kind = self._read_signature(scope_locals)
         self._where = f"global function {self.name!r}"
         self._feed_where = [f"global function {self.name!r}, argument {p.name!r}" for p in self.params]
         self._deliver_plain: tuple[Any, Any] = (None, None)  # (plan, deliver) for calls without side outputs
         functools.update_wrapper(self, func)
         session.register_function(self)
+        recording = dry_run.active()
+        if recording is not None:  # python -m oneflow dump: list the jobs a program defines
+            recording.functions.append(self)
 
     # definition -----------------------------------------------------------
     def _read_signature(self, scope_locals: dict[str, Any] | None) -> tuple[list[_Param], Any]:
@@ -107,7 +113,7 @@ class JobFunction:
         job = Job(self.name, self.type, config=self.config)
         placement = self.config.get("default_placement_scope")
         default_device = placement.device_tag if placement is not None else session.backend.tag
-        builder = JobBuilder(job, session, default_device)
+        builder = JobBuilder(job, session, default_device, self.bindings)
         with builder.activate(), (placement if placement is not None else contextlib.nullcontext()):
             args = []
             for param in self.params:
@@ -132,15 +138,18 @@ class JobFunction:
             job = self.ensure_traced()
             with self._trace_lock:
                 if self._plan is None:
-                    ctx = PassContext(self.session, self.session.registries, self.session.backend)
+                    ctx = PassContext(self.session, self.session.registries, self.session.backend, self.bindings)
                     final = run_passes(job, ctx)
-                    plan = build_plan(final, self.session.backend, self.session.registries, self.session.variables)
+                    plan = build_plan(final, self.session.backend, self.session.registries, self.session.variables,
+                                      self.bindings)
                     self.session.pm.hook.flowjob_plan_built(job=final, plan=plan)
                     self._plan = plan
         return self._plan
 
     # calling --------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if dry_run.active() is not None:
+            raise dry_run.JobCalled(self.name)  # the program stops before its first step
         session = self.session
         if session.closed:
             raise FlowjobError(f"global function {self.name!r} belongs to a closed session "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +61,7 @@ class VariableDef:
 
     name: str
     spec: BlobSpec
-    initializer: Any = None
+    initializer: str = ""  # how it starts, described; the callable itself lives in the session's variable store
     trainable: bool = True
     lbn: str = ""
     regularizer: Any = None  # read by the optimizer pass (an L1/L2 penalty object)
@@ -70,7 +70,11 @@ class VariableDef:
 
 @dataclass
 class Intent:
-    """Something the body asked for that a pass carries out (minimize, watch, watch_diff, ...)."""
+    """Something the body asked for that a pass carries out (minimize, watch, watch_diff, ...).
+
+    ``payload`` is data: lbns, names, options, and keys of the global function's bindings for
+    the Python objects (handlers, sinks) the pass will need.
+    """
 
     kind: str
     payload: dict[str, Any]
@@ -79,11 +83,19 @@ class Intent:
 
 @dataclass
 class SideOutput:
-    """A value copied out of every step and handed to ``consumer`` after the step (watchers)."""
+    """A value copied out of every step and handed, after the step, to the callable that the
+    key ``consumer`` names in the global function's :class:`~flowjob_core.bindings.Bindings`
+    (a pass adds it with ``ctx.bindings.add(callable)``); ``label`` is what it shows, e.g. the watched lbn."""
 
     lbn: str
-    consumer: Callable[[Any], None]
+    consumer: str
     label: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.consumer, str):
+            # the job is plain data: a callable here would make it uncopyable and unprintable
+            raise TypeError(f"SideOutput({self.lbn!r}): consumer must be the key of a callable added with "
+                            f"ctx.bindings.add(...), got {type(self.consumer).__name__}")
 
 
 @dataclass
@@ -102,6 +114,12 @@ class Job:
     variable_grads: dict[str, str] = field(default_factory=dict)  # variable name -> scaled gradient lbn
     side_outputs: list[SideOutput] = field(default_factory=list)
     config: Any = None
+
+    def __str__(self) -> str:
+        """The job as text, one line per node (see ``flowjob_core.ir_print``)."""
+        from flowjob_core.ir_print import format_job  # the printer is only loaded when a job is printed
+
+        return format_job(self)
 
     def producer(self) -> dict[str, Node]:
         return {out: node for node in self.nodes for out in node.outputs}

@@ -1,11 +1,12 @@
 """Core's graph passes (verify, autodiff, dead-code elimination) and the pipeline that runs all passes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flowjob_core.analysis import observed_values
 from flowjob_core.autodiff import differentiate
+from flowjob_core.bindings import Bindings
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import Job
 from flowjob_core.plugin import hookimpl
@@ -20,6 +21,8 @@ class PassContext:
     session: "Session"
     registries: "Registries"
     backend: Any = None
+    # the global function's table of objects the job names by key (a pass adds its side outputs' consumers)
+    bindings: Bindings = field(default_factory=Bindings)
 
 
 class VerificationError(FlowjobError):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from flowjob_core.analysis import buffer_roots, fetched_values, in_place_writers
+from flowjob_core.bindings import Bindings
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import Job, Node
 from flowjob_core.opdef import KernelContext
@@ -175,8 +176,11 @@ class Plan:
     _line_nodes: dict[int, Node] = field(default_factory=dict)
 
 
-def build_plan(job: Job, backend: "Backend", registries: "Registries", variables: "VariableStore") -> Plan:
+def build_plan(job: Job, backend: "Backend", registries: "Registries", variables: "VariableStore",
+               bindings: Bindings | None = None) -> Plan:
+    """``bindings``: the table the side outputs' consumer keys are looked up in (the global function's)."""
     ops, kernels = registries.ops, registries.kernels
+    side_consumers = _side_consumers(job, bindings if bindings is not None else Bindings())
     order = schedule(job, registries)
     buffers = plan_buffers(job, order, registries)
     arena = Arena(backend.xp, buffers)
@@ -241,7 +245,13 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # readable tracebacks
     exec(compile(source, filename, "exec"), namespace)
     plan = Plan(job, backend, order, buffers, arena, namespace["step"], source, kernel_count,
-                [s.consumer for s in job.side_outputs])
+                side_consumers)
     plan._filename = filename
     plan._line_nodes = line_nodes
     return plan
+
+
+def _side_consumers(job: Job, bindings: Bindings) -> list[Callable[[Any], None]]:
+    """The callables the side outputs' keys name, in side-output order (the order values are delivered)."""
+    return [bindings.consumer(s.consumer, f"job {job.name!r}, side output {s.label or s.lbn!r}")
+            for s in job.side_outputs]

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import os
 import sys
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from flowjob_core import naming, scope
+from flowjob_core.bindings import Bindings
 from flowjob_core.blob import Blob
 from flowjob_core.errors import FlowjobError, OpBuildError, VariableError
 from flowjob_core.ir import BlobSpec, Intent, Job, Node, Placeholder, VariableDef
@@ -48,8 +50,11 @@ def maybe_builder() -> "JobBuilder | None":
 class JobBuilder:
     """Appends nodes to one job, running each op's inference at once."""
 
-    def __init__(self, job: Job, session: "Session", default_device: str = "cpu") -> None:
+    def __init__(self, job: Job, session: "Session", default_device: str = "cpu",
+                 bindings: Bindings | None = None) -> None:
         self.job = job
+        # objects the job names by key (watch handlers, sinks): the global function's table when tracing
+        self.bindings = bindings if bindings is not None else Bindings()
         self.session = session
         self.registries: "Registries" = session.registries
         self.default_device = default_device
@@ -133,8 +138,8 @@ class JobBuilder:
     def add_placeholder(self, spec: BlobSpec, *, param: str, batch_axis: int | None = 0,
                         name: str | None = None) -> Blob:
         node_name = name or naming.unique_name("Input")
-        (blob,) = self.add_op("input", [], {"shape": spec.shape, "dtype": spec.dtype, "index": len(self.job.placeholders)},
-                              scoped_name=node_name, source=f"parameter {param!r}")
+        attrs = {"shape": spec.shape, "dtype": spec.dtype, "index": len(self.job.placeholders)}
+        (blob,) = self.add_op("input", [], attrs, scoped_name=node_name, source=f"parameter {param!r}")
         blob.batch_axis = batch_axis
         self.job.placeholders.append(Placeholder(node_name, blob.lbn, spec, batch_axis, param))
         return blob
@@ -150,8 +155,8 @@ class JobBuilder:
             return known
         stored = self.session.variables.declare(name, spec, initializer, trainable, regularizer, model_name)
         self._check_same(name, stored.spec, spec)
-        vdef = VariableDef(name, stored.spec, stored.initializer, stored.trainable, f"{name}/out",
-                           stored.regularizer, stored.model_name)
+        vdef = VariableDef(name, stored.spec, describe_initializer(stored.initializer), stored.trainable,
+                           f"{name}/out", stored.regularizer, stored.model_name)
         self.job.variables[name] = vdef
         (blob,) = self.add_op("variable", [], {"name": name, "shape": spec.shape, "dtype": spec.dtype},
                               scoped_name=name, source=user_source(2))
@@ -179,6 +184,15 @@ class JobBuilder:
         """A blob handle for an existing value of this job (passes use it to extend the graph)."""
         spec = self.job.specs[lbn]
         return Blob(lbn, spec, self, None, self.default_device)
+
+
+def describe_initializer(initializer: Any) -> str:
+    """A variable's initializer as the job records it: text, so the job holds no user callable."""
+    if initializer is None:
+        return "zeros"
+    if dataclasses.is_dataclass(initializer):
+        return repr(initializer)  # flow's initializers are dataclasses: the repr names their parameters
+    return getattr(initializer, "__qualname__", None) or type(initializer).__name__  # a function, a callable
 
 
 def apply(op_type: str, inputs: Sequence[Blob], attrs: dict[str, Any] | None = None, *,

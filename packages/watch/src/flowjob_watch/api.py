@@ -6,7 +6,7 @@ from typing import Any
 from flowjob_core import Blob, FlowjobError, current_builder
 from flowjob_core.tracing import JobBuilder
 
-from flowjob_watch.sinks.base import bind, resolve
+from flowjob_watch.sinks.base import resolve
 
 
 def _builder(blob: Any, what: str) -> JobBuilder:
@@ -25,8 +25,11 @@ def add_watch(builder: JobBuilder, blob: Blob, sink: Any, *, diff: bool, optiona
     ``optional``: a gradient that autodiff did not compute is skipped instead of being an error
     (watch_scope's diff watcher sees only the gradients that exist).
     """
-    builder.add_intent("watch", lbn=blob.lbn, blob=blob, sink=sink, consume=bind(sink, diff), diff=diff,
-                       optional=optional)
+    # the job stays data: the sink and the symbolic blob it will be handed are named by keys of the
+    # global function's bindings (the same sink object always gets the same key: end_step is per sink)
+    builder.add_intent("watch", lbn=blob.lbn, diff=diff, optional=optional,
+                       sink=builder.bindings.add(sink, type(sink).__name__),
+                       blob_def=builder.bindings.add(blob, "blob"))
 
 
 def watch(blob: Blob, handler_or_prompt: Any = None, *, sink: Any = None, **options: Any) -> None:
