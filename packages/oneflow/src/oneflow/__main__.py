@@ -1,4 +1,5 @@
-"""``python -m oneflow``: ``info`` (versions, plugins and their hooks, backends, devices, ops)."""
+"""``python -m oneflow``: ``info`` (versions, plugins and their hooks, backends, devices, ops),
+``data`` (fetch a dataset) and ``dump`` (print a script's jobs, before or after a pass)."""
 from __future__ import annotations
 
 import argparse
@@ -59,6 +60,27 @@ def data(args: argparse.Namespace) -> int:
     return 0
 
 
+def dump(args: argparse.Namespace) -> int:
+    from oneflow._dump import DumpError
+    from oneflow._dump import dump as dump_jobs
+
+    try:
+        dump_jobs(args.script, job=args.job, after=args.after, run_main=args.run_main)
+    except DumpError as exc:
+        print(f"python -m oneflow dump: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+DUMP_HELP = """print the jobs SCRIPT defines, one line per node, without running a step.
+SCRIPT runs as a module named __flowjob_dump__ (not __main__), so the work under its
+'if __name__ == "__main__":' (checkpoint init, data, training loop, saving) does not run;
+any job call that still happens stops the script right there. Each job is traced from its
+placeholders' annotations. What the script prints goes to stderr. For a script that defines
+its jobs inside main(), --run-main runs it as __main__ up to its first job call (what comes
+before that call, e.g. loading data, does run)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m oneflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -66,9 +88,20 @@ def main(argv: list[str] | None = None) -> int:
     data_parser = sub.add_parser("data", help="fetch and verify a dataset")
     data_parser.add_argument("dataset", choices=["mnist"])
     data_parser.add_argument("--out-dir", default=None)
+    dump_parser = sub.add_parser("dump", help="print the jobs a script defines, before or after a pass",
+                                 description=DUMP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    dump_parser.add_argument("script", help="a Python program defining @flow.global_function jobs")
+    dump_parser.add_argument("--job", default=None, help="only this job (default: every job, in definition order)")
+    dump_parser.add_argument("--after", default=None, metavar="PASS",
+                             help="the job after this pass ('autodiff', 'fuse-dense', ...; 'all': as planned); "
+                                  "default: as traced, before any pass")
+    dump_parser.add_argument("--run-main", action="store_true",
+                             help="run the script as __main__ up to its first job call (for jobs defined in main())")
     args = parser.parse_args(argv)
     if args.command == "info":
         return info()
+    if args.command == "dump":
+        return dump(args)
     return data(args)
 
 
