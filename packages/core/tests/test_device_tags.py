@@ -77,8 +77,8 @@ def test_flowjob_device_runs_the_session_on_a_plugin_backend(xpu_session, toy, m
 
 def test_an_unknown_tag_is_an_error_listing_the_registered_tags(xpu_session, toy, monkeypatch):
     fn = _twice_job(xpu_session, toy, "tpu")
-    with pytest.raises(ValueError, match=r"flow.scope.placement: device_tag 'tpu' names no registered backend; registered: \['cpu', "
-                                         r"'xpu'\] \(and the legacy 'gpu'\)"):
+    with pytest.raises(ValueError, match=r"flow.scope.placement: device_tag 'tpu' names no registered backend; "
+                                         r"registered: \['cpu', 'xpu'\] \(and the legacy 'gpu'\)"):
         fn(np.ones(3, np.float32))
     with pytest.raises(ValueError, match="device_tag must be a non-empty string"):
         scope.placement("", "0:0")
