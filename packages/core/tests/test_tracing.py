@@ -165,3 +165,28 @@ def test_string_annotations_may_name_locals_of_the_decorating_scope(toy, monkeyp
     np.testing.assert_array_equal(job(np.ones(2, np.float32)), [2, 2])
     np.testing.assert_array_equal(bare(np.ones(2, np.float32)), [1, 1])
     session.close()
+
+
+def test_side_outputs_name_their_consumer_by_a_key_the_planner_binds(session, toy):
+    import copy
+    from flowjob_core import SideOutput
+    from flowjob_core.bindings import Bindings
+    from flowjob_core.planner import build_plan
+
+    bindings = Bindings()
+    sink = []
+    key = bindings.add(sink.append, "collect")
+    assert key == "collect#0" and bindings[key] == sink.append
+    assert bindings.add(sink) == bindings.add(sink)  # one object, one key
+    with pytest.raises(TypeError, match="consumer must be the key of a callable added with ctx.bindings.add"):
+        SideOutput("x/out", sink.append)
+    fn = _job(session, toy, lambda x: apply("twice", [x], name="y"))
+    job = copy.deepcopy(fn.ensure_traced())
+    job.side_outputs.append(SideOutput("y/out_0", "missing#9", "y"))
+    with pytest.raises(FlowjobError, match=r"job 'job', side output 'y': no object is bound to key 'missing#9'"):
+        build_plan(job, session.backend, session.registries, session.variables, bindings)
+    job.side_outputs[0] = SideOutput("y/out_0", key, "y")
+    plan = build_plan(job, session.backend, session.registries, session.variables, bindings)
+    _, sides = plan.run([np.ones(3, np.float32)])
+    plan.side_consumers[0](sides[0])
+    np.testing.assert_array_equal(sink[0], [2, 2, 2])
