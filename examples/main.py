@@ -69,9 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     for epoch in range(args.epochs):
         bar = tqdm(total=steps, desc=f"epoch {epoch + 1}/{args.epochs}", unit="step", file=sys.stdout)
 
-        def show(loss: tp.Numpy) -> None:
-            bar.set_postfix(loss=f"{loss.mean():.4f}", refresh=False)
-            bar.update(1)
+        def show(loss: tp.Numpy) -> None:  # runs before the epoch's sync below, with this epoch's bar
+            bar.set_postfix(loss=f"{loss.mean():.4f}", refresh=False)  # noqa: B023
+            bar.update(1)  # noqa: B023
 
         for i in range(steps):
             train_job(train_images[i], train_labels[i])(show)
@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         predictions = np.argmax(eval_job(images), axis=1)
         correct += int(np.sum(predictions == labels))
         total += labels.shape[0]
-    print(f"trained {args.epochs * steps} steps in {elapsed:.1f} s ({1000 * elapsed / max(1, args.epochs * steps):.1f} ms/step)")
+    per_step_ms = 1000 * elapsed / max(1, args.epochs * steps)
+    print(f"trained {args.epochs * steps} steps in {elapsed:.1f} s ({per_step_ms:.1f} ms/step)")
     print(f"test accuracy: {100.0 * correct / total:.2f}%")
 
     if os.path.isdir(args.out):

@@ -122,7 +122,8 @@ def test_fused_kernel_matches_the_unfused_update_for_every_transpose():
             assert SGD_MATMUL_UPDATE.infer(specs, attrs) == []
             for xp_is_numpy in (True, False):
                 xp = np if xp_is_numpy else _NumpyProxy()
-                kernel = SGD_MATMUL_UPDATE.kernel(KernelContext(xp, None, SGD_MATMUL_UPDATE.name, "u", attrs, specs, ()))
+                context = KernelContext(xp, None, SGD_MATMUL_UPDATE.name, "u", attrs, specs, ())
+                kernel = SGD_MATMUL_UPDATE.kernel(context)
                 got = w.copy()
                 kernel(got, a, b, lr)
                 grad = (a.T if ta else a) @ (b.T if tb else b)

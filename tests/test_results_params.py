@@ -76,7 +76,8 @@ def test_tuple_parameter():
     b, a = job((np.ones(2, np.float32), np.arange(3, dtype=np.int32)))
     np.testing.assert_array_equal(a, [1, 1])
     np.testing.assert_array_equal(b, [0, 1, 2])
-    with pytest.raises(JobArgumentError, match=r"argument 'pair': expected a tuple of 2 inputs, found tuple of length 1"):
+    with pytest.raises(JobArgumentError,
+                       match=r"argument 'pair': expected a tuple of 2 inputs, found tuple of length 1"):
         job((np.ones(2, np.float32),))
     with pytest.raises(JobArgumentError, match=r"argument 'pair'\[1\]: expected dtype int32, found float32"):
         job((np.ones(2, np.float32), np.ones(3, np.float32)))

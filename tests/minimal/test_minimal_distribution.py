@@ -1,4 +1,5 @@
-"""The minimal distribution (core, ops, typing and the face only): predict jobs run, and missing parts explain themselves."""
+"""The minimal distribution (core, ops, typing and the face only): predict jobs run, and missing
+parts explain themselves."""
 import importlib.util
 
 import numpy as np
@@ -31,7 +32,8 @@ def test_a_predict_job_runs():
 
 
 def test_watch_without_the_watch_package_names_the_distribution():
-    with pytest.raises(MissingPackageError, match=r"flow\.watch needs the flowjob-watch distribution.*pip install flowjob-watch"):
+    with pytest.raises(MissingPackageError,
+                       match=r"flow\.watch needs the flowjob-watch distribution.*pip install flowjob-watch"):
         @flow.global_function()
         def watching(x: tp.Numpy.Placeholder((3,))) -> None:
             flow.watch(flow.nn.relu(x), print)

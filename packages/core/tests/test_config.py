@@ -39,7 +39,8 @@ def test_values_are_checked():
 def test_legacy_positional_config_decides_the_type(monkeypatch):
     import flowjob_core.function as function_module
     made = []
-    monkeypatch.setattr(function_module, "JobFunction", lambda func, job_type, config, *rest: made.append((job_type, config)))
+    monkeypatch.setattr(function_module, "JobFunction",
+                        lambda func, job_type, config, *rest: made.append((job_type, config)))
     monkeypatch.setattr(function_module, "get_default_session", lambda: None)
     train_cfg = FunctionConfig()
     train_cfg.train.primary_lr(0.1)

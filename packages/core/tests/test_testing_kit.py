@@ -12,7 +12,6 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from flowjob_core import BlobSpec, FlowjobError, KernelContext, OpDef, Session, ShapeError, hookimpl, naming
 from flowjob_core import make_plugin_manager
@@ -136,7 +135,7 @@ def _pair_grad(use_second: bool) -> Any:
 
 
 def _training_kernel(ctx: KernelContext) -> Any:
-    xp, out = ctx.xp, ctx.out(0)
+    out = ctx.out(0)
     out[...] = 1.0 if ctx.training else 0.0  # a constant buffer: nothing writes it later
     return lambda x: out
 

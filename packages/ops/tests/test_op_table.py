@@ -7,4 +7,5 @@ from flowjob_core.testing import conformance_suite
 from flowjob_core.testing.modules import sibling
 
 
-test_op_gradients, test_op_forward, test_ops_covered = conformance_suite(sibling(__file__, "op_cases").CASES, plugin="ops")
+test_op_gradients, test_op_forward, test_ops_covered = conformance_suite(sibling(__file__, "op_cases").CASES,
+                                                                        plugin="ops")

@@ -85,7 +85,8 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
 
     pending: dict[str, list[Blob]] = {}
     for loss in job.losses:
-        seed = builder.add_op("ones_like", [builder.blob(loss)], scoped_name=builder.local_name(f"{loss.split('/')[0]}_grad_seed"))[0]
+        seed_name = builder.local_name(f"{loss.split('/')[0]}_grad_seed")
+        seed = builder.add_op("ones_like", [builder.blob(loss)], scoped_name=seed_name)[0]
         pending.setdefault(loss, []).append(seed)
 
     def total(lbn: str) -> Blob | None:

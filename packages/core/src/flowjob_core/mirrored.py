@@ -18,7 +18,8 @@ class PerDevice(list):
     __slots__ = ()
 
     def merged(self, batch_axis: int | None, what: str = "value") -> Any:
-        """The logical value: pieces concatenated along ``batch_axis``; a value without one must agree across devices."""
+        """The logical value: pieces concatenated along ``batch_axis``; a value without one must
+        agree across devices."""
         if len(self) == 1:
             return self[0]
         first = self[0]

@@ -20,7 +20,8 @@ class PlaceholderDef:
     name: str | None = None
 
     def __repr__(self) -> str:
-        return f"tp.{self.family.__name__}.Placeholder({self.shape}, dtype={self.dtype.name}, batch_axis={self.batch_axis})"
+        return (f"tp.{self.family.__name__}.Placeholder({self.shape}, dtype={self.dtype.name}, "
+                f"batch_axis={self.batch_axis})")
 
 
 def _placeholder(family: type, shape: Any, dtype: Any, batch_axis: Any, name: str | None = None,
@@ -32,7 +33,8 @@ def _placeholder(family: type, shape: Any, dtype: Any, batch_axis: Any, name: st
     if not shape or any(not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d <= 0 for d in shape):
         raise JobDefinitionError(f"{where}: shape must hold positive ints, found {shape!r}")
     if batch_axis is not None:
-        if isinstance(batch_axis, bool) or not isinstance(batch_axis, int) or not -len(shape) <= batch_axis < len(shape):
+        in_range = isinstance(batch_axis, int) and -len(shape) <= batch_axis < len(shape)
+        if isinstance(batch_axis, bool) or not in_range:
             raise JobDefinitionError(f"{where}: batch_axis {batch_axis!r} is not an axis of shape {shape} (or None)")
         batch_axis %= len(shape)
     try:
@@ -65,7 +67,8 @@ class Numpy:
     """A fixed-shape ``numpy.ndarray``: as a return annotation, a synchronous result."""
 
     @classmethod
-    def Placeholder(cls, shape: tuple[int, ...], dtype: Any = dtypes.float32, batch_axis: int | None = 0) -> PlaceholderDef:  # noqa: N802
+    def Placeholder(cls, shape: tuple[int, ...], dtype: Any = dtypes.float32,  # noqa: N802
+                    batch_axis: int | None = 0) -> PlaceholderDef:
         return _placeholder(cls, shape, dtype, batch_axis)
 
 

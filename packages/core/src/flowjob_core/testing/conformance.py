@@ -178,8 +178,8 @@ def coverage_problems(cases: Sequence[OpCase], plugin: str, session: Session,
 
 
 def conformance_suite(cases: Sequence[OpCase], plugin: str, *, session_factory: Callable[[], Session] | None = None,
-                      max_examples: int | None = None, exempt: dict[str, str] | None = None) -> tuple[Callable[..., None], Callable[..., None],
-                                                                Callable[[], None]]:
+                      max_examples: int | None = None, exempt: dict[str, str] | None = None
+                      ) -> tuple[Callable[..., None], Callable[..., None], Callable[[], None]]:
     """Three pytest tests over ``cases``: ``test_op_gradients, test_op_forward, test_ops_covered``.
 
     ``plugin`` is the name the op package registers under (its entry-point name).

@@ -146,8 +146,8 @@ POOL_KEYS = ("pool_ksize", "pool_strides", "pool_padding")
 
 
 def _pool_attrs(attrs: dict) -> dict[str, Any]:
-    return {"ksize": attrs["pool_ksize"], "strides": attrs["pool_strides"], "padding": attrs.get("pool_padding", "VALID"),
-            "data_format": attrs.get("data_format", "NCHW")}
+    return {"ksize": attrs["pool_ksize"], "strides": attrs["pool_strides"],
+            "padding": attrs.get("pool_padding", "VALID"), "data_format": attrs.get("data_format", "NCHW")}
 
 
 def conv_attrs(attrs: dict) -> dict[str, Any]:
