@@ -1,6 +1,7 @@
 """The oneflow face: explicit re-exports, lazy optional names and ``python -m oneflow info``.
 
 The seed programs themselves run in tests/test_examples_training.py."""
+import os
 import subprocess
 import sys
 
@@ -19,6 +20,16 @@ def test_info_lists_plugins_backends_and_ops():
     for expected in ("flowjob-core", "plugins:", "core-ops", "flowjob_add_ops", "backends:", "cpu", "numpy",
                      "ops: "):
         assert expected in out
+
+
+def test_info_shows_the_switches_and_the_allocator_tuning_in_effect():
+    env = os.environ | {"FLOWJOB_MALLOC_TUNING": "0", "FLOWJOB_FUSION": "off"}
+    out = subprocess.run([sys.executable, "-m", "oneflow", "info"], capture_output=True, text=True, timeout=120,
+                         env=env, check=True).stdout
+    assert "allocator tuning: off" in out
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith("  FLOWJOB_")}
+    assert rows["FLOWJOB_FUSION"] == "0" and rows["FLOWJOB_MALLOC_TUNING"] == "0"
+    assert {"FLOWJOB_CONV_ALGORITHM", "FLOWJOB_PLUGINS", "FLOWJOB_DEVICE"} <= set(rows)
 
 
 def test_names_are_explicit_re_exports():

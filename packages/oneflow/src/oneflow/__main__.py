@@ -23,6 +23,7 @@ def info() -> int:
 
     from flowjob_core import Session
     from flowjob_core.plugin import describe_plugins
+    from flowjob_core.switches import current
 
     print(f"python {platform.python_version()}  numpy {numpy.__version__}")
     print("distributions:")
@@ -48,6 +49,12 @@ def info() -> int:
         print(f"passes: {' -> '.join(p.name for p in session.registries.passes.ordered())}")
     finally:
         session.close()
+    from flowjob_core.backends.numpy_backend import malloc_tuned
+
+    print(f"allocator tuning: {'on' if malloc_tuned() else 'off'} (opt-in with FLOWJOB_MALLOC_TUNING=1)")
+    print("switches:")
+    for variable, value, doc in current().describe():
+        print(f"  {variable:<32} {value:<8} {doc}")
     return 0
 
 
