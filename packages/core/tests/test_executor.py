@@ -52,7 +52,7 @@ def test_callback_error_is_raised_at_the_next_sync_point(session, toy):
     assert done == [True]
 
 
-def test_step_error_of_a_detached_call_surfaces_at_sync(session, toy):
+def test_step_error_of_a_call_nobody_waits_for_surfaces_at_sync(session, toy):
     def job(x: toy.Array((2,))) -> toy.Later:
         return apply("boom", [x])
     JobFunction(job, "predict", None, session)(np.ones(2, np.float32))

@@ -40,9 +40,6 @@ class FakePending:
     def wait(self):
         return self.values
 
-    def detach(self):
-        pass
-
     def add_done_callback(self, fn):
         fn(self.values)
 

@@ -49,7 +49,7 @@ class LaterNone(SyncNone):
     waits = False
 
     def launch(self, pending: Any, where: str) -> None:
-        pending.detach()
+        pass  # returns at once; nobody waits
 
 
 @hookimpl

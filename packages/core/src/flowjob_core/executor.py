@@ -21,8 +21,7 @@ class PendingCall:
     made only when someone waits for a call that is not done yet.
     """
 
-    __slots__ = ("_done", "_event", "_values", "_error", "_callbacks", "_listeners", "_lock", "_executor",
-                 "_detached")
+    __slots__ = ("_done", "_event", "_values", "_error", "_callbacks", "_listeners", "_lock", "_executor")
 
     def __init__(self, executor: "Executor") -> None:
         self._done = False
@@ -33,12 +32,6 @@ class PendingCall:
         self._listeners: list[Callable[["PendingCall"], None]] | None = None
         self._lock = executor._pending_lock  # one lock per executor: the critical sections are a few lines
         self._executor = executor
-        self._detached = False
-
-    def detach(self) -> None:
-        """Say that nobody will wait for this call. A failure of its step is kept for the next
-        synchronous point either way (as is any failure nobody has waited for yet)."""
-        self._detached = True
 
     def done(self) -> bool:
         return self._done

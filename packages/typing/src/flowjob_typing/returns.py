@@ -206,15 +206,13 @@ class NoneReturn(_Kind):
         return []
 
     def launch(self, pending: Any, where: str) -> None:
-        pending.detach()
-        return None
+        return None  # nobody waits: a failure of the step surfaces at the next synchronous point
 
 
 class CallbackReturn(_Kind):
     """``-> tp.Callback[T]``: the call returns ``f(cb)``; ``cb`` runs with the converted result."""
 
     def launch(self, pending: Any, where: str) -> Callable[[Callable[[Any], None]], None]:
-        pending.detach()
         build = self.build
 
         def register(callback: Callable[[Any], None]) -> None:

@@ -138,7 +138,6 @@ class FutureResult:
         if not callable(callback):
             raise TypeError(f"{self._where}: async_get needs a callable, got {callback!r}")
         self._claim("async_get()")
-        self._pending.detach()
         self._pending.add_done_callback(lambda values: callback(self._build(values)))
 
 

@@ -73,7 +73,6 @@ class LaterReturn:
         return [] if value is None else [value]
 
     def launch(self, pending: Any, where: str) -> Any:
-        pending.detach()
         return pending if self.hand_back else None
 
 
