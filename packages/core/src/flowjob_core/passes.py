@@ -80,10 +80,20 @@ def eliminate_dead_code(job: Job, ctx: PassContext) -> None:
 
 
 def run_passes(job: Job, ctx: PassContext) -> Job:
-    """Run every registered pass in order on a copy of the traced job."""
+    """Run every registered pass in order on a copy of the traced job.
+
+    In debug mode (``flow.config.enable_debug_mode(True)``) the verifier runs after every pass,
+    so an invariant a pass breaks is reported with that pass's name, not at ``verify-final``.
+    """
     job = job.copy()
+    debug = bool(getattr(getattr(ctx.session, "config", None), "debug_mode", False))
     for spec in ctx.registries.passes.ordered():
         spec.run(job, ctx)
+        if debug and spec.run is not verify:
+            try:
+                verify(job, ctx)
+            except VerificationError as exc:
+                raise VerificationError(f"after pass {spec.name!r} (from {spec.plugin or 'builtin'!r}): {exc}") from exc
     return job
 
 

@@ -24,6 +24,7 @@ def cpu_device_num(count: int) -> None:
 
 
 def enable_debug_mode(value: bool = True) -> None:
+    """Verify the job after every graph pass (a broken invariant names the pass that broke it)."""
     get_default_session().config.debug_mode = bool(value)
 
 
