@@ -122,7 +122,7 @@ def test_blob_from_another_job_is_refused(session, toy):
 
 def test_blob_has_no_value_while_tracing(session, toy):
     def body(x):
-        if x:  # noqa: the error is the point
+        if x:  # the error is the point
             pass
         return x
     with pytest.raises(FlowjobError, match="no value while the job is traced"):

@@ -199,7 +199,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
         lines.append(f"    {', '.join(placeholder_vars)}, = feeds")
     line_nodes: dict[int, Node] = {}
     kernel_count = 0
-    for t, node in enumerate(order):
+    for node in order:
         if node.op == "input":
             continue
         opdef = ops[node.op]
