@@ -24,6 +24,8 @@ def _from_attrs(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 # sources ------------------------------------------------------------------
 def _variable_kernel(ctx: KernelContext) -> Any:
+    if ctx.variable is None:
+        raise ValueError(f"node {ctx.node_name!r}: a variable kernel needs the session's variable store")
     array = ctx.variable(ctx.attrs["name"])  # the session's array itself: updates happen in place
     return lambda: array
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from typing import Any, Callable, Self
 
 from flowjob_core import dtypes
 from flowjob_core.errors import ConfigError
@@ -51,7 +51,7 @@ class _Options:
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
 
-    def __deepcopy__(self, memo: dict) -> "_Options":
+    def __deepcopy__(self, memo: dict) -> Self:
         clone = type(self)()
         clone.values.update(copy.deepcopy(self.values, memo))
         return clone

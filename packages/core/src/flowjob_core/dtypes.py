@@ -16,7 +16,7 @@ char = int8
 float = float32  # noqa: A001 - legacy spelling: flow.float
 double = float64
 
-_BY_NAME = {
+_BY_NAME: dict[str, np.dtype] = {
     "float16": float16, "half": float16, "float32": float32, "float": float32,
     "float64": float64, "double": float64, "int8": int8, "char": int8,
     "int32": int32, "int64": int64, "uint8": uint8,

@@ -51,7 +51,8 @@ class JobFunction:
         self.params, self.return_kind = self._read_signature(scope_locals)
         self._where = f"global function {self.name!r}"
         self._feed_where = [f"global function {self.name!r}, argument {p.name!r}" for p in self.params]
-        self._deliver_plain: tuple[Any, Any] = (None, None)  # (plan, deliver) for calls without side outputs
+        # (plan, deliver) for calls without side outputs
+        self._deliver_plain: tuple[Any, Callable[[Any], list[Any]] | None] = (None, None)
         functools.update_wrapper(self, func)
         session.register_function(self)
         recording = dry_run.active()
@@ -221,10 +222,11 @@ class JobFunction:
         def compute() -> Any:
             return run(feeds)
 
+        deliver: Callable[[Any], list[Any]]
         if consumers:
             to_host, report = plan.backend.to_host, session.report_error
 
-            def deliver(raw: Any) -> list[Any]:
+            def deliver_with_sides(raw: Any) -> list[Any]:
                 returns, sides = raw
                 for consume, value in zip(consumers, sides):
                     try:
@@ -232,9 +234,13 @@ class JobFunction:
                     except BaseException as exc:  # kept for the next synchronous point
                         report(exc)
                 return [to_host(v) for v in returns]
+
+            deliver = deliver_with_sides
         else:
-            cached_plan, deliver = self._deliver_plain
-            if cached_plan is not plan:
+            cached_plan, cached = self._deliver_plain
+            if cached_plan is plan and cached is not None:
+                deliver = cached
+            else:
                 deliver = _returns_only(plan.backend.to_host)
                 self._deliver_plain = (plan, deliver)
 

@@ -43,7 +43,9 @@ def run_per_device(run: Callable[[list[Any]], tuple[tuple[Any, ...], tuple[Any, 
     """
     start: dict[str, Any] = {}
     total: dict[str, Any] = {}
-    xp = variables.backend.xp if variables is not None else None
+    if names and variables is None:
+        raise ValueError("run_per_device: variable names given without the variable store")
+    xp: Any = variables.backend.xp if variables is not None else np
     for name in names:
         start[name] = xp.array(variables.array(name), copy=True)
     results = []

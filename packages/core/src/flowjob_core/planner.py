@@ -114,9 +114,9 @@ def plan_buffers(job: Job, order: list[Node], registries: "Registries") -> Buffe
                     plan.slot_nbytes.append(nbytes)
                 plan.slot_of[lbn] = slot
         for r in release_at.get(t, ()):
-            slot = plan.slot_of.get(r)
-            if slot is not None:
-                free.setdefault(plan.slot_nbytes[slot], []).append(slot)
+            released = plan.slot_of.get(r)
+            if released is not None:
+                free.setdefault(plan.slot_nbytes[released], []).append(released)
     return plan
 
 

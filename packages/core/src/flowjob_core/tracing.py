@@ -6,6 +6,7 @@ import contextvars
 import dataclasses
 import os
 import sys
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from flowjob_core import naming, scope
@@ -26,7 +27,7 @@ _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def user_source(skip: int = 1) -> str:
     """``file:line`` of the innermost caller that is not flowjob itself: the user's line."""
-    frame = sys._getframe(skip)
+    frame: FrameType | None = sys._getframe(skip)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if not module.startswith(_OWN_PACKAGES):

@@ -46,7 +46,7 @@ def allowed_intervals(points: Sequence[float], gap: float, low: float, high: flo
 
 
 def _is_subnormal(x: float) -> bool:
-    return x != 0.0 and abs(x) < np.finfo(np.float64).tiny
+    return x != 0.0 and bool(abs(x) < np.finfo(np.float64).tiny)
 
 
 def _floats(a: float, b: float) -> st.SearchStrategy[float]:
@@ -71,8 +71,7 @@ def arrays(shape: Shape | st.SearchStrategy[Shape], elements: st.SearchStrategy[
     """Arrays of ``shape`` (a tuple or a strategy); elements default to floats in [-3, 3]."""
     dtype = np.dtype(dtype)
     if elements is None:
-        width = 32 if dtype == np.float32 else 64
-        elements = st.floats(-3.0, 3.0, width=width, allow_subnormal=False)
+        elements = st.floats(-3.0, 3.0, width=32 if dtype == np.float32 else 64, allow_subnormal=False)
     return hnp.arrays(dtype, shape, elements=elements)
 
 
@@ -130,7 +129,7 @@ def broadcastable_pair(min_dims: int = 0, max_dims: int = 3,
                        max_side: int = 4) -> st.SearchStrategy[tuple[Shape, Shape]]:
     """Two shapes that broadcast together (``np.broadcast_shapes`` accepts them): binary ops."""
     return hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=min_dims, max_dims=max_dims, min_side=1,
-                                             max_side=max_side).map(lambda b: tuple(b.input_shapes))
+                                             max_side=max_side).map(lambda b: (b.input_shapes[0], b.input_shapes[1]))
 
 
 __all__ = ["allowed_intervals", "array_away_from", "arrays", "away_from", "broadcastable_pair",
