@@ -25,7 +25,7 @@ _NAMESPACE = LazyNamespace(
     sources=(
         Source("flowjob_ops.array_ops", "flowjob-ops"),  # flow.reshape, flow.constant, ...
         Source("flowjob_ops.initializers", "flowjob-ops"),  # flow.*_initializer
-        Source("flowjob_watch", "flowjob-watch"),  # flow.watch, flow.watch_diff, flow.watch_scope, sinks
+        Source("flowjob_watch", "flowjob-watch", legacy=("watch", "watch_diff", "watch_scope")),  # and the sinks
     ),
     # legacy names for differently named attributes
     aliases={"FixedTensorDef": (_TYPING, "fixed_tensor_def"), "MirroredTensorDef": (_TYPING, "mirrored_tensor_def")},

@@ -24,10 +24,17 @@ from oneflow._lazy import require
 
 @dataclass(frozen=True)
 class Source:
-    """A module whose ``__all__`` fills a face namespace, and the distribution that provides it."""
+    """A module whose ``__all__`` fills a face namespace, and the distribution that provides it.
+
+    ``legacy``: the names legacy programs use from it. Its ``__all__`` gives every name when the
+    distribution is installed; these few only let a missing distribution be named precisely
+    (``flow.watch needs the flowjob-watch distribution``), and the face's tests check they are
+    in that ``__all__``.
+    """
 
     module: str
     distribution: str
+    legacy: tuple[str, ...] = ()
 
     def installed(self) -> bool:
         return importlib.util.find_spec(self.module.split(".")[0]) is not None
@@ -135,6 +142,11 @@ class LazyNamespace:
         if entry is not None:
             source, attr = entry
             return getattr(source.load(f"{self.owner}.{name}"), attr)
+        for source in self.sources:
+            if name in source.legacy and not source.installed():
+                raise MissingPackageError(
+                    f"{self.owner}.{name} needs the {source.distribution} distribution, which is not installed: "
+                    f"pip install {source.distribution}")
         missing = self.missing()
         if missing and not name.startswith("_"):  # private and dunder probes (copy, pickle) stay AttributeErrors
             raise MissingPackageError(
