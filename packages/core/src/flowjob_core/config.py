@@ -1,66 +1,27 @@
-"""``flow.config`` (session settings) and ``flow.function_config`` (per-job settings)."""
+"""``flow.function_config()`` (per-job settings) and the session's ``flow.config`` record.
+
+Every option of legacy OneFlow's ``FunctionConfig`` (v0.3/v0.4) is declared here with its value
+check and its effect (see :mod:`flowjob_core.options`): read by flowjob, recorded with no effect
+(CUDA and legacy-runtime tuning), or refused as not supported yet where it would change results.
+"""
 from __future__ import annotations
 
-import copy
-from typing import Any, Callable, Self
+from typing import Any
 
 from flowjob_core import dtypes
 from flowjob_core.errors import ConfigError
+from flowjob_core.options import (
+    BOOL, INT, NUMBER, Option, OptionSet, UnknownOptionError, check_value, count, flag, is_dict, is_number, is_str)
 from flowjob_core.scope import LogicalView, Placement
 
+__all__ = ["FunctionConfig", "SessionConfig", "TrainConfig", "UnknownOptionError", "function_config"]
 
-def _is_bool(v: Any) -> bool:
-    return isinstance(v, bool)
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-class _Options:
-    """Setters called like functions (``cfg.default_data_type(flow.float)``), each checked."""
-
-    _kinds: dict[str, tuple[Callable[[Any], bool], str, Any]] = {}
-    _what = "option"
-
-    def __init__(self) -> None:
-        object.__setattr__(self, "values", {})
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        kinds = type(self)._kinds
-        if name not in kinds:
-            raise ConfigError(f"unknown {self._what} {name!r}; known: {', '.join(sorted(kinds))}")
-        check, expected, default = kinds[name]
-
-        def setter(value: Any = default) -> None:
-            if value is None or not check(value):
-                raise ConfigError(f"{self._what} {name!r} expects {expected}, got {value!r}")
-            self.values[name] = value
-
-        return setter
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        getattr(self, name)(value)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.values.get(name, default)
-
-    def __deepcopy__(self, memo: dict) -> Self:
-        clone = type(self)()
-        clone.values.update(copy.deepcopy(self.values, memo))
-        return clone
-
-    def __eq__(self, other: object) -> bool:
-        # by value, so two copies of a job (which holds its function's config) compare equal
-        return type(self) is type(other) and vars(self) == vars(other)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable: setters change it
+CUDNN = "cuDNN on CUDA devices"
+MEMORY = "the legacy runtime's memory planner"
+GRAPH = "the legacy runtime's graph rewrites (a speed setting)"
+DISTRIBUTED = "multi-device communication of the legacy runtime"
+GONE = "nothing (legacy OneFlow had already dropped it)"
+HALF = "float16 arithmetic on CUDA devices"
 
 
 def _is_dtype(v: Any) -> bool:
@@ -71,54 +32,198 @@ def _is_dtype(v: Any) -> bool:
         return False
 
 
-class TrainConfig(_Options):
-    """``cfg.train.*`` of version 0.1 training: read by the optimizer pass."""
+def _is_float32(v: Any) -> bool:
+    return dtypes.as_dtype(v) == dtypes.float32
 
+
+def _is_off(v: Any) -> bool:
+    return v is False
+
+
+# options of legacy train_conf: setting any of them (even to its default) marks a positional
+# function_config as a training one, as legacy's train_conf did
+_TRAIN_CONF = ("primary_lr", "secondary_lr", "model_update_conf", "loss_scale_factor", "weight_l2", "bias_l2",
+               "num_gradient_accumulation_steps")
+
+
+class TrainConfig(OptionSet):
+    """``cfg.train.*`` of version-0.1 training: read by the optimizer pass."""
+
+    _path = "function_config.train"
     _what = "train option"
-    _kinds = {
-        "primary_lr": (_is_number, "a number", None),
-        "secondary_lr": (_is_number, "a number", None),
-        "model_update_conf": (lambda v: isinstance(v, dict), "a dict such as {'naive_conf': {}}", None),
-        "loss_scale_factor": (_is_number, "a number", None),
-        "weight_l2": (_is_number, "a number", None),
-        "bias_l2": (_is_number, "a number", None),
+    _options = {
+        "primary_lr": Option(*NUMBER),
+        "secondary_lr": Option(*NUMBER),
+        "model_update_conf": Option(is_dict, "a dict such as {'naive_conf': {}}"),
+        # fp32 only: the loss is scaled and the gradients unscaled by the same factor
+        "loss_scale_factor": Option(*NUMBER),
+        "weight_l2": Option(*NUMBER),
+        "bias_l2": Option(*NUMBER),
+        "num_gradient_accumulation_steps": Option(
+            *INT, effect="unsupported", supported=lambda v: v == 1,
+            why="gradient accumulation over several calls is not implemented; use 1, or feed the whole batch "
+                "in one call"),
+        "optimizer_placement_optimization_mode": Option(
+            lambda v: v in ("non_distributed", "distributed_split"), "'non_distributed' or 'distributed_split'",
+            effect="recorded", why=DISTRIBUTED),
+        "optimizer_placement_optimization_threshold": count(DISTRIBUTED),
     }
 
     @property
     def is_set(self) -> bool:
-        return bool(self.values)
+        return any(name in self.values for name in _TRAIN_CONF)
 
 
-class FunctionConfig(_Options):
-    """``flow.function_config()``: settings of one global function. An unknown name is an error."""
-
-    _what = "function_config option"
-    _kinds = {
-        "default_data_type": (_is_dtype, "a flowjob dtype such as flow.float", None),
-        "default_placement_scope": (lambda v: isinstance(v, Placement), "flow.scope.placement(...)", None),
-        "default_logical_view": (lambda v: isinstance(v, LogicalView),
-                                 "flow.scope.consistent_view() or mirrored_view()", None),
-        "default_distribute_strategy": (lambda v: isinstance(v, LogicalView),
-                                        "flow.distribute.consistent_strategy() or mirrored_strategy()", None),
-        "allow_cpu_return_op": (_is_bool, "a bool", True),
-        "enable_inplace": (_is_bool, "a bool", True),
-        "enable_fuse_add_to_output": (_is_bool, "a bool", True),
-        "enable_fuse_model_update_ops": (_is_bool, "a bool", True),
-        "enable_auto_mixed_precision": (_is_bool, "a bool", True),
-        "use_xla_jit": (_is_bool, "a bool", True),
-        "use_tensorrt": (_is_bool, "a bool", True),
-        "enable_keep_header_only": (_is_bool, "a bool", True),
-        "concurrency_width": (_is_int, "an int", None),
+class TensorRTConfig(OptionSet):
+    _path = "function_config.tensorrt"
+    _what = "tensorrt option"
+    _options = {
+        "use_fp16": Option(*BOOL, True, "unsupported", "TensorRT float16 inference is not implemented",
+                           supported=_is_off),
+        "use_int8": Option(*BOOL, True, "unsupported", "TensorRT int8 inference is not implemented",
+                           supported=_is_off),
+        "int8_calibration": Option(is_str, "a calibration path (str)", effect="unsupported",
+                                   why="TensorRT int8 inference is not implemented"),
     }
 
-    def __init__(self) -> None:
-        super().__init__()
-        object.__setattr__(self, "train", TrainConfig())
 
-    def __deepcopy__(self, memo: dict) -> "FunctionConfig":
-        clone = super().__deepcopy__(memo)
-        object.__setattr__(clone, "train", copy.deepcopy(self.train, memo))
-        return clone
+class QATConfig(OptionSet):
+    """Settings of quantization-aware training, which is itself refused (``enable_qat``)."""
+
+    _path = "function_config.qat"
+    _what = "qat option"
+    _options = {
+        "per_channel_weight_quantization": flag("quantization-aware training (not enabled here)"),
+        "symmetric": flag("quantization-aware training (not enabled here)"),
+        "moving_min_max_momentum": Option(is_number, "a number", effect="recorded",
+                                          why="quantization-aware training (not enabled here)"),
+        "moving_min_max_stop_update_after_iters": count("quantization-aware training (not enabled here)"),
+        "target_backend": Option(is_str, "a str", effect="recorded",
+                                 why="quantization-aware training (not enabled here)"),
+    }
+
+
+POLICIES = ("use_mem_size_first_algo", "use_mutual_exclusion_first_algo", "use_time_line_algo")
+
+
+class MemPolicyWhiteList(OptionSet):
+    """``cfg.static_mem_alloc_policy_white_list``: the legacy memory planner's policies (recorded)."""
+
+    _path = "function_config.static_mem_alloc_policy_white_list"
+    _what = "static_mem_alloc_policy_white_list member"
+    _options = {p: flag(MEMORY) for p in POLICIES}
+
+    def _policy(self, policy: Any) -> str:
+        if policy not in POLICIES:
+            raise ConfigError(f"{self._path}: unknown policy {policy!r}; one of {', '.join(POLICIES)}")
+        return policy
+
+    def has(self, policy: str) -> bool:
+        return bool(self.values.get(self._policy(policy), False))
+
+    def add(self, policy: str) -> None:
+        self._store(policy, check_value(f"{self._path}.{self._policy(policy)}", self._options[policy], True))
+
+    def remove(self, policy: str) -> None:
+        self._store(policy, check_value(f"{self._path}.{self._policy(policy)}", self._options[policy], False))
+
+    def policy_mem_size_first(self) -> str:
+        return POLICIES[0]
+
+    def policy_mutual_exclusion_first(self) -> str:
+        return POLICIES[1]
+
+    def policy_time_line(self) -> str:
+        return POLICIES[2]
+
+
+class MemAlgoWhiteList(OptionSet):
+    _path = "function_config.static_mem_alloc_algo_white_list"
+    _what = "static_mem_alloc_algo_white_list member"
+    _options = {}
+
+    def show(self) -> list[str]:
+        return list(POLICIES)
+
+
+class FunctionConfig(OptionSet):
+    """``flow.function_config()``: settings of one global function. An unknown name is an error."""
+
+    _path = "function_config"
+    _what = "function_config option"
+    _options = {
+        # read by flowjob
+        "default_data_type": Option(
+            _is_dtype, "a flowjob dtype such as flow.float", effect="unsupported", supported=_is_float32,
+            why="flowjob's default data type is float32; give other dtypes explicitly (dtype=...)"),
+        "default_placement_scope": Option(lambda v: isinstance(v, Placement), "flow.scope.placement(...)"),
+        "default_logical_view": Option(lambda v: isinstance(v, LogicalView),
+                                       "flow.scope.consistent_view() or mirrored_view()"),
+        "default_distribute_strategy": Option(lambda v: isinstance(v, LogicalView),
+                                              "flow.distribute.consistent_strategy() or mirrored_strategy()"),
+        # would change results: refused unless left at the legacy default
+        "default_initializer_conf": Option(
+            is_dict, "an initializer conf dict", effect="unsupported",
+            why="a job-wide default initializer is not implemented; pass initializer= to flow.get_variable"),
+        "indexed_slices_optimizer_conf": Option(
+            is_dict, "a dict such as {'include_op_names': {'op_name': [...]}}", effect="unsupported",
+            why="sparse (indexed-slices) optimizer updates are not implemented; variables update densely"),
+        "enable_auto_mixed_precision": Option(
+            *BOOL, True, "unsupported", "automatic mixed precision (float16) is not implemented", _is_off),
+        "enable_quantization_aware_training": Option(
+            *BOOL, True, "unsupported", "quantization-aware training is not implemented", _is_off),
+        "enable_qat": Option(*BOOL, True, "unsupported", "quantization-aware training is not implemented", _is_off),
+        # CUDA / cuDNN
+        "enable_cudnn": flag(CUDNN),
+        "cudnn_buf_limit_mbyte": count(CUDNN),
+        "cudnn_conv_force_fwd_algo": count(CUDNN),
+        "cudnn_conv_force_bwd_data_algo": count(CUDNN),
+        "cudnn_conv_force_bwd_filter_algo": count(CUDNN),
+        "cudnn_conv_heuristic_search_algo": flag(CUDNN),
+        "cudnn_conv_use_deterministic_algo_only": flag(CUDNN),
+        "enable_cudnn_fused_normalization_add_relu": flag(CUDNN),
+        "cudnn_conv_enable_pseudo_half": flag(HALF),
+        "enable_cudnn_conv_pseudo_half": flag(HALF),
+        "cudnn_conv_enable_true_half": flag(HALF),
+        "enable_true_half_config_when_conv": flag(HALF),
+        "enable_float_compute_for_half_gemm": flag(HALF),
+        "use_xla_jit": flag("the XLA compiler of the legacy runtime"),
+        "use_tensorrt": flag("the TensorRT backend of the legacy runtime"),
+        # legacy runtime: memory, graph rewrites, scheduling
+        "use_memory_allocation_algorithm_v2": flag(MEMORY),
+        "enable_reused_mem": flag(MEMORY),
+        "enable_inplace": flag(MEMORY),
+        "enable_inplace_in_reduce_struct": flag(GONE),
+        "enable_keep_header_only": flag(GONE),
+        "exp_run_conf": Option(is_dict, "a dict", effect="recorded", why="experimental runs of the legacy runtime"),
+        "enable_fuse_add_to_output": flag(GRAPH),
+        "enable_fuse_model_update_ops": flag(GRAPH),
+        "enable_fuse_cast_scale": flag(GRAPH),
+        "enable_gradients_stats_aggregation": flag(GRAPH),
+        "do_parallel_cast_before_widening_type_cast": flag(GRAPH),
+        "prune_parallel_cast_ops": flag(GRAPH),
+        "prune_cast_to_static_shape_ops": flag(GRAPH),
+        "concurrency_width": count("the legacy runtime's scheduler"),
+        "allow_cpu_return_op": flag("where the legacy runtime placed return ops"),
+        # multi-device communication
+        "enable_nccl": flag(GONE),
+        "use_nccl_inter_node_communication": flag(GONE),
+        "use_boxing_v2": flag(GONE),
+        "enable_all_reduce_group": flag(GONE),
+        "all_reduce_group_num": count(GONE),
+        "all_reduce_lazy_ratio": Option(is_number, "a number", effect="recorded", why=GONE),
+        "all_reduce_group_min_mbyte": count(GONE),
+        "all_reduce_group_size_warmup": Option(is_number, "a number", effect="recorded", why=GONE),
+        "all_reduce_fp16": flag(GONE),
+        "disable_all_reduce_sequence": flag(GONE),
+        "non_distributed_optimizer_group_size_mbyte": count(GONE),
+        "enable_non_distributed_optimizer": flag(DISTRIBUTED),
+        "optimizer_placement_optimization_mode": TrainConfig._options["optimizer_placement_optimization_mode"],
+        "optimizer_placement_optimization_threshold": count(DISTRIBUTED),
+    }
+    _children = {"train": TrainConfig, "tensorrt": TensorRTConfig, "qat": QATConfig,
+                 "static_mem_alloc_policy_white_list": MemPolicyWhiteList,
+                 "static_mem_alloc_algo_white_list": MemAlgoWhiteList}
 
 
 function_config = FunctionConfig
@@ -133,3 +238,5 @@ class SessionConfig:
         self.debug_mode = False
         self.seed = 0
         self.max_in_flight = 8
+        self.options: dict[str, Any] = {}  # other flow.config.* options set, by dotted name
+

@@ -55,6 +55,13 @@ def info() -> int:
     print("switches:")
     for variable, value, doc in current().describe():
         print(f"  {variable:<32} {value:<8} {doc}")
+    from flowjob_core.options import recorded_options
+
+    # legacy options that only tuned CUDA or the legacy runtime: accepted, recorded, no effect
+    recorded = recorded_options()
+    print(f"recorded options (no effect here): {'none set' if not recorded else len(recorded)}")
+    for name, value in sorted(recorded.items()):
+        print(f"  {name} = {value!r}")
     return 0
 
 
