@@ -893,3 +893,7 @@ CASES = [
     OpCase("random_uniform", random_case("uniform"), reference=random_ref("uniform"), wrt=()),
     OpCase("random_normal", random_case("normal"), reference=random_ref("normal"), wrt=()),
 ]
+CASES += sibling(__file__, "cases_activations").CASES
+CASES += sibling(__file__, "cases_math_binary").CASES
+CASES += sibling(__file__, "cases_array").CASES
+CASES += sibling(__file__, "cases_math_unary").CASES

@@ -13,6 +13,8 @@ __all__ = [
     "avg_pool2d", "bias_add", "conv2d", "dropout", "gelu", "log_softmax", "max_pool2d", "relu", "sigmoid",
     "sigmoid_cross_entropy_with_logits", "softmax", "softmax_cross_entropy_with_logits",
     "sparse_softmax_cross_entropy_with_logits", "tanh",
+    # legacy activations (v0.4 flow.nn)
+    "elu", "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "logsoftmax", "mish", "relu6", "selu", "swish",
 ]
 
 IntOrPair = int | Sequence[int]
@@ -70,6 +72,131 @@ def gelu(x: Blob, name: str | None = None) -> Blob:
     return apply("gelu", [x], name=name)
 
 
+def leaky_relu(x: Blob, alpha: float = 0.2, name: str | None = None) -> Blob:
+    """x where x > 0, ``alpha * x`` elsewhere.
+
+    Args:
+        x: a floating blob.
+        alpha: the slope below zero.
+        name: the op name; default ``LeakyRelu_<n>``.
+
+    Returns:
+        A blob like x.
+    """
+    return apply("leaky_relu", [x], {"alpha": alpha}, name=name)
+
+
+def hardtanh(x: Blob, min_val: float = -1.0, max_val: float = 1.0, name: str | None = None) -> Blob:
+    """x clipped to ``[min_val, max_val]``; the gradient passes strictly inside.
+
+    Args:
+        x: a floating blob.
+        min_val: the lower bound.
+        max_val: the upper bound, above min_val.
+        name: the op name; default ``Hardtanh_<n>``.
+
+    Returns:
+        A blob like x.
+    """
+    return apply("hardtanh", [x], {"min_val": min_val, "max_val": max_val}, name=name)
+
+
+def relu6(x: Blob, name: str | None = None) -> Blob:
+    """min(max(x, 0), 6).
+
+    Args:
+        x: a floating blob.
+        name: the op name; default ``Relu6_<n>``.
+
+    Returns:
+        A blob like x.
+    """
+    return apply("relu6", [x], name=name)
+
+
+def hardsigmoid(x: Blob, name: str | None = None) -> Blob:
+    """relu6(x + 3) / 6, a piecewise-linear sigmoid.
+
+    Args:
+        x: a floating blob.
+        name: the op name; default ``HardSigmoid_<n>``.
+
+    Returns:
+        A blob like x.
+    """
+    return apply("hardsigmoid", [x], name=name)
+
+
+def hardswish(x: Blob, name: str | None = None) -> Blob:
+    """x * relu6(x + 3) / 6.
+
+    Args:
+        x: a floating blob.
+        name: the op name; default ``HardSwish_<n>``.
+
+    Returns:
+        A blob like x.
+    """
+    return apply("hardswish", [x], name=name)
+
+
+def elu(x: Blob, alpha: float = 1.0, name: str | None = None) -> Blob:
+    """x where x > 0, ``alpha * (exp(x) - 1)`` elsewhere.
+
+    Args:
+        x: a floating blob.
+        alpha: the saturation value below zero.
+        name: the op name; default ``Elu_<n>``.
+
+    Returns:
+        A blob like x.
+    """
+    return apply("elu", [x], {"alpha": alpha, "scale": 1.0}, name=name)
+
+
+def selu(x: Blob, scale: float = 1.0507009873554805, alpha: float = 1.6732632423543772,
+         name: str | None = None) -> Blob:
+    """``scale * elu(x, alpha)``; the defaults are the self-normalising constants.
+
+    Args:
+        x: a floating blob.
+        scale: the factor on both branches.
+        alpha: the saturation value of the elu below zero.
+        name: the op name; default ``Selu_<n>``.
+
+    Returns:
+        A blob like x.
+    """
+    return apply("selu", [x], {"alpha": alpha, "scale": scale}, name=name)
+
+
+def mish(x: Blob, name: str | None = None) -> Blob:
+    """x * tanh(softplus(x)), softplus(x) = log(1 + exp(x)).
+
+    Args:
+        x: a floating blob.
+        name: the op name; default ``Mish_<n>``.
+
+    Returns:
+        A blob like x.
+    """
+    return apply("mish", [x], name=name)
+
+
+def swish(x: Blob, beta: float = 1.0, name: str | None = None) -> Blob:
+    """x * sigmoid(beta * x) (SiLU when beta = 1); the op type is ``silu``.
+
+    Args:
+        x: a floating blob.
+        beta: the factor inside the sigmoid.
+        name: the op name; default ``Swish_<n>``.
+
+    Returns:
+        A blob like x.
+    """
+    return apply("silu", [x], {"beta": beta}, name=name)
+
+
 def softmax(logits: Blob, axis: int | None = None, name: str | None = None) -> Blob:
     """exp(logits) / sum(exp(logits)) along ``axis``.
 
@@ -96,6 +223,20 @@ def log_softmax(logits: Blob, axis: int | None = None, name: str | None = None) 
         A blob like logits.
     """
     return apply("log_softmax", [logits], {"axis": -1 if axis is None else axis}, name=name)
+
+
+def logsoftmax(logits: Blob, axis: int | None = None, name: str | None = None) -> Blob:
+    """The legacy spelling of ``log_softmax``: logits - log(sum(exp(logits))) along ``axis``.
+
+    Args:
+        logits: a floating blob.
+        axis: the axis to normalise (default the last).
+        name: the op name; default ``LogSoftmax_<n>``.
+
+    Returns:
+        A blob like logits.
+    """
+    return log_softmax(logits, axis, name)
 
 
 def dropout(x: Blob, rate: float, noise_shape: Sequence[int] | None = None, seed: int | None = None,
