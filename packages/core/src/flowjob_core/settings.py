@@ -36,3 +36,15 @@ def seed(value: int) -> None:
 def machine_num(count: int) -> None:
     if _count("machine_num", count) != 1:
         raise ConfigError("flow.config.machine_num: this build runs on one machine")
+
+
+def device_num() -> int:
+    """Devices per machine the default session's jobs use: ``gpu_device_num`` when asked for (and
+    not 0), else ``cpu_device_num``; at least 1 (the rule of mirrored calls)."""
+    config = get_default_session().config
+    return config.gpu_device_num or config.cpu_device_num or 1
+
+
+def eager_execution_enabled() -> bool:
+    """Legacy ``flow.eager_execution_enabled()``: this build runs jobs in lazy mode only."""
+    return False
