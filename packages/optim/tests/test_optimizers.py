@@ -161,7 +161,7 @@ def test_lamb(define, toy, session):
         nonlocal m, v
         m = 0.9 * m + 0.1 * g
         v = 0.999 * v + 0.001 * g * g
-        u = (m / (1 - 0.9 ** (t + 1))) / np.sqrt(v / (1 - 0.999 ** (t + 1)) + 1e-6)
+        u = (m / (1 - 0.9 ** (t + 1))) / (np.sqrt(v / (1 - 0.999 ** (t + 1))) + 1e-6)  # legacy v0.4: eps after the root
         return w - 0.01 * np.linalg.norm(w) / np.linalg.norm(u) * u
 
     check(make_job(define, toy, lambda: opt.LAMB(constant(0.01))), reference(update), rtol=1e-4, atol=1e-5)

@@ -2,7 +2,7 @@
 
 The dict mirrors legacy ``NormalModelUpdateOpUserConf``: exactly one of ``naive_conf``,
 ``momentum_conf {beta}``, ``rmsprop_conf {decay_rate, epsilon, centered}``,
-``adam_conf {beta1, beta2, epsilon, do_bias_correction}``, ``lazy_adam_conf``,
+``adam_conf {beta1, beta2, epsilon, do_bias_correction}``, ``lazy_adam_conf {beta1, beta2, epsilon}``,
 ``lars_conf {momentum_beta, epsilon, lars_coefficient}``, ``lamb_conf``; optionally
 ``learning_rate_decay {exponential_conf | inverse_time_conf | natural_exp_conf |
 piecewise_constant_conf | polynomial_conf | cosine_conf | linear_cosine_conf |
@@ -148,10 +148,13 @@ def optimizer_from_train_config(train: Any, job_name: str) -> optimizers.Optimiz
     elif kind == "rmsprop_conf":
         c = _take(body, at, decay_rate=0.99, epsilon=1e-8, centered=False)
         inner = optimizers.RMSProp(sched, c["decay_rate"], c["epsilon"], c["centered"], grad_clipping=clip)
-    elif kind in ("adam_conf", "lazy_adam_conf"):
+    elif kind == "adam_conf":
         c = _take(body, at, beta1=0.9, beta2=0.999, epsilon=1e-8, do_bias_correction=False)
         inner = optimizers.Adam(sched, c["beta1"], c["beta2"], c["epsilon"], c["do_bias_correction"],
                                 grad_clipping=clip)
+    elif kind == "lazy_adam_conf":  # legacy LazyAdamModelUpdateConf: always bias-corrected, no switch
+        c = _take(body, at, beta1=0.9, beta2=0.999, epsilon=1e-8)
+        inner = optimizers.LazyAdam(sched, c["beta1"], c["beta2"], c["epsilon"], grad_clipping=clip)
     elif kind == "lars_conf":
         c = _take(body, at, momentum_beta=0.9, epsilon=1e-9, lars_coefficient=0.0001)
         inner = optimizers.LARS(sched, c["momentum_beta"], c["epsilon"], c["lars_coefficient"], grad_clipping=clip)

@@ -39,6 +39,21 @@ def _patterns(value: str | Sequence[str] | None, what: str) -> list[str] | None:
     return items
 
 
+def _fraction(owner: str, name: str, value: float) -> float:
+    """A decay rate (beta): in [0, 1), as the moving averages need."""
+    value = float(value)
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{owner}: {name} must be in [0, 1), got {value}")
+    return value
+
+
+def _non_negative(owner: str, name: str, value: float) -> float:
+    value = float(value)
+    if not value >= 0.0:  # also rejects NaN
+        raise ValueError(f"{owner}: {name} must be >= 0, got {value}")
+    return value
+
+
 class Optimizer:
     """Shared options: schedule, clipping, weight decay (with include/exclude name patterns), train step."""
 
@@ -62,7 +77,7 @@ class Optimizer:
         self.loss_scale_policy = loss_scale_policy
         self.grad_clipping = grad_clipping
         self.train_step_lbn = getattr(train_step_lbn, "lbn", train_step_lbn)
-        self.weight_decay = float(weight_decay) if weight_decay is not None else 0.0
+        self.weight_decay = _non_negative(name, "weight_decay", weight_decay) if weight_decay is not None else 0.0
         self.weight_decay_includes = _patterns(weight_decay_includes, f"{name}: weight_decay_includes")
         self.weight_decay_excludes = _patterns(weight_decay_excludes, f"{name}: weight_decay_excludes")
         self.variables = list(variables) if variables is not None else None
@@ -158,7 +173,12 @@ class Adam(Optimizer):
                  loss_scale_policy: Any = None, variables: Sequence[str] | None = None) -> None:
         super().__init__(lr_scheduler, loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
                          variables=variables)
-        self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
+        self._set_moments(beta1, beta2, epsilon, do_bias_correction)
+
+    def _set_moments(self, beta1: float, beta2: float, epsilon: float, do_bias_correction: bool) -> None:
+        owner = type(self).__name__
+        self.beta1, self.beta2 = _fraction(owner, "beta1", beta1), _fraction(owner, "beta2", beta2)
+        self.epsilon = _non_negative(owner, "epsilon", epsilon)
         self.do_bias_correction = bool(do_bias_correction)
 
     def rule(self, var_name: str) -> UpdateRule:
@@ -182,18 +202,23 @@ class AdamW(Adam):
                  loss_scale_policy: Any = None, variables: Sequence[str] | None = None) -> None:
         Optimizer.__init__(self, lr_scheduler, loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
                            weight_decay, weight_decay_includes, weight_decay_excludes, variables)
-        self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
-        self.do_bias_correction = bool(do_bias_correction)
+        self._set_moments(beta1, beta2, epsilon, do_bias_correction)
 
 
 class LazyAdam(Adam):
-    """Adam that only touches rows with a gradient; gradients here are dense, so it is Adam."""
+    """Legacy LazyAdam: Adam with bias correction always on (``lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)``,
+    slots ``-m``, ``-v``, ``-beta1_t``, ``-beta2_t``) and no switch for it.
+
+    "Lazy" in legacy v0.3/v0.4 concerns sparse (indexed-slices) gradients of embedding lookups, where
+    only the looked-up rows are updated; a dense gradient, the only kind flowjob produces, goes through
+    the plain Adam update, zero elements included.
+    """
 
     def __init__(self, lr_scheduler: Any, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
                  loss_scale_factor: float | None = None, grad_clipping: ClipGradient | None = None,
                  train_step_lbn: str | None = None, loss_scale_policy: Any = None,
                  variables: Sequence[str] | None = None) -> None:
-        super().__init__(lr_scheduler, beta1, beta2, epsilon, False, loss_scale_factor, grad_clipping,
+        super().__init__(lr_scheduler, beta1, beta2, epsilon, True, loss_scale_factor, grad_clipping,
                          train_step_lbn, loss_scale_policy, variables)
 
 
@@ -221,17 +246,23 @@ class RMSProp(Optimizer):
 
 
 class LARS(Optimizer):
-    """``local_lr = lr * coeff * ||w|| / (eps + ||g|| + wd ||w||)``; ``m = beta m - local_lr g``;
-    ``w = w + m - local_lr wd w`` (slot ``-momentum``)."""
+    """``trust = coeff * ||w|| / (eps + ||g|| + wd ||w||)`` (1 when either norm is 0), ``local_lr = lr * trust``;
+    ``m = beta m - local_lr g``; ``w = w + m - local_lr wd w`` (slot ``-momentum``). Legacy v0.4 arguments,
+    in its order."""
 
     def __init__(self, lr_scheduler: Any, momentum_beta: float = 0.9, epsilon: float = 1e-9,
                  lars_coefficient: float = 0.0001, loss_scale_factor: float | None = None,
+                 weight_decay: float | None = None, weight_decay_includes: str | Sequence[str] | None = None,
+                 weight_decay_excludes: str | Sequence[str] | None = None,
                  grad_clipping: ClipGradient | None = None, train_step_lbn: str | None = None,
                  loss_scale_policy: Any = None, variables: Sequence[str] | None = None) -> None:
         super().__init__(lr_scheduler, loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
-                         variables=variables)
-        self.momentum_beta, self.epsilon = float(momentum_beta), float(epsilon)
+                         weight_decay, weight_decay_includes, weight_decay_excludes, variables)
+        self.momentum_beta = _fraction("LARS", "momentum_beta", momentum_beta)
+        self.epsilon = _non_negative("LARS", "epsilon", epsilon)
         self.lars_coefficient = float(lars_coefficient)
+        if not self.lars_coefficient > 0:
+            raise ValueError(f"LARS: lars_coefficient must be > 0, got {self.lars_coefficient}")
 
     def rule(self, var_name: str) -> UpdateRule:
         return UpdateRule("optim_lars_update", (("momentum", 0.0, "like"),),
@@ -241,17 +272,24 @@ class LARS(Optimizer):
 
 
 class LAMB(Optimizer):
-    """Adam moments with bias correction (slots ``-m``, ``-v``, ``-beta1_t``, ``-beta2_t`` starting at 1),
-    update ``u = m_hat / sqrt(v_hat + eps)`` scaled by the trust ratio ``||w|| / ||u||``:
-    ``w -= lr * ratio * (u + wd * w)``."""
+    """Adam moments with bias correction (slots ``-m``, ``-v``, ``-beta1_t``, ``-beta2_t``), update
+    ``u = m_hat / (sqrt(v_hat) + eps)`` scaled by the trust ratio ``||w|| / ||u||``:
+    ``w -= lr * ratio * (u + wd * w)``. Legacy v0.4 arguments, in its order.
+
+    The ``beta_t`` slots start at 1, so step ``t`` divides by the textbook ``1 - b^t`` (what legacy's own
+    test compared against, tensorflow-addons' LAMB); legacy's kernel started them at ``b``, one power ahead.
+    """
 
     def __init__(self, lr_scheduler: Any, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-6,
-                 loss_scale_factor: float | None = None, grad_clipping: ClipGradient | None = None,
-                 train_step_lbn: str | None = None, loss_scale_policy: Any = None,
-                 variables: Sequence[str] | None = None, weight_decay: float | None = None) -> None:
+                 loss_scale_factor: float | None = None, weight_decay: float | None = None,
+                 weight_decay_includes: str | Sequence[str] | None = None,
+                 weight_decay_excludes: str | Sequence[str] | None = None,
+                 grad_clipping: ClipGradient | None = None, train_step_lbn: str | None = None,
+                 loss_scale_policy: Any = None, variables: Sequence[str] | None = None) -> None:
         super().__init__(lr_scheduler, loss_scale_factor, grad_clipping, train_step_lbn, loss_scale_policy,
-                         weight_decay, variables=variables)
-        self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
+                         weight_decay, weight_decay_includes, weight_decay_excludes, variables)
+        self.beta1, self.beta2 = _fraction("LAMB", "beta1", beta1), _fraction("LAMB", "beta2", beta2)
+        self.epsilon = _non_negative("LAMB", "epsilon", epsilon)
 
     def rule(self, var_name: str) -> UpdateRule:
         return UpdateRule("optim_lamb_update",

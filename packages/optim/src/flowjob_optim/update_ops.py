@@ -338,10 +338,11 @@ def _rmsprop_centered(ctx: KernelContext) -> Step:
 
 
 def _lars(ctx: KernelContext) -> Step:
-    """``local_lr = lr * coeff * ||w|| / (eps + ||g|| + wd ||w||)``; ``m = beta m - local_lr g``;
-    ``w = w + m - local_lr wd w``."""
+    """``trust = coeff * ||w|| / (eps + ||g|| + wd ||w||)``, 1 when either norm is 0 (legacy v0.4);
+    ``local_lr = lr * trust``; ``m = beta m - local_lr g``; ``w = w + m - local_lr wd w``."""
     xp = ctx.xp
     beta, eps, coeff, wd = _consts(ctx, "momentum_beta", "epsilon", "lars_coefficient", "weight_decay")
+    one = ctx.inputs[0].dtype.type(1)
     tmp, decay = _scratch(ctx, 2)
 
     def step(w: Any, slots: Sequence[Any], g: Any, lr: Any) -> None:
@@ -349,7 +350,11 @@ def _lars(ctx: KernelContext) -> Step:
         flat_w, flat_g = w.reshape(-1), g.reshape(-1)
         w_norm = xp.sqrt(xp.dot(flat_w, flat_w))
         g_norm = xp.sqrt(xp.dot(flat_g, flat_g))
-        local_lr = lr * coeff * w_norm / (eps + g_norm + wd * w_norm)
+        both = (w_norm > 0) & (g_norm > 0)
+        # a zero weight (fresh zero-initialized variable) or gradient falls back to the plain rate;
+        # where() keeps the choice on the device (no host round trip under CuPy)
+        trust = xp.where(both, coeff * w_norm / (eps + g_norm + wd * w_norm), one)
+        local_lr = lr * trust
         xp.multiply(m, beta, out=m)
         xp.multiply(g, local_lr, out=tmp)
         xp.subtract(m, tmp, out=m)
@@ -363,9 +368,9 @@ def _lars(ctx: KernelContext) -> Step:
 
 
 def _lamb(ctx: KernelContext) -> Step:
-    """``b1_t *= b1; b2_t *= b2`` (they start at 1); ``m, v`` as Adam;
-    ``u = (m / (1 - b1_t)) / sqrt(v / (1 - b2_t) + eps)``; ``r = ||w|| / ||u||`` (1 when either is 0);
-    ``w -= lr r (u + wd w)``."""
+    """``b1_t *= b1; b2_t *= b2`` (they start at 1: the textbook ``1 - b^t``); ``m, v`` as Adam;
+    ``u = (m / (1 - b1_t)) / (sqrt(v / (1 - b2_t)) + eps)`` (epsilon after the root, legacy v0.4);
+    ``r = ||w|| / ||u||`` (1 when either is 0); ``w -= lr r (u + wd w)``."""
     xp = ctx.xp
     b1, b2, eps, wd = _consts(ctx, "beta1", "beta2", "epsilon", "weight_decay")
     one = ctx.inputs[0].dtype.type(1)
@@ -379,8 +384,8 @@ def _lamb(ctx: KernelContext) -> Step:
         _average_into(xp, m, b1, g, omb1, tmp)
         _average_into(xp, v, b2, g, omb2, tmp, square=True)
         xp.divide(v, one - b2t[0], out=tmp)
-        xp.add(tmp, eps, out=tmp)
         xp.sqrt(tmp, out=tmp)
+        xp.add(tmp, eps, out=tmp)
         xp.divide(m, one - b1t[0], out=upd)
         xp.divide(upd, tmp, out=upd)
         flat_w, flat_u = w.reshape(-1), upd.reshape(-1)
