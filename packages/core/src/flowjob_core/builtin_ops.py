@@ -139,9 +139,11 @@ UNBROADCAST = OpDef("unbroadcast", _unbroadcast_infer, kernel=_unbroadcast_kerne
 def _broadcast_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     shape = tuple(attrs["shape"])
     try:
-        np.broadcast_shapes(inputs[0].shape, shape)
+        reached = np.broadcast_shapes(inputs[0].shape, shape)
     except ValueError:
-        raise ShapeError(f"cannot broadcast {inputs[0].shape} to {shape}") from None
+        reached = None
+    if reached != shape:  # the input must broadcast to the target itself, not to something larger
+        raise ShapeError(f"cannot broadcast {inputs[0].shape} to {shape}")
     return [BlobSpec(shape, inputs[0].dtype)]
 
 

@@ -13,6 +13,10 @@ import numpy as np
 
 from flowjob_core import Blob, apply, dtypes
 
+from flowjob_ops.array_ops_more import (
+    batch_gather, cast_to_current_logical_view, cast_to_static_shape, gather_nd, hierarchical_parallel_cast,
+    identity_n, pad, pad_grad, parallel_cast, reverse, scatter_nd, stack, tensor_scatter_nd_add,
+    tensor_scatter_nd_update, tile)
 from flowjob_ops.defs.common import build_error, op_name
 from flowjob_ops.math import argmax, matmul
 
@@ -20,6 +24,10 @@ __all__ = [
     "argmax", "broadcast_like", "cast", "clip_by_value", "concat", "constant", "constant_like", "expand_dims",
     "flatten", "gather", "identity", "matmul", "one_hot", "ones_like", "random_normal", "random_uniform", "reshape",
     "slice", "squeeze", "transpose", "where", "zeros_like",
+    # the rest of the legacy layout and indexing surface, from array_ops_more
+    "batch_gather", "cast_to_current_logical_view", "cast_to_static_shape", "gather_nd", "hierarchical_parallel_cast",
+    "identity_n", "pad", "pad_grad", "parallel_cast", "reverse", "scatter_nd", "stack", "tensor_scatter_nd_add",
+    "tensor_scatter_nd_update", "tile",
 ]
 
 
@@ -87,7 +95,7 @@ def squeeze(input: Blob, axis: int | Sequence[int] | None = None, name: str | No
         name: the op name; default ``Squeeze_<n>``.
 
     Returns:
-        A reshaped blob (a view).
+        A reshaped blob (a view); shape (1,) when every axis is squeezed, as in legacy.
     """
     rank = len(input.shape)
     if axis is None:
@@ -99,7 +107,8 @@ def squeeze(input: Blob, axis: int | Sequence[int] | None = None, name: str | No
         drop = {a % rank for a in items}
         if any(input.shape[a] != 1 for a in drop):
             raise build_error("flow.squeeze", f"axis {axis} of shape {input.shape} does not have size 1")
-    shape = tuple(d for i, d in enumerate(input.shape) if i not in drop)
+    # legacy's squeeze never makes a 0-d blob: squeezing every axis leaves shape (1,)
+    shape = tuple(d for i, d in enumerate(input.shape) if i not in drop) or (1,)
     return apply("reshape", [input], {"shape": shape}, name=op_name(name, "Squeeze"))
 
 
@@ -274,14 +283,22 @@ def gather(params: Blob, indices: Blob, validate_indices: Any = None, axis: int 
         indices: an integer blob; negative indices count from the end.
         validate_indices: ignored (legacy argument).
         axis: the axis of params to index (default 0).
-        batch_dims: must be 0.
+        batch_dims: 0, or the number of leading batch axes params and indices share (then axis must
+            be batch_dims and indices of rank batch_dims + 1: a ``batch_gather``).
         name: the op name; default ``Gather_<n>``.
 
     Returns:
         A blob of shape params.shape[:axis] + indices.shape + params.shape[axis + 1:].
     """
+    if batch_dims > 0:
+        # legacy: the batched form gathers along axis == batch_dims, a batch_gather node
+        axis = batch_dims if axis is None else axis % max(len(params.shape), 1)
+        if axis != batch_dims or len(indices.shape) != batch_dims + 1:
+            raise build_error("flow.gather", f"batch_dims={batch_dims} gathers along axis {batch_dims} with indices "
+                                             f"of rank {batch_dims + 1}; got axis={axis}, indices {indices.shape}")
+        return batch_gather(params, indices, name=name)
     if batch_dims != 0:
-        raise NotImplementedError(f"flow.gather: batch_dims={batch_dims} is not supported (only 0)")
+        raise build_error("flow.gather", f"batch_dims must be >= 0, got {batch_dims}")
     return apply("gather", [params, indices], {"axis": 0 if axis is None else axis}, name=name)
 
 
@@ -325,7 +342,8 @@ def broadcast_like(x: Blob, like: Blob, broadcast_axes: Sequence[int] | None = N
     Args:
         x: a blob.
         like: the blob whose shape to take.
-        broadcast_axes: axes of ``like`` that ``x`` lacks (x is expanded there first); default: numpy rules.
+        broadcast_axes: the axes of ``like`` that ``x`` is broadcast along: x has size 1 there, or lacks
+            them (it is expanded there first); default: numpy rules.
         name: the op name; default ``BroadcastLike_<n>``.
 
     Returns:
@@ -335,11 +353,19 @@ def broadcast_like(x: Blob, like: Blob, broadcast_axes: Sequence[int] | None = N
     attrs: dict[str, Any] = {"shape": target}
     node = op_name(name, "BroadcastLike")
     if broadcast_axes is not None:
-        axes = sorted(a % len(target) for a in broadcast_axes)
-        shape = list(x.shape)
-        for a in axes:
-            shape.insert(a, 1)
-        x = apply("reshape", [x], {"shape": tuple(shape)}, name=f"{node}_expand")
+        rank = len(target)
+        items = list(broadcast_axes)
+        if not 0 < len(items) <= rank or any(not -rank <= a < rank for a in items):
+            raise build_error("flow.broadcast_like", f"broadcast_axes {tuple(items)} must name 1..{rank} axes of "
+                                                     f"like's shape {target}")
+        axes = sorted({a % rank for a in items})
+        # legacy takes x in either form: with the broadcast axes kept as 1 (same rank as like, which
+        # broadcasts as it is) or with them dropped (they are put back as 1 first)
+        if len(x.shape) != rank:
+            shape = list(x.shape)
+            for a in axes:
+                shape.insert(a, 1)
+            x = apply("reshape", [x], {"shape": tuple(shape)}, name=f"{node}_expand")
     return apply("broadcast_to", [x], attrs, name=node)
 
 

@@ -9,9 +9,10 @@ from flowjob_ops import array_ops, comparisons, cpu, fusion, fusion_dense, math
 from flowjob_ops.defs import (
     activations, array, compare, constants, conv, dropout, fused, indexing, matmul, nn_losses, pool, reduce, softmax)
 from flowjob_ops.defs import math as math_defs
+from flowjob_ops.defs import array_more
 
 OP_MODULES = (activations, math_defs, compare, reduce, matmul, softmax, nn_losses, dropout, conv, pool, array,
-              indexing, constants, fused)
+              indexing, constants, fused, array_more)
 
 # Python operators on symbolic blobs: ``x + y``, ``2.0 * x``, ``-x``, ``a @ b``, ``x ** 2``, ``x[0, 1:3]``
 OPERATORS = {

@@ -1,6 +1,7 @@
-"""Indexing: slice, gather, where, argmax, one_hot."""
+"""Indexing: slice, gather, where, argmax, one_hot; gather_nd, scatter_nd, tensor_scatter_nd_*, batch_gather."""
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any, Sequence
 
@@ -255,4 +256,203 @@ ARGMAX = OpDef("argmax", _argmax_infer, kernel=_argmax_kernel, not_differentiabl
 ONE_HOT = OpDef("one_hot", _one_hot_infer, kernel=_one_hot_kernel, not_differentiable=True, name_prefix="OneHot",
                 doc="on_value at each index along a new axis of length depth, off_value elsewhere")
 
-OPS = (SLICE, SLICE_GRAD, GATHER, GATHER_GRAD, WHERE, WHERE_GRAD, ARGMAX, ONE_HOT)
+# gather_nd / scatter_nd / tensor_scatter_nd_* ------------------------------------------
+# indices (..., k) name elements (k == rank) or slices (k < rank) of a rank-r blob: the last
+# axis of indices holds the first k coordinates; repeated indices accumulate in scatter_nd and
+# tensor_scatter_nd_add, and the last write wins in tensor_scatter_nd_update (as in legacy).
+def _nd_split(indices: BlobSpec, shape: Sequence[int], op: str) -> tuple[int, ...]:
+    """The shape of the updates (gathered slices) for ``indices`` into ``shape``."""
+    _check_indices(indices, f"{op} indices")
+    if not indices.shape:
+        raise ShapeError(f"{op} indices must have rank >= 1 (the last axis holds coordinates)")
+    k = indices.shape[-1]
+    if not 1 <= k <= len(shape):
+        raise ShapeError(f"{op} indices {indices.shape} hold {k} coordinates, the indexed shape {tuple(shape)} "
+                         f"has rank {len(shape)}")
+    return indices.shape[:-1] + tuple(shape[k:])
+
+
+def _nd_index(indices: Any) -> tuple[Any, ...]:
+    return tuple(indices[..., i] for i in range(indices.shape[-1]))
+
+
+def _gather_nd_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    params, indices = inputs
+    return [BlobSpec(_nd_split(indices, params.shape, "gather_nd"), params.dtype)]
+
+
+def _gather_nd_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+
+    def run(params: Any, indices: Any) -> Any:
+        xp.copyto(out, params[_nd_index(indices)])
+        return out
+
+    return run
+
+
+def _gather_nd_grad(ctx: GradContext) -> list[Any]:
+    params, indices = ctx.inputs
+    return [ctx.apply("scatter_nd", [indices, ctx.dy], {"shape": params.shape}), None]
+
+
+def _scatter_nd_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    indices, updates = inputs
+    shape = attrs.get("shape")
+    if shape is None or any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1 for d in shape):
+        raise ShapeError(f"scatter_nd shape must be a sequence of positive ints, got {shape!r}")
+    shape = tuple(int(d) for d in shape)
+    want = _nd_split(indices, shape, "scatter_nd")
+    if updates.shape != want:
+        raise ShapeError(f"scatter_nd updates {updates.shape} do not match indices {indices.shape} into {shape}: "
+                         f"expected {want}")
+    return [BlobSpec(shape, updates.dtype)]
+
+
+def _scatter_nd_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+
+    def run(indices: Any, updates: Any) -> Any:
+        out.fill(0)
+        xp.add.at(out, _nd_index(indices), updates)
+        return out
+
+    return run
+
+
+def _scatter_nd_grad(ctx: GradContext) -> list[Any]:
+    return [None, ctx.apply("gather_nd", [ctx.dy, ctx.inputs[0]])]
+
+
+def _tensor_scatter_infer(op: str) -> Any:
+    def infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+        params, indices, updates = inputs
+        same_dtype([params, updates], op)
+        want = _nd_split(indices, params.shape, op)
+        if updates.shape != want:
+            raise ShapeError(f"{op} updates {updates.shape} do not match indices {indices.shape} into "
+                             f"{params.shape}: expected {want}")
+        return [params]
+
+    return infer
+
+
+def _tensor_scatter_kernel(accumulate: bool) -> Any:
+    def build(ctx: KernelContext) -> Any:
+        xp, out = ctx.xp, ctx.out(0)
+
+        def run(params: Any, indices: Any, updates: Any) -> Any:
+            xp.copyto(out, params)
+            if accumulate:
+                xp.add.at(out, _nd_index(indices), updates)
+            else:
+                out[_nd_index(indices)] = updates
+            return out
+
+        return run
+
+    return build
+
+
+def _tensor_scatter_update_grad(ctx: GradContext) -> list[Any]:
+    _, indices, updates = ctx.inputs
+    d_params = None
+    if ctx.needs[0]:  # the overwritten elements pass no gradient back to params
+        zeros = ctx.apply("zeros_like", [updates])
+        d_params = ctx.apply("tensor_scatter_nd_update", [ctx.dy, indices, zeros])
+    d_updates = ctx.apply("gather_nd", [ctx.dy, indices]) if ctx.needs[2] else None
+    return [d_params, None, d_updates]
+
+
+def _tensor_scatter_add_grad(ctx: GradContext) -> list[Any]:
+    d_updates = ctx.apply("gather_nd", [ctx.dy, ctx.inputs[1]]) if ctx.needs[2] else None
+    return [ctx.dy, None, d_updates]
+
+
+GATHER_ND = OpDef("gather_nd", _gather_nd_infer, kernel=_gather_nd_kernel, grad=_gather_nd_grad,
+                  name_prefix="GatherNd", doc="inputs (params, indices): the elements or slices indices name")
+SCATTER_ND = OpDef("scatter_nd", _scatter_nd_infer, kernel=_scatter_nd_kernel, grad=_scatter_nd_grad,
+                   name_prefix="ScatterNd", doc="inputs (indices, updates): updates summed into zeros of shape")
+TENSOR_SCATTER_ND_UPDATE = OpDef(
+    "tensor_scatter_nd_update", _tensor_scatter_infer("tensor_scatter_nd_update"),
+    kernel=_tensor_scatter_kernel(False), grad=_tensor_scatter_update_grad, name_prefix="TensorScatterNdUpdate",
+    doc="inputs (params, indices, updates): params with the named elements or slices replaced by updates")
+TENSOR_SCATTER_ND_ADD = OpDef(
+    "tensor_scatter_nd_add", _tensor_scatter_infer("tensor_scatter_nd_add"),
+    kernel=_tensor_scatter_kernel(True), grad=_tensor_scatter_add_grad, name_prefix="TensorScatterNdAdd",
+    doc="inputs (params, indices, updates): params with updates added at the named elements or slices")
+
+
+# batch_gather ------------------------------------------------------------------------
+# indices of rank m index axis m-1 of params separately for each of the leading m-1 (batch)
+# positions, which indices shares with params: out[b, j, ...] = params[b, indices[b, j], ...].
+def _batch_gather_out(params: Sequence[int], indices: BlobSpec, op: str) -> tuple[int, ...]:
+    _check_indices(indices, f"{op} indices")
+    m = len(indices.shape)
+    if not 1 <= m <= len(params):
+        raise ShapeError(f"{op} indices {indices.shape} need rank 1..{len(params)} for params {tuple(params)}")
+    if tuple(indices.shape[:m - 1]) != tuple(params[:m - 1]):
+        raise ShapeError(f"{op} indices {indices.shape} and params {tuple(params)} differ on the batch axes "
+                         f"(the first {m - 1})")
+    return tuple(params[:m - 1]) + (indices.shape[-1],) + tuple(params[m:])
+
+
+def _batch_gather_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    params, indices = inputs
+    return [BlobSpec(_batch_gather_out(params.shape, indices, "batch_gather"), params.dtype)]
+
+
+def _batch_gather_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    params, indices = ctx.inputs
+    m = len(indices.shape)
+    spread = indices.shape + (1,) * (len(params.shape) - m)  # take_along_axis broadcasts the trailing axes
+
+    def run(x: Any, idx: Any) -> Any:
+        xp.copyto(out, xp.take_along_axis(x, idx.reshape(spread), axis=m - 1))
+        return out
+
+    return run
+
+
+def _batch_gather_grad(ctx: GradContext) -> list[Any]:
+    params, indices = ctx.inputs
+    return [ctx.apply("batch_gather_grad", [indices, ctx.dy], {"shape": params.shape}), None]
+
+
+def _batch_gather_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    indices, dy = inputs
+    shape = tuple(attrs["shape"])
+    if dy.shape != _batch_gather_out(shape, indices, "batch_gather_grad"):
+        raise ShapeError(f"batch_gather_grad: dy {dy.shape} does not match gathering {indices.shape} from {shape}")
+    return [BlobSpec(shape, dy.dtype)]
+
+
+def _batch_gather_grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    indices = ctx.inputs[0]
+    shape = ctx.outputs[0].shape
+    m = len(indices.shape)
+    batch = math.prod(shape[:m - 1])
+    rest = math.prod(shape[m:])
+    # (batch, n, rest) views: row b of indices scatters into block b of out
+    out3 = out.reshape(batch, shape[m - 1], rest)
+    rows = xp.arange(batch).reshape(batch, 1)
+
+    def run(idx: Any, dy: Any) -> Any:
+        out.fill(0)
+        xp.add.at(out3, (rows, idx.reshape(batch, -1)), dy.reshape(batch, -1, rest))
+        return out
+
+    return run
+
+
+BATCH_GATHER = OpDef("batch_gather", _batch_gather_infer, kernel=_batch_gather_kernel, grad=_batch_gather_grad,
+                     name_prefix="BatchGather",
+                     doc="inputs (params, indices): params indexed along axis rank(indices)-1, per batch position")
+BATCH_GATHER_GRAD = OpDef("batch_gather_grad", _batch_gather_grad_infer, kernel=_batch_gather_grad_kernel,
+                          not_differentiable=True, name_prefix="BatchGatherGrad",
+                          doc="inputs (indices, dy): dy summed into zeros at the gathered positions")
+
+OPS = (SLICE, SLICE_GRAD, GATHER, GATHER_GRAD, WHERE, WHERE_GRAD, ARGMAX, ONE_HOT, GATHER_ND, SCATTER_ND,
+       TENSOR_SCATTER_ND_UPDATE, TENSOR_SCATTER_ND_ADD, BATCH_GATHER, BATCH_GATHER_GRAD)
