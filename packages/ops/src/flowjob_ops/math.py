@@ -11,12 +11,15 @@ from typing import Any, Sequence
 from flowjob_core import Blob, ShapeError, apply
 
 from flowjob_ops.comparisons import equal, greater, greater_equal, less, less_equal, not_equal
+from flowjob_ops.comparisons import _as_blob as _number_as_blob
 from flowjob_ops.defs.common import build_error, check_scalar
 
 __all__ = [
-    "abs", "add", "add_n", "argmax", "divide", "equal", "exp", "gelu", "greater", "greater_equal", "less",
-    "less_equal", "log", "matmul", "maximum", "minimum", "multiply", "negative", "not_equal", "pow", "reciprocal",
-    "reduce_max", "reduce_mean", "reduce_min", "reduce_sum", "sigmoid", "sign", "sqrt", "square", "subtract", "tanh",
+    "abs", "add", "add_n", "argmax", "atan2", "divide", "equal", "exp", "floordiv", "gelu", "greater",
+    "greater_equal", "less", "less_equal", "log", "logical_and", "logical_not", "logical_or", "logical_xor",
+    "matmul", "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "pow", "reciprocal", "reduce_max",
+    "reduce_mean", "reduce_min", "reduce_sum", "sigmoid", "sign", "sqrt", "square", "squared_difference",
+    "subtract", "tanh", "xdivy", "xlogy",
 ]
 
 Operand = Blob | float | int
@@ -135,21 +138,136 @@ def minimum(x: Blob, y: Blob, name: str | None = None) -> Blob:
     return apply("minimum", [x, y], name=name)
 
 
-def pow(x: Blob, y: float | int, name: str | None = None) -> Blob:  # noqa: A001 - legacy name
-    """x ** y for a Python number ``y`` (floating blobs).
+def pow(x: Operand, y: Operand, name: str | None = None) -> Blob:  # noqa: A001 - legacy name
+    """x ** y, elementwise with broadcasting (floating blobs); also ``x ** y`` on blobs.
 
     Args:
-        x: a floating blob.
-        y: the exponent, a Python number.
-        name: the op name; default ``ScalarPow_<n>``.
+        x: a floating blob (or a Python number when y is a blob).
+        y: the exponent: a Python number (one ``scalar_pow`` node) or a blob of x's dtype.
+        name: the op name; default ``ScalarPow_<n>`` with a number exponent, ``Pow_<n>`` with a blob.
 
     Returns:
-        A blob like x.
+        A blob of the broadcast shape.
     """
-    if not (isinstance(x, Blob) and _is_number(y)):
-        raise TypeError(f"flow.math.pow needs a blob and a Python number exponent, got {type(x).__name__} "
-                        f"and {type(y).__name__}")
-    return apply("scalar_pow", [x], {"scalar": y}, name=name)
+    if isinstance(x, Blob) and _is_number(y):
+        return apply("scalar_pow", [x], {"scalar": y}, name=name)
+    return _blobs_or_numbers("pow", x, y, name)
+
+
+def _blobs_or_numbers(op: str, x: Operand, y: Operand, name: str | None) -> Blob:
+    """``op(x, y)`` on two blobs; a Python number on one side becomes a 0-d constant of the other's dtype."""
+    if not isinstance(x, Blob) and not isinstance(y, Blob):
+        raise TypeError(f"flow.math.{op} needs at least one blob, got {type(x).__name__} and {type(y).__name__}")
+    like = x if isinstance(x, Blob) else y
+    assert isinstance(like, Blob)  # one of them is
+    return apply(op, [_number_as_blob(op, x, like), _number_as_blob(op, y, like)], name=name)
+
+
+def mod(x: Operand, y: Operand, name: str | None = None) -> Blob:
+    """Floor modulo x - floor(x / y) * y with broadcasting: the result has y's sign, as Python's ``%``
+    (also ``x % y`` on blobs). Integer or floating blobs; not differentiable.
+
+    Args:
+        x: a blob or a Python number.
+        y: a blob or a Python number (at least one of x, y is a blob; both blobs of one dtype).
+        name: the op name; default ``broadcast_floor_mod_<n>``.
+
+    Returns:
+        A blob of the broadcast shape.
+    """
+    return _blobs_or_numbers("mod", x, y, name)
+
+
+def _binary_doc(fn: Any, what: str, prefix: str) -> Any:
+    fn.__doc__ = f"""{what}
+
+    Args:
+        x: a floating blob (or a Python number when y is a blob).
+        y: a blob of x's dtype, broadcastable with x (or a Python number).
+        name: the op name; default ``{prefix}_<n>``.
+
+    Returns:
+        A blob of the broadcast shape.
+    """
+    return fn
+
+
+def floordiv(x: Operand, y: Operand, name: str | None = None) -> Blob:
+    return _blobs_or_numbers("floordiv", x, y, name)
+
+
+def atan2(x: Operand, y: Operand, name: str | None = None) -> Blob:
+    return _blobs_or_numbers("atan2", x, y, name)
+
+
+def xdivy(x: Operand, y: Operand, name: str | None = None) -> Blob:
+    return _blobs_or_numbers("xdivy", x, y, name)
+
+
+def xlogy(x: Operand, y: Operand, name: str | None = None) -> Blob:
+    return _blobs_or_numbers("xlogy", x, y, name)
+
+
+_binary_doc(floordiv, "floor(x / y), elementwise with broadcasting; its gradient is zero.", "floordiv")
+_binary_doc(atan2, "The angle of the point (y, x), arctan(x / y) placed by quadrant, in (-pi, pi].", "atan2")
+_binary_doc(xdivy, "x / y, elementwise with broadcasting, and 0 wherever x == 0 (even where y == 0).", "xdivy")
+_binary_doc(xlogy, "x * log(y), elementwise with broadcasting, and 0 wherever x == 0 (even where y == 0).",
+            "xlogy")
+
+
+def squared_difference(x: Operand, y: Operand, name: str | None = None) -> Blob:
+    """(x - y) ** 2, elementwise with broadcasting: a ``subtract`` node, then a ``square`` node.
+
+    Args:
+        x: a blob or a Python number.
+        y: a blob or a Python number (at least one of x, y is a blob).
+        name: with a name, the nodes are ``<name>_subtract`` and ``<name>_square`` (as legacy names them).
+
+    Returns:
+        A blob of the broadcast shape.
+    """
+    sub_name, square_name = (None, None) if name is None else (f"{name}_subtract", f"{name}_square")
+    return apply("square", [subtract(x, y, sub_name)], name=square_name)
+
+
+def _logical(op: str, symbol: str, prefix: str) -> Any:
+    def fn(x: Blob, y: Blob, name: str | None = None) -> Blob:
+        if not (isinstance(x, Blob) and isinstance(y, Blob)):
+            raise TypeError(f"flow.math.{op} needs two blobs, got {type(x).__name__} and {type(y).__name__}")
+        return apply(op, [x, y], name=name)
+
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = f"""x {symbol} y, elementwise with broadcasting, as int8 (1 or 0); nonzero is true. Not differentiable.
+
+    Args:
+        x: a blob.
+        y: a blob of x's dtype, broadcastable with x.
+        name: the op name; default ``{prefix}_<n>``.
+
+    Returns:
+        An int8 blob of the broadcast shape.
+    """
+    return fn
+
+
+logical_and = _logical("logical_and", "and", "broadcast_logical_and")
+logical_or = _logical("logical_or", "or", "broadcast_logical_or")
+logical_xor = _logical("logical_xor", "xor", "broadcast_logical_xor")
+
+
+def logical_not(x: Blob, name: str | None = None) -> Blob:
+    """not x, elementwise, as int8 (1 where x == 0, else 0). Not differentiable.
+
+    Args:
+        x: a numeric or bool blob.
+        name: the op name; default ``logical_not_<n>``.
+
+    Returns:
+        An int8 blob of x's shape.
+    """
+    if not isinstance(x, Blob):
+        raise TypeError(f"flow.math.logical_not needs a blob, got {type(x).__name__}")
+    return apply("logical_not", [x], name=name)
 
 
 def add_n(inputs: Sequence[Blob], name: str | None = None) -> Blob:

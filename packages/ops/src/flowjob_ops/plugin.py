@@ -9,10 +9,10 @@ from flowjob_ops import array_ops, comparisons, cpu, fusion, fusion_dense, math
 from flowjob_ops.defs import (
     activations, array, compare, constants, conv, dropout, fused, indexing, matmul, nn_losses, pool, reduce, softmax)
 from flowjob_ops.defs import math as math_defs
-from flowjob_ops.defs import array_more
+from flowjob_ops.defs import math_binary
 
 OP_MODULES = (activations, math_defs, compare, reduce, matmul, softmax, nn_losses, dropout, conv, pool, array,
-              indexing, constants, fused, array_more)
+              indexing, constants, fused, math_binary)
 
 # Python operators on symbolic blobs: ``x + y``, ``2.0 * x``, ``-x``, ``a @ b``, ``x ** 2``, ``x[0, 1:3]``
 OPERATORS = {
@@ -26,6 +26,7 @@ OPERATORS = {
     "__rtruediv__": lambda a, b: math.divide(b, a),
     "__neg__": math.negative,
     "__pow__": math.pow,
+    "__mod__": math.mod,  # legacy Blob % (floor modulo); legacy had no // on blobs
     "__matmul__": array_ops.matmul,
     "__rmatmul__": lambda a, b: array_ops.matmul(b, a),
     "__getitem__": array_ops.getitem,
