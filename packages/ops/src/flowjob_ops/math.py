@@ -12,14 +12,16 @@ from flowjob_core import Blob, ShapeError, apply
 
 from flowjob_ops.comparisons import equal, greater, greater_equal, less, less_equal, not_equal
 from flowjob_ops.comparisons import _as_blob as _number_as_blob
-from flowjob_ops.defs.common import build_error, check_scalar
+from flowjob_ops.defs.common import build_error, check_scalar, op_name
 
 __all__ = [
-    "abs", "add", "add_n", "argmax", "atan2", "divide", "equal", "exp", "floordiv", "gelu", "greater",
-    "greater_equal", "less", "less_equal", "log", "logical_and", "logical_not", "logical_or", "logical_xor",
-    "matmul", "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "pow", "reciprocal", "reduce_max",
-    "reduce_mean", "reduce_min", "reduce_sum", "sigmoid", "sign", "sqrt", "square", "squared_difference",
-    "subtract", "tanh", "xdivy", "xlogy",
+    "abs", "acos", "acosh", "add", "add_n", "argmax", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "cos",
+    "cosh", "divide", "equal", "erf", "erfc", "exp", "expm1", "floor", "floordiv", "gelu", "greater",
+    "greater_equal", "less", "less_equal", "lgamma", "log", "log1p", "log_sigmoid", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "matmul", "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "pow",
+    "reciprocal", "reciprocal_no_nan", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum", "relu", "rint",
+    "round", "rsqrt", "sigmoid", "sigmoid_v2", "sign", "sin", "sinh", "softplus", "sqrt", "square",
+    "squared_difference", "subtract", "tan", "tanh", "tanh_v2", "xdivy", "xlogy",
 ]
 
 Operand = Blob | float | int
@@ -311,6 +313,55 @@ sign = _unary("sign", "-1, 0 or 1 by the sign of x (its gradient is zero)")
 sigmoid = _unary("sigmoid", "1 / (1 + exp(-x))")
 tanh = _unary("tanh", "The hyperbolic tangent of x")
 gelu = _unary("gelu", "x * Phi(x), Phi the standard normal CDF (the exact erf form)")
+
+# legacy math_unary_elementwise ops (records in defs/math_unary.py): floating blobs only
+sin = _unary("sin", "sin(x)")
+cos = _unary("cos", "cos(x)")
+tan = _unary("tan", "tan(x)")
+asin = _unary("asin", "arcsin(x), for x in [-1, 1]")
+acos = _unary("acos", "arccos(x), for x in [-1, 1]")
+atan = _unary("atan", "arctan(x)")
+sinh = _unary("sinh", "The hyperbolic sine of x")
+cosh = _unary("cosh", "The hyperbolic cosine of x")
+asinh = _unary("asinh", "The inverse hyperbolic sine of x")
+acosh = _unary("acosh", "The inverse hyperbolic cosine of x, for x >= 1")
+atanh = _unary("atanh", "The inverse hyperbolic tangent of x, for x in (-1, 1)")
+erf = _unary("erf", "The error function 2/sqrt(pi) * integral_0^x exp(-t^2) dt")
+erfc = _unary("erfc", "1 - erf(x), accurate where erf(x) is close to 1")
+lgamma = _unary("lgamma", "log |Gamma(x)| (gradient digamma(x))")
+rint = _unary("rint", "The nearest integer, halves to even (its gradient is zero)")
+round = _unary("round", "The nearest integer, halves to even (its gradient is zero)")  # noqa: A001 - legacy name
+floor = _unary("floor", "The largest integer <= x (its gradient is zero)")
+ceil = _unary("ceil", "The smallest integer >= x (its gradient is zero)")
+rsqrt = _unary("rsqrt", "1 / sqrt(x)")
+softplus = _unary("softplus", "log(1 + exp(x)), without overflow for large x")
+log1p = _unary("log1p", "log(1 + x), accurate for small x")
+expm1 = _unary("expm1", "exp(x) - 1, accurate for small x")
+reciprocal_no_nan = _unary("reciprocal_no_nan", "1 / x, and 0 where x == 0 (the gradient too)")
+log_sigmoid = _unary("log_sigmoid", "log(1 / (1 + exp(-x))), without overflow for large -x")
+relu = _unary("relu", "max(x, 0) (the op of flow.nn.relu)")
+
+
+def _renamed(op: str, legacy: str, doc: str) -> Any:
+    """Legacy's ``*_v2`` ops compute what ``op`` does; only their default node name differs."""
+    def fn(x: Blob, name: str | None = None) -> Blob:
+        return apply(op, [x], name=op_name(name, legacy))
+
+    fn.__name__ = fn.__qualname__ = legacy
+    fn.__doc__ = f"""{doc}, elementwise (the ``{op}`` op; default name ``{legacy}_<n>``).
+
+    Args:
+        x: a floating blob.
+        name: the op name.
+
+    Returns:
+        A blob like x.
+    """
+    return fn
+
+
+sigmoid_v2 = _renamed("sigmoid", "sigmoid_v2", "1 / (1 + exp(-x))")
+tanh_v2 = _renamed("tanh", "tanh_v2", "The hyperbolic tangent of x")
 
 
 def _reduce(op: str, what: str) -> Any:

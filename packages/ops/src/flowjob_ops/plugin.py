@@ -10,9 +10,11 @@ from flowjob_ops.defs import (
     activations, array, compare, constants, conv, dropout, fused, indexing, matmul, nn_losses, pool, reduce, softmax)
 from flowjob_ops.defs import math as math_defs
 from flowjob_ops.defs import math_binary
+from flowjob_ops.defs import math_unary
+from flowjob_ops.defs import array_more
 
 OP_MODULES = (activations, math_defs, compare, reduce, matmul, softmax, nn_losses, dropout, conv, pool, array,
-              indexing, constants, fused, math_binary)
+              indexing, constants, fused, array_more, math_binary, math_unary)
 
 # Python operators on symbolic blobs: ``x + y``, ``2.0 * x``, ``-x``, ``a @ b``, ``x ** 2``, ``x[0, 1:3]``
 OPERATORS = {
