@@ -897,3 +897,4 @@ CASES += sibling(__file__, "cases_activations").CASES
 CASES += sibling(__file__, "cases_math_binary").CASES
 CASES += sibling(__file__, "cases_array").CASES
 CASES += sibling(__file__, "cases_math_unary").CASES
+CASES += sibling(__file__, "cases_conv_more").CASES
