@@ -898,3 +898,4 @@ CASES += sibling(__file__, "cases_math_binary").CASES
 CASES += sibling(__file__, "cases_array").CASES
 CASES += sibling(__file__, "cases_math_unary").CASES
 CASES += sibling(__file__, "cases_conv_more").CASES
+CASES += sibling(__file__, "cases_args").CASES

@@ -22,6 +22,11 @@ class Distribute:
     axis: int | None = None
 
 
+def auto() -> Distribute:
+    """Let the system choose the layout (one device: the variable is whole)."""
+    return Distribute("auto")
+
+
 def broadcast() -> Distribute:
     return Distribute("broadcast")
 
@@ -30,4 +35,4 @@ def split(axis: int) -> Distribute:
     return Distribute("split", axis)
 
 
-__all__ = ["Distribute", "broadcast", "consistent_strategy", "mirrored_strategy", "split"]
+__all__ = ["Distribute", "auto", "broadcast", "consistent_strategy", "mirrored_strategy", "split"]

@@ -21,8 +21,9 @@ from flowjob_ops.defs.common import build_error, op_name
 from flowjob_ops.math import argmax, matmul
 
 __all__ = [
-    "argmax", "broadcast_like", "cast", "clip_by_value", "concat", "constant", "constant_like", "expand_dims",
-    "flatten", "gather", "identity", "matmul", "one_hot", "ones_like", "random_normal", "random_uniform", "reshape",
+    "argmax", "broadcast_like", "cast", "clamp", "clip", "clip_by_scalar", "clip_by_value", "concat", "constant",
+    "constant_like", "expand_dims", "flatten", "gather", "identity", "matmul", "one_hot", "ones_like",
+    "random_normal", "random_uniform", "reshape",
     "slice", "squeeze", "transpose", "where", "zeros_like",
     # the rest of the legacy layout and indexing surface, from array_ops_more
     "batch_gather", "cast_to_current_logical_view", "cast_to_static_shape", "gather_nd", "hierarchical_parallel_cast",
@@ -333,7 +334,16 @@ def clip_by_value(values: Blob, min_value: float | None = None, max_value: float
     Returns:
         A blob like values; the gradient passes where min_value <= x <= max_value.
     """
+    if min_value is None and max_value is None:
+        raise build_error("flow.clip_by_value", "min_value and max_value cannot both be None")
+    if isinstance(values, Blob) and values.dtype.kind in "iu":
+        # legacy passed integer blobs int(bound): a fractional bound is truncated toward zero
+        min_value, max_value = (b if b is None or isinstance(b, bool) or not isinstance(b, numbers.Real)
+                                else int(b) for b in (min_value, max_value))
     return apply("clip_by_value", [values], {"min_value": min_value, "max_value": max_value}, name=name)
+
+
+clip = clamp = clip_by_scalar = clip_by_value  # legacy exported these names for the same function
 
 
 def broadcast_like(x: Blob, like: Blob, broadcast_axes: Sequence[int] | None = None, name: str | None = None) -> Blob:

@@ -42,8 +42,8 @@ def _activate(activation: Callable[..., Blob] | None, x: Blob, name: str) -> Blo
 
 def dense(inputs: Blob, units: int, activation: Callable[..., Blob] | None = None, use_bias: bool = True,
           kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
-          bias_regularizer: Any = None, activity_regularizer: Any = None, trainable: bool = True,
-          name: str | None = None, model_distribute: Any = None) -> Blob:
+          bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
+          model_distribute: Any = None, *, activity_regularizer: Any = None) -> Blob:
     """A fully connected layer: ``activation(inputs @ weight.T + bias)``.
 
     Args:
@@ -56,10 +56,12 @@ def dense(inputs: Blob, units: int, activation: Callable[..., Blob] | None = Non
         bias_initializer: the bias's initializer; default constant 0.
         kernel_regularizer: passed to ``flow.get_variable`` for the weight.
         bias_regularizer: passed to ``flow.get_variable`` for the bias.
-        activity_regularizer: ignored (legacy accepted it).
         trainable: whether the optimizer updates the variables.
         name: the prefix P; default ``Dense_<n>``.
-        model_distribute: ignored (one device).
+        model_distribute: ``flow.distribute.broadcast()`` (the default), ``auto()`` or ``split(0)``
+            (rank-2 inputs only), as legacy; on one device every layout is the same computation.
+        activity_regularizer: keyword only, None: legacy's dense had no such argument (a regularizer
+            on the output is not implemented), so any other value is refused.
 
     Returns:
         The output blob (N, units).
@@ -70,6 +72,10 @@ def dense(inputs: Blob, units: int, activation: Callable[..., Blob] | None = Non
         raise _fail("dense", f"units must be a positive int, got {units!r}")
     if len(inputs.shape) < 2:
         raise _fail("dense", f"inputs must have rank >= 2, got shape {inputs.shape}")
+    if activity_regularizer is not None:
+        raise _fail("dense", "activity_regularizer is not supported (legacy dense had none); add the penalty "
+                             "of the output to the loss yourself")
+    _check_model_distribute(model_distribute, len(inputs.shape))
     prefix = name if name is not None else naming.unique_name("Dense")
     in_shape = inputs.shape
     x = inputs
@@ -88,6 +94,21 @@ def dense(inputs: Blob, units: int, activation: Callable[..., Blob] | None = Non
     if len(in_shape) > 2:
         out = apply("reshape", [out], {"shape": in_shape[:-1] + (int(units),)}, name=f"{prefix}_reshape_out")
     return out
+
+
+def _check_model_distribute(model_distribute: Any, rank: int) -> None:
+    """Legacy took broadcast, auto or split(0) for dense's variables; split(0) only for 2-d inputs."""
+    if model_distribute is None:
+        return
+    kind, axis = getattr(model_distribute, "kind", None), getattr(model_distribute, "axis", None)
+    if kind in ("broadcast", "auto"):
+        return
+    if kind == "split" and axis == 0:
+        if rank != 2:
+            raise _fail("dense", f"model_distribute split(0) needs 2-d inputs, got rank {rank}")
+        return
+    raise _fail("dense", "model_distribute must be flow.distribute.broadcast(), auto() or split(0), "
+                         f"got {model_distribute!r}")
 
 
 def _pair(value: Any, what: str) -> tuple[int, int]:

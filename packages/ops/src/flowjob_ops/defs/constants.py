@@ -121,4 +121,97 @@ RANDOM_UNIFORM = OpDef("random_uniform", _random_infer, kernel=_random_kernel("u
 RANDOM_NORMAL = OpDef("random_normal", _random_infer, kernel=_random_kernel("normal"), not_differentiable=True,
                       name_prefix="RandomNormal", doc="normal(mean, stddev), fresh every step")
 
-OPS = (CONSTANT, ZEROS_LIKE, CONSTANT_LIKE, RANDOM_UNIFORM, RANDOM_NORMAL)
+
+# legacy flow.random: bernoulli, coin_flip, batch permutation ------------------------
+def _check_seed(attrs: dict, op: str) -> None:
+    seed = attrs.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise ShapeError(f"{op} seed must be an int or None, got {seed!r}")
+
+
+def _bernoulli_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    if x.dtype.kind != "f":
+        raise ShapeError(f"bernoulli needs floating probabilities, got {x.dtype}")
+    _check_seed(attrs, "bernoulli")
+    dtype = _dtype(attrs.get("dtype"), x.dtype)
+    if dtype.kind not in "biuf":
+        raise ShapeError(f"bernoulli dtype must be numeric, got {dtype}")
+    return [BlobSpec(x.shape, dtype)]
+
+
+def _bernoulli_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    rng = ctx.rng(ctx.attrs.get("seed"))
+    # float64 draws, so a float64 probability is compared at full precision
+    uniform = ctx.workspace(ctx.outputs[0].shape, np.float64)
+    hit = ctx.workspace(ctx.outputs[0].shape, bool)
+
+    def run(x: Any) -> Any:
+        rng.random(out=uniform, dtype=np.float64)
+        xp.less(uniform, x, out=hit)  # 1 with probability x
+        xp.copyto(out, hit, casting="unsafe")
+        return out
+
+    return run
+
+
+def _coin_flip_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    batch = attrs.get("batch_size")
+    if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1:
+        raise ShapeError(f"coin_flip batch_size must be a positive int, got {batch!r}")
+    p = attrs.get("probability", 0.5)
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= float(p) <= 1.0:
+        raise ShapeError(f"coin_flip probability must be a number in [0, 1], got {p!r}")
+    _check_seed(attrs, "coin_flip")
+    return [BlobSpec((int(batch),), dtypes.int8)]  # legacy's coin_flip yields int8 0/1
+
+
+def _coin_flip_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    rng = ctx.rng(ctx.attrs.get("seed"))
+    uniform = ctx.workspace(ctx.outputs[0].shape, np.float64)
+    hit = ctx.workspace(ctx.outputs[0].shape, bool)
+    p = float(ctx.attrs.get("probability", 0.5))
+
+    def run() -> Any:
+        rng.random(out=uniform, dtype=np.float64)
+        xp.less(uniform, p, out=hit)
+        xp.copyto(out, hit, casting="unsafe")
+        return out
+
+    return run
+
+
+def _permutation_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    if not x.shape:
+        raise ShapeError("generate_random_batch_permutation_indices needs a value of rank >= 1")
+    _check_seed(attrs, "generate_random_batch_permutation_indices")
+    return [BlobSpec((x.shape[0],), dtypes.int32)]
+
+
+def _permutation_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    rng = ctx.rng(ctx.attrs.get("seed"))
+    # the order of uniform keys: a permutation from draws every backend's generator makes
+    keys = ctx.workspace(ctx.outputs[0].shape, np.float64)
+
+    def run(x: Any) -> Any:
+        rng.random(out=keys, dtype=np.float64)
+        xp.copyto(out, xp.argsort(keys), casting="unsafe")
+        return out
+
+    return run
+
+
+BERNOULLI = OpDef("bernoulli", _bernoulli_infer, kernel=_bernoulli_kernel, not_differentiable=True,
+                  name_prefix="Bernoulli", doc="1 with probability x, else 0, in dtype (default x's)")
+COIN_FLIP = OpDef("coin_flip", _coin_flip_infer, kernel=_coin_flip_kernel, not_differentiable=True,
+                  name_prefix="CoinFlip", doc="(batch_size,) int8: 1 with the given probability, else 0")
+BATCH_PERMUTATION = OpDef("generate_random_batch_permutation_indices", _permutation_infer,
+                          kernel=_permutation_kernel, not_differentiable=True,
+                          name_prefix="RandomBatchPermutationIndices",
+                          doc="int32 random permutation of range(x.shape[0]), fresh every step")
+
+OPS = (CONSTANT, ZEROS_LIKE, CONSTANT_LIKE, RANDOM_UNIFORM, RANDOM_NORMAL, BERNOULLI, COIN_FLIP, BATCH_PERMUTATION)
