@@ -1,5 +1,6 @@
 """``python -m oneflow``: ``info`` (versions, plugins and their hooks, backends, devices, ops),
-``data`` (fetch a dataset) and ``dump`` (print a script's jobs, before or after a pass)."""
+``data`` (fetch a dataset), ``dump`` (print a script's jobs, before or after a pass) and ``compat``
+(the legacy API coverage page; ``info --api NAME`` answers for one name)."""
 from __future__ import annotations
 
 import argparse
@@ -86,6 +87,27 @@ def dump(args: argparse.Namespace) -> int:
     return 0
 
 
+def api(name: str) -> int:
+    from oneflow._compat import describe
+
+    status, lines = describe(name)
+    print("\n".join(lines))
+    return status
+
+
+def compat(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from oneflow._compat import page
+
+    text = page()
+    if args.write is None:
+        print(text, end="")
+    else:
+        Path(args.write).write_text(text, encoding="utf-8")
+    return 0
+
+
 DUMP_HELP = """print the jobs SCRIPT defines, one line per node, without running a step.
 SCRIPT runs as a module named __flowjob_dump__ (not __main__), so the work under its
 'if __name__ == "__main__":' (checkpoint init, data, training loop, saving) does not run;
@@ -98,7 +120,12 @@ before that call, e.g. loading data, does run)."""
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m oneflow", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="versions, plugins and hooks, backends, devices and ops")
+    info_parser = sub.add_parser("info", help="versions, plugins and hooks, backends, devices and ops")
+    info_parser.add_argument("--api", default=None, metavar="NAME",
+                             help="instead: the status of one legacy name or option (flow.math.top_k, "
+                                  "function_config.enable_cudnn): supported, no effect, refused or missing")
+    compat_parser = sub.add_parser("compat", help="the legacy API coverage page (docs/compatibility.md)")
+    compat_parser.add_argument("--write", default=None, metavar="PATH", help="write it there (default: print it)")
     data_parser = sub.add_parser("data", help="fetch and verify a dataset")
     data_parser.add_argument("dataset", choices=["mnist"])
     data_parser.add_argument("--out-dir", default=None)
@@ -113,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
                              help="run the script as __main__ up to its first job call (for jobs defined in main())")
     args = parser.parse_args(argv)
     if args.command == "info":
-        return info()
+        return api(args.api) if args.api else info()
     if args.command == "dump":
         return dump(args)
+    if args.command == "compat":
+        return compat(args)
     return data(args)
 
 
