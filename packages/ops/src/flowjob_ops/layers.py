@@ -16,13 +16,15 @@ import inspect
 import numbers
 from typing import Any, Callable, Sequence
 
-from flowjob_core import Blob, apply, get_variable, naming
+from flowjob_core import Blob, apply, get_variable, maybe_builder, naming
 
 from flowjob_ops import initializers
 from flowjob_ops.defs.common import build_error
+from flowjob_ops.defs.normalization import check_epsilon, check_momentum
 from flowjob_ops.kernels import padding as pads
 
-__all__ = ["conv1d", "conv2d", "dense"]
+__all__ = ["conv2d", "dense",
+           "batch_normalization", "layer_norm"]  # normalization layers (legacy v0.4)
 
 
 def _fail(layer: str, message: str) -> Exception:
@@ -119,7 +121,7 @@ def _pair(value: Any, what: str) -> tuple[int, int]:
 
 
 def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, strides: int | Sequence[int] = 1,
-           padding: Any = "VALID", data_format: str = "NCHW", dilation_rate: int | Sequence[int] | None = 1,
+           padding: Any = "VALID", data_format: str = "NCHW", dilation_rate: int | Sequence[int] = 1,
            groups: int = 1, activation: Callable[..., Blob] | None = None, use_bias: bool = True,
            kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
            bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
@@ -133,7 +135,7 @@ def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
         strides: an int or (sh, sw).
         padding: "SAME", "VALID" or explicit pads.
         data_format: "NCHW" (weight (F, C/groups, kh, kw)) or "NHWC" (weight (F, kh, kw, C/groups)).
-        dilation_rate: an int or (dh, dw); None (legacy's default) is 1.
+        dilation_rate: an int or (dh, dw).
         groups: the number of channel groups; divides C and F.
         activation: a function such as ``flow.nn.relu``, applied as op ``<P>-activation``.
         use_bias: add a bias variable (F,).
@@ -171,7 +173,7 @@ def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
                           initializer=kernel_initializer or initializers.xavier_uniform_initializer(fmt),
                           regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
     attrs = {"strides": _pair(strides, "strides"), "padding": padding, "data_format": fmt,
-             "dilations": _pair(1 if dilation_rate is None else dilation_rate, "dilation_rate"), "groups": int(groups)}
+             "dilations": _pair(dilation_rate, "dilation_rate"), "groups": int(groups)}
     out = apply("conv2d", [inputs, weight], attrs, name=prefix)
     if use_bias:
         bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
@@ -181,66 +183,147 @@ def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
     return _activate(activation, out, f"{prefix}-activation")
 
 
-def conv1d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, strides: int | Sequence[int] = 1,
-           padding: Any = "VALID", data_format: str = "NCW", dilation_rate: int | Sequence[int] | None = None,
-           groups: int = 1, activation: Callable[..., Blob] | None = None, use_bias: bool = True,
-           kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
-           bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
-           weight_name: str | None = None, bias_name: str | None = None) -> Blob:
-    """A 1-D convolution layer: ``activation(flow.nn.conv1d(inputs, weight) + bias)``, named like conv2d's.
+# normalization layers ----------------------------------------------------------------------
+def _norm_axis(layer: str, axis: Any, rank: int, what: str) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral) or not -rank <= axis < rank:
+        raise _fail(layer, f"{what} must be an int in [{-rank}, {rank}) for a rank-{rank} input, got {axis!r}")
+    return int(axis) % rank
+
+
+def _is_train_job() -> bool:
+    builder = maybe_builder()
+    return builder is not None and builder.job.type == "train"
+
+
+def batch_normalization(inputs: Blob, axis: int = -1, momentum: float = 0.99, epsilon: float = 0.001,
+                        center: bool = True, scale: bool = True, beta_initializer: Any = None,
+                        gamma_initializer: Any = None, beta_regularizer: Any = None, gamma_regularizer: Any = None,
+                        moving_mean_initializer: Any = None, moving_variance_initializer: Any = None,
+                        trainable: bool = True, training: bool = True, name: str = "BatchNorm") -> Blob:
+    """Batch normalization over every axis but ``axis``, with moving statistics, as legacy v0.4.
+
+    Variables (one value per channel, ``inputs.shape[axis]``): ``<name>-beta`` (zeros) when
+    ``center``, ``<name>-gamma`` (ones) when ``scale``, both trainable when ``trainable``;
+    ``<name>-moving_mean`` (zeros) and ``<name>-moving_variance`` (ones), never trainable.
+
+    In a train job with ``trainable`` and ``training`` the batch's mean and biased variance normalize
+    the inputs (the gradient flows through them), and each step updates the moving statistics in
+    place: ``moving = momentum * moving + (1 - momentum) * batch`` (legacy's cpu path, with the
+    biased variance). Otherwise (a predict job, or ``training``/``trainable`` False) the moving
+    statistics normalize and nothing is updated.
 
     Args:
-        inputs: a 3-d floating blob, (N, C, W) for NCW or (N, W, C) for NWC.
-        filters: the number of output channels F.
-        kernel_size: an int or a list of one.
-        strides: an int or a list of one.
-        padding: as ``flow.nn.conv1d`` ("SAME" is "SAME_LOWER", as legacy).
-        data_format: "NCW" (weight (F, C/groups, k)) or "NWC" (weight (F, k, C/groups)).
-        dilation_rate: an int or a list of one; default 1.
-        groups: the number of channel groups; divides C and F.
-        activation: a function such as ``flow.nn.relu``, applied as op ``<P>-activation``.
-        use_bias: add a bias variable (F,).
-        kernel_initializer: default xavier_uniform for ``data_format`` (legacy).
-        bias_initializer: default zeros.
-        kernel_regularizer: passed to ``flow.get_variable`` for the weight.
-        bias_regularizer: passed to ``flow.get_variable`` for the bias.
-        trainable: whether the optimizer updates the variables.
-        name: the prefix P (the ``flow.nn.conv1d`` prefix too); default ``Conv1d_<n>``.
-        weight_name: the weight variable's name; default ``<P>-weight``.
-        bias_name: the bias variable's name; default ``<P>-bias``.
+        inputs: a floating blob.
+        axis: the channel axis; -1 (channels last) by default, 1 for NCHW.
+        momentum: the weight of the old moving value, in [0, 1].
+        epsilon: added to the variance before the square root.
+        center: add the offset beta.
+        scale: multiply by gamma.
+        beta_initializer: default zeros.
+        gamma_initializer: default ones.
+        beta_regularizer: passed to ``flow.get_variable`` for beta.
+        gamma_regularizer: passed to ``flow.get_variable`` for gamma.
+        moving_mean_initializer: default zeros.
+        moving_variance_initializer: default ones.
+        trainable: whether the optimizer updates beta and gamma (False also means moving statistics).
+        training: normalize with batch statistics in train jobs.
+        name: the prefix of the variables and the op name; legacy's fixed default ``BatchNorm``, so a
+            second layer in a job needs a name of its own.
 
     Returns:
-        The output blob, (N, F, OW) or (N, OW, F).
+        A blob like inputs.
     """
-    from flowjob_ops import nn
-
     if not isinstance(inputs, Blob):
-        raise TypeError(f"flow.layers.conv1d: inputs must be a blob, got {type(inputs).__name__}")
-    fmt = data_format.upper() if isinstance(data_format, str) else data_format
-    if fmt not in ("NCW", "NWC"):
-        raise _fail("conv1d", f"data_format must be 'NCW' or 'NWC', got {data_format!r}")
-    if len(inputs.shape) != 3:
-        raise _fail("conv1d", f"inputs must be 3-d ({fmt}), got shape {inputs.shape}")
-    if isinstance(filters, bool) or not isinstance(filters, numbers.Integral) or filters < 1:
-        raise _fail("conv1d", f"filters must be a positive int, got {filters!r}")
-    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
-        raise _fail("conv1d", f"groups must be a positive int, got {groups!r}")
-    channels = inputs.shape[1] if fmt == "NCW" else inputs.shape[2]
-    if channels % groups or filters % groups:
-        raise _fail("conv1d", f"groups={groups} must divide the input channels ({channels}) and filters ({filters})")
-    sizes = list(kernel_size) if isinstance(kernel_size, (list, tuple)) else [kernel_size]
-    if len(sizes) != 1 or isinstance(sizes[0], bool) or not isinstance(sizes[0], numbers.Integral) or sizes[0] < 1:
-        raise _fail("conv1d", f"kernel_size must be a positive int or a list of one, got {kernel_size!r}")
-    k = int(sizes[0])
-    prefix = name if name is not None else naming.unique_name("Conv1d")
-    shape = (int(filters), channels // groups, k) if fmt == "NCW" else (int(filters), k, channels // groups)
-    weight = get_variable(weight_name or f"{prefix}-weight", shape=shape, dtype=inputs.dtype,
-                          initializer=kernel_initializer or initializers.xavier_uniform_initializer(fmt),
-                          regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
-    out = nn.conv1d(inputs, weight, strides, padding, fmt, dilation_rate, int(groups), name=prefix)
-    if use_bias:
-        bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
-                            initializer=bias_initializer or initializers.zeros_initializer(),
-                            regularizer=bias_regularizer, trainable=trainable, model_name="bias")
-        out = apply("bias_add", [out, bias], {"data_format": fmt}, name=f"{prefix}-bias_add")
-    return _activate(activation, out, f"{prefix}-activation")
+        raise TypeError(f"flow.layers.batch_normalization: inputs must be a blob, got {type(inputs).__name__}")
+    rank = len(inputs.shape)
+    axis = _norm_axis("batch_normalization", axis, rank, "axis")
+    check = {"momentum": check_momentum, "epsilon": check_epsilon}
+    for arg, value in (("momentum", momentum), ("epsilon", epsilon)):
+        try:
+            check[arg](value, "flow.layers.batch_normalization")
+        except ValueError as exc:
+            raise _fail("batch_normalization", str(exc).split(": ", 1)[-1]) from None
+    if not isinstance(name, str) or not name:
+        raise _fail("batch_normalization", f"name must be a non-empty string, got {name!r}")
+    shape = (inputs.shape[axis],)
+    dtype = inputs.dtype
+
+    def variable(suffix: str, init: Any, default: Any, regularizer: Any, learn: bool) -> Blob:
+        return get_variable(f"{name}-{suffix}", shape=shape, dtype=dtype, initializer=init or default,
+                            regularizer=regularizer, trainable=learn)
+
+    beta = variable("beta", beta_initializer, initializers.zeros_initializer(), beta_regularizer,
+                    trainable) if center else None
+    gamma = variable("gamma", gamma_initializer, initializers.ones_initializer(), gamma_regularizer,
+                     trainable) if scale else None
+    moving_mean = variable("moving_mean", moving_mean_initializer, initializers.zeros_initializer(), None, False)
+    moving_variance = variable("moving_variance", moving_variance_initializer, initializers.ones_initializer(),
+                               None, False)
+    if _is_train_job() and trainable and training:
+        reduce_axes = tuple(i for i in range(rank) if i != axis)
+        mean, variance = apply("moments", [inputs], {"axes": reduce_axes, "keepdims": False},
+                               name=f"{name}-moments")
+        for moving, batch, what in ((moving_mean, mean, "moving_mean"), (moving_variance, variance, "moving_variance")):
+            apply("batch_norm_moving_update", [moving, batch], {"momentum": float(momentum)},
+                  name=f"{name}-{what}_update")
+    else:
+        mean, variance = moving_mean, moving_variance
+    nd = tuple(shape[0] if i == axis else 1 for i in range(rank))
+    params = [mean, variance] + [p for p in (gamma, beta) if p is not None]
+    labels = ["mean", "variance"] + [w for w, p in (("gamma", gamma), ("beta", beta)) if p is not None]
+    shaped = [apply("reshape", [p], {"shape": nd}, name=f"{name}-{w}_reshape") for p, w in zip(params, labels)]
+    attrs = {"epsilon": float(epsilon), "with_scale": gamma is not None, "with_offset": beta is not None}
+    return apply("batch_norm", [inputs] + shaped, attrs, name=name)
+
+
+def layer_norm(inputs: Blob, center: bool = True, scale: bool = True, trainable: bool = True,
+               begin_norm_axis: int = 1, begin_params_axis: int = -1, epsilon: float = 1e-5,
+               name: str = "LayerNorm") -> Blob:
+    """Layer normalization: each sample normalized over the axes from ``begin_norm_axis`` on, as legacy v0.4.
+
+    Variables shaped ``inputs.shape[begin_params_axis:]``: ``<name>-beta`` (zeros) when ``center``,
+    ``<name>-gamma`` (ones) when ``scale``; with neither, nothing is trainable (legacy).
+
+    Args:
+        inputs: a floating blob of rank >= 2.
+        center: add beta.
+        scale: multiply by gamma.
+        trainable: whether the optimizer updates beta and gamma.
+        begin_norm_axis: the first normalized axis (the mean and the biased variance run over it and
+            every later axis).
+        begin_params_axis: the first axis beta and gamma extend over (they broadcast over the earlier ones).
+        epsilon: added to the variance before the square root.
+        name: the prefix of the variables and the op name; legacy's fixed default ``LayerNorm``.
+
+    Returns:
+        A blob like inputs.
+    """
+    if not isinstance(inputs, Blob):
+        raise TypeError(f"flow.layers.layer_norm: inputs must be a blob, got {type(inputs).__name__}")
+    rank = len(inputs.shape)
+    norm_axis = _norm_axis("layer_norm", begin_norm_axis, rank, "begin_norm_axis")
+    params_axis = _norm_axis("layer_norm", begin_params_axis, rank, "begin_params_axis")
+    try:
+        check_epsilon(epsilon, "flow.layers.layer_norm")
+    except ValueError as exc:
+        raise _fail("layer_norm", str(exc).split(": ", 1)[-1]) from None
+    if not isinstance(name, str) or not name:
+        raise _fail("layer_norm", f"name must be a non-empty string, got {name!r}")
+    if not center and not scale:
+        trainable = False
+    param_shape = tuple(inputs.shape[params_axis:])
+    nd = (1,) * params_axis + param_shape
+
+    def variable(suffix: str, value: float) -> Blob:
+        var = get_variable(f"{name}-{suffix}", shape=param_shape, dtype=inputs.dtype,
+                           initializer=initializers.constant_initializer(value), trainable=trainable,
+                           model_name=suffix)
+        return apply("reshape", [var], {"shape": nd}, name=f"{name}-{suffix}_reshape")
+
+    gamma = variable("gamma", 1.0) if scale else None
+    beta = variable("beta", 0.0) if center else None
+    mean, variance = apply("moments", [inputs], {"axes": tuple(range(norm_axis, rank)), "keepdims": True},
+                           name=f"{name}-moments")
+    attrs = {"epsilon": float(epsilon), "with_scale": gamma is not None, "with_offset": beta is not None}
+    return apply("batch_norm", [inputs, mean, variance] + [p for p in (gamma, beta) if p is not None], attrs,
+                 name=name)
