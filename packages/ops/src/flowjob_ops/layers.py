@@ -23,8 +23,7 @@ from flowjob_ops.defs.common import build_error
 from flowjob_ops.defs.normalization import check_epsilon, check_momentum
 from flowjob_ops.kernels import padding as pads
 
-__all__ = ["conv2d", "dense",
-           "batch_normalization", "layer_norm"]  # normalization layers (legacy v0.4)
+__all__ = ["conv1d", "conv2d", "dense"]
 
 
 def _fail(layer: str, message: str) -> Exception:
@@ -121,7 +120,7 @@ def _pair(value: Any, what: str) -> tuple[int, int]:
 
 
 def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, strides: int | Sequence[int] = 1,
-           padding: Any = "VALID", data_format: str = "NCHW", dilation_rate: int | Sequence[int] = 1,
+           padding: Any = "VALID", data_format: str = "NCHW", dilation_rate: int | Sequence[int] | None = 1,
            groups: int = 1, activation: Callable[..., Blob] | None = None, use_bias: bool = True,
            kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
            bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
@@ -135,7 +134,7 @@ def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
         strides: an int or (sh, sw).
         padding: "SAME", "VALID" or explicit pads.
         data_format: "NCHW" (weight (F, C/groups, kh, kw)) or "NHWC" (weight (F, kh, kw, C/groups)).
-        dilation_rate: an int or (dh, dw).
+        dilation_rate: an int or (dh, dw); None (legacy's default) is 1.
         groups: the number of channel groups; divides C and F.
         activation: a function such as ``flow.nn.relu``, applied as op ``<P>-activation``.
         use_bias: add a bias variable (F,).
@@ -173,8 +172,73 @@ def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
                           initializer=kernel_initializer or initializers.xavier_uniform_initializer(fmt),
                           regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
     attrs = {"strides": _pair(strides, "strides"), "padding": padding, "data_format": fmt,
-             "dilations": _pair(dilation_rate, "dilation_rate"), "groups": int(groups)}
+             "dilations": _pair(1 if dilation_rate is None else dilation_rate, "dilation_rate"), "groups": int(groups)}
     out = apply("conv2d", [inputs, weight], attrs, name=prefix)
+    if use_bias:
+        bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
+                            initializer=bias_initializer or initializers.zeros_initializer(),
+                            regularizer=bias_regularizer, trainable=trainable, model_name="bias")
+        out = apply("bias_add", [out, bias], {"data_format": fmt}, name=f"{prefix}-bias_add")
+    return _activate(activation, out, f"{prefix}-activation")
+
+
+def conv1d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, strides: int | Sequence[int] = 1,
+           padding: Any = "VALID", data_format: str = "NCW", dilation_rate: int | Sequence[int] | None = None,
+           groups: int = 1, activation: Callable[..., Blob] | None = None, use_bias: bool = True,
+           kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
+           bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
+           weight_name: str | None = None, bias_name: str | None = None) -> Blob:
+    """A 1-D convolution layer: ``activation(flow.nn.conv1d(inputs, weight) + bias)``, named like conv2d's.
+
+    Args:
+        inputs: a 3-d floating blob, (N, C, W) for NCW or (N, W, C) for NWC.
+        filters: the number of output channels F.
+        kernel_size: an int or a list of one.
+        strides: an int or a list of one.
+        padding: as ``flow.nn.conv1d`` ("SAME" is "SAME_LOWER", as legacy).
+        data_format: "NCW" (weight (F, C/groups, k)) or "NWC" (weight (F, k, C/groups)).
+        dilation_rate: an int or a list of one; default 1.
+        groups: the number of channel groups; divides C and F.
+        activation: a function such as ``flow.nn.relu``, applied as op ``<P>-activation``.
+        use_bias: add a bias variable (F,).
+        kernel_initializer: default xavier_uniform for ``data_format`` (legacy).
+        bias_initializer: default zeros.
+        kernel_regularizer: passed to ``flow.get_variable`` for the weight.
+        bias_regularizer: passed to ``flow.get_variable`` for the bias.
+        trainable: whether the optimizer updates the variables.
+        name: the prefix P (the ``flow.nn.conv1d`` prefix too); default ``Conv1d_<n>``.
+        weight_name: the weight variable's name; default ``<P>-weight``.
+        bias_name: the bias variable's name; default ``<P>-bias``.
+
+    Returns:
+        The output blob, (N, F, OW) or (N, OW, F).
+    """
+    from flowjob_ops import nn
+
+    if not isinstance(inputs, Blob):
+        raise TypeError(f"flow.layers.conv1d: inputs must be a blob, got {type(inputs).__name__}")
+    fmt = data_format.upper() if isinstance(data_format, str) else data_format
+    if fmt not in ("NCW", "NWC"):
+        raise _fail("conv1d", f"data_format must be 'NCW' or 'NWC', got {data_format!r}")
+    if len(inputs.shape) != 3:
+        raise _fail("conv1d", f"inputs must be 3-d ({fmt}), got shape {inputs.shape}")
+    if isinstance(filters, bool) or not isinstance(filters, numbers.Integral) or filters < 1:
+        raise _fail("conv1d", f"filters must be a positive int, got {filters!r}")
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
+        raise _fail("conv1d", f"groups must be a positive int, got {groups!r}")
+    channels = inputs.shape[1] if fmt == "NCW" else inputs.shape[2]
+    if channels % groups or filters % groups:
+        raise _fail("conv1d", f"groups={groups} must divide the input channels ({channels}) and filters ({filters})")
+    sizes = list(kernel_size) if isinstance(kernel_size, (list, tuple)) else [kernel_size]
+    if len(sizes) != 1 or isinstance(sizes[0], bool) or not isinstance(sizes[0], numbers.Integral) or sizes[0] < 1:
+        raise _fail("conv1d", f"kernel_size must be a positive int or a list of one, got {kernel_size!r}")
+    k = int(sizes[0])
+    prefix = name if name is not None else naming.unique_name("Conv1d")
+    shape = (int(filters), channels // groups, k) if fmt == "NCW" else (int(filters), k, channels // groups)
+    weight = get_variable(weight_name or f"{prefix}-weight", shape=shape, dtype=inputs.dtype,
+                          initializer=kernel_initializer or initializers.xavier_uniform_initializer(fmt),
+                          regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
+    out = nn.conv1d(inputs, weight, strides, padding, fmt, dilation_rate, int(groups), name=prefix)
     if use_bias:
         bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
                             initializer=bias_initializer or initializers.zeros_initializer(),

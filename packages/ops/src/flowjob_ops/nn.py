@@ -17,6 +17,8 @@ __all__ = [
     "elu", "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "logsoftmax", "mish", "relu6", "selu", "swish",
     # normalization (v0.4 flow.nn)
     "batch_normalization", "moments",
+    # 1-d convolution and pooling, transposed and TF-style convolution (v0.4 flow.nn)
+    "avg_pool1d", "compat_conv2d", "conv1d", "conv2d_transpose", "max_pool1d",
 ]
 
 IntOrPair = int | Sequence[int]
@@ -428,6 +430,242 @@ def sigmoid_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | No
         The loss, shaped like logits.
     """
     return apply("sigmoid_cross_entropy", [labels, logits], name=name)
+
+
+# 1-d convolution and pooling, transposed and TF-style 2-d convolution (legacy v0.4) -----------
+# The 1-d functions run the 2-d records on a height of 1: (N, C, W) -> (N, C, 1, W) for NCW and
+# (N, W, C) -> (N, 1, W, C) for NWC, so their gradients are the 2-d ones through the reshapes.
+_FORMATS_1D = {"NCW": "NCHW", "NWC": "NHWC"}
+
+
+def _format_1d(what: str, data_format: Any) -> str:
+    fmt = data_format.upper() if isinstance(data_format, str) else data_format
+    if fmt not in _FORMATS_1D:
+        raise build_error(what, f"data_format must be 'NCW' or 'NWC', got {data_format!r}")
+    return fmt
+
+
+def _one_int(what: str, arg: str, value: Any, fmt: str) -> int:
+    """An int, a 1-list, or (pool functions) 3 per-axis entries whose batch and channel entries are 1."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if len(items) == 3:
+        w_axis = fmt.index("W")
+        if any(items[i] != 1 for i in range(3) if i != w_axis):
+            raise build_error(what, f"{arg} {tuple(items)}: the batch and channel entries must be 1 for {fmt}")
+        items = [items[w_axis]]
+    if len(items) != 1 or isinstance(items[0], bool) or not isinstance(items[0], int) or items[0] < 1:
+        raise build_error(what, f"{arg} must be a positive int or a list of one, got {value!r}")
+    return items[0]
+
+
+def _padding_1d(what: str, padding: Any, fmt: str) -> Any:
+    """The 2-d padding of a 1-d one. Legacy conv1d and pooling read "SAME" as "SAME_LOWER" (the
+    odd pixel before); explicit pads are 3 entries (int or (before, after)) in ``fmt`` order."""
+    if isinstance(padding, str):
+        mode = padding.upper()
+        if mode not in ("SAME", "SAME_LOWER", "SAME_UPPER", "VALID"):
+            raise build_error(what, f"padding must be 'SAME', 'SAME_LOWER', 'SAME_UPPER', 'VALID' or 3 "
+                                    f"(before, after) pairs, got {padding!r}")
+        return "SAME_LOWER" if mode == "SAME" else mode
+    if not isinstance(padding, (list, tuple)) or len(padding) != 3:
+        raise build_error(what, f"padding must be a string or 3 (before, after) pairs in {fmt} order, got "
+                                f"{padding!r}")
+    pairs = []
+    for entry in padding:
+        pair = (entry, entry) if isinstance(entry, int) else tuple(entry) if isinstance(entry, (list, tuple)) else ()
+        if len(pair) != 2 or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in pair):
+            raise build_error(what, f"padding entries must be ints or (before, after) pairs, got {entry!r}")
+        pairs.append(pair)
+    w_axis = fmt.index("W")
+    if any(pairs[i] != (0, 0) for i in range(3) if i != w_axis):
+        raise build_error(what, f"padding {padding!r}: only the W dimension may be padded for {fmt}")
+    return ((0, 0), pairs[w_axis])
+
+
+def _to_2d(what: str, x: Any, arg: str, fmt: str, name: str) -> Blob:
+    """A 3-d blob in ``fmt`` with a height axis of 1 inserted (input or filter)."""
+    if not isinstance(x, Blob):
+        raise build_error(what, f"{arg} must be a blob, got {type(x).__name__}")
+    if len(x.shape) != 3:
+        raise build_error(what, f"{arg} must be 3-d ({fmt}), got shape {x.shape}")
+    a, b, c = x.shape
+    shape = (a, b, 1, c) if fmt == "NCW" else (a, 1, b, c)
+    return apply("reshape", [x], {"shape": shape}, name=name)
+
+
+def _from_2d(y: Blob, fmt: str, name: str) -> Blob:
+    n, a, b, c = y.shape
+    return apply("reshape", [y], {"shape": (n, a, c) if fmt == "NCW" else (n, b, c)}, name=name)
+
+
+def conv1d(input: Blob, filters: Blob, strides: int | Sequence[int], padding: Any,  # noqa: A002
+           data_format: str = "NCW", dilations: int | Sequence[int] | None = None, groups: int = 1,
+           name: str | None = None) -> Blob:
+    """1-D convolution: ``conv2d`` over a height of 1.
+
+    Nodes: ``<P>_reshape_in`` and ``<P>_reshape_weight`` (a height axis of 1), the ``conv2d``
+    node ``P`` and ``<P>_reshape_out``; P is ``name`` or ``Conv1d_<n>``.
+
+    Args:
+        input: a 3-d floating blob, (N, C, W) for NCW or (N, W, C) for NWC.
+        filters: the weight, (F, C/groups, k) for NCW or (F, k, C/groups) for NWC.
+        strides: an int or a list of one.
+        padding: "SAME" (= "SAME_LOWER" as legacy: the odd pixel before), "SAME_LOWER",
+            "SAME_UPPER", "VALID", or 3 entries (int or (before, after)) in data_format order.
+        data_format: "NCW" or "NWC".
+        dilations: an int or a list of one; default 1.
+        groups: the number of channel groups.
+        name: the prefix P.
+
+    Returns:
+        The output blob, (N, F, OW) or (N, OW, F).
+    """
+    what = "flow.nn.conv1d"
+    fmt = _format_1d(what, data_format)
+    stride = _one_int(what, "strides", strides, fmt)
+    dilation = 1 if dilations is None else _one_int(what, "dilations", dilations, fmt)
+    pad = _padding_1d(what, padding, fmt)
+    node = op_name(name, "Conv1d")
+    x = _to_2d(what, input, "input", fmt, f"{node}_reshape_in")
+    w = _to_2d(what, filters, "filters", fmt, f"{node}_reshape_weight")
+    attrs = {"strides": (1, stride), "padding": pad, "data_format": _FORMATS_1D[fmt], "dilations": (1, dilation),
+             "groups": groups}
+    return _from_2d(apply("conv2d", [x, w], attrs, name=node), fmt, f"{node}_reshape_out")
+
+
+def _pool1d(op: str, prefix: str, input: Blob, ksize: Any, strides: Any, padding: Any,  # noqa: A002
+            data_format: str, name: str | None) -> Blob:
+    what = f"flow.nn.{op.replace('2d', '1d')}"
+    fmt = _format_1d(what, data_format)
+    k, s = _one_int(what, "ksize", ksize, fmt), _one_int(what, "strides", strides, fmt)
+    pad = _padding_1d(what, padding, fmt)
+    node = op_name(name, prefix)
+    x = _to_2d(what, input, "input", fmt, f"{node}_reshape_in")
+    attrs = {"ksize": (1, k), "strides": (1, s), "padding": pad, "data_format": _FORMATS_1D[fmt]}
+    return _from_2d(apply(op, [x], attrs, name=node), fmt, f"{node}_reshape_out")
+
+
+def max_pool1d(input: Blob, ksize: int | Sequence[int], strides: int | Sequence[int], padding: Any,  # noqa: A002
+               data_format: str = "NWC", name: str | None = None) -> Blob:
+    """1-D max pooling: ``max_pool2d`` over a height of 1 (legacy v0.4 declared it, raising
+    NotImplementedError; its arguments and the NWC default are kept).
+
+    Args:
+        input: a 3-d floating blob in data_format.
+        ksize: the window: an int, a list of one, or 3 per-axis entries.
+        strides: the step: an int, a list of one, or 3 per-axis entries.
+        padding: "SAME" (= "SAME_LOWER", legacy pooling), "SAME_LOWER", "SAME_UPPER", "VALID" or
+            3 (before, after) entries in data_format order.
+        data_format: "NWC" or "NCW".
+        name: the prefix P: nodes ``<P>_reshape_in``, the pooling ``P``, ``<P>_reshape_out``;
+            default ``MaxPool1D_<n>``.
+
+    Returns:
+        The pooled blob.
+    """
+    return _pool1d("max_pool2d", "MaxPool1D", input, ksize, strides, padding, data_format, name)
+
+
+def avg_pool1d(input: Blob, ksize: int | Sequence[int], strides: int | Sequence[int], padding: Any,  # noqa: A002
+               data_format: str = "NCW", name: str | None = None) -> Blob:
+    """1-D average pooling over each window's real elements: ``avg_pool2d`` over a height of 1
+    (legacy v0.4 declared it with the NCW default, raising NotImplementedError).
+
+    Args:
+        input: a 3-d floating blob in data_format.
+        ksize: the window: an int, a list of one, or 3 per-axis entries.
+        strides: the step: an int, a list of one, or 3 per-axis entries.
+        padding: "SAME" (= "SAME_LOWER", legacy pooling), "SAME_LOWER", "SAME_UPPER", "VALID" or
+            3 (before, after) entries in data_format order.
+        data_format: "NCW" or "NWC".
+        name: the prefix P: nodes ``<P>_reshape_in``, the pooling ``P``, ``<P>_reshape_out``;
+            default ``AvgPool1D_<n>``.
+
+    Returns:
+        The pooled blob.
+    """
+    return _pool1d("avg_pool2d", "AvgPool1D", input, ksize, strides, padding, data_format, name)
+
+
+def conv2d_transpose(value: Blob | None = None, filter: Blob | None = None,  # noqa: A002
+                     output_shape: Sequence[int] | None = None, strides: IntOrPair | None = None,
+                     padding: str = "VALID", data_format: str = "NCHW", name: str | None = None,
+                     input: Blob | None = None, filters: Blob | None = None,  # noqa: A002
+                     dilations: IntOrPair | None = None) -> Blob:
+    """2-D transposed convolution (op ``deconv2d``): the data gradient of the convolution that
+    maps ``output_shape`` to value's shape.
+
+    Args:
+        value: a 4-d floating blob (N, F, H, W) or (N, H, W, F); ``input`` is its alias (give one).
+        filter: the weight, (F, C, kh, kw) for NCHW or (F, kh, kw, C) for NHWC, C being the output
+            channels; ``filters`` is its alias (give one).
+        output_shape: the output's 4 dimensions in data_format order (batch and channels must
+            match value and filter).
+        strides: an int, (h, w) or 4 per-axis entries (required).
+        padding: "VALID" (output rows no window reaches are 0) or "SAME" (needs
+            ceil(output / stride) == value's size; the odd padding pixel goes after).
+        data_format: "NCHW" or "NHWC".
+        name: the op name; default ``Deconv2d_<n>``.
+        input: alias of value.
+        filters: alias of filter.
+        dilations: an int, (h, w) or 4 per-axis entries; default 1.
+
+    Returns:
+        A blob of output_shape.
+    """
+    what = "flow.nn.conv2d_transpose"
+    if (value is None) == (input is None):
+        raise build_error(what, "give exactly one of value and input")
+    if (filter is None) == (filters is None):
+        raise build_error(what, "give exactly one of filter and filters")
+    x = value if value is not None else input
+    w = filter if filter is not None else filters
+    if not isinstance(x, Blob) or not isinstance(w, Blob):
+        raise build_error(what, "value and filter must be blobs")
+    if data_format not in ("NCHW", "NHWC"):
+        raise build_error(what, f"data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
+    if len(x.shape) != 4 or len(w.shape) != 4:
+        raise build_error(what, f"value and filter must be 4-d, got shapes {x.shape} and {w.shape}")
+    if not isinstance(output_shape, (list, tuple)) or len(output_shape) != 4:
+        raise build_error(what, f"output_shape must be 4 dimensions in {data_format} order, got {output_shape!r}")
+    out = tuple(int(d) for d in output_shape)
+    channels_axis = 1 if data_format == "NCHW" else 3
+    if out[0] != x.shape[0] or out[channels_axis] != w.shape[channels_axis]:
+        raise build_error(what, f"output_shape {out}: batch must be value's ({x.shape[0]}) and channels the "
+                                f"filter's ({w.shape[channels_axis]})")
+    if strides is None:
+        raise build_error(what, "strides must be an int or a list")
+    if not isinstance(padding, str) or padding.upper() not in ("SAME", "VALID"):
+        raise build_error(what, f"padding must be 'SAME' or 'VALID', got {padding!r}")
+    # legacy's SAME transposed convolution crops padding_needed // 2 before: SAME_UPPER
+    attrs = {"strides": _spatial(strides, data_format, "strides"),
+             "padding": "VALID" if padding.upper() == "VALID" else "SAME_UPPER", "data_format": data_format,
+             "dilations": None if dilations is None else _spatial(dilations, data_format, "dilations"),
+             "groups": 1, "x_shape": out}
+    return apply("deconv2d", [x, w], attrs, name=name)
+
+
+def compat_conv2d(input: Blob, filters: Blob, strides: IntOrPair, padding: Any,  # noqa: A002
+                  data_format: str = "NCHW", dilations: IntOrPair | None = None, groups: int = 1,
+                  name: str | None = None) -> Blob:
+    """``conv2d`` with TensorFlow's reading of "SAME": the odd padding pixel after ("SAME_UPPER").
+
+    Args:
+        input: a 4-d floating blob, (N, C, H, W) or (N, H, W, C).
+        filters: the weight, (F, C/groups, kh, kw) for NCHW or (F, kh, kw, C/groups) for NHWC.
+        strides: an int, (h, w) or 4 per-axis entries.
+        padding: "SAME" or "VALID" (other conv2d paddings pass through).
+        data_format: "NCHW" or "NHWC".
+        dilations: an int, (h, w) or 4 per-axis entries; default 1.
+        groups: the number of channel groups.
+        name: the op name; default ``Conv2D_<n>``.
+
+    Returns:
+        The output blob.
+    """
+    if isinstance(padding, str) and padding.upper() == "SAME":
+        padding = "SAME_UPPER"
+    return conv2d(input, filters, strides, padding, data_format, dilations, groups, name)
 
 
 def moments(x: Blob, axes: Sequence[int], keepdims: bool = False, name: str | None = None) -> tuple[Blob, Blob]:
