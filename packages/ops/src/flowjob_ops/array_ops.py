@@ -19,6 +19,8 @@ from flowjob_ops.array_ops_more import (
     tensor_scatter_nd_update, tile)
 from flowjob_ops.defs.common import build_error, op_name
 from flowjob_ops.math import argmax, matmul
+from flowjob_ops.sorting_ops import (
+    argsort, in_top_k, sort, unsorted_batch_segment_sum, unsorted_segment_sum, unsorted_segment_sum_like)
 
 __all__ = [
     "argmax", "broadcast_like", "cast", "clamp", "clip", "clip_by_scalar", "clip_by_value", "concat", "constant",
@@ -29,6 +31,8 @@ __all__ = [
     "batch_gather", "cast_to_current_logical_view", "cast_to_static_shape", "gather_nd", "hierarchical_parallel_cast",
     "identity_n", "pad", "pad_grad", "parallel_cast", "reverse", "scatter_nd", "stack", "tensor_scatter_nd_add",
     "tensor_scatter_nd_update", "tile",
+    # sorting and segment sums legacy exported at top level, from sorting_ops
+    "argsort", "in_top_k", "sort", "unsorted_batch_segment_sum", "unsorted_segment_sum", "unsorted_segment_sum_like",
 ]
 
 
