@@ -22,7 +22,9 @@ __all__ = [
     "cosh", "divide", "equal", "erf", "erfc", "exp", "expm1", "floor", "floordiv", "gelu", "greater",
     "greater_equal", "less", "less_equal", "lgamma", "log", "log1p", "log_sigmoid", "logical_and", "logical_not",
     "logical_or", "logical_xor", "matmul", "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "pow",
-    "reciprocal", "reciprocal_no_nan", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum", "relu", "rint",
+    "reciprocal", "reciprocal_no_nan", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum",
+    "l2_normalize", "reduce_all", "reduce_any", "reduce_euclidean_norm", "reduce_logsumexp", "reduce_prod",
+    "reduce_std", "reduce_variance", "relu", "rint",
     "round", "rsqrt", "sigmoid", "sigmoid_v2", "sign", "sin", "sinh", "softplus", "sqrt", "square",
     "squared_difference", "subtract", "tan", "tanh", "tanh_v2", "xdivy", "xlogy",
 ]
@@ -368,19 +370,48 @@ sigmoid_v2 = _renamed("sigmoid", "sigmoid_v2", "1 / (1 + exp(-x))")
 tanh_v2 = _renamed("tanh", "tanh_v2", "The hyperbolic tangent of x")
 
 
-def _reduce(op: str, what: str) -> Any:
-    def fn(input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-           name: str | None = None) -> Blob:
-        axes = None if axis is None else (int(axis) if isinstance(axis, numbers.Integral) else
-                                          tuple(int(a) for a in axis))
+def _legacy_axis(op: str, axis: Any) -> Any:
+    """None, an int, or a list/tuple of ints (the axis forms legacy accepted) as the op's attribute."""
+    if axis is None:
+        return None
+    if isinstance(axis, numbers.Integral) and not isinstance(axis, bool):
+        return int(axis)
+    if isinstance(axis, (list, tuple)) and all(isinstance(a, numbers.Integral) and not isinstance(a, bool)
+                                               for a in axis):
+        return tuple(int(a) for a in axis)
+    raise build_error(op, f"axis must be None, an int or a list of ints, got {axis!r}")
+
+
+def _reduce(op: str, what: str, arg: str = "input_tensor", empty_axis: str = "input") -> Any:
+    """A legacy reduction; ``arg`` is legacy's name of the input (``x`` for max/min/prod/any/all).
+
+    An empty axis list reduces nothing: legacy returned the input itself (``empty_axis="input"``), or
+    for reduce_any/reduce_all its elementwise truth ``x != 0`` (``empty_axis="truth"``).
+    """
+    def reduce(input_tensor: Blob, axis: Any, keepdims: bool, name: str | None) -> Blob:
+        axes = _legacy_axis(op, axis)
+        if axes == ():
+            if empty_axis == "truth":
+                return not_equal(input_tensor, 0, name=name)
+            return input_tensor
         return apply(op, [input_tensor], {"axis": axes, "keepdims": bool(keepdims)}, name=name)
+
+    if arg == "x":
+        def fn(x: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+               name: str | None = None) -> Blob:
+            return reduce(x, axis, keepdims, name)
+    else:
+        def fn(input_tensor: Blob, axis: int | Sequence[int] | None = None,  # type: ignore[misc]
+               keepdims: bool = False, name: str | None = None) -> Blob:
+            return reduce(input_tensor, axis, keepdims, name)
 
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"""The {what} of the elements along ``axis``.
 
     Args:
-        input_tensor: a blob.
-        axis: None (all axes), an int or a list of ints; negative counts from the end.
+        {arg}: a blob.
+        axis: None (all axes), an int or a list of ints; negative counts from the end; an empty list
+            reduces nothing.
         keepdims: keep the reduced axes with size 1.
         name: the op name; default from the op's legacy prefix.
 
@@ -392,8 +423,98 @@ def _reduce(op: str, what: str) -> Any:
 
 reduce_sum = _reduce("reduce_sum", "sum")
 reduce_mean = _reduce("reduce_mean", "mean")
-reduce_max = _reduce("reduce_max", "maximum (gradient split evenly among ties)")
-reduce_min = _reduce("reduce_min", "minimum (gradient split evenly among ties)")
+reduce_max = _reduce("reduce_max", "maximum (gradient split evenly among ties)", arg="x")
+reduce_min = _reduce("reduce_min", "minimum (gradient split evenly among ties)", arg="x")
+reduce_prod = _reduce("reduce_prod", "product (gradient exact where elements are zero)", arg="x")
+reduce_any = _reduce("reduce_any", "logical or, as int8 (1 where some element is nonzero)", arg="x",
+                     empty_axis="truth")
+reduce_all = _reduce("reduce_all", "logical and, as int8 (1 where every element is nonzero)", arg="x",
+                     empty_axis="truth")
+reduce_logsumexp = _reduce("reduce_logsumexp", "log(sum(exp)), computed shifted by the maximum (no overflow)")
+
+
+def reduce_euclidean_norm(input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+                          name: str | None = None) -> Blob:
+    """sqrt(sum(x ** 2)) along ``axis``: legacy's square, reduce_sum and sqrt nodes.
+
+    Args:
+        input_tensor: a floating blob.
+        axis: None (all axes), an int or a list of ints.
+        keepdims: keep the reduced axes with size 1.
+        name: the stem of the node names; default ``ReduceEuclideanNorm_<n>``.
+
+    Returns:
+        The norm; its gradient x / norm is not finite where the norm is 0, as legacy's.
+    """
+    node = op_name(name, "ReduceEuclideanNorm")
+    total = reduce_sum(square(input_tensor, name=f"{node}_square"), axis, keepdims, name=f"{node}_reduce_sum")
+    return sqrt(total, name=f"{node}_sqrt")
+
+
+def reduce_variance(input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+                    name: str | None = None) -> Blob:
+    """The population variance mean((x - mean(x)) ** 2) along ``axis``.
+
+    Legacy computed mean(x^2) - mean(x)^2, which cancels catastrophically (and can go negative) when the
+    mean is large against the spread; centring first gives the same value without that loss.
+
+    Args:
+        input_tensor: a floating blob.
+        axis: None (all axes), an int or a list of ints; an empty list gives zeros like the input.
+        keepdims: keep the reduced axes with size 1.
+        name: the stem of the node names; default ``ReduceVariance_<n>``.
+
+    Returns:
+        The variance.
+    """
+    node = op_name(name, "ReduceVariance")
+    axes = _legacy_axis("reduce_variance", axis)
+    if axes == ():
+        return apply("zeros_like", [input_tensor], name=f"{node}_zeros_like")
+    centre = reduce_mean(input_tensor, axes, True, name=f"{node}_reduce_mean_centre")
+    deviation = subtract(input_tensor, centre, name=f"{node}_subtract")
+    return reduce_mean(square(deviation, name=f"{node}_square"), axes, keepdims, name=f"{node}_reduce_mean")
+
+
+def reduce_std(input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+               name: str | None = None) -> Blob:
+    """The population standard deviation sqrt(reduce_variance) along ``axis``.
+
+    Args:
+        input_tensor: a floating blob.
+        axis: None (all axes), an int or a list of ints; an empty list gives zeros like the input.
+        keepdims: keep the reduced axes with size 1.
+        name: the stem of the node names; default ``ReduceStd_<n>``.
+
+    Returns:
+        The standard deviation (its gradient is not finite where it is 0).
+    """
+    node = op_name(name, "ReduceStd")
+    axes = _legacy_axis("reduce_std", axis)
+    if axes == ():
+        return apply("zeros_like", [input_tensor], name=f"{node}_zeros_like")
+    return sqrt(reduce_variance(input_tensor, axes, keepdims, name=f"{node}_reduce_variance"), name=f"{node}_sqrt")
+
+
+def l2_normalize(input: Blob, axis: int | None = None, epsilon: float = 1e-12,  # noqa: A002 - legacy name
+                 name: str | None = None) -> Blob:
+    """x / sqrt(max(sum(x ** 2 along axis), epsilon)).
+
+    Args:
+        input: a floating blob.
+        axis: the axis to normalise along (negative counts from the end); legacy required one.
+        epsilon: the floor of the sum of squares, so a zero slice stays zero.
+        name: the op name; default ``L2Normalize_<n>``.
+
+    Returns:
+        A blob like input.
+    """
+    if axis is None or isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise build_error("l2_normalize", f"axis must be an int, got {axis!r}")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not epsilon >= 0:
+        raise build_error("l2_normalize", f"epsilon must be a number >= 0, got {epsilon!r}")
+    y, _square_x_sum = apply("l2_normalize", [input], {"axis": int(axis), "epsilon": float(epsilon)}, name=name)
+    return y
 
 
 def matmul(a: Blob, b: Blob, transpose_a: bool = False, transpose_b: bool = False, name: str | None = None) -> Blob:

@@ -13,6 +13,7 @@ __all__ = [
     "avg_pool2d", "bias_add", "conv2d", "dropout", "gelu", "log_softmax", "max_pool2d", "relu", "sigmoid",
     "sigmoid_cross_entropy_with_logits", "softmax", "softmax_cross_entropy_with_logits",
     "sparse_softmax_cross_entropy_with_logits", "tanh",
+    "sparse_cross_entropy",
     # legacy activations (v0.4 flow.nn)
     "elu", "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "logsoftmax", "mish", "relu6", "selu", "swish",
     # normalization (v0.4 flow.nn)
@@ -401,6 +402,26 @@ def sparse_softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: s
         labels = apply("reshape", [labels], {"shape": labels.shape[:-1]}, name=f"{node}_labels")
     loss, _prob = apply("sparse_softmax_cross_entropy", [labels, logits], name=node)
     return loss
+
+
+def sparse_cross_entropy(labels: Blob, prediction: Blob, name: str | None = None) -> Blob:
+    """Per-sample -log(prediction[label]) of probabilities (apply softmax first; the clamp at 1e-20 keeps
+    a zero probability finite, as legacy's).
+
+    Args:
+        labels: integer class indices (int32 or int64) shaped like prediction without its last axis (a
+            trailing axis of size 1 is dropped).
+        prediction: class probabilities, a floating blob (..., classes).
+        name: the op name; default ``SparseCrossEntropy_<n>``.
+
+    Returns:
+        The loss, shaped like labels and not reduced.
+    """
+    node = op_name(name, "SparseCrossEntropy")
+    if isinstance(labels, Blob) and isinstance(prediction, Blob) and len(labels.shape) == len(prediction.shape) \
+            and labels.shape and labels.shape[-1] == 1:
+        labels = apply("reshape", [labels], {"shape": labels.shape[:-1]}, name=f"{node}_labels")
+    return apply("sparse_cross_entropy", [labels, prediction], name=node)
 
 
 def softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:

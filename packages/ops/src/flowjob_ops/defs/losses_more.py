@@ -1,0 +1,100 @@
+"""sparse_cross_entropy: the cross entropy of probabilities (not logits) at integer labels, as legacy v0.4.
+
+loss = -log(max(prediction[label], 1e-20)): legacy clamps the probability (its ``SafeLog``), so a zero
+probability gives a large finite loss rather than inf; the gradient -dy / max(prediction[label], 1e-20)
+reaches only the labelled class.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+
+from flowjob_ops.defs.common import require_floating
+
+LOG_THRESHOLD = 1e-20  # legacy's lower bound on a probability before its log
+
+
+def _rows(shape: Sequence[int]) -> int:
+    count = 1
+    for d in shape[:-1]:
+        count *= d
+    return count
+
+
+def _check_labels(op: str, labels: BlobSpec, prediction: BlobSpec) -> None:
+    if labels.dtype.kind not in "iu":
+        raise ShapeError(f"{op}: labels must be integers (int32 or int64), got {labels.dtype}")
+    if len(prediction.shape) < 1 or labels.shape != prediction.shape[:-1]:
+        raise ShapeError(
+            f"{op}: labels must have the prediction's shape without the class axis: prediction {prediction.shape} "
+            f"needs labels {prediction.shape[:-1]}, got {labels.shape}")
+
+
+def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, prediction = inputs
+    require_floating([prediction], "sparse_cross_entropy (prediction)")
+    _check_labels("sparse_cross_entropy", labels, prediction)
+    return [BlobSpec(labels.shape, prediction.dtype)]
+
+
+def _kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    spec = ctx.inputs[1]
+    classes, m = spec.shape[-1], _rows(spec.shape)
+    rows = xp.arange(m)
+    out1 = out.reshape(m)
+    floor = spec.dtype.type(LOG_THRESHOLD)
+
+    def run(labels: Any, prediction: Any) -> Any:
+        out1[...] = prediction.reshape(m, classes)[rows, labels.reshape(m)]  # labels index like numpy
+        xp.maximum(out1, floor, out=out1)
+        xp.log(out1, out=out1)
+        return xp.negative(out, out=out)
+
+    return run
+
+
+def _grad(ctx: GradContext) -> list[Any]:
+    labels, prediction = ctx.inputs
+    return [None, ctx.apply("sparse_cross_entropy_grad", [labels, prediction, ctx.dy])]
+
+
+def _grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, prediction, dy = inputs
+    _check_labels("sparse_cross_entropy_grad", labels, prediction)
+    if dy.shape != labels.shape or dy.dtype != prediction.dtype:
+        raise ShapeError(
+            f"sparse_cross_entropy_grad: dy {dy.shape}:{dy.dtype} must be {labels.shape}:{prediction.dtype}")
+    return [prediction]
+
+
+def _grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    spec = ctx.outputs[0]
+    classes, m = spec.shape[-1], _rows(spec.shape)
+    rows = xp.arange(m)
+    out2 = out.reshape(m, classes)
+    picked = ctx.workspace((m,), spec.dtype)
+    floor = spec.dtype.type(LOG_THRESHOLD)
+
+    def run(labels: Any, prediction: Any, dy: Any) -> Any:  # -dy / p at the label, 0 elsewhere
+        lab = labels.reshape(m)
+        picked[...] = prediction.reshape(m, classes)[rows, lab]
+        xp.maximum(picked, floor, out=picked)
+        xp.divide(dy.reshape(m), picked, out=picked)
+        out2.fill(0)
+        out2[rows, lab] = -picked
+        return out
+
+    return run
+
+
+SPARSE_CROSS_ENTROPY = OpDef(
+    "sparse_cross_entropy", _infer, kernel=_kernel, grad=_grad, name_prefix="SparseCrossEntropy",
+    doc="inputs (labels, prediction): per-sample -log(prediction[label]) of probabilities")
+SPARSE_CROSS_ENTROPY_GRAD = OpDef(
+    "sparse_cross_entropy_grad", _grad_infer, kernel=_grad_kernel, not_differentiable=True,
+    name_prefix="SparseCrossEntropyGrad", doc="-dy / prediction[label] at the label, 0 elsewhere")
+
+OPS = (SPARSE_CROSS_ENTROPY, SPARSE_CROSS_ENTROPY_GRAD)
