@@ -899,5 +899,6 @@ CASES += sibling(__file__, "cases_array").CASES
 CASES += sibling(__file__, "cases_math_unary").CASES
 CASES += sibling(__file__, "cases_conv_more").CASES
 CASES += sibling(__file__, "cases_args").CASES
+CASES += sibling(__file__, "cases_losses").CASES
 CASES += sibling(__file__, "cases_norm").CASES
 CASES += sibling(__file__, "cases_sorting").CASES

@@ -11,13 +11,14 @@ from flowjob_ops.defs import (
 from flowjob_ops.defs import math as math_defs
 from flowjob_ops.defs import math_binary
 from flowjob_ops.defs import math_unary
+from flowjob_ops.defs import losses_more, reduce_more
 from flowjob_ops.defs import array_more
 from flowjob_ops.defs import segment, sorting, tril
 from flowjob_ops.defs import conv_more
 from flowjob_ops.defs import normalization
 
 OP_MODULES = (activations, math_defs, compare, reduce, matmul, softmax, nn_losses, dropout, conv, pool, array,
-              indexing, constants, fused, array_more, math_binary, math_unary, conv_more,
+              indexing, constants, fused, array_more, math_binary, math_unary, conv_more, losses_more, reduce_more,
               normalization)
 OP_MODULES += (sorting, segment, tril)
 
