@@ -281,3 +281,33 @@ def test_layers_conv1d_legacy_shape_names_and_values() -> None:
 def test_layers_conv2d_takes_legacy_dilation_rate_none() -> None:
     y = run_job(lambda a: layers.conv2d(a, 2, 3, padding="SAME", dilation_rate=None), _normal(1, 3, 5, 5))
     assert y.shape == (1, 2, 5, 5)
+
+
+# torch_conv2d_transpose ------------------------------------------------------------------------
+def _torch_ref(x: np.ndarray, w: np.ndarray, s: int, needed: tuple[int, int], extra: tuple[int, int]) -> np.ndarray:
+    """The full VALID transposed convolution (with the extra rows as zeros), cropped needed/2 each side."""
+    n, _, h, wd = x.shape
+    kh, kw = w.shape[2:]
+    full_h, full_w = (h - 1) * s + kh + extra[0], (wd - 1) * s + kw + extra[1]
+    full = deconv_ref(x, w, s, "VALID", "NCHW", None, 1, (n, w.shape[1], full_h, full_w))
+    top, left = needed[0] // 2, needed[1] // 2
+    return full[:, :, top:full_h - top, left:full_w - left]
+
+
+def test_torch_conv2d_transpose_values_and_gradients(session: Any) -> None:
+    x, w = _normal(2, 3, 3, 4), _normal(3, 2, 3, 3)
+    body = lambda a, b: nn.torch_conv2d_transpose(a, b, output_padding=(1, 0), strides=2,  # noqa: E731
+                                                  padding_needed=(2, 2))
+    train = _train(session, [x.shape, w.shape], body)
+    want = _torch_ref(x, w, 2, (2, 2), (1, 0))
+    assert want.shape == (2, 2, 6, 7)  # torch: (3-1)*2 - 2 + 3 + 1 = 6, (4-1)*2 - 2 + 3 = 7
+    np.testing.assert_allclose(train(x, w), want, rtol=1e-5, atol=1e-5)
+    assert want[:, :, -1].any()  # the output_padding row still takes the windows that reach it
+    dx = np.zeros(x.shape)
+    for idx in itertools.product(*(range(v) for v in x.shape)):
+        dx[idx] = _torch_ref(_unit(x.shape, idx), w, 2, (2, 2), (1, 0)).sum()
+    np.testing.assert_allclose(probe.RESULTS["d0"], dx, rtol=1e-5, atol=1e-5)
+    with pytest.raises(fc.OpBuildError, match="padding_needed must be even"):
+        run_job(lambda a, b: nn.torch_conv2d_transpose(a, b, strides=1, padding_needed=(1, 0)), x, w)
+    with pytest.raises(fc.OpBuildError, match="output_padding"):
+        run_job(lambda a, b: nn.torch_conv2d_transpose(a, b, 2, 2, (0, 0)), x, w)

@@ -19,7 +19,7 @@ __all__ = [
     # normalization (v0.4 flow.nn)
     "batch_normalization", "moments",
     # 1-d convolution and pooling, transposed and TF-style convolution (v0.4 flow.nn)
-    "avg_pool1d", "compat_conv2d", "conv1d", "conv2d_transpose", "max_pool1d",
+    "avg_pool1d", "compat_conv2d", "conv1d", "conv2d_transpose", "max_pool1d", "torch_conv2d_transpose",
 ]
 
 IntOrPair = int | Sequence[int]
@@ -687,6 +687,70 @@ def compat_conv2d(input: Blob, filters: Blob, strides: IntOrPair, padding: Any, 
     if isinstance(padding, str) and padding.upper() == "SAME":
         padding = "SAME_UPPER"
     return conv2d(input, filters, strides, padding, data_format, dilations, groups, name)
+
+
+def _int_pair(what: str, arg: str, value: Any) -> tuple[int, int]:
+    """An int or two ints, each may be 0 (pads)."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value, value]
+    if len(items) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        raise build_error(what, f"{arg} must be an int or two ints (h, w), got {value!r}")
+    return items[0], items[1]
+
+
+def torch_conv2d_transpose(value: Blob | None = None, filter: Blob | None = None,  # noqa: A002
+                           output_padding: IntOrPair | None = None, strides: IntOrPair | None = None,
+                           padding_needed: Sequence[int] | None = None, data_format: str = "NCHW",
+                           name: str | None = None, input: Blob | None = None,  # noqa: A002
+                           filters: Blob | None = None, dilations: IntOrPair | None = None) -> Blob:
+    """PyTorch-style 2-D transposed convolution (op ``deconv2d``): the output size is
+    ``(in - 1) * stride + dilation * (k - 1) + 1 - padding_needed + output_padding`` per axis, the
+    padding split evenly, and the output_padding rows still take the windows that reach them.
+
+    Args:
+        value: a 4-d floating blob; ``input`` is its alias (give one).
+        filter: the weight, (F, C, kh, kw) for NCHW or (F, kh, kw, C) for NHWC; ``filters`` is its alias.
+        output_padding: an int or (h, w), each below its stride; default 0.
+        strides: an int or (h, w) (required).
+        padding_needed: the total padding (h, w), each even (torch's 2 * padding).
+        data_format: "NCHW" or "NHWC".
+        name: the op name; default ``Deconv2d_<n>``.
+        input: alias of value.
+        filters: alias of filter.
+        dilations: an int or (h, w); default 1.
+
+    Returns:
+        The output blob.
+    """
+    what = "flow.nn.torch_conv2d_transpose"
+    if (value is None) == (input is None) or (filter is None) == (filters is None):
+        raise build_error(what, "give exactly one of value and input, and one of filter and filters")
+    x = value if value is not None else input
+    w = filter if filter is not None else filters
+    if not isinstance(x, Blob) or not isinstance(w, Blob) or len(x.shape) != 4 or len(w.shape) != 4:
+        raise build_error(what, "value and filter must be 4-d blobs")
+    if data_format not in ("NCHW", "NHWC"):
+        raise build_error(what, f"data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
+    try:
+        stride = pads.normalize_pair(strides, "strides")
+        dilation = pads.normalize_pair(1 if dilations is None else dilations, "dilations")
+    except ValueError as exc:
+        raise build_error(what, str(exc)) from None
+    extra, needed = _int_pair(what, "output_padding", output_padding or 0), _int_pair(what, "padding_needed",
+                                                                                        padding_needed)
+    if any(p < 0 or p % 2 for p in needed):
+        raise build_error(what, f"padding_needed must be even and >= 0 per axis, got {tuple(padding_needed)}")
+    if any(not 0 <= e < s for e, s in zip(extra, stride)):
+        raise build_error(what, f"output_padding {extra} must be >= 0 and below the strides {stride}")
+    ah, aw = pads.SPATIAL_AXES[data_format]
+    kernel = (w.shape[2], w.shape[3]) if data_format == "NCHW" else (w.shape[1], w.shape[2])
+    sizes = [(x.shape[a] - 1) * s + (k - 1) * d + 1 - p + e
+             for a, s, k, d, p, e in zip((ah, aw), stride, kernel, dilation, needed, extra)]
+    out = [x.shape[0], 0, 0, 0]
+    out[1 if data_format == "NCHW" else 3] = w.shape[1 if data_format == "NCHW" else 3]
+    out[ah], out[aw] = sizes
+    attrs = {"strides": stride, "padding": tuple((p // 2, p // 2) for p in needed), "data_format": data_format,
+             "dilations": dilation, "groups": 1, "x_shape": tuple(out)}
+    return apply("deconv2d", [x, w], attrs, name=name)
 
 
 def moments(x: Blob, axes: Sequence[int], keepdims: bool = False, name: str | None = None) -> tuple[Blob, Blob]:
