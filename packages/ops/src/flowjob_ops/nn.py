@@ -813,7 +813,13 @@ def batch_normalization(x: Blob, mean: Blob, variance: Blob, offset: Blob | None
     if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
         raise build_error("flow.nn.batch_normalization", f"axis must be an int in [{-rank}, {rank}), got {axis!r}")
     axis %= rank
-    eps = 1e-5 if variance_epsilon is None else variance_epsilon
+    from flowjob_ops.defs.normalization import check_epsilon
+
+    try:
+        eps = check_epsilon(1e-5 if variance_epsilon is None else variance_epsilon, "flow.nn.batch_normalization",
+                            "variance_epsilon")
+    except ValueError as exc:
+        raise build_error("flow.nn.batch_normalization", str(exc).split(": ", 1)[-1]) from None
     prefix = op_name(name, "BatchNorm")
     inputs = [x] + [_as_nd_param(p, x, axis, what, prefix) for p, what in ((mean, "mean"), (variance, "variance"))]
     if scale is not None:
