@@ -23,7 +23,8 @@ from flowjob_ops.defs.common import build_error
 from flowjob_ops.defs.normalization import check_epsilon, check_momentum
 from flowjob_ops.kernels import padding as pads
 
-__all__ = ["conv1d", "conv2d", "dense"]
+__all__ = ["conv1d", "conv2d", "dense",
+           "batch_normalization", "layer_norm"]  # normalization layers (legacy v0.4)
 
 
 def _fail(layer: str, message: str) -> Exception:
