@@ -140,7 +140,7 @@ def test_conv1d_names_and_errors() -> None:
                           ({"dilations": 0}, "dilations must be a positive int")]:
         args = {"strides": 1, "padding": "VALID"} | kwargs
         with pytest.raises(fc.OpBuildError, match=r"flow\.nn\.conv1d.*" + match):
-            run_job(lambda a, b: nn.conv1d(a, b, **args), x, w)
+            run_job(lambda a, b: nn.conv1d(a, b, **args), x, w)  # noqa: B023 - traced at once
     with pytest.raises(fc.OpBuildError, match="filters must be 3-d"):
         run_job(lambda a, b: nn.conv1d(a, b, 1, "VALID"), x, _normal(3, 2, 1, 2))
 

@@ -14,8 +14,8 @@ from flowjob_ops.comparisons import equal, greater, greater_equal, less, less_eq
 from flowjob_ops.comparisons import _as_blob as _number_as_blob
 from flowjob_ops.defs.common import build_error, check_scalar, op_name
 from flowjob_ops.sorting_ops import (
-    MATH_NAMES as _SORTING_NAMES, fused_scale_tril, in_top_k, polyval, top_k, tril, unsorted_batch_segment_sum,
-    unsorted_segment_sum, unsorted_segment_sum_like)
+    fused_scale_tril, in_top_k, polyval, top_k, tril, unsorted_batch_segment_sum, unsorted_segment_sum,
+    unsorted_segment_sum_like)
 
 __all__ = [
     "abs", "acos", "acosh", "add", "add_n", "argmax", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "cos",
@@ -28,7 +28,9 @@ __all__ = [
     "round", "rsqrt", "sigmoid", "sigmoid_v2", "sign", "sin", "sinh", "softplus", "sqrt", "square",
     "squared_difference", "subtract", "tan", "tanh", "tanh_v2", "xdivy", "xlogy",
 ]
-__all__ += _SORTING_NAMES  # sorting, segment sums, tril, polyval (flowjob_ops.sorting_ops)
+__all__ += [  # sorting, segment sums, tril, polyval (flowjob_ops.sorting_ops)
+    "fused_scale_tril", "in_top_k", "polyval", "top_k", "tril", "unsorted_batch_segment_sum", "unsorted_segment_sum",
+    "unsorted_segment_sum_like"]
 
 Operand = Blob | float | int
 

@@ -1,6 +1,6 @@
 """Public sorting, segment, triangular and polynomial functions (legacy v0.4 names and arguments).
 
-``flowjob_ops.math`` re-exports ``MATH_NAMES`` (``flow.math.*``) and ``flowjob_ops.array_ops``
+``flowjob_ops.math`` re-exports the ``flow.math.*`` ones and ``flowjob_ops.array_ops``
 the top-level ones (``flow.sort``, ``flow.argsort``, ``flow.in_top_k``, the segment sums), where
 legacy exported them. sort, argsort and top_k work on the last axis; another ``axis`` is moved last
 by a transpose (``<name>_transpose``) and back (``<name>_inverse_transpose``), as legacy did.
@@ -14,11 +14,6 @@ from flowjob_core import Blob, apply
 
 from flowjob_ops.defs.common import build_error, op_name
 from flowjob_ops.defs.sorting import DIRECTIONS
-
-MATH_NAMES = [
-    "fused_scale_tril", "in_top_k", "polyval", "top_k", "tril", "unsorted_batch_segment_sum",
-    "unsorted_segment_sum", "unsorted_segment_sum_like",
-]
 
 
 def _along_axis(op: str, what: str, input: Blob, axis: int, attrs: dict, name: str) -> Blob:  # noqa: A002

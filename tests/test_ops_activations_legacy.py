@@ -2,6 +2,7 @@
 values against numpy (float32 and extreme inputs), node names and errors naming the op and argument."""
 from __future__ import annotations
 
+import pathlib
 from typing import Any, Callable
 
 import numpy as np
@@ -12,8 +13,13 @@ import oneflow as flow
 from flowjob_ops import nn
 from flowjob_core.testing.modules import sibling
 
+# the ops package's test helpers (these tests use the oneflow face, so they live here, not in
+# packages/ops/tests, whose tox env installs flowjob-ops without the face)
+# (a path inside that folder: sibling() loads the helper next to it)
+OPS_TESTS = str(pathlib.Path(__file__).resolve().parents[1] / "packages" / "ops" / "tests" / "x.py")
 
-run_job = sibling(__file__, "jobs").run_job
+
+run_job = sibling(OPS_TESTS, "jobs").run_job
 RNG = np.random.default_rng(11)
 
 

@@ -2,6 +2,7 @@
 each checked against numpy (or refused with an error naming the function and argument)."""
 from __future__ import annotations
 
+import pathlib
 import numpy as np
 import pytest
 
@@ -10,8 +11,13 @@ import flowjob_typing as tp
 import oneflow as flow
 from flowjob_core.testing.modules import sibling
 
-run_job = sibling(__file__, "jobs").run_job
-probe = sibling(__file__, "grad_probe")
+# the ops package's test helpers (these tests use the oneflow face, so they live here, not in
+# packages/ops/tests, whose tox env installs flowjob-ops without the face)
+# (a path inside that folder: sibling() loads the helper next to it)
+OPS_TESTS = str(pathlib.Path(__file__).resolve().parents[1] / "packages" / "ops" / "tests" / "x.py")
+
+run_job = sibling(OPS_TESTS, "jobs").run_job
+probe = sibling(OPS_TESTS, "grad_probe")
 RNG = np.random.default_rng(6)
 
 
