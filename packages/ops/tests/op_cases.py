@@ -902,3 +902,4 @@ CASES += sibling(__file__, "cases_args").CASES
 CASES += sibling(__file__, "cases_losses").CASES
 CASES += sibling(__file__, "cases_norm").CASES
 CASES += sibling(__file__, "cases_sorting").CASES
+CASES += sibling(__file__, "cases_leftovers").CASES

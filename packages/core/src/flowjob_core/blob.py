@@ -72,7 +72,8 @@ def _make_operator(dunder: str) -> Any:
 
 
 for _dunder in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
-                "__rtruediv__", "__neg__", "__pow__", "__mod__", "__matmul__", "__rmatmul__", "__getitem__",
+                "__rtruediv__", "__neg__", "__pow__", "__rpow__", "__mod__", "__rmod__", "__matmul__",
+                "__rmatmul__", "__getitem__",
                 "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
     setattr(Blob, _dunder, _make_operator(_dunder))
 del _dunder

@@ -16,7 +16,7 @@ import inspect
 import numbers
 from typing import Any, Callable, Sequence
 
-from flowjob_core import Blob, apply, get_variable, maybe_builder, naming
+from flowjob_core import Blob, apply, get_variable, maybe_builder, naming, scope
 
 from flowjob_ops import initializers
 from flowjob_ops.defs.common import build_error
@@ -24,7 +24,8 @@ from flowjob_ops.defs.normalization import check_epsilon, check_momentum
 from flowjob_ops.kernels import padding as pads
 
 __all__ = ["conv1d", "conv2d", "dense",
-           "batch_normalization", "layer_norm"]  # normalization layers (legacy v0.4)
+           "batch_normalization", "layer_norm",  # normalization layers (legacy v0.4)
+           "batch_normalization_add_relu", "batch_normalization_relu", "prelu"]
 
 
 def _fail(layer: str, message: str) -> Exception:
@@ -264,7 +265,9 @@ def batch_normalization(inputs: Blob, axis: int = -1, momentum: float = 0.99, ep
                         center: bool = True, scale: bool = True, beta_initializer: Any = None,
                         gamma_initializer: Any = None, beta_regularizer: Any = None, gamma_regularizer: Any = None,
                         moving_mean_initializer: Any = None, moving_variance_initializer: Any = None,
-                        trainable: bool = True, training: bool = True, name: str = "BatchNorm") -> Blob:
+                        trainable: bool = True, training: bool = True, name: str = "BatchNorm",
+                        gamma_name: str | None = None, beta_name: str | None = None,
+                        moving_mean_name: str | None = None, moving_variance_name: str | None = None) -> Blob:
     """Batch normalization over every axis but ``axis``, with moving statistics, as legacy v0.4.
 
     Variables (one value per channel, ``inputs.shape[axis]``): ``<name>-beta`` (zeros) when
@@ -294,12 +297,21 @@ def batch_normalization(inputs: Blob, axis: int = -1, momentum: float = 0.99, ep
         training: normalize with batch statistics in train jobs.
         name: the prefix of the variables and the op name; legacy's fixed default ``BatchNorm``, so a
             second layer in a job needs a name of its own.
+        gamma_name: the gamma variable's full name instead of ``<name>-gamma`` (legacy v0.4).
+        beta_name: likewise for ``<name>-beta``.
+        moving_mean_name: likewise for ``<name>-moving_mean``.
+        moving_variance_name: likewise for ``<name>-moving_variance``.
 
     Returns:
         A blob like inputs.
     """
     if not isinstance(inputs, Blob):
         raise TypeError(f"flow.layers.batch_normalization: inputs must be a blob, got {type(inputs).__name__}")
+    given = {"gamma": gamma_name, "beta": beta_name, "moving_mean": moving_mean_name,
+             "moving_variance": moving_variance_name}
+    for suffix, full in given.items():
+        if full is not None and (not isinstance(full, str) or not full):
+            raise _fail("batch_normalization", f"{suffix}_name must be a non-empty string or None, got {full!r}")
     rank = len(inputs.shape)
     axis = _norm_axis("batch_normalization", axis, rank, "axis")
     check = {"momentum": check_momentum, "epsilon": check_epsilon}
@@ -314,7 +326,7 @@ def batch_normalization(inputs: Blob, axis: int = -1, momentum: float = 0.99, ep
     dtype = inputs.dtype
 
     def variable(suffix: str, init: Any, default: Any, regularizer: Any, learn: bool) -> Blob:
-        return get_variable(f"{name}-{suffix}", shape=shape, dtype=dtype, initializer=init or default,
+        return get_variable(given[suffix] or f"{name}-{suffix}", shape=shape, dtype=dtype, initializer=init or default,
                             regularizer=regularizer, trainable=learn)
 
     beta = variable("beta", beta_initializer, initializers.zeros_initializer(), beta_regularizer,
@@ -392,3 +404,138 @@ def layer_norm(inputs: Blob, center: bool = True, scale: bool = True, trainable:
     attrs = {"epsilon": float(epsilon), "with_scale": gamma is not None, "with_offset": beta is not None}
     return apply("batch_norm", [inputs, mean, variance] + [p for p in (gamma, beta) if p is not None], attrs,
                  name=name)
+
+
+def batch_normalization_add_relu(inputs: Blob, addend: Blob | None = None, axis: int = -1, momentum: float = 0.99,
+                                 epsilon: float = 0.001, center: bool = True, scale: bool = True,
+                                 beta_initializer: Any = None, gamma_initializer: Any = None,
+                                 beta_regularizer: Any = None, gamma_regularizer: Any = None,
+                                 moving_mean_initializer: Any = None, moving_variance_initializer: Any = None,
+                                 trainable: bool = True, training: bool = True, name: str = "BatchNorm",
+                                 gamma_name: str | None = None, beta_name: str | None = None,
+                                 moving_mean_name: str | None = None,
+                                 moving_variance_name: str | None = None) -> Blob:
+    """``relu(batch_normalization(inputs) + addend)``, legacy v0.4's fused layer, as its cpu path composed it.
+
+    The variables, their names and the moving-statistics updates are ``batch_normalization``'s
+    (every argument but ``addend`` means what it means there); the add and the relu are unnamed ops
+    inside namespace ``BatchNormAddRelu`` (``BatchNormAddRelu-Relu_<n>``), as legacy.
+
+    Args:
+        inputs: a floating blob.
+        addend: a blob of inputs' shape and dtype added before the relu, or None.
+        axis: the channel axis; -1 by default.
+        momentum: see ``batch_normalization``.
+        epsilon: see ``batch_normalization``.
+        center: see ``batch_normalization``.
+        scale: see ``batch_normalization``.
+        beta_initializer: see ``batch_normalization``.
+        gamma_initializer: see ``batch_normalization``.
+        beta_regularizer: see ``batch_normalization``.
+        gamma_regularizer: see ``batch_normalization``.
+        moving_mean_initializer: see ``batch_normalization``.
+        moving_variance_initializer: see ``batch_normalization``.
+        trainable: see ``batch_normalization``.
+        training: see ``batch_normalization``.
+        name: the prefix of the variables and the batch-norm op; default ``BatchNorm``.
+        gamma_name: see ``batch_normalization``.
+        beta_name: see ``batch_normalization``.
+        moving_mean_name: see ``batch_normalization``.
+        moving_variance_name: see ``batch_normalization``.
+
+    Returns:
+        A blob like inputs.
+    """
+    if addend is not None:
+        if not isinstance(addend, Blob):
+            raise TypeError(f"flow.layers.batch_normalization_add_relu: addend must be a blob or None, "
+                            f"got {type(addend).__name__}")
+        if isinstance(inputs, Blob) and (addend.shape != inputs.shape or addend.dtype != inputs.dtype):
+            raise _fail("batch_normalization_add_relu", f"addend must be like inputs {inputs.shape}:{inputs.dtype}, "
+                                                        f"got {addend.shape}:{addend.dtype}")
+    out = batch_normalization(inputs, axis, momentum, epsilon, center, scale, beta_initializer, gamma_initializer,
+                              beta_regularizer, gamma_regularizer, moving_mean_initializer,
+                              moving_variance_initializer, trainable, training, name, gamma_name, beta_name,
+                              moving_mean_name, moving_variance_name)
+    with scope.namespace("BatchNormAddRelu"):
+        if addend is not None:
+            out = apply("add", [out, addend])
+        return apply("relu", [out])
+
+
+def batch_normalization_relu(inputs: Blob, axis: int = -1, momentum: float = 0.99, epsilon: float = 0.001,
+                             center: bool = True, scale: bool = True, beta_initializer: Any = None,
+                             gamma_initializer: Any = None, beta_regularizer: Any = None,
+                             gamma_regularizer: Any = None, moving_mean_initializer: Any = None,
+                             moving_variance_initializer: Any = None, trainable: bool = True,
+                             training: bool = True, name: str = "BatchNorm") -> Blob:
+    """``relu(batch_normalization(inputs))``: ``batch_normalization_add_relu`` without an addend, as legacy v0.4.
+
+    Args:
+        inputs: a floating blob.
+        axis: the channel axis; -1 by default.
+        momentum: see ``batch_normalization``.
+        epsilon: see ``batch_normalization``.
+        center: see ``batch_normalization``.
+        scale: see ``batch_normalization``.
+        beta_initializer: see ``batch_normalization``.
+        gamma_initializer: see ``batch_normalization``.
+        beta_regularizer: see ``batch_normalization``.
+        gamma_regularizer: see ``batch_normalization``.
+        moving_mean_initializer: see ``batch_normalization``.
+        moving_variance_initializer: see ``batch_normalization``.
+        trainable: see ``batch_normalization``.
+        training: see ``batch_normalization``.
+        name: the prefix of the variables and the batch-norm op; default ``BatchNorm``.
+
+    Returns:
+        A blob like inputs.
+    """
+    return batch_normalization_add_relu(inputs, None, axis, momentum, epsilon, center, scale, beta_initializer,
+                                        gamma_initializer, beta_regularizer, gamma_regularizer,
+                                        moving_mean_initializer, moving_variance_initializer, trainable, training,
+                                        name)
+
+
+def prelu(inputs: Blob, alpha_initializer: Any = None, alpha_regularizer: Any = None,
+          shared_axes: Sequence[int] | None = None, trainable: bool = True, name: str = "PRelu",
+          model_distribute: Any = None) -> Blob:
+    """Parametric relu: ``inputs`` where positive, else ``alpha * inputs``, with a learned alpha (legacy v0.4).
+
+    The variable ``<name>-alpha`` is shaped ``inputs.shape[1:]`` with extent 1 on each shared axis
+    (alpha is shared along those axes and always along the batch axis 0); the op is named ``name``.
+
+    Args:
+        inputs: a floating blob of rank >= 2.
+        alpha_initializer: default constant 0 (legacy), so the layer starts as relu.
+        alpha_regularizer: passed to ``flow.get_variable`` for alpha.
+        shared_axes: axes in [1, rank) sharing one alpha, e.g. [2, 3] for one alpha per NCHW channel.
+        trainable: whether the optimizer updates alpha.
+        name: the op name and the variable's prefix; legacy's fixed default ``PRelu``.
+        model_distribute: a ``flow.distribute`` layout for alpha or None (legacy's default broadcast); on
+            one device every layout is the same computation.
+
+    Returns:
+        A blob like inputs.
+    """
+    if not isinstance(inputs, Blob):
+        raise TypeError(f"flow.layers.prelu: inputs must be a blob, got {type(inputs).__name__}")
+    rank = len(inputs.shape)
+    if rank < 2:
+        raise _fail("prelu", f"inputs must have rank >= 2 (axis 0 is the batch), got shape {inputs.shape}")
+    if not isinstance(name, str) or not name:
+        raise _fail("prelu", f"name must be a non-empty string, got {name!r}")
+    if model_distribute is not None and getattr(model_distribute, "kind", None) not in ("broadcast", "auto", "split"):
+        raise _fail("prelu", f"model_distribute must be a flow.distribute layout or None, got {model_distribute!r}")
+    alpha_shape = list(inputs.shape[1:])
+    if shared_axes is not None:
+        if isinstance(shared_axes, (str, bytes)) or not isinstance(shared_axes, Sequence):
+            raise _fail("prelu", f"shared_axes must be a list of ints in [1, {rank}), got {shared_axes!r}")
+        for axis in shared_axes:
+            if isinstance(axis, bool) or not isinstance(axis, numbers.Integral) or not 1 <= axis < rank:
+                raise _fail("prelu", f"shared_axes must hold ints in [1, {rank}), got {list(shared_axes)!r}")
+            alpha_shape[axis - 1] = 1
+    alpha = get_variable(f"{name}-alpha", shape=tuple(alpha_shape), dtype=inputs.dtype,
+                         initializer=alpha_initializer or initializers.constant_initializer(0),
+                         regularizer=alpha_regularizer, trainable=trainable, model_name="alpha")
+    return apply("prelu", [inputs, alpha], name=name)

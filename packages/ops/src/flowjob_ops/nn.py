@@ -7,6 +7,7 @@ from typing import Any, Sequence
 from flowjob_core import Blob, apply
 
 from flowjob_ops.defs.common import build_error, op_name
+from flowjob_ops.sorting_ops import fused_scale_tril, tril  # legacy exported both as flow.math.* and flow.nn.*
 from flowjob_ops.kernels import padding as pads
 
 __all__ = [
@@ -20,6 +21,8 @@ __all__ = [
     "batch_normalization", "moments",
     # 1-d convolution and pooling, transposed and TF-style convolution (v0.4 flow.nn)
     "avg_pool1d", "compat_conv2d", "conv1d", "conv2d_transpose", "max_pool1d", "torch_conv2d_transpose",
+    # leftovers of v0.4 flow.nn: layer_norm, the random keep mask, and legacy's nn aliases of flow.math's triangles
+    "fused_scale_tril", "layer_norm", "random_mask_like", "tril",
 ]
 
 IntOrPair = int | Sequence[int]
@@ -828,3 +831,88 @@ def batch_normalization(x: Blob, mean: Blob, variance: Blob, offset: Blob | None
         inputs.append(_as_nd_param(offset, x, axis, "offset", prefix))
     attrs = {"epsilon": eps, "with_scale": scale is not None, "with_offset": offset is not None}
     return apply("batch_norm", inputs, attrs, name=prefix)
+
+
+# leftovers of v0.4 flow.nn ----------------------------------------------------------------
+def layer_norm(inputs: Blob, gamma: Blob | None = None, beta: Blob | None = None, begin_norm_axis: int = 1,
+               begin_params_axis: int = -1, epsilon: float = 1e-5, name: str | None = None) -> Blob:
+    """Layer normalization with parameters given: each sample normalized over the axes from
+    ``begin_norm_axis`` on (mean and biased variance), then ``* gamma + beta``, as legacy v0.4.
+
+    Args:
+        inputs: a floating blob.
+        gamma: the scale, ``inputs.shape[begin_params_axis:]`` (any shape of that many elements, as
+            legacy reshaped it), or None.
+        beta: the offset, like gamma, or None.
+        begin_norm_axis: the first normalized axis (negative counts from the end).
+        begin_params_axis: the first axis gamma and beta extend over; they broadcast over the earlier ones.
+        epsilon: added to the variance before the square root.
+        name: the op name; default ``LayerNorm_<n>``.
+
+    Returns:
+        A blob like inputs; the gradient reaches inputs, gamma and beta.
+    """
+    from flowjob_ops.defs.normalization import check_epsilon
+
+    what = "flow.nn.layer_norm"
+    if not isinstance(inputs, Blob):
+        raise TypeError(f"{what}: inputs must be a blob, got {type(inputs).__name__}")
+    rank = len(inputs.shape)
+    axes = {}
+    for arg, value in (("begin_norm_axis", begin_norm_axis), ("begin_params_axis", begin_params_axis)):
+        if isinstance(value, bool) or not isinstance(value, int) or not -rank <= value < rank:
+            raise build_error(what, f"{arg} must be an int in [{-rank}, {rank}) for a rank-{rank} input, got {value!r}")
+        axes[arg] = value % rank
+    try:
+        eps = check_epsilon(epsilon, what)
+    except ValueError as exc:
+        raise build_error(what, str(exc).split(": ", 1)[-1]) from None
+    prefix = op_name(name, "LayerNorm")
+    param_shape = tuple(inputs.shape[axes["begin_params_axis"]:])
+    nd = (1,) * axes["begin_params_axis"] + param_shape
+    params = []
+    for arg, p in (("gamma", gamma), ("beta", beta)):
+        if p is None:
+            continue
+        if not isinstance(p, Blob):
+            raise TypeError(f"{what}: {arg} must be a blob or None, got {type(p).__name__}")
+        if math.prod(p.shape) != math.prod(param_shape):
+            raise build_error(what, f"{arg} must hold inputs.shape[{begin_params_axis}:] = {param_shape} "
+                                    f"({math.prod(param_shape)} elements), got shape {p.shape}")
+        params.append(apply("reshape", [p], {"shape": nd}, name=f"{prefix}-{arg}_reshape"))
+    mean, variance = apply("moments", [inputs], {"axes": tuple(range(axes["begin_norm_axis"], rank)),
+                                                 "keepdims": True}, name=f"{prefix}-moments")
+    attrs = {"epsilon": eps, "with_scale": gamma is not None, "with_offset": beta is not None}
+    return apply("batch_norm", [inputs, mean, variance] + params, attrs, name=prefix)
+
+
+def random_mask_like(like: Blob, rate: float, seed: int | None = None, noise_shape: Sequence[int] | None = None,
+                     name: str | None = None) -> Blob:
+    """An int8 mask shaped like ``like``: each element 1 with probability 1 - rate, else 0 (legacy v0.4).
+
+    A fresh mask is drawn at every step (train and predict jobs alike); only like's shape is read.
+
+    Args:
+        like: a blob of any dtype.
+        rate: the probability of a 0, in [0, 1).
+        seed: seeds this node's random stream, so the sequence of masks repeats (default: fresh entropy).
+        noise_shape: must be None: legacy v0.4 refused any other value ("supported later").
+        name: the op name; default ``RandomMaskLike_<n>``.
+
+    Returns:
+        An int8 blob of like's shape.
+    """
+    from flowjob_ops.defs.random_mask import check_rate
+
+    what = "flow.nn.random_mask_like"
+    if not isinstance(like, Blob):
+        raise TypeError(f"{what}: like must be a blob, got {type(like).__name__}")
+    if noise_shape is not None:
+        raise build_error(what, f"noise_shape must be None (legacy v0.4 did not support it), got {noise_shape!r}")
+    try:
+        check_rate(rate, "rate")
+    except ValueError as exc:
+        raise build_error(what, str(exc)) from None
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise build_error(what, f"seed must be an int or None, got {seed!r}")
+    return apply("random_mask_like", [like], {"rate": float(rate), "seed": seed}, name=name)

@@ -16,11 +16,13 @@ from flowjob_ops.defs import array_more
 from flowjob_ops.defs import segment, sorting, tril
 from flowjob_ops.defs import conv_more
 from flowjob_ops.defs import normalization
+from flowjob_ops.defs import random_mask
 
 OP_MODULES = (activations, math_defs, compare, reduce, matmul, softmax, nn_losses, dropout, conv, pool, array,
               indexing, constants, fused, array_more, math_binary, math_unary, conv_more, losses_more, reduce_more,
               normalization)
 OP_MODULES += (sorting, segment, tril)
+OP_MODULES += (random_mask,)
 
 # Python operators on symbolic blobs: ``x + y``, ``2.0 * x``, ``-x``, ``a @ b``, ``x ** 2``, ``x[0, 1:3]``
 OPERATORS = {
@@ -34,7 +36,10 @@ OPERATORS = {
     "__rtruediv__": lambda a, b: math.divide(b, a),
     "__neg__": math.negative,
     "__pow__": math.pow,
+    "__rpow__": lambda a, b: math.pow(b, a),
     "__mod__": math.mod,  # legacy Blob % (floor modulo); legacy had no // on blobs
+    # ``2 % x`` and ``2.0 ** x``: legacy v0.4's blobs lacked these reflected forms (a TypeError there)
+    "__rmod__": lambda a, b: math.mod(b, a),
     "__matmul__": array_ops.matmul,
     "__rmatmul__": lambda a, b: array_ops.matmul(b, a),
     "__getitem__": array_ops.getitem,

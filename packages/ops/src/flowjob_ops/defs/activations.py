@@ -494,6 +494,72 @@ SILU = OpDef("silu", _unary_with("silu", "beta"), kernel=_silu_kernel, grad=_sil
 SILU_GRAD = OpDef("silu_grad", _grad_with("silu_grad", "beta"), kernel=_silu_grad_kernel, not_differentiable=True,
                   name_prefix="SwishGrad", doc="dy * s * (1 + beta x (1 - s)), s = sigmoid(beta x)")
 
+
+
+# prelu (legacy v0.4 flow.layers.prelu) --------------------------------------
+def _prelu_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, alpha = inputs[0], inputs[1]
+    require_floating(inputs, "prelu")
+    if alpha.dtype != x.dtype:
+        raise ShapeError(f"prelu alpha must have x's dtype {x.dtype}, got {alpha.dtype}")
+    # legacy: alpha covers every axis of x but the first (the batch), each extent x's or 1
+    if len(alpha.shape) != len(x.shape) - 1 or any(a not in (1, d) for a, d in zip(alpha.shape, x.shape[1:])):
+        raise ShapeError(f"prelu alpha must have shape x.shape[1:] = {x.shape[1:]} with shared axes 1, "
+                         f"got {alpha.shape}")
+    return [x]
+
+
+def _prelu_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    positive = ctx.workspace(ctx.outputs[0].shape, dtype=bool)
+
+    def run(x: Any, alpha: Any) -> Any:
+        # legacy: x where x > 0, else alpha * x (x == 0 takes the alpha side, giving 0 either way)
+        xp.greater(x, 0, out=positive)
+        xp.multiply(x, alpha, out=out)
+        xp.copyto(out, x, where=positive)
+        return out
+
+    return run
+
+
+def _prelu_grad(ctx: GradContext) -> list[Any]:
+    # one node gives both: dx, and alpha's gradient at x's shape (the central unbroadcast sums it to alpha's)
+    dx, dalpha = ctx.apply("prelu_grad", [ctx.inputs[0], ctx.inputs[1], ctx.dy])
+    return [dx if ctx.needs[0] else None, dalpha if ctx.needs[1] else None]
+
+
+def _prelu_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, _alpha, dy = inputs
+    _prelu_infer(inputs[:2], attrs)
+    if dy.shape != x.shape or dy.dtype != x.dtype:
+        raise ShapeError(f"prelu_grad dy must be like x {x.shape}:{x.dtype}, got {dy.shape}:{dy.dtype}")
+    return [x, x]
+
+
+def _prelu_grad_kernel(ctx: KernelContext) -> Any:
+    xp, dx, dalpha = ctx.xp, ctx.out(0), ctx.out(1)
+    positive = ctx.workspace(ctx.outputs[0].shape, dtype=bool)
+    zero = ctx.outputs[0].dtype.type(0)
+
+    def run(x: Any, alpha: Any, dy: Any) -> tuple[Any, Any]:
+        xp.greater(x, 0, out=positive)
+        xp.multiply(dy, alpha, out=dx)
+        xp.copyto(dx, dy, where=positive)
+        xp.multiply(dy, x, out=dalpha)
+        xp.copyto(dalpha, zero, where=positive)
+        return dx, dalpha
+
+    return run
+
+
+PRELU = OpDef("prelu", _prelu_infer, kernel=_prelu_kernel, grad=_prelu_grad, name_prefix="PRelu",
+              doc="x where x > 0, else alpha * x; alpha shaped x.shape[1:] (1 on shared axes)")
+PRELU_GRAD = OpDef("prelu_grad", _prelu_grad_infer, kernel=_prelu_grad_kernel, not_differentiable=True,
+                   name_prefix="PReluGrad",
+                   doc="(dx, dalpha at x's shape): dy or alpha * dy; 0 or dy * x (the alpha side where x <= 0)")
+
 OPS = (RELU, RELU_GRAD, SIGMOID, SIGMOID_GRAD, TANH, TANH_GRAD, GELU, GELU_GRAD,
        LEAKY_RELU, LEAKY_RELU_GRAD, HARDTANH, HARDTANH_GRAD, RELU6, HARDSIGMOID, HARDSIGMOID_GRAD,
-       HARDSWISH, HARDSWISH_GRAD, ELU, SELU, ELU_GRAD, MISH, MISH_GRAD, SILU, SILU_GRAD)
+       HARDSWISH, HARDSWISH_GRAD, ELU, SELU, ELU_GRAD, MISH, MISH_GRAD, SILU, SILU_GRAD,
+       PRELU, PRELU_GRAD)
