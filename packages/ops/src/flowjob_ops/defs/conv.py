@@ -1,9 +1,10 @@
 """2-D convolution and its two gradients; the reference kernels are im2col + GEMM
 (``flowjob_ops.kernels.conv``), which every backend can run.
 
-Attributes: ``strides``, ``padding`` ("SAME", "VALID" or explicit pads), ``data_format``
-("NCHW" or "NHWC"), ``dilations`` and ``groups``. Weights are (F, C/groups, kh, kw) for NCHW
-and (F, kh, kw, C/groups) for NHWC, as in legacy OneFlow. The kernels keep their own output
+Attributes: ``strides``, ``padding`` ("SAME" = "SAME_LOWER" as legacy, "SAME_UPPER", "VALID" or
+explicit pads; see ``kernels.padding``), ``data_format`` ("NCHW" or "NHWC"), ``dilations`` and
+``groups``. Weights are (F, C/groups, kh, kw) for NCHW and (F, kh, kw, C/groups) for NHWC, as
+in legacy OneFlow. The kernels keep their own output
 buffers (returned every step), so these nodes never use the planned buffer.
 
 The filter gradient needs the im2col matrix of x, which the forward kernel has just built:

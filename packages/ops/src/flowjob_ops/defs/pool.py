@@ -1,8 +1,8 @@
 """2-D max and average pooling and their gradients, on ``flowjob_ops.kernels.pool``.
 
-Attributes: ``ksize``, ``strides``, ``padding`` ("SAME", "VALID" or explicit pads) and
-``data_format``. Max pooling pads with -inf and sends each window's gradient to its first
-maximal element; average pooling leaves padding out of the divisor (TF and legacy OneFlow).
+Attributes: ``ksize``, ``strides``, ``padding`` ("SAME" = "SAME_LOWER" as legacy, "SAME_UPPER",
+"VALID" or explicit pads) and ``data_format``. Max pooling pads with -inf and sends each window's
+gradient to its first maximal element; average pooling leaves padding out of the divisor (TF and legacy OneFlow).
 These kernels are the reference; the cpu backend overrides max pooling with the cache-blocked
 variant of ``flowjob_ops.cpu.pool`` (same results bit for bit).
 """

@@ -1,8 +1,8 @@
 """Window geometry shared by the conv and pool kernels.
 
 * argument normalization (``normalize_pair`` for ksize / strides / dilation),
-* padding resolution (``resolve_padding``): TF / legacy-OneFlow ``"SAME"``,
-  ``"SAME_UPPER"``, ``"SAME_LOWER"``, ``"VALID"`` or explicit pads,
+* padding resolution (``resolve_padding``): ``"SAME"`` (legacy OneFlow's reading,
+  ``"SAME_LOWER"``), ``"SAME_UPPER"`` (TensorFlow's), ``"VALID"`` or explicit pads,
 * ``Window2d``: the resolved geometry plus the strided slice of every kernel
   tap, the building block of all kernels here,
 * ``as_strided``: ``xp.lib.stride_tricks.as_strided`` for numpy *and* cupy.
@@ -111,11 +111,17 @@ def _explicit_pads(padding: Any, data_format: str) -> Pads:
 
 
 def _same_pads(mode: str, size: int, k: int, s: int, d: int) -> Pair:
-    """TF-style SAME: output ceil(size/s); the odd pixel goes after (UPPER) or before."""
+    """(before, after) pads giving an output of ceil(size / s).
+
+    An odd total leaves one pixel over: "SAME_UPPER" puts it after (TensorFlow),
+    "SAME_LOWER" before.  Plain "SAME" is "SAME_LOWER" because legacy OneFlow's
+    nn.conv1d/2d/3d and pools rewrite "SAME" to "SAME_LOWER" before the op sees it;
+    this only matters for odd totals (even kernels, or stride > 1).
+    """
     out = -(-size // s)
     total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
     small = total // 2
-    return (total - small, small) if mode == "SAME_LOWER" else (small, total - small)
+    return (small, total - small) if mode == "SAME_UPPER" else (total - small, small)
 
 
 def resolve_padding(
@@ -129,9 +135,9 @@ def resolve_padding(
     """Resolve ``padding`` to explicit pads and compute the output spatial size.
 
     Returns ``(((top, bottom), (left, right)), (out_h, out_w))``.  ``padding``
-    is "SAME" (= "SAME_UPPER", the extra pixel at the end, as TF and legacy
-    OneFlow), "SAME_LOWER" (extra pixel at the beginning) or "VALID" in any
-    case; an int; a pair (ph, pw); two (before, after) pairs; or four
+    is "SAME" (= "SAME_LOWER" as legacy OneFlow: an odd total's extra pixel at
+    the beginning), "SAME_UPPER" (extra pixel at the end, TensorFlow's "SAME")
+    or "VALID" in any case; an int; a pair (ph, pw); two (before, after) pairs; or four
     per-dimension pairs in ``data_format`` order (legacy:
     ``[[0, 0], [0, 0], [1, 1], [1, 1]]`` for NCHW).
     """
