@@ -9,24 +9,13 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import FlowjobError, get_default_session
+from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(11)
 
 
-@pytest.fixture(autouse=True)
-def fresh_session():
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
-
-
-def value(name: str) -> np.ndarray:
-    flow.sync_default_session()
-    return get_default_session().variables.get(name)
-
-
-def sgd(loss):
-    flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+_helpers = sibling(__file__, "legacy_helpers")
+fresh_session, value, sgd = _helpers.fresh_session, _helpers.value, _helpers.sgd
 
 
 # flow.nn.tril / fused_scale_tril ----------------------------------------------------------
