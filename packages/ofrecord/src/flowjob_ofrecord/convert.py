@@ -4,11 +4,14 @@ Each record holds ``encoded`` (the image as PNG bytes, one bytes value) and ``cl
 features of the documentation's ``img_to_ofrecord`` programs and the benchmarks' ImageNet records; with
 ``raw=True`` also ``images`` (float32 pixels / 255, a float list of H*W*C) and ``labels`` (int64), the
 features of the "how to make an OFRecord dataset" program. Parts are written beside and renamed in.
+
+:func:`write_mnist_layout` also writes the two flat folders the documentation's programs read (``LAYOUTS``).
 """
 from __future__ import annotations
 
 import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -27,10 +30,11 @@ def png_bytes(image: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def image_record(image: np.ndarray, label: int, raw: bool = False) -> pb.OFRecord:
+def image_record(image: np.ndarray, label: int, raw: bool = False, image_key: str = "encoded",
+                 label_key: str = "class/label") -> pb.OFRecord:
     feature = {
-        "encoded": pb.Feature(bytes_list=pb.BytesList(value=[png_bytes(image)])),
-        "class/label": pb.Feature(int32_list=pb.Int32List(value=[int(label)])),
+        image_key: pb.Feature(bytes_list=pb.BytesList(value=[png_bytes(image)])),
+        label_key: pb.Feature(int32_list=pb.Int32List(value=[int(label)])),
     }
     if raw:
         pixels = (np.asarray(image, np.float32) / np.float32(255)).ravel()
@@ -40,8 +44,13 @@ def image_record(image: np.ndarray, label: int, raw: bool = False) -> pb.OFRecor
 
 
 def write_images(folder: str | os.PathLike, images: np.ndarray, labels: np.ndarray, parts: int = 1,
-                 part_name_prefix: str = "part-", part_name_suffix_length: int = 5, raw: bool = False) -> list[Path]:
-    """Write ``images`` (N, H, W[, C] uint8) and ``labels`` (N,) as ``parts`` part files of about equal size."""
+                 part_name_prefix: str = "part-", part_name_suffix_length: int = 5, raw: bool = False,
+                 image_key: str = "encoded", label_key: str = "class/label") -> list[Path]:
+    """Write ``images`` (N, H, W[, C] uint8) and ``labels`` (N,) as ``parts`` part files of about equal size,
+    each record the image as PNG bytes under ``image_key`` and its int32 label under ``label_key``."""
+    if raw and {image_key, label_key} & {"images", "labels"}:
+        raise ValueError(f"raw records add float 'images' and int64 'labels' features, which {image_key!r} / "
+                         f"{label_key!r} would overwrite")
     images, labels = np.asarray(images), np.asarray(labels)
     if images.dtype != np.uint8 or images.ndim not in (3, 4) or len(images) != len(labels):
         raise ValueError(f"images must be uint8 (N, H, W[, C]) with one label each, got {images.dtype} "
@@ -55,7 +64,7 @@ def write_images(folder: str | os.PathLike, images: np.ndarray, labels: np.ndarr
 
         def records(lo: int = bounds[n], hi: int = bounds[n + 1]) -> Iterator[pb.OFRecord]:
             for i in range(lo, hi):
-                yield image_record(images[i], labels[i], raw)
+                yield image_record(images[i], labels[i], raw, image_key, label_key)
 
         write_part(path, records())
         paths.append(path)
@@ -74,6 +83,49 @@ def write_mnist_npz(npz: str | os.PathLike, out_dir: str | os.PathLike, parts: i
     with np.load(npz) as f:
         splits = {"train": (f["x_train"], f["y_train"]), "test": (f["x_test"], f["y_test"])}
     return write_mnist(out_dir, splits, parts=parts, raw=raw)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the parts of an MNIST split go and what their records are called."""
+
+    description: str
+    image_key: str = "encoded"
+    label_key: str = "class/label"
+    suffix_length: int = 5
+    default_parts: int = 1
+    flat: bool = True  # one split's parts right in the folder, not under train/ and test/
+
+
+LAYOUTS = {
+    "splits": Layout("DIR/train/part-00000..., DIR/test/...: encoded (PNG) and class/label (int32)", flat=False),
+    # of_data_pipeline.py reads "path/to/ImageNet/ofrecord" with data_part_num=1, part_name_suffix_length=5
+    "flat": Layout("DIR/part-00000... of one split: encoded (PNG) and class/label (int32), as the ImageNet "
+                   "records the documentation's of_data_pipeline.py reads"),
+    # img2ofrecord.py writes part-0 ... part-4 (its --part_num default) holding images and labels, which
+    # img_to_ofrecord/lenet_train.py reads with data_part_num=5, part_name_suffix_length=-1
+    "img2ofrecord": Layout("DIR/part-0 ... part-4 of one split: images (PNG) and labels (int32), as the "
+                           "documentation's img2ofrecord.py writes them for img_to_ofrecord/lenet_train.py",
+                           image_key="images", label_key="labels", suffix_length=-1, default_parts=5),
+}
+
+
+def write_mnist_layout(npz: str | os.PathLike, out_dir: str | os.PathLike, layout: str = "splits",
+                       parts: int | None = None, split: str = "train", raw: bool = False) -> list[Path]:
+    """Convert an ``mnist.npz`` to OFRecord parts laid out as ``LAYOUTS[layout]`` says; the flat layouts
+    hold ``split`` ("train" or "test") alone. ``parts=None`` takes the layout's default part count."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown OFRecord layout {layout!r}; one of {sorted(LAYOUTS)}")
+    spec = LAYOUTS[layout]
+    parts = spec.default_parts if parts is None else parts
+    if not spec.flat:
+        return [p for paths in write_mnist_npz(npz, out_dir, parts=parts, raw=raw).values() for p in paths]
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    with np.load(npz) as f:
+        images, labels = f[f"x_{split}"], f[f"y_{split}"]
+    return write_images(out_dir, images, labels, parts=parts, part_name_suffix_length=spec.suffix_length, raw=raw,
+                        image_key=spec.image_key, label_key=spec.label_key)
 
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")

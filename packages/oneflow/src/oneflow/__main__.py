@@ -76,7 +76,8 @@ def data(args: argparse.Namespace) -> int:
             raise SystemExit("python -m oneflow data folder needs --src FOLDER and --ofrecord DIR")
         convert = require("flowjob_ofrecord.convert", "flowjob-ofrecord", "python -m oneflow data folder")
         try:
-            paths = convert.write_image_folder(args.src, args.ofrecord, parts=args.parts)
+            parts = 1 if args.parts is None else args.parts
+            paths = convert.write_image_folder(args.src, args.ofrecord, parts=parts)
         except (OSError, ValueError) as exc:  # a missing folder, no images, a part count that does not fit
             print(f"python -m oneflow data folder: {exc}", file=sys.stderr)
             return 2
@@ -85,10 +86,15 @@ def data(args: argparse.Namespace) -> int:
     flowjob_data = require("flowjob_data", "flowjob-data", "python -m oneflow data")
     path = flowjob_data.fetch_mnist(args.out_dir)
     print(path)
-    if args.ofrecord is not None:  # and as OFRecord parts: <DIR>/train/part-00000..., <DIR>/test/...
+    if args.ofrecord is not None:  # and as OFRecord parts laid out as --layout says
         convert = require("flowjob_ofrecord.convert", "flowjob-ofrecord", "python -m oneflow data --ofrecord")
-        for paths in convert.write_mnist_npz(path, args.ofrecord, parts=args.parts, raw=args.raw).values():
-            print(*paths, sep="\n")
+        try:
+            paths = convert.write_mnist_layout(path, args.ofrecord, layout=args.layout, parts=args.parts,
+                                               split=args.split, raw=args.raw)
+        except ValueError as exc:  # a part count that does not fit, --raw with the img2ofrecord features
+            print(f"python -m oneflow data mnist: {exc}", file=sys.stderr)
+            return 2
+        print(*paths, sep="\n")
     return 0
 
 
@@ -158,7 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     data_parser.add_argument("--ofrecord", default=None, metavar="DIR",
                              help="also write it as OFRecord files DIR/train/part-00000..., DIR/test/... "
                                   "(features encoded, class/label; flowjob-ofrecord with Pillow)")
-    data_parser.add_argument("--parts", type=int, default=1, help="OFRecord part files per split (default 1)")
+    data_parser.add_argument("--parts", type=int, default=None,
+                             help="OFRecord part files per split (default 1; 5 for --layout img2ofrecord)")
+    data_parser.add_argument("--layout", choices=["splits", "flat", "img2ofrecord"], default="splits",
+                             help="mnist --ofrecord: splits (DIR/train/part-00000..., DIR/test/...; encoded, "
+                                  "class/label), flat (DIR/part-00000... of --split, the same features: the "
+                                  "documentation's of_data_pipeline.py) or img2ofrecord (DIR/part-0..., images "
+                                  "and labels: what its img2ofrecord.py writes for img_to_ofrecord/lenet_train.py)")
+    data_parser.add_argument("--split", choices=["train", "test"], default="train",
+                             help="the split a flat layout holds (default train)")
     data_parser.add_argument("--raw", action="store_true",
                              help="OFRecord records also hold images (float pixels / 255) and labels (int64)")
     dump_parser = sub.add_parser("dump", help="print the jobs a script defines, before or after a pass",
