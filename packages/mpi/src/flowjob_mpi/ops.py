@@ -14,7 +14,8 @@ import numpy as np
 from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
 
 from flowjob_mpi.faults import WAITING
-from flowjob_mpi.world import world
+from flowjob_mpi.nccl import VARIABLE, DeviceBucket, Nccl, requested
+from flowjob_mpi.world import MpiError, world
 
 
 def _split_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -105,6 +106,19 @@ def _allreduce_kernel(ctx: KernelContext) -> Callable[..., Any]:
     return run
 
 
+def _nccl_for(ctx: KernelContext) -> Nccl | None:
+    """The world's NCCL communicator where it serves this kernel's backend; None: the host MPI path."""
+    nccl = world().nccl
+    if nccl is not None and nccl.serves(ctx.backend):
+        return nccl
+    if requested() == "nccl":
+        reason = "the world has no NCCL communicator" if nccl is None else "NCCL reads device arrays only"
+        raise MpiError(f"node {ctx.node_name!r}: {VARIABLE}=nccl, but this job runs on the {ctx.backend.name} "
+                       f"backend (device tag {ctx.backend.tag!r}) and {reason}; place the job on the gpu "
+                       f"devices or set {VARIABLE}=mpi")
+    return None
+
+
 class _Bucket:
     """One bucket in flight: its host buffer, the views of each gradient in it, and the pending request."""
 
@@ -128,6 +142,16 @@ def _start_kernel(ctx: KernelContext) -> Callable[..., Any]:
 
     comm = world().comm
     weights = [ctx.inputs[0].dtype.type(w) for w in ctx.attrs["weights"]]
+    nccl = _nccl_for(ctx)
+    if nccl is not None:  # GPU ranks: the bucket stays on the device (flowjob_mpi.nccl)
+        on_device = ctx.shared[("mpi-bucket", ctx.node_name)] = nccl.bucket(ctx.inputs)
+        token = ctx.out(0)
+
+        def run_on_device(*grads: Any) -> Any:
+            on_device.start(grads, weights)
+            return token
+
+        return run_on_device
     bucket = ctx.shared[("mpi-bucket", ctx.node_name)] = _Bucket(ctx.inputs)
     host = ctx.backend.to_host
     token = ctx.out(0)
@@ -146,11 +170,20 @@ def _wait_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 
 def _wait_kernel(ctx: KernelContext) -> Callable[..., Any]:
-    bucket: _Bucket = ctx.shared[("mpi-bucket", ctx.attrs["start"])]
+    bucket = ctx.shared[("mpi-bucket", ctx.attrs["start"])]
     outs = [ctx.out(i) for i in range(len(ctx.outputs))]
     device, host_arrays = ctx.backend.from_host, ctx.backend.host_arrays
     single = len(outs) == 1
     what = f"the all-reduce of node {ctx.attrs['start']!r}"
+    if isinstance(bucket, DeviceBucket):
+
+        def run_on_device(token: Any) -> Any:
+            bucket.finish(what)
+            for out, piece in zip(outs, bucket.pieces):
+                out[...] = piece  # on the compute stream, after the sum
+            return outs[0] if single else tuple(outs)
+
+        return run_on_device
 
     def run(token: Any) -> Any:
         WAITING.enter(what)

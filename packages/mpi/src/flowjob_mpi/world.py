@@ -36,6 +36,7 @@ class World:
     hosts: int = 1
     comm: Any = None
     host: int = 0  # this rank's host, numbered in the order the hosts' first ranks come
+    nccl: Any = field(default=None, repr=False)  # the NCCL communicator of GPU ranks (nccl.Nccl), else None
     _root_depth: int = field(default=0, repr=False)
 
     @property
@@ -79,6 +80,9 @@ class World:
     def broadcast_arrays(self, arrays: list[np.ndarray]) -> None:
         """Each array overwritten in place by rank 0's (contiguous host arrays, same order on every rank)."""
         if self.size == 1:
+            return
+        if self.nccl is not None:
+            self.nccl.broadcast(arrays)
             return
         from flowjob_mpi.faults import WAITING
 
@@ -148,4 +152,7 @@ def _join_the_other_ranks_or_exit_after_the_timeout() -> World:
         from flowjob_mpi import faults
 
         faults.install(result)
+        from flowjob_mpi import nccl
+
+        result.nccl = nccl.setup(result)  # after faults: a rank failing here stops the others
     return result
