@@ -113,7 +113,7 @@ def test_gradients_go_through_nccl_in_the_planned_buckets(tmp_path, reference, m
     for rank, d in enumerate(logs):
         log = [tuple(x) for x in d["log"]]
         assert (("get_unique_id",) in log) == (rank == 0)  # made on rank 0 only, MPI carries it
-        assert ("use", rank) in log
+        assert ("use", rank, "MainThread") in log and ("use", rank, "probe") in log  # and in later threads
         reduces = [i for i, x in enumerate(log) if x[0] == "allReduce"]
         # hidden weight 6x8, hidden bias 8, out weight 8x4, out bias 4: four buckets a step, in float32
         assert sorted(log[i][1] for i in reduces[:4]) == [4, 8, 32, 48] and len(reduces) == 4 * steps

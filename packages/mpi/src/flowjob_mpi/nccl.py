@@ -18,6 +18,8 @@ which the tests replace with a double over numpy and MPI.
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -126,12 +128,27 @@ def setup(world: World) -> Nccl | None:
     cuda = runtime.cp.cuda
     device = local_rank(world.comm) % cuda.runtime.getDeviceCount()
     cuda.Device(device).use()
+    _current_in_new_threads(runtime, device)
     uid = runtime.nccl.get_unique_id() if world.rank == 0 else None
     WAITING.enter("the exchange of the NCCL unique id")
     uid = world.comm.bcast(uid, root=0)
     comm = runtime.nccl.NcclCommunicator(world.size, uid, world.rank)  # blocks until every rank joined
     WAITING.leave()
     return Nccl(runtime, comm, device, world.size)
+
+
+def _current_in_new_threads(runtime: Runtime, device: int) -> None:
+    """CuPy's current device is per thread, and a new thread starts on device 0: every thread started
+    from now on (the executor's, a reader's) makes the rank's device current before its first line,
+    through threading's profile hook, which then hands over to any hook set before."""
+    previous = threading.getprofile()
+
+    def first_event(frame: Any, event: str, arg: Any) -> Any:
+        runtime.cp.cuda.Device(device).use()
+        sys.setprofile(previous)  # this thread's hook: done after its first event
+        return previous(frame, event, arg) if previous is not None else None
+
+    threading.setprofile(first_event)
 
 
 class Nccl:

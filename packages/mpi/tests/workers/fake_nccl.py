@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -47,7 +48,7 @@ class Device:
         self.index = index
 
     def use(self) -> None:
-        LOG.append(["use", self.index])
+        LOG.append(["use", self.index, threading.current_thread().name])
 
     def __enter__(self) -> "Device":
         return self

@@ -9,6 +9,7 @@ import json
 import os
 import runpy
 import sys
+import threading
 
 import numpy as np
 
@@ -24,6 +25,9 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 from flowjob_mpi import world  # noqa: E402 (after the run: the world was set up by its session)
 
 w = world()
+probe = threading.Thread(target=lambda: None, name="probe")  # started after the world: takes the rank's device
+probe.start()
+probe.join()
 mine = [np.full((3,), w.rank + 0.5, np.float32), np.arange(5, dtype=np.int64) * (w.rank + 1), np.array([w.rank == 0])]
 w.broadcast_arrays(mine)
 with open(os.path.join(out_dir, f"nccl{w.rank}.json"), "w") as f:
