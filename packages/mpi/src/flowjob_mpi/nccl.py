@@ -37,6 +37,7 @@ CHOICES = ("nccl", "mpi")
 DEVICE_TAGS = {"gpu"}  # backends whose arrays live on the CUDA device (flowjob-gpu's CuPy backend)
 INSTALL_HINT = 'pip install "flowjob-mpi[nccl]" on a machine with a CUDA device'
 # NCCL's names for the floating dtypes a gradient bucket may hold (cupy.cuda.nccl exports them)
+BCAST_CHUNK_BYTES = 1 << 30  # CuPy's NcclCommunicator.bcast takes its count as a C int
 FLOAT_TYPES = {"float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64"}
 
 
@@ -181,7 +182,10 @@ class Nccl:
             self.stream.wait_event(_recorded(cp, cp.cuda.get_current_stream()))  # the copies are made first
             nccl.groupStart()
             for buffer in device:
-                self.comm.bcast(self.runtime.pointer(buffer), buffer.size, nccl.NCCL_UINT8, 0, self.stream.ptr)
+                address = self.runtime.pointer(buffer)
+                for start in range(0, buffer.size, BCAST_CHUNK_BYTES):  # bcast's count is a C int
+                    count = min(BCAST_CHUNK_BYTES, buffer.size - start)
+                    self.comm.bcast(address + start, count, nccl.NCCL_UINT8, 0, self.stream.ptr)
             nccl.groupEnd()
             _wait(_recorded(cp, self.stream), "the NCCL broadcast of rank 0's variables")
             for array, buffer in zip(arrays, device):

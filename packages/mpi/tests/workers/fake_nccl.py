@@ -69,7 +69,8 @@ class Communicator:
 
         self.mpi = MPI
         self.comm = MPI.COMM_WORLD
-        ids = self.comm.allgather(tuple(commId))  # NCCL would hang on different ids: the double refuses them
+        assert isinstance(commId, tuple), "CuPy's NcclCommunicator takes the id as a tuple"
+        ids = self.comm.allgather(commId)  # NCCL would hang on different ids: the double refuses them
         assert len(set(ids)) == 1 and len(commId) == 128, "ranks joined with different NCCL unique ids"
         assert ndev == self.comm.Get_size() and rank == self.comm.Get_rank()
         LOG.append(["communicator", ndev, rank, list(commId[:4])])

@@ -22,9 +22,10 @@ out_dir = sys.argv[4]
 sys.argv = [os.path.join(here, "train.py"), *sys.argv[1:]]
 runpy.run_path(sys.argv[0], run_name="__main__")
 
-from flowjob_mpi import world  # noqa: E402 (after the run: the world was set up by its session)
+from flowjob_mpi import nccl, world  # noqa: E402 (after the run: the world was set up by its session)
 
 w = world()
+nccl.BCAST_CHUNK_BYTES = 16  # the 40 bytes of the int64 array go in three pieces
 probe = threading.Thread(target=lambda: None, name="probe")  # started after the world: takes the rank's device
 probe.start()
 probe.join()
