@@ -23,7 +23,7 @@ PLUGINS: dict[str, ModuleType] = {
     "swish": flowjob_swish.plugin,
 }
 
-PIPELINE = ["verify", "loss-scale", "autodiff", "watch", "optimizer", "repeat-acc", "dce", "fuse-conv", "optim-fusion",
+PIPELINE = ["verify", "auto-mixed-precision", "loss-scale", "autodiff", "watch", "optimizer", "repeat-acc", "dce", "fuse-conv", "optim-fusion",
             "fuse-dense", "verify-final"]
 
 

@@ -99,7 +99,6 @@ def test_values_keep_the_legacy_type_checks(call, message):
 
 UNSUPPORTED = [
     ("default_initializer_conf", {"constant_conf": {"value": 0}}, None, "initializer="),
-    ("enable_auto_mixed_precision", True, False, "mixed precision"),
     ("enable_qat", True, False, "quantization-aware"),
     ("enable_quantization_aware_training", True, False, "quantization-aware"),
     ("tensorrt.use_fp16", True, False, "TensorRT"),
@@ -134,7 +133,7 @@ def test_declared_effects_partition_the_options():
     # the ones flowjob reads are exactly these; everything else is recorded or refusable
     applied = sorted(n for n, o in FunctionConfig._options.items() if o.effect == "applied")
     assert applied == ["default_distribute_strategy", "default_logical_view", "default_placement_scope",
-                       "enable_numerics_check", "indexed_slices_optimizer_conf"]
+                       "enable_auto_mixed_precision", "enable_numerics_check", "indexed_slices_optimizer_conf"]
     train_applied = sorted(n for n, o in TrainConfig._options.items() if o.effect == "applied")
     assert train_applied == ["bias_l2", "loss_scale_factor", "model_update_conf", "num_gradient_accumulation_steps",
                              "primary_lr", "secondary_lr", "weight_l2"]

@@ -58,8 +58,9 @@ def test_option_statuses_follow_their_declarations():
     entries = {e.name: e for e in _compat.function_config_entries()}
     assert entries["function_config.enable_cudnn"].status == _compat.NO_EFFECT
     assert entries["function_config.train.primary_lr"].status == _compat.SUPPORTED
-    amp = entries["function_config.enable_auto_mixed_precision"]
-    assert amp.status == _compat.REFUSED_STATUS and "legacy default is accepted" in amp.note
+    assert entries["function_config.enable_auto_mixed_precision"].status == _compat.SUPPORTED
+    qat = entries["function_config.enable_qat"]
+    assert qat.status == _compat.REFUSED_STATUS and "legacy default is accepted" in qat.note
     calibration = entries["function_config.tensorrt.int8_calibration"]
     assert calibration.status == _compat.REFUSED_STATUS and "accepted" not in calibration.note
     # every declared option is on the page, nested ones too
@@ -73,8 +74,8 @@ def test_option_statuses_follow_their_declarations():
 def test_refusals_are_real():
     cfg = flow.function_config()
     with pytest.raises(ConfigError, match="not supported yet"):
-        cfg.enable_auto_mixed_precision(True)
-    cfg.enable_auto_mixed_precision(False)  # the legacy default, accepted as the page says
+        cfg.enable_qat(True)
+    cfg.enable_qat(False)  # the legacy default, accepted as the page says
     for name in _compat.REFUSED:  # options refuse with ConfigError; names without a flowjob form, NotImplementedError
         with pytest.raises((ConfigError, NotImplementedError), match="Python plugin|TensorBoard does not read"):
             _resolve(name)("libcustom_op.so")

@@ -183,8 +183,8 @@ class FunctionConfig(OptionSet):
         "indexed_slices_optimizer_conf": Option(
             _is_indexed_slices_conf,
             "a dict {'include_op_names': {'op_name': [variable names]}} (optionally 'enable': bool)"),
-        "enable_auto_mixed_precision": Option(
-            *BOOL, True, "unsupported", "automatic mixed precision (float16) is not implemented", _is_off),
+        # read by flowjob_ops' auto-mixed-precision pass (float16 casts around GEMM-like ops, GPU backends)
+        "enable_auto_mixed_precision": Option(*BOOL, True),
         "enable_quantization_aware_training": Option(
             *BOOL, True, "unsupported", "quantization-aware training is not implemented", _is_off),
         "enable_qat": Option(*BOOL, True, "unsupported", "quantization-aware training is not implemented", _is_off),

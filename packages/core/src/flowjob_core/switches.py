@@ -36,6 +36,9 @@ class Settings:
     malloc_tuning: bool = _switch(
         "FLOWJOB_MALLOC_TUNING", False,
         "opt-in: tune glibc malloc for the whole process (faster steps, freed memory kept by the process)")
+    amp_on_cpu: bool = _switch(
+        "FLOWJOB_AMP_ON_CPU", False,
+        "enable_auto_mixed_precision runs its float16 ops on the cpu backend too (legacy: GPU ops only; slow)")
     device: str = _switch("FLOWJOB_DEVICE", "", "force the device tag every job runs on (cpu, gpu, ...)")
     disable_plugin_autoload: bool = _switch(
         "FLOWJOB_DISABLE_PLUGIN_AUTOLOAD", False, "load no entry-point plugins, only core's built-ins")

@@ -30,6 +30,7 @@ OP_MODULES += (conv3d_defs,)
 from flowjob_ops.defs import loss_extra, math_extra, nn_extra  # noqa: E402  (legacy v0.4 leftovers)
 OP_MODULES += (loss_extra, math_extra, nn_extra)
 from flowjob_ops import repeat_pass  # noqa: E402  (legacy flow.repeat / flow.acc: records and the unrolling pass)
+from flowjob_ops import amp_pass  # noqa: E402  (legacy enable_auto_mixed_precision: float16 casts)
 from flowjob_ops.defs import repeat_acc as repeat_acc_defs  # noqa: E402
 OP_MODULES += (repeat_acc_defs,)
 from flowjob_ops.defs import data_dependent  # noqa: E402  (argwhere, sync_dynamic_resize: rows the data decide)
@@ -79,6 +80,8 @@ def flowjob_add_passes(registry: Any) -> None:
     registry.add("fuse-dense", fusion_dense.run, phase="fuse", after="fuse-conv", after_if_present="optim-fusion")
     # after autodiff and the optimizer (their repeat/acc gradient nodes tick too), before dce drops unused clones
     registry.add("repeat-acc", repeat_pass.run, phase="transform")
+    # on the forward graph, so that autodiff differentiates the casts it inserts
+    registry.add("auto-mixed-precision", amp_pass.run, phase="differentiate", before="autodiff")
 
 
 @hookimpl

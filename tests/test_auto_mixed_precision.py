@@ -1,0 +1,94 @@
+"""Legacy function_config.enable_auto_mixed_precision: the auto-mixed-precision pass.
+
+On the CPU backend legacy kept every op in float32 (its rewrite ran for GPU ops only): the option then
+warns and changes nothing. FLOWJOB_AMP_ON_CPU=1 runs the float16 set on numpy too, which the tests use to
+check the rewrite itself: where the casts go, that training goes through them, and that results stay
+close to float32.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import oneflow as flow
+import oneflow.typing as tp
+from flowjob_core.testing.modules import sibling
+from flowjob_ops.amp_pass import AutoMixedPrecisionWarning
+
+fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+sgd = sibling(__file__, "legacy_helpers").sgd
+IMAGES = np.random.default_rng(0).random((8, 1, 8, 8), dtype=np.float32)
+LABELS = np.arange(8, dtype=np.int32) % 4
+
+
+def config(amp: bool = True) -> flow.FunctionConfig:
+    cfg = flow.function_config()
+    cfg.enable_auto_mixed_precision(amp)
+    return cfg
+
+
+def define(amp: bool, name: str = "train"):
+    @flow.global_function("train", config(amp))
+    def train(images: tp.Numpy.Placeholder((8, 1, 8, 8)),
+              labels: tp.Numpy.Placeholder((8,), dtype=flow.int32)) -> tp.Numpy:
+        init = flow.random_normal_initializer(stddev=0.1, seed=1)
+        conv = flow.layers.conv2d(images, 4, 3, padding="SAME", kernel_initializer=init, name="conv")
+        hidden = flow.nn.relu(conv)
+        pooled = flow.nn.max_pool2d(hidden, 2, 2, "VALID")
+        flat = flow.reshape(pooled, (8, -1))
+        logits = flow.layers.dense(flat, 4, kernel_initializer=init, name="dense")
+        loss = flow.math.reduce_mean(flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        sgd(loss)
+        return loss
+
+    return train
+
+
+def test_on_the_cpu_backend_the_option_warns_and_changes_nothing():
+    plain = [define(False)(IMAGES, LABELS) for _ in range(3)]
+    flow.clear_default_session()
+    job = define(True)
+    with pytest.warns(AutoMixedPrecisionWarning, match="job 'train'.*FLOWJOB_AMP_ON_CPU"):
+        first = job(IMAGES, LABELS)
+    np.testing.assert_array_equal([first] + [job(IMAGES, LABELS) for _ in range(2)], plain)
+
+
+def test_the_float16_set_and_its_casts(monkeypatch):
+    """conv -> (bias, relu) -> max_pool -> reshape -> matmul run in float16: white ops and the clear and
+    gray ops between them; the dense bias_add after the last matmul feeds no white op and stays float32."""
+    monkeypatch.setenv("FLOWJOB_AMP_ON_CPU", "1")
+    job = define(True)
+    job(IMAGES, LABELS)
+    graph = job._plan.job
+
+    def dtype(op: str) -> np.dtype:  # of the op's first (forward) node
+        node = next(n for n in graph.nodes if n.op == op)
+        return graph.specs[node.outputs[0]].dtype
+
+    for op in ("conv2d_bias", "max_pool2d", "reshape", "matmul"):  # conv2d_bias: conv, bias and relu fused
+        assert dtype(op) == np.float16, str(graph)
+    for op in ("bias_add", "sparse_softmax_cross_entropy", "reduce_mean"):
+        assert dtype(op) == np.float32, str(graph)
+    casts = {n.name: n.inputs[0] for n in graph.nodes if n.op == "cast" and not n.name.endswith("_grad")}
+    into = sorted(lbn for name, lbn in casts.items() if name.endswith("-cast_f2h"))
+    out_of = sorted(lbn for name, lbn in casts.items() if name.endswith("-cast_h2f"))
+    images = graph.placeholders[0].lbn
+    assert into == sorted([images, "conv-bias/out", "conv-weight/out", "dense-weight/out"])
+    assert out_of == ["dense_matmul/out_0"]
+    # trainable variables stay float32 (their float16 copies are the casts); so do their gradients
+    for var in graph.variables.values():
+        if var.trainable:
+            assert var.spec.dtype == np.float32
+            assert graph.specs[graph.variable_grads[var.name]].dtype == np.float32
+
+
+def test_training_through_the_casts_stays_close_to_float32(monkeypatch):
+    plain_job = define(False)
+    plain = [plain_job(IMAGES, LABELS) for _ in range(5)]
+    flow.clear_default_session()
+    monkeypatch.setenv("FLOWJOB_AMP_ON_CPU", "1")
+    job = define(True)
+    half = [job(IMAGES, LABELS) for _ in range(5)]
+    assert all(h.dtype == np.float32 for h in half)  # the loss is computed outside the float16 set
+    np.testing.assert_allclose(half, plain, rtol=2e-2)
+    assert half[-1] < half[0]  # the variables learn through the casts' gradients
