@@ -132,9 +132,11 @@ def setup(world: World) -> Nccl | None:
     _current_in_new_threads(runtime, device)
     uid = runtime.nccl.get_unique_id() if world.rank == 0 else None
     WAITING.enter("the exchange of the NCCL unique id")
-    uid = world.comm.bcast(uid, root=0)
-    comm = runtime.nccl.NcclCommunicator(world.size, uid, world.rank)  # blocks until every rank joined
-    WAITING.leave()
+    try:
+        uid = world.comm.bcast(uid, root=0)
+        comm = runtime.nccl.NcclCommunicator(world.size, uid, world.rank)  # blocks until every rank joined
+    finally:
+        WAITING.leave()
     return Nccl(runtime, comm, device, world.size)
 
 
@@ -142,7 +144,7 @@ def _current_in_new_threads(runtime: Runtime, device: int) -> None:
     """CuPy's current device is per thread, and a new thread starts on device 0: every thread started
     from now on (the executor's, a reader's) makes the rank's device current before its first line,
     through threading's profile hook, which then hands over to any hook set before."""
-    previous = threading.getprofile()
+    previous: Any = threading.getprofile()
 
     def first_event(frame: Any, event: str, arg: Any) -> Any:
         runtime.cp.cuda.Device(device).use()
