@@ -192,3 +192,24 @@ def test_two_gpu_ranks_match_one_process_through_real_nccl(tmp_path, reference, 
     want = reference("sgd", 10, 3, "rows")
     for name in want:  # GPU kernels against numpy's: float32 rounding, not just summation order
         np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_a_checkpoint_loads_on_every_rank_through_the_nccl_broadcast(tmp_path, monkeypatch):
+    monkeypatch.delenv(nccl.VARIABLE, raising=False)
+    path, saving, loading, logs = (tmp_path / name for name in ("model", "saving", "loading", "logs"))
+    for folder in (saving, loading, logs):
+        folder.mkdir()
+    monkeypatch.setenv("FAKE_NCCL_LOG", str(logs))
+    ok(ranks(2, "with_fake_nccl.py", "ckpt.py", "save", path, saving))
+    ok(ranks(3, "with_fake_nccl.py", "ckpt.py", "load", path, loading))  # rank 0 reads; 1 and 2 get it by NCCL
+    saved = dict(np.load(saving / "rank0.npz"))
+    assert "w" in saved
+    for r in range(3):
+        got = dict(np.load(loading / f"rank{r}.npz"))
+        assert sorted(got) == sorted(saved)
+        for name in saved:
+            assert got[name].tobytes() == saved[name].tobytes(), (r, name)
+        log = [tuple(x) for x in _logs(logs, 3)[r]["log"]]
+        casts = [x for x in log if x[0] == "bcast"]
+        assert ("groupStart",) in log and casts and {x[3] for x in casts} == {0}
+        assert sum(x[1] for x in casts) == sum(a.nbytes for a in saved.values())  # every variable's bytes
