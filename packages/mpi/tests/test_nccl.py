@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from flowjob_core import ConfigError
 from flowjob_core.testing.modules import sibling
 from flowjob_mpi import nccl
 from flowjob_mpi.world import MpiError
@@ -39,7 +40,7 @@ def test_the_override_is_read_and_checked(monkeypatch):
     monkeypatch.setenv(nccl.VARIABLE, " NCCL ")
     assert nccl.requested() == "nccl"
     monkeypatch.setenv(nccl.VARIABLE, "gloo")
-    with pytest.raises(MpiError, match=r"FLOWJOB_MPI_GRADIENTS='gloo': expected one of nccl, mpi"):
+    with pytest.raises(ConfigError, match=r"FLOWJOB_MPI_GRADIENTS='gloo': expected one of nccl, mpi"):
         nccl.requested()
 
 

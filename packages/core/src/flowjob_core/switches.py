@@ -39,6 +39,9 @@ class Settings:
     amp_on_cpu: bool = _switch(
         "FLOWJOB_AMP_ON_CPU", False,
         "enable_auto_mixed_precision runs its float16 ops on the cpu backend too (legacy: GPU ops only; slow)")
+    mpi_gradients: str = _switch(
+        "FLOWJOB_MPI_GRADIENTS", "",
+        "flowjob-mpi's gradient all-reduce: nccl or mpi (unset: NCCL where every rank can)", choices=("nccl", "mpi"))
     device: str = _switch("FLOWJOB_DEVICE", "", "force the device tag every job runs on (cpu, gpu, ...)")
     disable_plugin_autoload: bool = _switch(
         "FLOWJOB_DISABLE_PLUGIN_AUTOLOAD", False, "load no entry-point plugins, only core's built-ins")

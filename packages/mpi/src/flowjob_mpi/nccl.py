@@ -17,7 +17,6 @@ which the tests replace with a double over numpy and MPI.
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from flowjob_core import switches
 from flowjob_mpi.faults import WAITING
 from flowjob_mpi.world import MpiError
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from flowjob_mpi.world import World
 
 VARIABLE = "FLOWJOB_MPI_GRADIENTS"
-CHOICES = ("nccl", "mpi")
 DEVICE_TAGS = {"gpu"}  # backends whose arrays live on the CUDA device (flowjob-gpu's CuPy backend)
 INSTALL_HINT = 'pip install "flowjob-mpi[nccl]" on a machine with a CUDA device'
 # NCCL's names for the floating dtypes a gradient bucket may hold (cupy.cuda.nccl exports them)
@@ -84,10 +83,7 @@ def use_runtime(runtime: Runtime) -> None:
 
 def requested() -> str:
     """``FLOWJOB_MPI_GRADIENTS``: "nccl", "mpi", or "" (unset: the rule decides)."""
-    asked = os.environ.get(VARIABLE, "").strip().lower()
-    if asked not in ("", *CHOICES):
-        raise MpiError(f"{VARIABLE}={os.environ[VARIABLE]!r}: expected one of {', '.join(CHOICES)} (or unset)")
-    return asked
+    return switches.current().mpi_gradients  # a value not understood is a ConfigError naming the variable
 
 
 def choose(asked: str, missing: Sequence[str]) -> str:
