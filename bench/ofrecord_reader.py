@@ -12,10 +12,12 @@ noise, quality 90). Rows, each a legacy predict or train job run for ``--steps``
   ``CropMirrorNormalize`` with ImageNet's mean and std (the benchmarks' training pipeline);
 
 each with the image work on 1 thread and on the decoding pool's ``N`` (``flowjob_ofrecord.images.THREADS``,
-up to 8); then a LeNet training step (batch 100) fed by the ``mnist png`` reader against the same step fed
-in-memory arrays (``tp.Numpy.Placeholder``). Prints a Markdown table.
+up to 8; a batch under ``SMALL_BATCH_PIXELS``, as MNIST's, stays on the reader thread either way); then a
+LeNet training step (batch 100) fed in-memory arrays (``tp.Numpy.Placeholder``), by the ``mnist png``
+reader and by the ``mnist raw`` reader, taking turns, with the process CPU time per step. Prints Markdown
+tables.
 
-Run: python bench/ofrecord_reader.py [--steps 30] [--rounds 3]
+Run: python bench/ofrecord_reader.py [--steps 30] [--rounds 3] [--rows readers lenet]
 """
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--jpeg-batch", type=int, default=32, help="records per step (JPEG rows)")
     parser.add_argument("--mnist", type=int, default=6000, help="MNIST-like records written")
     parser.add_argument("--jpegs", type=int, default=256, help="JPEG records written")
+    parser.add_argument("--rows", nargs="+", choices=["readers", "lenet"], default=["readers", "lenet"],
+                        help="which tables: reader records/s, LeNet steps by feed (default both)")
     return parser.parse_args()
 
 
@@ -127,13 +131,20 @@ def lenet(images):
     return flow.layers.dense(hidden, 10, kernel_initializer=init, name="dense2")
 
 
+def mnist_raw(folder: str, batch: int):
+    records = reader(folder, batch, 4)
+    images = flow.data.OFRecordRawDecoder(records, "images", shape=(1, 28, 28), dtype=flow.float)
+    labels = flow.data.OFRecordRawDecoder(records, "labels", shape=(), dtype=flow.int32)
+    return images, labels
+
+
 def train_step(fed_by: str, mnist: str, batch: int) -> Callable[[], object]:
     flow.clear_default_session()
     sgd = flow.optimizer.PiecewiseConstantScheduler([], [0.05])
-    if fed_by == "reader":
+    if fed_by in FEEDS:
         @flow.global_function(type="train")
         def from_reader() -> tp.Numpy:
-            images, labels = mnist_png(mnist, batch)
+            images, labels = FEEDS[fed_by](mnist, batch)
             loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, lenet(images))
             flow.optimizer.SGD(sgd, momentum=0).minimize(loss)
             return loss
@@ -150,6 +161,10 @@ def train_step(fed_by: str, mnist: str, batch: int) -> Callable[[], object]:
         flow.optimizer.SGD(sgd, momentum=0).minimize(loss)
         return loss
     return lambda: from_arrays(x, y)
+
+
+FEEDS = {"the MNIST PNG reader": mnist_png, "the MNIST raw reader": mnist_raw}
+LENET_FEEDS = ("in-memory arrays (`tp.Numpy.Placeholder`)", *FEEDS)
 
 
 def best_seconds(step: Callable[[], object], args: argparse.Namespace, steps: int) -> float:
@@ -169,23 +184,45 @@ def main() -> None:
     args = _args()
     pool = image_pool.THREADS
     with tempfile.TemporaryDirectory() as tmp:
-        mnist, jpegs = write_data(Path(tmp), args.mnist, args.jpegs)
-        print(f"| workload | 1 thread | {pool} threads |")
-        print("|---|---|---|")
-        for row in ("mnist raw", "mnist png", "jpeg crop"):
-            batch = args.jpeg_batch if row == "jpeg crop" else args.batch
-            rates = []
-            for threads in (1, pool):
-                image_pool.THREADS = threads  # read by each batch's parallel_map
-                rates.append(batch / best_seconds(build(row, mnist, jpegs, args), args, args.steps))
-            image_pool.THREADS = pool
-            print(f"| {row} | {rates[0]:,.0f} records/s | {rates[1]:,.0f} records/s |")
-        print()
-        print("| LeNet training step, batch %d | ms/step |" % args.batch)
-        print("|---|---|")
-        for fed_by in ("arrays", "reader"):
-            seconds = best_seconds(train_step(fed_by, mnist, args.batch), args, args.steps)
-            print(f"| fed by {fed_by} | {seconds * 1000:.1f} |")
+        mnist, jpegs = write_data(Path(tmp), args.mnist, args.jpegs if "readers" in args.rows else 0)
+        if "readers" in args.rows:
+            readers(mnist, jpegs, pool, args)
+        if "lenet" in args.rows:
+            lenet_steps(mnist, args)
+
+
+def readers(mnist: str, jpegs: str, pool: int, args: argparse.Namespace) -> None:
+    print(f"| workload | 1 thread | {pool} threads |")
+    print("|---|---|---|")
+    for row in ("mnist raw", "mnist png", "jpeg crop"):
+        batch = args.jpeg_batch if row == "jpeg crop" else args.batch
+        rates = []
+        for threads in (1, pool):
+            image_pool.THREADS = threads  # read by each batch's parallel_map
+            rates.append(batch / best_seconds(build(row, mnist, jpegs, args), args, args.steps))
+        image_pool.THREADS = pool
+        print(f"| {row} | {rates[0]:,.0f} records/s | {rates[1]:,.0f} records/s |")
+    print()
+
+
+def lenet_steps(mnist: str, args: argparse.Namespace) -> None:
+    """The LeNet step fed each way, the feeds taking turns round after round (a loaded machine slows them
+    alike); the best round of each, and the process CPU time per step in that round."""
+    best = {feed: (float("inf"), 0.0) for feed in LENET_FEEDS}
+    for _ in range(args.rounds):
+        for feed in LENET_FEEDS:
+            step = train_step(feed, mnist, args.batch)
+            for _ in range(args.warmup):
+                step()
+            wall, cpu = time.perf_counter(), time.process_time()
+            for _ in range(args.steps):
+                step()
+            wall, cpu = (time.perf_counter() - wall) / args.steps, (time.process_time() - cpu) / args.steps
+            best[feed] = min(best[feed], (wall, cpu))
+    print(f"| LeNet training step, batch {args.batch}, fed by | ms/step | CPU ms/step |")
+    print("|---|---|---|")
+    for feed, (wall, cpu) in best.items():
+        print(f"| {feed} | {wall * 1000:.1f} | {cpu * 1000:.1f} |")
 
 
 if __name__ == "__main__":

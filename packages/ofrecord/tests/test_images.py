@@ -59,3 +59,38 @@ def test_parallel_map_keeps_order_and_raises_the_first_error() -> None:
 
     with pytest.raises(ValueError, match="bad 7"):
         parallel_map(fail, range(50))
+
+
+def test_small_batches_stay_on_the_calling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from flowjob_ofrecord import images
+
+    monkeypatch.setattr(images, "THREADS", 2)
+    me = threading.current_thread().name
+    who = lambda _: threading.current_thread().name  # noqa: E731
+    assert set(images.parallel_map(who, range(8), pixels=images.SMALL_BATCH_PIXELS - 1)) == {me}
+    assert me not in images.parallel_map(who, range(8), pixels=images.SMALL_BATCH_PIXELS)
+    assert me not in images.parallel_map(who, range(8))  # size unknown: the pool
+
+
+def test_resize_to_the_same_size_gives_the_pixels_back() -> None:
+    from flowjob_ofrecord.images import resize
+
+    pixels = np.random.default_rng(0).integers(0, 256, (5, 7, 3), np.uint8)
+    for interpolation in ("auto", "bilinear", "bicubic", "area", "nearest_neighbor"):
+        np.testing.assert_array_equal(resize(pixels, 7, 5, interpolation), pixels)
+    assert resize(pixels, 7, 6, "bilinear").shape == (6, 7, 3)
+
+
+def test_an_image_already_in_the_color_space_is_not_converted() -> None:
+    from PIL import Image
+
+    from flowjob_ofrecord.images import to_array
+
+    gray = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    np.testing.assert_array_equal(to_array(Image.fromarray(gray), "GRAY"), gray[:, :, None])
+    rgb = to_array(Image.fromarray(gray), "RGB")
+    assert rgb.shape == (3, 4, 3) and (rgb == gray[:, :, None]).all()
+    color = np.random.default_rng(1).integers(0, 256, (3, 4, 3), np.uint8)
+    np.testing.assert_array_equal(to_array(Image.fromarray(color), "BGR"), color[:, :, ::-1])

@@ -43,8 +43,9 @@ def _decoder_kernel(ctx: KernelContext) -> Any:
         boxes = [images.random_crop_box(image.width, image.height, rng, attrs["num_attempts"],
                                         tuple(attrs["random_area"]), tuple(attrs["random_aspect_ratio"]))
                  if rng is not None else None for image in opened]
+        pixels = sum(image.width * image.height for image in opened)
         return images.parallel_map(lambda k: images.decode(opened[k], boxes[k], color_space, refs[k], key, node),
-                                   range(len(refs)), attrs.get("threads"))
+                                   range(len(refs)), attrs.get("threads"), pixels)
 
     reader.add_decoder(node, decode)
     out = ctx.out(0)
@@ -113,7 +114,7 @@ def _crop_resize_kernel(ctx: KernelContext) -> Any:
             pixels = images.decode(opened[k], boxes[k], "RGB", refs[k], source, node)
             batch[k] = images.resize(pixels, w, h, "auto")
 
-        images.parallel_map(one, range(len(refs)))
+        images.parallel_map(one, range(len(refs)), pixels=sum(im.width * im.height for im in opened))
         return batch
 
     reader.add_decoder(node, decode)

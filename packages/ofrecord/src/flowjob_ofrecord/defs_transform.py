@@ -61,7 +61,7 @@ def _resize_kernel(ctx: KernelContext) -> Any:
             batch[i] = images.resize(pictures[i], w, h, attrs["interpolation_type"])
             scale[i] = (w / pictures[i].shape[1], h / pictures[i].shape[0])
 
-        images.parallel_map(one, range(len(refs)))
+        images.parallel_map(one, range(len(refs)), pixels=sum(p.shape[0] * p.shape[1] for p in pictures))
         return batch, scale
 
     reader.add_decoder(node, resize)
@@ -101,7 +101,8 @@ def _keep_ratio_kernel(ctx: KernelContext) -> Any:
         sizes = [images.aspect_size(p.shape[0], p.shape[1], attrs["target_size"], attrs["resize_longer"],
                                     attrs["min_size"], attrs["max_size"]) for p in pictures]
         out = images.parallel_map(lambda k: images.resize(pictures[k], sizes[k][1], sizes[k][0],
-                                                          attrs["interpolation_type"]), range(len(refs)))
+                                                          attrs["interpolation_type"]), range(len(refs)),
+                                  pixels=sum(p.shape[0] * p.shape[1] for p in pictures))
         scale = np.array([(w / p.shape[1], h / p.shape[0]) for p, (h, w) in zip(pictures, sizes)], np.float32)
         decoded[f"{node}:meta"] = (scale, np.array([(w, h) for h, w in sizes], np.int32))
         return out
