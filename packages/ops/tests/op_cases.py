@@ -913,3 +913,4 @@ CASES += sibling(__file__, "cases_data_dependent").CASES
 CASES += sibling(__file__, "cases_repeat").CASES
 CASES += sibling(__file__, "cases_pack").CASES
 CASES += sibling(__file__, "cases_decode_random").CASES
+CASES += sibling(__file__, "cases_models").CASES

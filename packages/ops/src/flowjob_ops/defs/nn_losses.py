@@ -204,8 +204,10 @@ SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
 # sigmoid cross entropy --------------------------------------------------------
 def _sigmoid_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     labels, logits = inputs
-    require_floating(inputs, "sigmoid_cross_entropy_with_logits")
-    same_dtype(inputs, "sigmoid_cross_entropy_with_logits")
+    require_floating([logits], "sigmoid_cross_entropy_with_logits (logits)")
+    # legacy kernels take int8/int32 labels too (Wide&Deep feeds its int32 click labels as they are)
+    if labels.dtype.kind not in "iu":
+        same_dtype(inputs, "sigmoid_cross_entropy_with_logits")
     if labels.shape != logits.shape:
         raise ShapeError(f"labels and logits must have one shape, got labels {labels.shape} and logits {logits.shape}")
     return [logits]
@@ -241,6 +243,7 @@ def _sigmoid_grad(ctx: GradContext) -> list[Any]:
 
 def _sigmoid_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     labels, logits, dy = inputs
+    require_floating([logits, dy], "sigmoid_cross_entropy_grad")
     if not labels.shape == logits.shape == dy.shape:
         raise ShapeError(f"sigmoid_cross_entropy_grad: labels {labels.shape}, logits {logits.shape}, dy {dy.shape}")
     return [logits]
