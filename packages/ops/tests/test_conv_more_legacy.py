@@ -234,7 +234,7 @@ def test_conv2d_transpose_aliases_and_errors() -> None:
     np.testing.assert_allclose(got, deconv_ref(x, w, 1, "VALID", "NCHW", None, 1, (1, 4, 4, 4)), rtol=1e-5,
                                atol=1e-5)
     cases = [({"value": None, "input": None}, "exactly one of value and input"),
-             ({"output_shape": (1, 3, 4, 4)}, "channels the filter's"),
+             ({"output_shape": (2, 4, 4, 4)}, "batch must be value's"),
              ({"output_shape": (1, 4, 9, 9)}, "deconv2d: output shape"),
              ({"padding": "SAME_LOWER"}, "padding must be 'SAME' or 'VALID'"),
              ({"strides": None}, "strides must be an int or a list")]

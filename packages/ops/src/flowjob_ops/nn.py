@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Sequence
 
 from flowjob_core import Blob, apply
@@ -655,9 +656,14 @@ def conv2d_transpose(value: Blob | None = None, filter: Blob | None = None,  # n
         raise build_error(what, f"output_shape must be 4 dimensions in {data_format} order, got {output_shape!r}")
     out = tuple(int(d) for d in output_shape)
     channels_axis = 1 if data_format == "NCHW" else 3
-    if out[0] != x.shape[0] or out[channels_axis] != w.shape[channels_axis]:
-        raise build_error(what, f"output_shape {out}: batch must be value's ({x.shape[0]}) and channels the "
-                                f"filter's ({w.shape[channels_axis]})")
+    if out[0] != x.shape[0]:
+        raise build_error(what, f"output_shape {out}: batch must be value's ({x.shape[0]})")
+    if out[channels_axis] != w.shape[channels_axis]:
+        # v0.2 took the channels from the filter and ignored this entry (v0.3.1+ asserted); programs of
+        # that time still in the v0.4 benchmark (DCGAN's layers.py passes value's channels) keep running
+        warnings.warn(f"{what}: output_shape {out} gives {out[channels_axis]} channels, the filter has "
+                      f"{w.shape[channels_axis]}; the filter's are used, as legacy v0.2 did", stacklevel=2)
+        out = out[:channels_axis] + (int(w.shape[channels_axis]),) + out[channels_axis + 1:]
     if strides is None:
         raise build_error(what, "strides must be an int or a list")
     if not isinstance(padding, str) or padding.upper() not in ("SAME", "VALID"):

@@ -1,0 +1,1 @@
+"""``oneflow.python.framework``: the legacy internal modules that programs imported by path."""
