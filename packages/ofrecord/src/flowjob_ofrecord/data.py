@@ -15,6 +15,7 @@ __all__ = ["BlobConf", "BytesListCodec", "ImageCodec", "ImageDecoderRandomCropRe
            "image_decoder_random_crop_resize", "ofrecord_bytes_decoder", "ofrecord_image_classification_reader",
            "ofrecord_image_decoder",
            "ofrecord_image_decoder_random_crop", "ofrecord_loader", "ofrecord_raw_decoder", "ofrecord_reader"]
+__all__ += ["OneRecDecoder", "onerec_decoder", "onerec_reader"]  # legacy v0.4's OneRec files
 
 
 def ofrecord_reader(ofrecord_dir: str, batch_size: int = 1, data_part_num: int = 1, part_name_prefix: str = "part-",
@@ -229,3 +230,71 @@ image_decoder_random_crop_resize = ImageDecoderRandomCropResize
 from flowjob_ofrecord.blob_conf import (  # noqa: E402
     BlobConf, BytesListCodec, ImageCodec, ImagePreprocessor, ImageResizePreprocessor, NormByChannelPreprocessor,
     RawCodec, decode_ofrecord, ofrecord_loader)
+
+
+def onerec_reader(files: Sequence[str], batch_size: int = 1, random_shuffle: bool = False,
+                  shuffle_mode: str = "instance", shuffle_buffer_size: int = 1024, shuffle_after_epoch: bool = False,
+                  verify_example: bool = True, name: str | None = None, *, seed: int | None = None) -> Blob:
+    """The next ``batch_size`` examples of the OneRec ``files`` at every step, for ``onerec_decoder`` to read.
+
+    Read as ``ofrecord_reader`` reads part files: epoch after epoch by a background thread that keeps the
+    next batches decoded, this process taking its rank's share of the files. Each frame's header and
+    payload digests are checked, and every offset of an example is checked to lie inside it.
+
+    Args:
+        files: the OneRec files (a list or tuple of paths; a missing one is an error when the job is traced).
+        batch_size: examples per step, over all processes.
+        random_shuffle: shuffle through a buffer of ``shuffle_buffer_size`` items.
+        shuffle_mode: ``"instance"`` shuffles examples; ``"batch"`` shuffles whole batches of consecutive
+            examples (a buffer of ``shuffle_buffer_size`` batches).
+        shuffle_buffer_size: examples (or batches) in the shuffle buffer.
+        shuffle_after_epoch: read the files in a new random order every epoch.
+        verify_example: accepted for legacy programs; the structure checks always run here.
+        name: the op name; default ``OneRecReader_<n>``.
+        seed: seeds the shuffles, so the order repeats (flowjob's addition; default: fresh entropy).
+
+    Returns:
+        The batch's example ids, int64 ``(batch_size,)`` (positions over the files in order).
+    """
+    if not isinstance(files, (list, tuple)):
+        raise TypeError(f"flow.data.onerec_reader: files must be a list or tuple of paths, got "
+                        f"{type(files).__name__}")
+    rank, world = shard()
+    attrs = {"files": tuple(str(f) for f in files), "batch_size": batch_size, "random_shuffle": random_shuffle,
+             "shuffle_mode": shuffle_mode, "shuffle_buffer_size": shuffle_buffer_size,
+             "shuffle_after_epoch": shuffle_after_epoch, "verify_example": bool(verify_example), "seed": seed,
+             "rank": rank, "world": world,
+             "session": session_token(current_builder("flow.data.onerec_reader").session)}
+    return apply("onerec_reader", [], attrs, name=name)
+
+
+def OneRecDecoder(input_blob: Blob, key: str, dtype: Any, shape: Sequence[int], is_dynamic: bool = False,
+                  reshape: Sequence[int] | None = None, batch_padding: Sequence[int] | None = None,
+                  name: str | None = None) -> Blob:
+    """Feature ``key`` of every OneRec example as a ``(batch_size, *shape)`` blob of ``dtype``.
+
+    Each example's tensor must be of the list kind ``dtype`` reads (Int32List for int32, Float32List for
+    float32, ...) and have ``shape``, after ``reshape`` when given (one -1 takes what the values leave).
+    ``batch_padding`` pads the first axis with zeros: ``[n, 0, ...]`` up to n rows, ``[-1, 0, ...]`` up to
+    the batch's largest, ``[0, ...]`` none (all equal); the padded shape must be ``shape``.
+
+    Args:
+        input_blob: the output of ``flow.data.onerec_reader``.
+        key: the feature's name in each example.
+        dtype: int8, int32, int64, float32 or float64.
+        shape: one example's shape.
+        is_dynamic: legacy's blob whose shape each batch decides; refused here (an OpBuildError).
+        reshape: the shape each tensor's values are read as.
+        batch_padding: how the first axis is padded.
+        name: the op name; default ``OneRecDecoder_<n>``.
+    """
+    reader = producer(input_blob, ("onerec_reader",), "flow.data.onerec_decoder", "flow.data.onerec_reader").name
+    attrs = {"key": key, "data_type": dtypes.as_dtype(dtype).name, "static_shape": tuple(shape),
+             "is_dynamic": bool(is_dynamic), "has_reshape": reshape is not None,
+             "reshape": tuple(reshape) if reshape is not None else tuple(shape),
+             "has_batch_padding": batch_padding is not None,
+             "batch_padding": tuple(batch_padding) if batch_padding is not None else tuple(shape), "reader": reader}
+    return apply("onerec_decoder", [input_blob], attrs, name=name)
+
+
+onerec_decoder = OneRecDecoder

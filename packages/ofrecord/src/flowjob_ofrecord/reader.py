@@ -13,14 +13,15 @@ import atexit
 import queue
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
 from flowjob_ofrecord.errors import OFRecordError
 from flowjob_ofrecord.files import RecordRef, index_file, parse, part_paths, read_payload
+from flowjob_ofrecord.onerec_format import index_onerec_file, parse_example, read_onerec_payload
 from flowjob_ofrecord.record_pb2 import OFRecord
 
 POLL = 0.1
@@ -45,6 +46,17 @@ def shard() -> tuple[int, int]:
     return rank, world
 
 
+def onerec_paths(files: Sequence[str], op: str) -> list[Path]:
+    """A OneRec reader's files, checked to exist (an ``OFRecordError`` naming the missing ones)."""
+    if not files:
+        raise OFRecordError(f"{op}: files is empty (legacy Wide&Deep globs '<dir>/*.onerec': is the folder right?)")
+    paths = [Path(f) for f in files]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise OFRecordError(f"{op}: OneRec file(s) {missing[:8]} do not exist")
+    return paths
+
+
 @dataclass(frozen=True)
 class ReaderConfig:
     op: str
@@ -59,11 +71,19 @@ class ReaderConfig:
     seed: int | None = None
     rank: int = 0
     world: int = 1
+    # a OneRec reader (onerec_reader) lists its files instead of naming a folder of parts
+    files: tuple[str, ...] = ()
+    format: str = "ofrecord"  # or "onerec"
+    shuffle_mode: str = "instance"  # onerec: "batch" shuffles whole batches of consecutive records
 
     def shard_parts(self) -> tuple[list[Path], list[Path]]:
         """The part files before this rank's and this rank's own (a contiguous range, as legacy split the
         parts over devices); record ids count from the folder's first record."""
-        paths = part_paths(self.data_dir, self.data_part_num, self.part_name_prefix, self.part_name_suffix_length)
+        if self.format == "onerec":
+            paths = onerec_paths(self.files, self.op)
+        else:
+            paths = part_paths(self.data_dir, self.data_part_num, self.part_name_prefix,
+                               self.part_name_suffix_length)
         if self.world > len(paths):
             raise OFRecordError(f"{self.op}: {len(paths)} part file(s) cannot be shared by {self.world} processes")
         lo, hi = self.rank * len(paths) // self.world, (self.rank + 1) * len(paths) // self.world
@@ -95,8 +115,9 @@ class Reader:
         self._error: BaseException | None = None
         # indexing happens here, when the plan is built, so a truncated file fails before any step
         before, parts = config.shard_parts()
-        self._refs = [index_file(p) for p in parts]
-        self._first_id = sum(len(index_file(p)) for p in before)
+        index = index_onerec_file if config.format == "onerec" else index_file
+        self._refs = [index(p) for p in parts]
+        self._first_id = sum(len(index(p)) for p in before)
         if not any(self._refs):
             raise OFRecordError(f"{config.op}: the part files {[str(p) for p in parts]} hold no record")
         self._finalizer = weakref.finalize(self, self._stop.set)
@@ -168,29 +189,52 @@ def _record_order(config: ReaderConfig, refs: list[list[RecordRef]], first_id: i
     if not config.random_shuffle:
         yield from stream
         return
-    # a buffer of shuffle_buffer_size records: emit a random one, put the next record in its place
-    buffer = [next(stream) for _ in range(max(1, config.shuffle_buffer_size))]
+    yield from _shuffled(stream, config.shuffle_buffer_size, rng)
+
+
+T = TypeVar("T")
+
+
+def _shuffled(stream: Iterator[T], size: int, rng: np.random.Generator) -> Iterator[T]:
+    """A buffer of ``size`` items: emit a random one, put the next item in its place."""
+    buffer = [next(stream) for _ in range(max(1, size))]
     while True:
         i = int(rng.integers(len(buffer)))
         yield buffer[i]
         buffer[i] = next(stream)
 
 
+def _batches(config: ReaderConfig, refs: list[list[RecordRef]], first_id: int,
+             rng: np.random.Generator) -> Iterator[list[tuple[int, RecordRef]]]:
+    """Batches of (id, ref); OneRec's shuffle_mode="batch" shuffles batches of consecutive records through a
+    buffer of shuffle_buffer_size batches instead of shuffling records."""
+    if config.random_shuffle and config.shuffle_mode == "batch":
+        plain = _record_order(replace(config, random_shuffle=False), refs, first_id, rng)
+        consecutive = iter(lambda: [next(plain) for _ in range(config.batch_size)], None)
+        yield from _shuffled(consecutive, config.shuffle_buffer_size, rng)
+        return
+    order = _record_order(config, refs, first_id, rng)
+    while True:
+        yield [next(order) for _ in range(config.batch_size)]
+
+
 def _produce(config: ReaderConfig, refs: list[list[RecordRef]], first_id: int, decoders: dict[str, Decoder],
              out: queue.Queue, stop: threading.Event, alive: Callable[[], bool]) -> None:
     rng = np.random.default_rng(config.seed)  # None: fresh entropy, as legacy without a seed
     handles: dict[Path, object] = {}
+    onerec = config.format == "onerec"
     try:
-        order = _record_order(config, refs, first_id, rng)
-        while True:
-            picked = [next(order) for _ in range(config.batch_size)]
+        for picked in _batches(config, refs, first_id, rng):
             batch_refs = [ref for _, ref in picked]
             records = []
             for ref in batch_refs:
                 handle = handles.get(ref.path)
                 if handle is None:
                     handle = handles[ref.path] = open(ref.path, "rb")
-                records.append(parse(read_payload(handle, ref), ref))
+                if onerec:
+                    records.append(parse_example(read_onerec_payload(handle, ref), ref))
+                else:
+                    records.append(parse(read_payload(handle, ref), ref))
             batch = Batch(batch_refs, np.array([i for i, _ in picked], dtype=np.int64))
             for key, decode in decoders.items():
                 batch.decoded[key] = decode(records, batch_refs, batch.decoded)
