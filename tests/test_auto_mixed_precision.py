@@ -12,6 +12,7 @@ import pytest
 
 import oneflow as flow
 import oneflow.typing as tp
+from flowjob_core import ConfigError
 from flowjob_core.testing.modules import sibling
 from flowjob_ops.amp_pass import AutoMixedPrecisionWarning
 
@@ -92,3 +93,15 @@ def test_training_through_the_casts_stays_close_to_float32(monkeypatch):
     assert all(h.dtype == np.float32 for h in half)  # the loss is computed outside the float16 set
     np.testing.assert_allclose(half, plain, rtol=2e-2)
     assert half[-1] < half[0]  # the variables learn through the casts' gradients
+
+
+def test_mixed_precision_needs_the_float32_default_data_type():
+    cfg = config()
+    cfg.default_data_type(flow.double)
+
+    @flow.global_function("predict", cfg)
+    def job(x: tp.Numpy.Placeholder((2, 2))) -> tp.Numpy:
+        return flow.matmul(x, x)
+
+    with pytest.raises(ConfigError, match="job 'job': enable_auto_mixed_precision needs default_data_type float32"):
+        job(np.ones((2, 2), np.float32))

@@ -32,10 +32,6 @@ def _is_dtype(v: Any) -> bool:
         return False
 
 
-def _is_float32(v: Any) -> bool:
-    return dtypes.as_dtype(v) == dtypes.float32
-
-
 def _is_off(v: Any) -> bool:
     return v is False
 
@@ -164,9 +160,11 @@ class FunctionConfig(OptionSet):
     _what = "function_config option"
     _options = {
         # read by flowjob
+        # legacy read it only for variables declared without a dtype, which flow.get_variable never makes (its
+        # dtype defaults to float32), and to refuse mixed precision with a non-float32 default (the amp pass)
         "default_data_type": Option(
-            _is_dtype, "a flowjob dtype such as flow.float", effect="unsupported", supported=_is_float32,
-            why="flowjob's default data type is float32; give other dtypes explicitly (dtype=...)"),
+            _is_dtype, "a flowjob dtype such as flow.float", effect="recorded",
+            why="every op's dtype comes from its inputs or its dtype argument, as in legacy"),
         "default_placement_scope": Option(lambda v: isinstance(v, Placement), "flow.scope.placement(...)"),
         "default_logical_view": Option(lambda v: isinstance(v, LogicalView),
                                        "flow.scope.consistent_view() or mirrored_view()"),

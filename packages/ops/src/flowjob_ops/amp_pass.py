@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from flowjob_core import switches
+from flowjob_core import ConfigError, switches
 from flowjob_core.analysis import observed_values, value_producers, value_readers
 from flowjob_core.ir import Job, Node
 
@@ -137,6 +137,10 @@ def rewrite(job: Job, ops: object) -> None:
 def run(job: Job, ctx: object) -> None:
     if not _enabled(job):
         return
+    default = job.config.get("default_data_type")
+    if default is not None and np.dtype(default) != _F32:  # legacy checked this before rewriting
+        raise ConfigError(f"job {job.name!r}: enable_auto_mixed_precision needs default_data_type float32, "
+                          f"got {np.dtype(default)}")
     backend = getattr(ctx, "backend", None)
     on_host = backend is None or getattr(backend, "host_arrays", True)
     if on_host and not switches.current().amp_on_cpu:
