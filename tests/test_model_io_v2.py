@@ -241,3 +241,28 @@ def test_the_session_variables_match_get_all_variables():
     blobs = flow.get_all_variables()
     store = get_default_session().variables
     assert sorted(blobs) == sorted(store.names())
+
+
+def test_trainable_is_each_jobs_own_flag():
+    """Legacy test_get_variable: a predict job declares the variable first with trainable=False; the train
+    job declaring it trainable still updates it (each job's variable op carried its own flag)."""
+    shape = (2, 3)
+
+    def var(trainable: bool = False):
+        return flow.get_variable("var", shape=shape, dtype=flow.float, trainable=trainable,
+                                 initializer=flow.random_uniform_initializer())
+
+    @flow.global_function("train")
+    def train(x: tp.Numpy.Placeholder(shape)) -> tp.Numpy:
+        v = var(trainable=True)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [1e-2]), momentum=0).minimize(v + x)
+        return v
+
+    @flow.global_function()
+    def read() -> tp.Numpy:
+        return var()
+
+    before = read()
+    np.testing.assert_array_equal(train(np.ones(shape, np.float32)), before)
+    # the loss's gradient is 1 per element, scaled by 1/elements as legacy did
+    np.testing.assert_allclose(read(), before - 1e-2 / before.size, rtol=1e-6)

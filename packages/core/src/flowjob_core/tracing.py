@@ -156,7 +156,9 @@ class JobBuilder:
             return known
         stored = self.session.variables.declare(name, spec, initializer, trainable, regularizer, model_name)
         self._check_same(name, stored.spec, spec)
-        vdef = VariableDef(name, stored.spec, describe_initializer(stored.initializer), stored.trainable,
+        # trainable is this job's own word, as in legacy (each job's variable op had its flag): a predict job
+        # declaring the variable first with trainable=False must not freeze it for a later train job
+        vdef = VariableDef(name, stored.spec, describe_initializer(stored.initializer), trainable,
                            f"{name}/out", stored.regularizer, stored.model_name)
         self.job.variables[name] = vdef
         (blob,) = self.add_op("variable", [], {"name": name, "shape": spec.shape, "dtype": spec.dtype},
