@@ -9,7 +9,10 @@
   log-likelihood of each target under the CTC alignment lattice (Graves et al. 2006), with legacy's
   forward recursion (blank-interleaved targets, skips between distinct labels). Legacy's second output
   alpha (which only its gradient read, -inf off the lattice) is recomputed by the gradient op instead, so
-  every output of the op is finite for a feasible target.
+  every output of the op is finite for a feasible target. The gradient is the true derivative with respect to
+  log_probs. Legacy's (PyTorch's) added exp(log_probs) * dy, assuming a log_softmax in front: through that
+  log_softmax both give the same gradient of its input, so training is the same; only a watch_diff of
+  log_probs itself shows the difference (legacy's own test_ctc_loss compares that raw gradient).
 """
 from __future__ import annotations
 
