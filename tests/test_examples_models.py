@@ -2,6 +2,10 @@
 reduced flags, each in its own process; and the legacy behaviours the v0.4 benchmark scripts rely on."""
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +13,7 @@ import pytest
 
 import oneflow as flow
 import oneflow.typing as tp
+from flowjob_core.testing.modules import sibling
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -66,3 +71,76 @@ def test_sigmoid_cross_entropy_takes_int32_click_labels_and_trains() -> None:
 
     losses = [float(job(feats, labels)) for _ in range(20)]
     assert np.isfinite(losses).all() and losses[-1] < 0.5 * losses[0]
+
+
+# the examples, each in its own process with reduced flags ------------------------------------------
+def run_example(args: list[str], cwd: Path, timeout: float = 300) -> str:
+    env = dict(os.environ, FLOWJOB_DATA_HOME=str(cwd / "no-cache"))  # only ./mnist.npz may be used
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"{args[0]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return proc.stdout
+
+
+@pytest.mark.examples
+def test_cnn_benchmark_resnet50_trains_on_synthetic_data_and_saves_snapshots(tmp_path: Path) -> None:
+    out = run_example([str(EXAMPLES / "cnn_benchmark" / "train.py"), "--model", "resnet50", "--image_size", "32",
+                       "--base_width", "8", "--num_classes", "10", "--num_examples", "32",
+                       "--batch_size_per_device", "8", "--num_val_examples", "8", "--val_batch_size_per_device", "4",
+                       "--num_epochs", "2", "--warmup_epochs", "0.5", "--learning_rate", "1.0",
+                       "--loss_print_every_n_iter", "2", "--model_save_dir", "snap", "--log_dir", "log"], tmp_path)
+    train = re.findall(r"^train: epoch (\d), iter (\d), loss: (\S+), top_1: (\S+), samples/s: (\S+)$", out, re.M)
+    assert [(e, i) for e, i, *_ in train] == [("0", "2"), ("0", "4"), ("1", "2"), ("1", "4")], out
+    losses = [float(t[2]) for t in train]
+    # the synthetic labels are all class 0: a network that learns anything drives the loss down
+    assert np.isfinite(losses).all() and losses[-1] < 0.5 * losses[0], out
+    assert all(float(t[4]) > 0 for t in train)
+    assert len(re.findall(r"^validation: epoch \d, top_1: [\d.]+, samples/s: [\d.]+$", out, re.M)) == 2, out
+    for epoch in (0, 1):
+        snapshot = tmp_path / "snap" / f"snapshot_epoch_{epoch}"
+        assert (snapshot / "Resnet-conv1-weight" / "out").is_file(), sorted(p.name for p in snapshot.iterdir())
+    assert any((tmp_path / "log").iterdir())  # flow.env.log_dir wrote the run's log there
+
+
+@pytest.mark.examples
+def test_cnn_benchmark_restores_a_snapshot_with_piecewise_decay(tmp_path: Path) -> None:
+    common = [str(EXAMPLES / "cnn_benchmark" / "train.py"), "--model", "resnet18", "--image_size", "32",
+              "--base_width", "4", "--num_classes", "10", "--num_examples", "8", "--batch_size_per_device", "4",
+              "--num_val_examples", "4", "--val_batch_size_per_device", "4", "--num_epochs", "1",
+              "--warmup_epochs", "0", "--lr_decay", "piecewise", "--lr_decay_epochs", "0.5",
+              "--loss_print_every_n_iter", "1", "--channel_last", "true"]
+    run_example([*common, "--model_save_dir", "first"], tmp_path)
+    out = run_example([*common, "--model_save_dir", "second", "--model_load_dir", "first/snapshot_epoch_0"], tmp_path)
+    assert "restored the snapshot first/snapshot_epoch_0" in out
+    assert (tmp_path / "second" / "snapshot_epoch_0").is_dir()
+
+
+@pytest.mark.examples
+@pytest.mark.parametrize("fmt", ["ofrecord", "numpy"])
+def test_wide_deep_learns_the_synthetic_clicks(tmp_path: Path, fmt: str) -> None:
+    out = run_example([str(EXAMPLES / "wide_deep.py"), "--dataset_format", fmt, "--data_dir", "wdl",
+                       "--batch_size", "64", "--max_iter", "60", "--loss_print_every_n_iter", "20",
+                       "--eval_interval", "60",
+                       "--wide_vocab_size", "1000", "--deep_vocab_size", "1000", "--hidden_size", "32",
+                       "--hidden_units_num", "2", "--num_train_examples", "2048", "--num_eval_examples", "512",
+                       "--learning_rate", "0.01", "--model_save_dir", "snap"], tmp_path)
+    losses = [float(m) for m in re.findall(r"^iter \d+ loss (\S+)$", out, re.M)]
+    assert len(losses) == 3 and np.isfinite(losses).all() and losses[-1] < losses[0], out
+    auc = float(re.search(r"^iter 60 eval_loss \S+ eval_auc (\S+)$", out, re.M).group(1))
+    assert auc > 0.6, out  # the clicks follow the first dense feature and the parity of the wide ids
+    assert (tmp_path / "snap" / "wide_embedding" / "out").is_file()
+    if fmt == "ofrecord":
+        assert (tmp_path / "wdl" / "train" / "part-00000").is_file()
+
+
+@pytest.mark.examples
+def test_dcgan_trains_both_jobs_on_mnist(tmp_path: Path) -> None:
+    sibling(__file__, "test_examples_training").synthetic_mnist(tmp_path)
+    out = run_example([str(EXAMPLES / "dcgan.py"), "-b", "50", "--max_batches", "20", "--print_every", "10",
+                       "--width", "8", "-lr", "0.001", "-save", "ckpt"], tmp_path)
+    lines = re.findall(r"^epoch 1 batch (\d+) d_loss (\S+) g_loss (\S+)$", out, re.M)
+    assert [b for b, _, _ in lines] == ["10", "20"], out
+    assert np.isfinite([float(x) for _, d, g in lines for x in (d, g)]).all()
+    grid = np.load(tmp_path / "ckpt" / "samples.npy")
+    assert grid.shape == (112, 112) and grid.min() >= -1 and grid.max() <= 1
+    assert (tmp_path / "ckpt" / "model" / "g_fc-weight" / "out").is_file()
