@@ -191,8 +191,9 @@ def run(job: Job, ctx: Any) -> None:
             slots.append(builder.add_variable(f"{name}-{suffix}", spec, Constant(initial), trainable=False))
         l1, l2 = _regularization(job, name, ctx.session, optimizer)
         attrs = dict(rule.attrs, l1=l1, l2=l2, clipped=clip is not None, **gate, **skip)
-        if name in sparse:
-            op = sparse_updates.check_update(job, name, optimizer, rule.op, attrs, clip is not None)
+        op = sparse_updates.check_update(job, name, optimizer, rule.op, attrs, clip is not None) \
+            if name in sparse else None
+        if op is not None:
             indices, values, scale = sparse[name]
             add(op, [builder.blob(vdef.lbn), *slots, builder.blob(indices), builder.blob(values), lr],
                 dict(rule.attrs, scale=scale), f"{name}_optimizer", devices.get(name))

@@ -12,13 +12,16 @@ update those rows of the variable and of its slots; other rows and their slots k
 advance every step, as in the dense update.
 
 Legacy silently kept the dense update where its pass did not match (another optimizer, weight decay,
-an L1/L2 regularizer, clipping, a variable also read elsewhere). flowjob refuses those with a
+an L1/L2 regularizer, clipping, a variable also read elsewhere). flowjob refuses the settings with a
 ``ConfigError`` naming the job, the variable and the reason, so a listed variable never trains
-differently from what the program asked without a word. LazyAdam (Adam with bias correction here)
-gets the sparse Adam update: sparse rows are what "lazy" stands for.
+differently from what the program asked without a word; another optimizer (RMSProp, LAMB, LARS)
+keeps the dense update with a warning naming them, because legacy programs rely on it (the v0.4
+Wide&Deep benchmark's wdl_train_eval_test.py lists its embeddings and trains with LARS). LazyAdam
+(Adam with bias correction here) gets the sparse Adam update: sparse rows are what "lazy" stands for.
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -81,13 +84,17 @@ def listed_gradients(job: Job, optimizer: Any, accumulation_steps: int) -> dict[
     return found
 
 
-def check_update(job: Job, name: str, optimizer: Any, rule_op: str, attrs: dict, clipped: bool) -> str:
-    """The sparse op for the dense ``rule_op``; a ``ConfigError`` where legacy had no sparse update."""
+def check_update(job: Job, name: str, optimizer: Any, rule_op: str, attrs: dict, clipped: bool) -> str | None:
+    """The sparse op for the dense ``rule_op``, ``None`` for a dense update; a ``ConfigError`` for the
+    settings that contradict the listing."""
     sparse = SPARSE_OF.get(rule_op)
     if sparse is None:
-        raise refuse(job, name, f"sparse updates exist for SGD (with or without momentum), Adam and LazyAdam "
-                                 f"(legacy's indexed_slices_sgd/momentum/adam_update); this job trains with "
-                                 f"{type(optimizer).__name__}")
+        # legacy's rewrite left other optimizers' updates dense without a word, and programs rely on it
+        # (the v0.4 Wide&Deep benchmark lists its embeddings and trains with LARS): dense, with a warning
+        warnings.warn(f"{OPTION} of job {job.name!r}, variable {name!r}: sparse updates exist for SGD (with or "
+                      f"without momentum), Adam and LazyAdam; {type(optimizer).__name__} updates it densely, "
+                      f"as legacy did", stacklevel=2)
+        return None
     if float(attrs.get("weight_decay", 0.0) or 0.0):
         raise refuse(job, name, f"weight decay ({attrs['weight_decay']}) has no sparse update; exclude the "
                                  f"variable with weight_decay_excludes or leave it out of {OPTION}")
