@@ -144,3 +144,43 @@ def test_dcgan_trains_both_jobs_on_mnist(tmp_path: Path) -> None:
     grid = np.load(tmp_path / "ckpt" / "samples.npy")
     assert grid.shape == (112, 112) and grid.min() >= -1 and grid.max() <= 1
     assert (tmp_path / "ckpt" / "model" / "g_fc-weight" / "out").is_file()
+
+
+def test_unique_ids_split_by_argwhere_and_scattered_back_train_both_tables() -> None:
+    # the v0.4 hybrid-embedding Wide&Deep pattern: frequent ids (< HF) in one table, the rest in another;
+    # argwhere's data-dependent rows end at the scatter into the static per-unique-id buffer
+    flow.clear_default_session()
+    hf, vocab, width = 4, 10, 3
+    ids = np.array([[1, 7], [7, 2], [9, 1]], np.int32)
+    hf_init = np.arange(hf * width, dtype=np.float32).reshape(hf, width)
+    lf_init = 100 + np.arange((vocab - hf) * width, dtype=np.float32).reshape(vocab - hf, width)
+
+    @flow.global_function(type="train")
+    def job(x: tp.Numpy.Placeholder((3, 2), dtype=flow.int32)) -> tp.Numpy:
+        flat = flow.flatten(x)
+        unique_ids, unique_idx, _, _ = flow.experimental.unique_with_counts(flat)
+        limit = flow.constant(hf, dtype=flow.int32)
+        hf_rows = flow.argwhere(flow.math.less(unique_ids, limit))
+        lf_rows = flow.argwhere(flow.math.greater_equal(unique_ids, limit))
+        hf_table = flow.get_variable("hf", shape=(hf, width), initializer=flow.zeros_initializer())
+        lf_table = flow.get_variable("lf", shape=(vocab - hf, width), initializer=flow.zeros_initializer())
+        hf_emb = flow.gather(hf_table, flow.gather_nd(unique_ids, hf_rows))
+        lf_emb = flow.gather(lf_table, flow.gather_nd(unique_ids, lf_rows) - limit)
+        buf = flow.reshape(flow.zeros_like(unique_ids, dtype=flow.float), (-1, 1)) * \
+            flow.constant(0.0, dtype=flow.float, shape=(1, width))
+        buf = flow.tensor_scatter_nd_update(buf, hf_rows, hf_emb)
+        buf = flow.tensor_scatter_nd_update(buf, lf_rows, lf_emb)
+        emb = flow.reshape(flow.cast_to_static_shape(flow.gather(buf, unique_idx)), (3, 2 * width))
+        loss = flow.math.reduce_sum(emb, axis=[1], keepdims=True)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [1.0]), momentum=0).minimize(loss)
+        return emb
+
+    flow.load_variables({"hf": hf_init, "lf": lf_init})
+    got = job(ids)
+    table = np.concatenate([hf_init, lf_init])
+    np.testing.assert_array_equal(got, table[ids].reshape(3, 2 * width))
+    # d(sum of loss)/d(row) = number of lookups of that row (scaled 1/3 by the mean over 3 losses)
+    counts = np.bincount(ids.ravel(), minlength=vocab).astype(np.float32)[:, None] / 3
+    variables = flow.get_all_variables()
+    np.testing.assert_allclose(variables["hf"].numpy(), hf_init - counts[:hf], rtol=1e-6)
+    np.testing.assert_allclose(variables["lf"].numpy(), lf_init - counts[hf:], rtol=1e-6)

@@ -10,6 +10,9 @@ the same arena slots, and kept per input-shape key. So no reader sees the paddin
 watched values come back with the actual rows, and a job without such ops gets its plan unchanged:
 the planner only asks whether the job holds one.
 
+A scatter into a traced shape (``tensor_scatter_nd_update`` into static params, ``scatter_nd``, the
+gather gradient, ``unsorted_segment_sum``) follows its inputs but its outputs keep the traced shape,
+so the rows stop there (``dynamic.SHAPE_KEEPING_OPS``).
 An op whose attributes fix a shape at trace time (``broadcast_to``, ``unbroadcast``) cannot follow:
 the plan is refused, naming the job, the op, its source line and the data-dependent op. An op that
 cannot take the actual shapes (a binary op whose other operand keeps the maximum) raises
@@ -20,7 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from flowjob_core.dynamic import MAX_SPECIALISED, STATIC_SHAPE_OPS, DynamicShapeError, SpecialisedArena, reshaped
+from flowjob_core.dynamic import (
+    MAX_SPECIALISED, SHAPE_KEEPING_OPS, STATIC_SHAPE_OPS, DynamicShapeError, SpecialisedArena, reshaped)
 from flowjob_core.ir import BlobSpec, Job, Node
 from flowjob_core.opdef import KernelBuilder, KernelContext
 
@@ -48,6 +52,10 @@ class Followers:
                     raise DynamicShapeError(
                         f"{self._where(node, src)}: the op's target shape {node.attrs.get('shape')} was fixed "
                         f"when the job was traced, so it cannot take the rows the data decide")
+            kept = node.op in SHAPE_KEEPING_OPS and not any(
+                node.inputs[k] in origin for k in SHAPE_KEEPING_OPS[node.op] if k < len(node.inputs))
+            if src is not None and kept:
+                continue  # it follows its inputs' actual rows, but its outputs keep the traced shape
             if src is not None or (node.op != "input" and ops[node.op].dynamic_extent):
                 for lbn in node.outputs:
                     origin[lbn] = src if src is not None else node.name

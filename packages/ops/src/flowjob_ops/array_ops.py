@@ -222,29 +222,35 @@ def constant_like(like: Blob, value: float | int, dtype: Any = None, name: str |
                  name=name)
 
 
-def ones_like(like: Blob, name: str | None = None) -> Blob:
-    """Ones shaped like ``like``, in its dtype.
+def ones_like(like: Blob, dtype: Any = None, name: str | None = None) -> Blob:
+    """Ones shaped like ``like``.
 
     Args:
         like: a blob.
-        name: the op name; default ``OnesLike_<n>``.
+        dtype: the dtype (legacy's second argument); default like's.
+        name: the op name; default ``OnesLike_<n>`` (``ConstantLike_<n>`` with a dtype).
 
     Returns:
         A blob of ones.
     """
+    if dtype is not None:  # legacy made every *_like a constant_like; a dtype needs the cast it does
+        return constant_like(like, 1, dtype=dtype, name=name)
     return apply("ones_like", [like], name=name)
 
 
-def zeros_like(like: Blob, name: str | None = None) -> Blob:
-    """Zeros shaped like ``like``, in its dtype.
+def zeros_like(like: Blob, dtype: Any = None, name: str | None = None) -> Blob:
+    """Zeros shaped like ``like``.
 
     Args:
         like: a blob.
-        name: the op name; default ``ZerosLike_<n>``.
+        dtype: the dtype (legacy's second argument); default like's.
+        name: the op name; default ``ZerosLike_<n>`` (``ConstantLike_<n>`` with a dtype).
 
     Returns:
         A blob of zeros.
     """
+    if dtype is not None:  # legacy made every *_like a constant_like; a dtype needs the cast it does
+        return constant_like(like, 0, dtype=dtype, name=name)
     return apply("zeros_like", [like], name=name)
 
 

@@ -37,6 +37,8 @@ from flowjob_ops.defs import data_dependent  # noqa: E402  (argwhere, sync_dynam
 OP_MODULES += (data_dependent,)
 from flowjob_ops.defs import decode_random  # noqa: E402  (flow.data.decode_random: synthetic batches)
 OP_MODULES += (decode_random,)
+from flowjob_ops.defs import unique  # noqa: E402  (flow.experimental.unique_with_counts)
+OP_MODULES += (unique,)
 
 # Python operators on symbolic blobs: ``x + y``, ``2.0 * x``, ``-x``, ``a @ b``, ``x ** 2``, ``x[0, 1:3]``
 OPERATORS = {

@@ -12,11 +12,12 @@ update those rows of the variable and of its slots; other rows and their slots k
 advance every step, as in the dense update.
 
 Legacy silently kept the dense update where its pass did not match (another optimizer, weight decay,
-an L1/L2 regularizer, clipping, a variable also read elsewhere). flowjob refuses the settings with a
-``ConfigError`` naming the job, the variable and the reason, so a listed variable never trains
-differently from what the program asked without a word; another optimizer (RMSProp, LAMB, LARS)
-keeps the dense update with a warning naming them, because legacy programs rely on it (the v0.4
-Wide&Deep benchmark's wdl_train_eval_test.py lists its embeddings and trains with LARS). LazyAdam
+an L1/L2 regularizer, clipping, a variable also read elsewhere, a name the job lacks). flowjob refuses
+the settings with a ``ConfigError`` naming the job, the variable and the reason, so a listed variable
+never trains differently from what the program asked without a word; another optimizer (RMSProp, LAMB, LARS)
+keeps the dense update, and a name the job lacks is ignored, each with a warning, because legacy
+programs rely on both (the v0.4 Wide&Deep benchmark's wdl_train_eval_test.py lists its embeddings and
+trains with LARS; its hybrid-embedding script lists tables it does not have). LazyAdam
 (Adam with bias correction here) gets the sparse Adam update: sparse rows are what "lazy" stands for.
 """
 from __future__ import annotations
@@ -74,7 +75,14 @@ def gathered_gradient(job: Job, name: str) -> tuple[str, str, float]:
 
 def listed_gradients(job: Job, optimizer: Any, accumulation_steps: int) -> dict[str, tuple[str, str, float]]:
     """``{variable: gathered_gradient(...)}`` for the listed variables; errors name what does not fit."""
-    found = {name: gathered_gradient(job, name) for name in requested(job)}
+    listed = requested(job)
+    for name in listed:
+        if name not in job.variables:
+            # legacy's rewrite matched nothing for such a name; the v0.4 hybrid-embedding Wide&Deep script
+            # keeps listing its plain script's tables, which it splits into hf_/lf_ ones: warn, go on
+            warnings.warn(f"{OPTION} of job {job.name!r}, variable {name!r}: no variable of that name in this "
+                          f"job (its variables: {sorted(job.variables)}); the name is ignored", stacklevel=3)
+    found = {name: gathered_gradient(job, name) for name in listed if name in job.variables}
     for name in found:
         if not optimizer.updates(name):
             raise refuse(job, name, "the optimizer does not update it (its variables= list leaves it out)")
