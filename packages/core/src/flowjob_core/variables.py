@@ -106,12 +106,30 @@ def get_variable(name: str, shape: tuple[int, ...] | list[int] | None = None, dt
     if any(not isinstance(d, (int, np.integer)) or d <= 0 for d in shape):
         raise VariableError(f"flow.get_variable({name!r}): shape must hold positive ints, got {shape!r}")
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32
+    if hasattr(initializer, "WhichOneof"):  # a legacy InitializerConf message (oneflow.core.job, the face's)
+        initializer = _from_initializer_conf(initializer, scope.scoped_name(name))
     if random_seed is not None and initializer is not None and hasattr(initializer, "with_seed"):
         initializer = initializer.with_seed(random_seed)
     full = scope.scoped_name(name)
     return builder.add_variable(full, BlobSpec(tuple(shape), dt), initializer,
                                 True if trainable is None else bool(trainable), reuse=reuse,
                                 regularizer=regularizer, model_name=model_name)
+
+
+def _from_initializer_conf(conf: Any, variable: str) -> Any:
+    """flowjob-ops reads the message (its initializers are the ones the message names); the message classes
+    come from the face, which requires flowjob-ops, so the import only fails for a hand-made message."""
+    from flowjob_core.errors import MissingPackageError
+
+    try:
+        from flowjob_ops.initializers import from_initializer_conf
+    except ModuleNotFoundError:
+        raise MissingPackageError(f"flow.get_variable({variable!r}): an InitializerConf initializer needs the "
+                                  f"flowjob-ops distribution: pip install flowjob-ops") from None
+    try:
+        return from_initializer_conf(conf, variable)
+    except ValueError as exc:
+        raise VariableError(f"flow.get_variable: {exc}") from None
 
 
 def add_loss(loss: Any) -> None:

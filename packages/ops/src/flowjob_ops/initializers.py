@@ -95,6 +95,26 @@ class TruncatedNormal(Initializer):
         return values * self.stddev + self.mean
 
 
+@dataclass(frozen=True)
+class Range(Initializer):
+    """``start + i * stride`` at index i of ``axis``, repeated over every other axis (legacy range_conf)."""
+
+    start: float = 0.0
+    stride: float = 1.0
+    axis: int = -1
+
+    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+        if not shape or not -len(shape) <= self.axis < len(shape):
+            raise ValueError(f"range initializer: axis {self.axis} is outside a variable of shape {shape}")
+        axis = self.axis % len(shape)
+        line = self.start + np.arange(shape[axis], dtype=np.float64) * self.stride
+        if dtype.kind in "iu":  # legacy int_range_conf counts in int64
+            line = int(self.start) + np.arange(shape[axis], dtype=np.int64) * int(self.stride)
+        view = [1] * len(shape)
+        view[axis] = shape[axis]
+        return np.broadcast_to(line.reshape(view), shape)
+
+
 def _layout(data_format: str) -> str:
     """Legacy ``_get_data_format``: "channels_first", "channels_last" or "" (unknown)."""
     fmt = (data_format or "").strip()
@@ -361,3 +381,63 @@ def kaiming_initializer(shape: Sequence[int] | str | None = None, distribution: 
                    mode=_check_choice(mode, _MODES, "mode"), nonlinearity=nonlinearity,
                    negative_slope=float(negative_slope), data_format=data_format,
                    shape=None if shape is None else tuple(int(d) for d in shape))
+
+
+# legacy InitializerConf messages --------------------------------------------------
+# VarianceNorm and RandomDistribution numbers of legacy initializer_conf.proto
+_VARIANCE_NORMS = {0: "fan_in", 1: "fan_out", 2: "fan_avg"}
+_CONF_DISTRIBUTIONS = {0: "random_uniform", 1: "random_normal", 2: "truncated_normal"}
+
+
+def from_initializer_conf(conf: Any, variable: str = "?") -> Initializer:
+    """The initializer a legacy ``InitializerConf`` message describes (``oneflow.core.job.initializer_conf_pb2``).
+
+    Each member maps as legacy's kernels computed it: xavier_conf is uniform in +-sqrt(3 / fan), msra_conf
+    normal with std sqrt(2 / fan), variance_scaling_conf as flow.variance_scaling_initializer; range_conf and
+    int_range_conf count along an axis; empty_conf (legacy left the memory as it was) starts at zeros.
+    Read duck-typed, so any protobuf message with legacy's field names works.
+
+    Args:
+        conf: the message; exactly one member of its oneof ``type`` is set.
+        variable: the variable's name, for the error messages.
+
+    Returns:
+        An initializer.
+
+    Raises:
+        ValueError: no member is set, or a member holds a value legacy refused (an unknown enum number).
+    """
+    kind = conf.WhichOneof("type")
+    if kind is None:
+        raise ValueError(f"variable {variable!r}: the InitializerConf given as its initializer sets none of "
+                         f"its initializers (set e.g. .constant_conf.value or .truncated_normal_conf.std)")
+    member = getattr(conf, kind)
+
+    def choice(table: dict[int, str], number: int, field: str) -> str:
+        if number not in table:
+            raise ValueError(f"variable {variable!r}: InitializerConf.{kind}.{field} is {number}, legacy knew "
+                             f"{', '.join(f'{k} ({v})' for k, v in table.items())}")
+        return table[number]
+
+    if kind in ("constant_conf", "constant_int_conf"):
+        return Constant(value=member.value)
+    if kind in ("random_uniform_conf", "random_uniform_int_conf"):
+        return random_uniform_initializer(member.min, member.max)
+    if kind == "random_normal_conf":
+        return RandomNormal(mean=member.mean, stddev=member.std)
+    if kind == "truncated_normal_conf":
+        return TruncatedNormal(mean=member.mean, stddev=member.std)
+    if kind in ("xavier_conf", "msra_conf"):
+        mode = choice(_VARIANCE_NORMS, member.variance_norm, "variance_norm")
+        scale, distribution = (1.0, "random_uniform") if kind == "xavier_conf" else (2.0, "random_normal")
+        return variance_scaling_initializer(scale, mode, distribution, member.data_format)
+    if kind == "variance_scaling_conf":
+        return variance_scaling_initializer(member.scale, choice(_VARIANCE_NORMS, member.variance_norm,
+                                                                 "variance_norm"),
+                                            choice(_CONF_DISTRIBUTIONS, member.distribution, "distribution"),
+                                            member.data_format)
+    if kind in ("range_conf", "int_range_conf"):
+        return Range(start=member.start, stride=member.stride, axis=int(member.axis))
+    if kind == "empty_conf":
+        return Constant(value=0.0)
+    raise ValueError(f"variable {variable!r}: InitializerConf.{kind} is not an initializer flowjob knows")

@@ -1,0 +1,1 @@
+"""``oneflow.core.common``: legacy's common messages (``data_type_pb2``)."""

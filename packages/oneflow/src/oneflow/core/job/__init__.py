@@ -1,0 +1,1 @@
+"""``oneflow.core.job``: legacy's job messages programs use (``initializer_conf_pb2``)."""
