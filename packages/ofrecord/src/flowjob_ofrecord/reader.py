@@ -121,6 +121,7 @@ class Reader:
         if not any(self._refs):
             raise OFRecordError(f"{config.op}: the part files {[str(p) for p in parts]} hold no record")
         self._finalizer = weakref.finalize(self, self._stop.set)
+        self._finalizer.atexit = False  # at exit _close_all stops it, once the sessions finished their steps
         _LIVE.add(self)
 
     def add_decoder(self, key: str, decoder: Decoder) -> None:
@@ -168,6 +169,12 @@ _LIVE: "weakref.WeakSet[Reader]" = weakref.WeakSet()
 
 @atexit.register
 def _close_all() -> None:
+    # atexit runs this before flowjob-core's handler that finishes the sessions (registered earlier, and
+    # handlers run last-registered first): steps a program launched asynchronously (async_get) just before
+    # it ended still read from these readers, so the sessions finish them first
+    from flowjob_core.session import _finish_at_exit
+
+    _finish_at_exit()
     for reader in list(_LIVE):
         reader.close(timeout=1.0)
 

@@ -315,8 +315,8 @@ def gather(params: Blob, indices: Blob, validate_indices: Any = None, axis: int 
         indices: an integer blob; negative indices count from the end.
         validate_indices: ignored (legacy argument).
         axis: the axis of params to index (default 0).
-        batch_dims: 0, or the number of leading batch axes params and indices share (then axis must
-            be batch_dims and indices of rank batch_dims + 1: a ``batch_gather``).
+        batch_dims: 0, or > 0 with axis == batch_dims: then, as legacy, a ``batch_gather`` (along axis
+            rank(indices) - 1 whatever batch_dims says: BERT passes batch_dims=2 with indices of rank 2).
         name: the op name; default ``Gather_<n>``.
 
     Returns:
@@ -325,9 +325,9 @@ def gather(params: Blob, indices: Blob, validate_indices: Any = None, axis: int 
     if batch_dims > 0:
         # legacy: the batched form gathers along axis == batch_dims, a batch_gather node
         axis = batch_dims if axis is None else axis % max(len(params.shape), 1)
-        if axis != batch_dims or len(indices.shape) != batch_dims + 1:
-            raise build_error("flow.gather", f"batch_dims={batch_dims} gathers along axis {batch_dims} with indices "
-                                             f"of rank {batch_dims + 1}; got axis={axis}, indices {indices.shape}")
+        if axis != batch_dims:
+            raise build_error("flow.gather", f"batch_dims={batch_dims} gathers along axis {batch_dims}, got "
+                                             f"axis={axis}")
         return batch_gather(params, indices, name=name)
     if batch_dims != 0:
         raise build_error("flow.gather", f"batch_dims must be >= 0, got {batch_dims}")
