@@ -48,7 +48,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workloads", default=",".join(DEFAULT),
-                        help="comma list of mlp_train, mlp_infer, lenet_train, lenet_infer, lenet_epoch")
+                        help="comma list of mlp_train, mlp_infer, lenet_train, lenet_infer, lenet_epoch, "
+                             "resnet50_train (batch 16), bert_train (batch 8)")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--variant", action="append", default=[], metavar="LABEL:VAR=VALUE",
                         help="also run flowjob with these environment additions, as system LABEL")
@@ -72,7 +73,8 @@ def main() -> None:
 
     key = lambda w: "total_s" if w == "lenet_epoch" else "median_ms"  # noqa: E731
     unit = lambda w: "s/epoch" if w == "lenet_epoch" else "ms/step"  # noqa: E731
-    print(f"\nmedians of {args.rounds} rounds (each a median over its steps), batch 100, float32")
+    print(f"\nmedians of {args.rounds} rounds (each a median over its steps), float32; batch 100 "
+          "(resnet50_train 16, bert_train 8)")
     flowjobs = [s for s in systems if s != "torch"]
     header = f"{'workload':14s}" + "".join(f" {s:>18s}" for s in flowjobs) + (f" {'torch':>12s}" if has_torch else "")
     print(header)

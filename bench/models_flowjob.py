@@ -8,6 +8,8 @@ import numpy as np
 import oneflow as flow
 import oneflow.typing as tp
 
+import big_flowjob
+
 
 def _mlp(images):
     init = flow.kaiming_initializer(distribution="random_normal", mode="fan_in", nonlinearity="relu")
@@ -31,10 +33,56 @@ def _lenet(images, train):
     return flow.layers.dense(hidden, 10, kernel_initializer=init, name="dense2")
 
 
+def _resnet50_train(rng: np.random.Generator) -> tuple[Callable[[], object], Callable[[], None]]:
+    batch = big_flowjob.RESNET_BATCH
+    images = rng.random((batch, 3, 224, 224), dtype=np.float32)
+    labels = rng.integers(0, 1000, batch).astype(np.int32)
+
+    @flow.global_function(type="train")
+    def resnet50_train_job(x: tp.Numpy.Placeholder((batch, 3, 224, 224)),
+                           y: tp.Numpy.Placeholder((batch,), dtype=flow.int32)) -> tp.Numpy:
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, big_flowjob.resnet50(x))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.01]), momentum=0.9).minimize(loss)
+        return loss
+
+    def step() -> None:
+        resnet50_train_job(images, labels)
+    return step, step
+
+
+def _bert_train(rng: np.random.Generator) -> tuple[Callable[[], object], Callable[[], None]]:
+    cfg, batch = big_flowjob.BERT, big_flowjob.BERT_BATCH
+    seq, preds = cfg["seq"], cfg["predictions"]
+    tokens = rng.integers(0, cfg["vocab"], (batch, seq)).astype(np.int32)
+    # masked positions as row indices into the (batch * seq, hidden) activations
+    positions = (np.arange(batch)[:, None] * seq + rng.integers(0, seq, (batch, preds))).astype(np.int32)
+    mlm_labels = rng.integers(0, cfg["vocab"], (batch, preds)).astype(np.int32)
+    nsp_labels = rng.integers(0, 2, batch).astype(np.int32)
+
+    @flow.global_function(type="train")
+    def bert_train_job(t: tp.Numpy.Placeholder((batch, seq), dtype=flow.int32),
+                       p: tp.Numpy.Placeholder((batch, preds), dtype=flow.int32),
+                       m: tp.Numpy.Placeholder((batch, preds), dtype=flow.int32),
+                       n: tp.Numpy.Placeholder((batch,), dtype=flow.int32)) -> tp.Numpy:
+        loss = big_flowjob.bert_pretrain(t, p, m, n, batch)
+        flow.optimizer.AdamW(flow.optimizer.PiecewiseConstantScheduler([], [1e-4]), weight_decay=0.01,
+                             weight_decay_excludes=["bias", "beta", "gamma"]).minimize(loss)
+        return loss
+
+    def step() -> None:
+        bert_train_job(tokens, positions, mlm_labels, nsp_labels)
+    return step, step
+
+
+BIG = {"resnet50_train": _resnet50_train, "bert_train": _bert_train}
+
+
 def build(workload: str, batch: int, seed: int = 0) -> tuple[Callable[[], object], Callable[[], None]]:
     """(first_call, step) for a workload; the first call traces and plans the job."""
     flow.clear_default_session()
     rng = np.random.default_rng(seed)
+    if workload in BIG:
+        return BIG[workload](rng)
     images = rng.random((batch, 1, 28, 28), dtype=np.float32)
     labels = rng.integers(0, 10, batch).astype(np.int32)
     net = _mlp if workload.startswith("mlp") else (lambda x, train: _lenet(x, train))

@@ -5,6 +5,8 @@ from typing import Callable
 
 import numpy as np
 
+from big_torch import BIG
+
 
 def build(workload: str, batch: int, seed: int = 0) -> tuple[Callable[[], object], Callable[[], None]]:
     """(first_call, step) for a workload; inputs are fixed pixel-like batches."""
@@ -13,6 +15,8 @@ def build(workload: str, batch: int, seed: int = 0) -> tuple[Callable[[], object
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
+    if workload in BIG:
+        return BIG[workload](rng)
     images = torch.from_numpy(rng.random((batch, 1, 28, 28), dtype=np.float32))
     labels = torch.from_numpy(rng.integers(0, 10, batch).astype(np.int64))
 

@@ -18,10 +18,12 @@ from flowjob_core.session import get_default_session
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", choices=["mlp_train", "mlp_infer", "lenet_train", "lenet_infer"])
+    parser.add_argument("workload", choices=["mlp_train", "mlp_infer", "lenet_train", "lenet_infer",
+                                                     "resnet50_train", "bert_train"])
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
 
     first_call, step = models_flowjob.build(args.workload, args.batch)
@@ -43,7 +45,7 @@ def main() -> None:
             return out
 
         globals_[name] = timed
-    for _ in range(3):
+    for _ in range(args.warmup):
         step()
     samples.clear()
     totals = []

@@ -16,7 +16,9 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-STEPS = {"mlp_train": 300, "mlp_infer": 300, "lenet_train": 40, "lenet_infer": 60, "lenet_epoch": 600}
+STEPS = {"mlp_train": 300, "mlp_infer": 300, "lenet_train": 40, "lenet_infer": 60, "lenet_epoch": 600,
+         "resnet50_train": 3, "bert_train": 10}
+WARMUP = {"resnet50_train": 2}
 
 
 def main() -> None:
@@ -24,7 +26,7 @@ def main() -> None:
     parser.add_argument("system", choices=["flowjob", "torch"])
     parser.add_argument("workload", choices=sorted(STEPS))
     parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=None)
     parser.add_argument("--batch", type=int, default=100)
     args = parser.parse_args()
     module = importlib.import_module(f"models_{args.system}")
@@ -33,7 +35,7 @@ def main() -> None:
     first_call, step = module.build(args.workload, args.batch)
     first_call()
     first = time.perf_counter() - t0
-    for _ in range(args.warmup):
+    for _ in range(WARMUP.get(args.workload, 5) if args.warmup is None else args.warmup):
         step()
     steps = args.steps or STEPS[args.workload]
     times = []
