@@ -134,14 +134,16 @@ def test_range_confs_count_along_an_axis() -> None:
     np.testing.assert_array_equal(value("rd"), [[0, 1, 2, 3]] * 2)
 
 
-def test_empty_conf_starts_at_zeros_and_loads() -> None:
+def test_empty_conf_and_empty_initializer_start_at_zeros_and_load() -> None:
     @flow.global_function()
     def declare() -> tp.Numpy:
-        return flow.get_variable("e", shape=(3,), initializer=_conf("empty_conf"))
+        return (flow.get_variable("e", shape=(3,), initializer=_conf("empty_conf"))
+                + flow.get_variable("f", shape=(3,), initializer=flow.empty_initializer(flow.float)))
 
     np.testing.assert_array_equal(declare(), np.zeros(3, np.float32))
     flow.load_variables({"e": np.arange(3, dtype=np.float32)})
     np.testing.assert_array_equal(value("e"), [0, 1, 2])
+    np.testing.assert_array_equal(value("f"), [0, 0, 0])
 
 
 def test_layers_take_confs_as_kernel_and_bias_initializers() -> None:

@@ -21,8 +21,9 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = [
-    "Initializer", "constant_initializer", "glorot_normal_initializer", "glorot_uniform_initializer",
-    "kaiming_initializer", "ones_initializer", "random_normal_initializer", "random_uniform_initializer",
+    "Initializer", "constant_initializer", "empty_initializer", "glorot_normal_initializer",
+    "glorot_uniform_initializer", "kaiming_initializer", "ones_initializer", "random_normal_initializer",
+    "random_uniform_initializer",
     "truncated_normal", "truncated_normal_initializer", "variance_scaling_initializer", "xavier_normal_initializer",
     "xavier_uniform_initializer", "zeros_initializer",
 ]
@@ -246,6 +247,21 @@ def ones_initializer(dtype: Any = None) -> Initializer:
     return Constant(value=1.0)
 
 
+def empty_initializer(dtype: Any = None) -> Initializer:
+    """No particular initial value, for a variable a checkpoint or ``flow.load_variables`` fills.
+
+    Legacy left the variable's memory as it was; here it starts at zeros, one of the values that
+    memory could have held, so a job reading it before a load is at least repeatable.
+
+    Args:
+        dtype: ignored (the variable's dtype decides).
+
+    Returns:
+        An initializer.
+    """
+    return Constant(value=0.0)
+
+
 def random_uniform_initializer(minval: float = 0, maxval: float = 1, dtype: Any = None) -> Initializer:
     """Uniform in [minval, maxval) (integers in that range for integer variables).
 
@@ -439,5 +455,5 @@ def from_initializer_conf(conf: Any, variable: str = "?") -> Initializer:
     if kind in ("range_conf", "int_range_conf"):
         return Range(start=member.start, stride=member.stride, axis=int(member.axis))
     if kind == "empty_conf":
-        return Constant(value=0.0)
+        return empty_initializer()
     raise ValueError(f"variable {variable!r}: InitializerConf.{kind} is not an initializer flowjob knows")
