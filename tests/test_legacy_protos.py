@@ -179,7 +179,32 @@ def test_a_conf_with_no_member_names_the_variable_and_the_session_goes_on() -> N
         wrong_norm()
 
     @flow.global_function()
+    def not_a_conf() -> None:
+        flow.get_variable("odd_w", shape=(2,), initializer=initializer_conf_util.ConstantInitializerConf(value=1.0))
+
+    with pytest.raises(FlowjobError, match=r"odd_w.*ConstantInitializerConf message is not an initializer"):
+        not_a_conf()
+
+    @flow.global_function()
     def fine() -> tp.Numpy:
         return flow.get_variable("ok", shape=(2,), initializer=_conf("constant_conf", value=2.0))
 
     np.testing.assert_array_equal(fine(), [2.0, 2.0])
+
+
+def test_decode_random_draws_from_a_conf_like_from_the_matching_initializer() -> None:
+    conf = _conf("random_uniform_conf", min=2.0, max=3.0)
+
+    @flow.global_function()
+    def draw() -> tp.Numpy:
+        return flow.data.decode_random(shape=(4, 5), dtype=flow.float, batch_size=3, initializer=conf)
+
+    batch = draw()
+    assert batch.shape == (3, 4, 5) and batch.min() >= 2.0 and batch.max() < 3.0 and batch.std() > 0
+
+    @flow.global_function()
+    def unset() -> tp.Numpy:
+        return flow.data.decode_random(shape=(2,), dtype=flow.float, initializer=K.InitializerConf())
+
+    with pytest.raises(FlowjobError, match=r"decode_random.*sets none of its initializers"):
+        unset()

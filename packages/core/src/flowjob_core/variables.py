@@ -127,7 +127,7 @@ def _from_initializer_conf(conf: Any, variable: str) -> Any:
         raise MissingPackageError(f"flow.get_variable({variable!r}): an InitializerConf initializer needs the "
                                   f"flowjob-ops distribution: pip install flowjob-ops") from None
     try:
-        return from_initializer_conf(conf, variable)
+        return from_initializer_conf(conf, f"variable {variable!r}")
     except ValueError as exc:
         raise VariableError(f"flow.get_variable: {exc}") from None
 

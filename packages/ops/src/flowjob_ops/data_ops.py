@@ -8,7 +8,7 @@ from typing import Any
 from flowjob_core import Blob, apply, dtypes
 
 from flowjob_ops.defs.common import build_error
-from flowjob_ops.initializers import random_uniform_initializer
+from flowjob_ops.initializers import from_initializer_conf, random_uniform_initializer
 
 __all__ = ["decode_random"]
 
@@ -38,6 +38,11 @@ def decode_random(shape: Sequence[int], dtype: Any, batch_size: int = 1, initial
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise build_error(what, f"batch_size must be an int >= 1, got {batch_size!r}")
     init = random_uniform_initializer() if initializer is None else initializer
+    if hasattr(init, "WhichOneof"):  # a legacy InitializerConf message
+        try:
+            init = from_initializer_conf(init, what)
+        except ValueError as exc:
+            raise build_error(what, str(exc)) from None
     attrs = {"shape": tuple(int(d) for d in shape), "dtype": dtypes.as_dtype(dtype), "batch_size": int(batch_size),
              "initializer": init}
     return apply("decode_random", [tick] if tick is not None else [], attrs, name=name)

@@ -108,9 +108,10 @@ class Range(Initializer):
         if not shape or not -len(shape) <= self.axis < len(shape):
             raise ValueError(f"range initializer: axis {self.axis} is outside a variable of shape {shape}")
         axis = self.axis % len(shape)
-        line = self.start + np.arange(shape[axis], dtype=np.float64) * self.stride
         if dtype.kind in "iu":  # legacy int_range_conf counts in int64
             line = int(self.start) + np.arange(shape[axis], dtype=np.int64) * int(self.stride)
+        else:
+            line = self.start + np.arange(shape[axis], dtype=np.float64) * self.stride
         view = [1] * len(shape)
         view[axis] = shape[axis]
         return np.broadcast_to(line.reshape(view), shape)
@@ -405,7 +406,7 @@ _VARIANCE_NORMS = {0: "fan_in", 1: "fan_out", 2: "fan_avg"}
 _CONF_DISTRIBUTIONS = {0: "random_uniform", 1: "random_normal", 2: "truncated_normal"}
 
 
-def from_initializer_conf(conf: Any, variable: str = "?") -> Initializer:
+def from_initializer_conf(conf: Any, owner: str = "an initializer") -> Initializer:
     """The initializer a legacy ``InitializerConf`` message describes (``oneflow.core.job.initializer_conf_pb2``).
 
     Each member maps as legacy's kernels computed it: xavier_conf is uniform in +-sqrt(3 / fan), msra_conf
@@ -415,7 +416,7 @@ def from_initializer_conf(conf: Any, variable: str = "?") -> Initializer:
 
     Args:
         conf: the message; exactly one member of its oneof ``type`` is set.
-        variable: the variable's name, for the error messages.
+        owner: what the message initializes, for the error messages ("variable 'w'", "flow.data.decode_random").
 
     Returns:
         An initializer.
@@ -423,15 +424,19 @@ def from_initializer_conf(conf: Any, variable: str = "?") -> Initializer:
     Raises:
         ValueError: no member is set, or a member holds a value legacy refused (an unknown enum number).
     """
-    kind = conf.WhichOneof("type")
+    try:
+        kind = conf.WhichOneof("type")
+    except ValueError:  # another protobuf message: it has no oneof named type
+        raise ValueError(f"{owner}: a {type(conf).__name__} message is not an initializer; pass an "
+                         f"InitializerConf (oneflow.core.job.initializer_conf_pb2) or a flow.*_initializer") from None
     if kind is None:
-        raise ValueError(f"variable {variable!r}: the InitializerConf given as its initializer sets none of "
+        raise ValueError(f"{owner}: the InitializerConf given as its initializer sets none of "
                          f"its initializers (set e.g. .constant_conf.value or .truncated_normal_conf.std)")
     member = getattr(conf, kind)
 
     def choice(table: dict[int, str], number: int, field: str) -> str:
         if number not in table:
-            raise ValueError(f"variable {variable!r}: InitializerConf.{kind}.{field} is {number}, legacy knew "
+            raise ValueError(f"{owner}: InitializerConf.{kind}.{field} is {number}, legacy knew "
                              f"{', '.join(f'{k} ({v})' for k, v in table.items())}")
         return table[number]
 
@@ -456,4 +461,4 @@ def from_initializer_conf(conf: Any, variable: str = "?") -> Initializer:
         return Range(start=member.start, stride=member.stride, axis=int(member.axis))
     if kind == "empty_conf":
         return empty_initializer()
-    raise ValueError(f"variable {variable!r}: InitializerConf.{kind} is not an initializer flowjob knows")
+    raise ValueError(f"{owner}: InitializerConf.{kind} is not an initializer flowjob knows")
