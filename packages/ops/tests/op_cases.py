@@ -914,3 +914,4 @@ CASES += sibling(__file__, "cases_repeat").CASES
 CASES += sibling(__file__, "cases_pack").CASES
 CASES += sibling(__file__, "cases_decode_random").CASES
 CASES += sibling(__file__, "cases_models").CASES
+CASES += sibling(__file__, "cases_v04nn").CASES

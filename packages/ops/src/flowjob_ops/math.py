@@ -107,16 +107,25 @@ def multiply(x: Operand, y: Operand, name: str | None = None) -> Blob:
 
 
 def divide(x: Operand, y: Operand, name: str | None = None) -> Blob:
-    """x / y, elementwise with broadcasting (floating blobs).
+    """x / y, elementwise with broadcasting; on integer blobs the quotient is truncated toward zero.
+
+    Integer division is legacy's C ``/`` (-7 / 2 is -3; op ``int_divide``, no gradient); a zero
+    divisor fails the step with an error naming the op, or the build when it is a Python 0.
 
     Args:
         x: a blob or a Python number.
         y: a blob or a Python number (at least one of x, y is a blob).
-        name: the op name; default ``Divide_<n>`` (``ScalarDiv_<n>`` with a number).
+        name: the op name; default ``Divide_<n>`` (``ScalarDiv_<n>`` with a number on floating blobs).
 
     Returns:
         A blob of the broadcast shape.
     """
+    like = x if isinstance(x, Blob) else y
+    if isinstance(like, Blob) and like.dtype.kind in "iu" and (isinstance(y, Blob) or _is_number(y)):
+        if not isinstance(y, Blob) and y == 0:
+            raise build_error("flow.math.divide", f"integer division of {like.lbn!r} by the number 0")
+        return apply("int_divide", [_number_as_blob("divide", x, like), _number_as_blob("divide", y, like)],
+                     name=name)
     return _scalar_or_binary("divide", x, y, name, with_scalar="scalar_div", scalar_first="scalar_rdiv")
 
 

@@ -939,3 +939,14 @@ from flowjob_ops.extra_nn import (  # noqa: E402
 
 __all__ += ["distributed_sparse_softmax_cross_entropy_with_logits", "fused_bias_add_dropout", "fused_bias_add_gelu",
             "fused_scale_tril_softmax_dropout", "fused_self_attention_query_mul_key_and_value", "softmax_grad"]
+
+
+# legacy v0.4's lazy losses, group/instance norms and pixel shuffles (L1Loss, GroupNorm, PixelShuffle, ...),
+# composed in flowjob_ops.nn_v04
+from flowjob_ops.nn_v04 import (  # noqa: E402
+    BCELoss, BCEWithLogitsLoss, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, KLDivLoss, L1Loss,
+    MarginRankingLoss, MSELoss, PixelShuffle, PixelShufflev2, TripletMarginLoss)
+
+__all__ += ["BCELoss", "BCEWithLogitsLoss", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+            "KLDivLoss", "L1Loss", "MSELoss", "MarginRankingLoss", "PixelShuffle", "PixelShufflev2",
+            "TripletMarginLoss"]

@@ -39,6 +39,8 @@ from flowjob_ops.defs import decode_random  # noqa: E402  (flow.data.decode_rand
 OP_MODULES += (decode_random,)
 from flowjob_ops.defs import unique  # noqa: E402  (flow.experimental.unique_with_counts)
 OP_MODULES += (unique,)
+from flowjob_ops.defs import int_divide  # noqa: E402  (integer flow.math.divide, truncating as C)
+OP_MODULES += (int_divide,)
 
 # Python operators on symbolic blobs: ``x + y``, ``2.0 * x``, ``-x``, ``a @ b``, ``x ** 2``, ``x[0, 1:3]``
 OPERATORS = {
