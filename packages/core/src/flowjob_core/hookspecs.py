@@ -115,6 +115,17 @@ def flowjob_select_backend(device_tag: str, backends: "BackendRegistry") -> "Bac
     """
 
 
+@hookspec(firstresult=True)
+def flowjob_read_initializer(value: Any, owner: str) -> Any:
+    """Read an initializer given in a form of its own (legacy's ``InitializerConf`` message) as a callable
+    ``init(shape, dtype, rng) -> ndarray``; the first non-None answer wins.
+
+    ``flow.get_variable`` asks it while a body is traced, for an initializer that is not callable;
+    ``owner`` names what it initializes ("variable 'w'") for error messages. A ``ValueError`` raised
+    here becomes a ``VariableError`` naming the variable. flowjob-ops answers for InitializerConf.
+    """
+
+
 @hookspec
 def flowjob_job_traced(job: "Job") -> None:
     """Observe a job right after its body was traced (before any pass)."""

@@ -152,7 +152,7 @@ def get_default_session() -> Session:
         if _default is None or _default.closed:
             _default = Session()
             if not _atexit_registered:
-                atexit.register(_finish_at_exit)
+                atexit.register(finish_all_sessions)
                 _atexit_registered = True
         return _default
 
@@ -173,7 +173,10 @@ def sync_default_session() -> None:
         session.sync()
 
 
-def _finish_at_exit() -> None:
+def finish_all_sessions() -> None:
+    """Finish every live session's launched steps and close it (run at exit). A plugin whose own exit handler
+    would stop what those steps read (flowjob-ofrecord's reader threads) calls it first: exit handlers run
+    last-registered first, so theirs would otherwise run before this one."""
     for session in list(_live_sessions):
         try:
             session.close()

@@ -106,8 +106,8 @@ def get_variable(name: str, shape: tuple[int, ...] | list[int] | None = None, dt
     if any(not isinstance(d, (int, np.integer)) or d <= 0 for d in shape):
         raise VariableError(f"flow.get_variable({name!r}): shape must hold positive ints, got {shape!r}")
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32
-    if hasattr(initializer, "WhichOneof"):  # a legacy InitializerConf message (oneflow.core.job, the face's)
-        initializer = _from_initializer_conf(initializer, scope.scoped_name(name))
+    if initializer is not None and not callable(initializer):
+        initializer = _read_initializer(builder.session, initializer, scope.scoped_name(name))
     if random_seed is not None and initializer is not None and hasattr(initializer, "with_seed"):
         initializer = initializer.with_seed(random_seed)
     full = scope.scoped_name(name)
@@ -116,20 +116,16 @@ def get_variable(name: str, shape: tuple[int, ...] | list[int] | None = None, dt
                                 regularizer=regularizer, model_name=model_name)
 
 
-def _from_initializer_conf(conf: Any, variable: str) -> Any:
-    """flowjob-ops reads the message (its initializers are the ones the message names); the message classes
-    come from the face, which requires flowjob-ops, so the import only fails for a hand-made message."""
-    from flowjob_core.errors import MissingPackageError
-
+def _read_initializer(session: Any, value: Any, variable: str) -> Any:
+    """A plugin's reading of a non-callable initializer (flowjob-ops reads legacy InitializerConf messages)."""
     try:
-        from flowjob_ops.initializers import from_initializer_conf
-    except ModuleNotFoundError:
-        raise MissingPackageError(f"flow.get_variable({variable!r}): an InitializerConf initializer needs the "
-                                  f"flowjob-ops distribution: pip install flowjob-ops") from None
-    try:
-        return from_initializer_conf(conf, f"variable {variable!r}")
+        init = session.pm.hook.flowjob_read_initializer(value=value, owner=f"variable {variable!r}")
     except ValueError as exc:
         raise VariableError(f"flow.get_variable: {exc}") from None
+    if init is None:
+        raise VariableError(f"flow.get_variable({variable!r}): the initializer must be callable as "
+                            f"init(shape, dtype, rng) or a legacy InitializerConf, got {type(value).__name__}")
+    return init
 
 
 def add_loss(loss: Any) -> None:

@@ -172,9 +172,9 @@ def _close_all() -> None:
     # atexit runs this before flowjob-core's handler that finishes the sessions (registered earlier, and
     # handlers run last-registered first): steps a program launched asynchronously (async_get) just before
     # it ended still read from these readers, so the sessions finish them first
-    from flowjob_core.session import _finish_at_exit
+    from flowjob_core.session import finish_all_sessions
 
-    _finish_at_exit()
+    finish_all_sessions()
     for reader in list(_LIVE):
         reader.close(timeout=1.0)
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_ops import array_ops, comparisons, cpu, fusion, fusion_dense, math
+from flowjob_ops import array_ops, comparisons, cpu, fusion, fusion_dense, initializers, math
 from flowjob_ops.defs import (
     activations, array, compare, constants, conv, dropout, fused, indexing, matmul, nn_losses, pool, reduce, softmax)
 from flowjob_ops.defs import math as math_defs
@@ -94,3 +94,11 @@ def flowjob_add_kernels(registry: Any) -> None:
     # the reference every other backend runs
     for op, builder in cpu.KERNEL_BUILDERS.items():
         registry.add(op, cpu.CPU_TAG, builder)
+
+
+@hookimpl
+def flowjob_read_initializer(value: Any, owner: str) -> Any:
+    """Legacy InitializerConf messages (their initializers were such messages) as flowjob initializers."""
+    if hasattr(value, "WhichOneof"):
+        return initializers.from_initializer_conf(value, owner)
+    return None
