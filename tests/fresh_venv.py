@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 
 # what the new environment needs besides flowjob: the packages' runtime and test dependencies,
 # and the build backend pip runs for the editable installs (--no-build-isolation: nothing fetched)
-THIRD_PARTY = ("numpy", "pluggy", "pytest", "hypothesis", "hatchling")
+THIRD_PARTY = ("numpy", "pluggy", "protobuf", "pytest", "hypothesis", "hatchling")
 
 
 def _closure(names: tuple[str, ...]) -> list[metadata.Distribution]:
