@@ -23,8 +23,8 @@ PLUGINS: dict[str, ModuleType] = {
     "swish": flowjob_swish.plugin,
 }
 
-PIPELINE = ["verify", "auto-mixed-precision", "loss-scale", "autodiff", "watch", "optimizer", "repeat-acc", "dce", "fuse-conv", "optim-fusion",
-            "fuse-dense", "verify-final"]
+PIPELINE = ["verify", "auto-mixed-precision", "loss-scale", "autodiff", "watch", "optimizer", "repeat-acc", "dce",
+            "fuse-conv", "optim-fusion", "fuse-dense", "verify-final"]
 
 
 def _pipeline(names: tuple[str, ...]) -> list[str]:
