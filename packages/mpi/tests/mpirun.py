@@ -6,6 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from flowjob_mpi.launch import find_mpiexec
 
 WORKERS = Path(__file__).parent / "workers"
@@ -23,3 +26,19 @@ def ranks(n: int, worker: str, *args: object, timeout: float = 60, cwd: object =
 def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     assert result.returncode == 0, f"exit status {result.returncode}\n{result.stdout}\n{result.stderr}"
     return result
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory):
+    """``get(optimizer, batch, steps, loss)``: one process's results of workers/train.py (cached per module)."""
+    cache: dict = {}
+
+    def get(optimizer: str, batch: int, steps: int, loss: str) -> dict:
+        key = (optimizer, batch, steps, loss)
+        if key not in cache:
+            out = tmp_path_factory.mktemp("one")
+            ok(ranks(0, "train.py", optimizer, batch, steps, out, loss))
+            cache[key] = dict(np.load(out / "result.npz"))
+        return cache[key]
+
+    return get

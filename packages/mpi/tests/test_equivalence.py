@@ -8,19 +8,7 @@ from flowjob_core.testing.modules import sibling
 ok, ranks = sibling(__file__, "mpirun").ok, sibling(__file__, "mpirun").ranks
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    cache = {}
-
-    def get(optimizer, batch, steps, loss):
-        key = (optimizer, batch, steps, loss)
-        if key not in cache:
-            out = tmp_path_factory.mktemp("one")
-            ok(ranks(0, "train.py", optimizer, batch, steps, out, loss))
-            cache[key] = dict(np.load(out / "result.npz"))
-        return cache[key]
-
-    return get
+reference = sibling(__file__, "mpirun").reference  # one process's results, the fixture the tests compare with
 
 
 @pytest.mark.parametrize("n, optimizer, batch, loss", [

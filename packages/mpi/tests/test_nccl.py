@@ -75,19 +75,7 @@ def test_the_missing_piece_is_named(monkeypatch):
 
 # the NCCL path with the double, under mpiexec -------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    cache = {}
-
-    def get(optimizer, batch, steps, loss):
-        key = (optimizer, batch, steps, loss)
-        if key not in cache:
-            out = tmp_path_factory.mktemp("one")
-            ok(ranks(0, "train.py", optimizer, batch, steps, out, loss))
-            cache[key] = dict(np.load(out / "result.npz"))
-        return cache[key]
-
-    return get
+reference = sibling(__file__, "mpirun").reference  # one process's results, the fixture the tests compare with
 
 
 def _logs(out, n):
