@@ -40,14 +40,6 @@ if TYPE_CHECKING:
 # ops whose attrs hold a shape taken from the traced (declared) shapes: a smaller input would be
 # silently broadcast back to the declared size instead of following the fed size
 STATIC_SHAPE_OPS = frozenset({"broadcast_to", "unbroadcast"})
-# ops whose output keeps its traced shape whatever rows some inputs have: a scatter into a traced shape
-# (attribute or params), a segment sum into num_segments rows. op -> the inputs whose rows still reach
-# the output (tensor_scatter_nd_*: params); data-dependent rows elsewhere stop there (legacy's hybrid
-# embedding scatters argwhere-selected rows into a static table)
-SHAPE_KEEPING_OPS: dict[str, tuple[int, ...]] = {
-    "tensor_scatter_nd_update": (0,), "tensor_scatter_nd_add": (0,), "scatter_nd": (), "gather_grad": (),
-    "unsorted_segment_sum": (),
-}
 MAX_SPECIALISED = 64  # actual-shape keys kept per job (oldest dropped first)
 
 Step = Callable[[list[Any]], tuple[tuple[Any, ...], tuple[Any, ...]]]

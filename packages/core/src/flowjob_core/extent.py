@@ -12,7 +12,8 @@ the planner only asks whether the job holds one.
 
 A scatter into a traced shape (``tensor_scatter_nd_update`` into static params, ``scatter_nd``, the
 gather gradient, ``unsorted_segment_sum``) follows its inputs but its outputs keep the traced shape,
-so the rows stop there (``dynamic.SHAPE_KEEPING_OPS``).
+so the rows stop there (``OpDef.traced_shape_from``; legacy's hybrid embedding scatters rows argwhere
+selected into a static table).
 An op whose attributes fix a shape at trace time (``broadcast_to``, ``unbroadcast``) cannot follow:
 the plan is refused, naming the job, the op, its source line and the data-dependent op. An op that
 cannot take the actual shapes (a binary op whose other operand keeps the maximum) raises
@@ -23,8 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from flowjob_core.dynamic import (
-    MAX_SPECIALISED, SHAPE_KEEPING_OPS, STATIC_SHAPE_OPS, DynamicShapeError, SpecialisedArena, reshaped)
+from flowjob_core.dynamic import MAX_SPECIALISED, STATIC_SHAPE_OPS, DynamicShapeError, SpecialisedArena, reshaped
 from flowjob_core.ir import BlobSpec, Job, Node
 from flowjob_core.opdef import KernelBuilder, KernelContext
 
@@ -52,8 +52,8 @@ class Followers:
                     raise DynamicShapeError(
                         f"{self._where(node, src)}: the op's target shape {node.attrs.get('shape')} was fixed "
                         f"when the job was traced, so it cannot take the rows the data decide")
-            kept = node.op in SHAPE_KEEPING_OPS and not any(
-                node.inputs[k] in origin for k in SHAPE_KEEPING_OPS[node.op] if k < len(node.inputs))
+            through = ops[node.op].traced_shape_from if node.op != "input" else None
+            kept = through is not None and not any(node.inputs[k] in origin for k in through if k < len(node.inputs))
             if src is not None and kept:
                 continue  # it follows its inputs' actual rows, but its outputs keep the traced shape
             if src is not None or (node.op != "input" and ops[node.op].dynamic_extent):

@@ -101,6 +101,10 @@ class OpDef:
     (argwhere): ``infer`` gives the maximum, the kernel returns a view of the first rows of its
     planned buffer, and the planner rebuilds every reader for the actual shape
     (``flowjob_core/extent.py``).
+    ``traced_shape_from``: the output keeps its traced shape whatever rows its inputs have (a scatter
+    into a fixed shape, a segment sum into ``num_segments`` rows): data-dependent rows stop there
+    unless they come through one of these input positions (tensor_scatter_nd_*: the params, 0).
+    None (the default): the output follows its inputs' rows.
     ``input_names`` / ``attr_names``: the argument names ``flow.user_op_builder`` accepts
     (``.Input("x", [blob])``, ``.Attr("beta", 1.0)``): inputs are placed in ``input_names``
     order, and a name not listed is an error naming the op. None (the default): inputs are
@@ -120,6 +124,7 @@ class OpDef:
     doc: str = ""
     elementwise: Elementwise | None = None
     dynamic_extent: bool = False
+    traced_shape_from: tuple[int, ...] | None = None
     input_names: tuple[str, ...] | None = None
     attr_names: tuple[str, ...] | None = None
 

@@ -134,7 +134,8 @@ def _gather_grad_kernel(ctx: KernelContext) -> Any:
 GATHER = OpDef("gather", _gather_infer, kernel=_gather_kernel, grad=_gather_grad, name_prefix="Gather",
                doc="inputs (params, indices): params indexed along axis")
 GATHER_GRAD = OpDef("gather_grad", _gather_grad_infer, kernel=_gather_grad_kernel, not_differentiable=True,
-                    name_prefix="GatherGrad", doc="inputs (indices, dy): dy scattered (summed) into zeros")
+                    name_prefix="GatherGrad", traced_shape_from=(),
+                    doc="inputs (indices, dy): dy scattered (summed) into zeros")
 
 
 # where ------------------------------------------------------------------------
@@ -372,14 +373,17 @@ def _tensor_scatter_add_grad(ctx: GradContext) -> list[Any]:
 GATHER_ND = OpDef("gather_nd", _gather_nd_infer, kernel=_gather_nd_kernel, grad=_gather_nd_grad,
                   name_prefix="GatherNd", doc="inputs (params, indices): the elements or slices indices name")
 SCATTER_ND = OpDef("scatter_nd", _scatter_nd_infer, kernel=_scatter_nd_kernel, grad=_scatter_nd_grad,
-                   name_prefix="ScatterNd", doc="inputs (indices, updates): updates summed into zeros of shape")
+                   name_prefix="ScatterNd", traced_shape_from=(),
+                   doc="inputs (indices, updates): updates summed into zeros of shape")
 TENSOR_SCATTER_ND_UPDATE = OpDef(
     "tensor_scatter_nd_update", _tensor_scatter_infer("tensor_scatter_nd_update"),
     kernel=_tensor_scatter_kernel(False), grad=_tensor_scatter_update_grad, name_prefix="TensorScatterNdUpdate",
+    traced_shape_from=(0,),
     doc="inputs (params, indices, updates): params with the named elements or slices replaced by updates")
 TENSOR_SCATTER_ND_ADD = OpDef(
     "tensor_scatter_nd_add", _tensor_scatter_infer("tensor_scatter_nd_add"),
     kernel=_tensor_scatter_kernel(True), grad=_tensor_scatter_add_grad, name_prefix="TensorScatterNdAdd",
+    traced_shape_from=(0,),
     doc="inputs (params, indices, updates): params with updates added at the named elements or slices")
 
 

@@ -76,7 +76,7 @@ def _gather_grad(ctx: GradContext) -> Any:
 
 UNSORTED_SEGMENT_SUM = OpDef(
     "unsorted_segment_sum", _sum_infer, kernel=lambda ctx: _segment_sum_kernel(ctx, ctx.attrs.get("axis", 0)),
-    grad=lambda ctx: [_gather_grad(ctx), None], name_prefix="UnsortedSegmentSum",
+    grad=lambda ctx: [_gather_grad(ctx), None], name_prefix="UnsortedSegmentSum", traced_shape_from=(),
     doc="inputs (data, segment_ids): data summed by segment id into num_segments rows along axis")
 
 
