@@ -24,6 +24,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--by-op", action="store_true", help="also sum the medians per op type")
     args = parser.parse_args()
 
     first_call, step = models_flowjob.build(args.workload, args.batch)
@@ -33,10 +34,12 @@ def main() -> None:
     globals_ = plan.step.__globals__
     samples: dict[str, list[float]] = defaultdict(list)
     labels: dict[str, str] = {}
+    ops: dict[str, str] = {}
     kernel_nodes = [n for n in plan.order if n.op != "input"]
     for k, node in enumerate(kernel_nodes):
         name = f"k{k}"
         labels[name] = f"{node.name} ({node.op})"
+        ops[name] = node.op
 
         def timed(*inputs, _fn=globals_[name], _name=name):
             start = time.perf_counter()
@@ -59,6 +62,13 @@ def main() -> None:
     for ms, label in rows[: args.top]:
         print(f"{ms:8.2f} ms  {100 * ms / step_ms:5.1f}%  {label}")
     print(f"{sum(ms for ms, _ in rows):8.2f} ms  sum of the medians")
+    if args.by_op:
+        per_op: dict[str, list[float]] = defaultdict(list)
+        for k, v in samples.items():
+            per_op[ops[k]].append(1e3 * statistics.median(v))
+        print("per op type: total ms, nodes")
+        for op, times in sorted(per_op.items(), key=lambda item: -sum(item[1])):
+            print(f"{sum(times):8.2f} ms  {100 * sum(times) / step_ms:5.1f}%  {len(times):4d}  {op}")
 
 
 if __name__ == "__main__":
