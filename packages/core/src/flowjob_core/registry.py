@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from flowjob_core.backends.host_threads import split_serially
 from flowjob_core.errors import PluginError
 from flowjob_core.opdef import KernelBuilder, OpDef
 from flowjob_core.pass_registry import PassRegistry, PassSpec  # noqa: F401 - re-exported
@@ -83,6 +84,8 @@ class Backend:
 
     ``host_arrays``: the backend's arrays are the host's numpy arrays, so feeds and results need no
     transfer (the numpy backend; calls then take a shorter path).
+    ``parallel(body, count)``: run ``body(start, stop)`` over parts of ``range(count)``, concurrently
+    where the backend can (the numpy backend's host threads); the default runs it whole, serially.
     """
 
     tag: str
@@ -95,6 +98,7 @@ class Backend:
     synchronize: Callable[[], None] = lambda: None
     description: str = ""
     host_arrays: bool = False
+    parallel: Callable[[Callable[[int, int], None], int], None] = split_serially
 
 
 class BackendRegistry:

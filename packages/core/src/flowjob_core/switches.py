@@ -39,6 +39,10 @@ class Settings:
     amp_on_cpu: bool = _switch(
         "FLOWJOB_AMP_ON_CPU", False,
         "enable_auto_mixed_precision runs its float16 ops on the cpu backend too (legacy: GPU ops only; slow)")
+    host_threads: int = _switch(
+        "FLOWJOB_HOST_THREADS", 0,
+        "threads the cpu backend splits large elementwise kernels over (0: OMP_NUM_THREADS or "
+        "OPENBLAS_NUM_THREADS if set, else the CPUs available, at most 4)")
     mpi_gradients: str = _switch(
         "FLOWJOB_MPI_GRADIENTS", "",
         "flowjob-mpi's gradient all-reduce: nccl or mpi (unset: NCCL where every rank can)", choices=("nccl", "mpi"))
@@ -85,6 +89,14 @@ def _parse(f: "dataclasses.Field[Any]", raw: str) -> Any:
         raise ConfigError(f"{env}={raw!r}: expected one of 1/0, true/false, yes/no, on/off")
     if isinstance(f.default, tuple):
         return tuple(n.strip() for n in text.split(",") if n.strip())
+    if isinstance(f.default, int):
+        try:
+            number = int(text)
+        except ValueError:
+            number = -1
+        if number < 0:
+            raise ConfigError(f"{env}={raw!r}: expected a whole number >= 0")
+        return number
     choices = f.metadata["choices"]
     if choices:
         text = text.lower()

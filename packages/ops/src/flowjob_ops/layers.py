@@ -336,20 +336,19 @@ def batch_normalization(inputs: Blob, axis: int = -1, momentum: float = 0.99, ep
     moving_mean = variable("moving_mean", moving_mean_initializer, initializers.zeros_initializer(), None, False)
     moving_variance = variable("moving_variance", moving_variance_initializer, initializers.ones_initializer(),
                                None, False)
+    attrs = {"epsilon": float(epsilon), "with_scale": gamma is not None, "with_offset": beta is not None}
     if _is_train_job() and trainable and training:
-        reduce_axes = tuple(i for i in range(rank) if i != axis)
-        mean, variance = apply("moments", [inputs], {"axes": reduce_axes, "keepdims": False},
-                               name=f"{name}-moments")
+        # batch statistics, normalization and (through autodiff) the gradient each in one kernel
+        affine = [p for p in (gamma, beta) if p is not None]
+        y, mean, variance = apply("batch_norm_train", [inputs] + affine, {"axis": axis, **attrs}, name=name)
         for moving, batch, what in ((moving_mean, mean, "moving_mean"), (moving_variance, variance, "moving_variance")):
             apply("batch_norm_moving_update", [moving, batch], {"momentum": float(momentum)},
                   name=f"{name}-{what}_update")
-    else:
-        mean, variance = moving_mean, moving_variance
+        return y
     nd = tuple(shape[0] if i == axis else 1 for i in range(rank))
-    params = [mean, variance] + [p for p in (gamma, beta) if p is not None]
+    params = [moving_mean, moving_variance] + [p for p in (gamma, beta) if p is not None]
     labels = ["mean", "variance"] + [w for w, p in (("gamma", gamma), ("beta", beta)) if p is not None]
     shaped = [apply("reshape", [p], {"shape": nd}, name=f"{name}-{w}_reshape") for p, w in zip(params, labels)]
-    attrs = {"epsilon": float(epsilon), "with_scale": gamma is not None, "with_offset": beta is not None}
     return apply("batch_norm", [inputs] + shaped, attrs, name=name)
 
 

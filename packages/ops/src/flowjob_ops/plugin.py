@@ -16,12 +16,13 @@ from flowjob_ops.defs import array_more
 from flowjob_ops.defs import segment, sorting, tril
 from flowjob_ops.defs import conv_more
 from flowjob_ops.defs import normalization
+from flowjob_ops.defs import batch_norm_train
 from flowjob_ops.defs import random_mask
 from flowjob_ops.defs import array_extra
 
 OP_MODULES = (activations, math_defs, compare, reduce, matmul, softmax, nn_losses, dropout, conv, pool, array,
               indexing, constants, fused, array_more, math_binary, math_unary, conv_more, losses_more, reduce_more,
-              normalization)
+              normalization, batch_norm_train)
 OP_MODULES += (sorting, segment, tril)
 OP_MODULES += (random_mask,)
 OP_MODULES += (array_extra,)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from flowjob_core.backends.host_threads import HostThreads
 from flowjob_core.plugin import hookimpl
 from flowjob_core.registry import Backend, BackendRegistry
 from flowjob_core.switches import current
@@ -88,6 +89,7 @@ def make_backend() -> Backend:
         make_rng=lambda seed: np.random.default_rng(seed),
         description=f"numpy {np.__version__}",
         host_arrays=True,
+        parallel=HostThreads().split,
     )
 
 

@@ -1,0 +1,278 @@
+"""Train-mode batch normalization as one op: the batch statistics, the normalization and its
+gradient each in a single kernel.
+
+``flow.layers.batch_normalization`` in a train job used to emit ``moments`` + ``batch_norm`` and,
+through autodiff, ``batch_norm_grad`` + ``moments_grad`` + an ``add_n`` of their two input
+gradients: about nine passes over the activation forward and fifteen backward, with reductions over
+the strided (batch, spatial) axes of an NCHW blob. Here x is viewed as (outer, channels, inner)
+with the channel on ``axis`` and cut into cache-sized blocks of channel rows: the elementwise
+passes and the per-channel dot products run on one block while it is in cache, spread over the
+host's threads, and the one sum needed before any block can start (the forward's mean) is a
+matrix-vector product over contiguous rows (BLAS).
+
+The variance stays the two-pass one (centre, then square): E[x^2] - E[x]^2 cancels badly when the
+mean is large against the spread. The centred values go into the output buffer, which the affine
+step then overwrites in place, so the forward needs no scratch of x's size.
+
+Outputs are (y, mean, biased variance); the layer feeds the last two to the moving-average updates.
+The gradient is the full one through the batch statistics:
+dx = gamma / sigma * (dy - mean(dy) - xhat * mean(dy * xhat)), dgamma = sum(dy * xhat),
+dbeta = sum(dy), with xhat = (x - mean) / sigma, sigma = sqrt(variance + epsilon). Gradients that
+reach the mean or variance outputs themselves (nothing in the layer, but a user may read them) flow
+back through ``moments_grad``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+
+from flowjob_ops.defs.common import normalize_axis, require_floating, same_dtype
+from flowjob_ops.defs.normalization import check_epsilon
+
+
+def _param_names(attrs: dict) -> list[str]:
+    return [n for n, flag in (("gamma", attrs.get("with_scale")), ("beta", attrs.get("with_offset"))) if flag]
+
+
+def _axis_and_channels(x: BlobSpec, attrs: dict, op: str) -> tuple[int, int]:
+    if len(x.shape) < 2:
+        raise ShapeError(f"{op}: x must have rank >= 2 (a batch axis and a channel axis), got shape {x.shape}")
+    try:
+        axis = normalize_axis(attrs.get("axis"), len(x.shape))
+    except ValueError as exc:
+        raise ShapeError(f"{op}: {exc}") from None
+    if math.prod(x.shape) // x.shape[axis] == 0:
+        raise ShapeError(f"{op}: no values to take statistics over in x of shape {x.shape}")
+    return axis, x.shape[axis]
+
+
+def _check_params(params: Sequence[BlobSpec], names: Sequence[str], channels: int, op: str) -> None:
+    for name, spec in zip(names, params):
+        if spec.shape != (channels,):
+            raise ShapeError(f"{op}: {name} must have shape ({channels},) (x's channels), got {spec.shape}")
+
+
+def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    op = "batch_norm_train"
+    names = _param_names(attrs)
+    if len(inputs) != 1 + len(names):
+        raise ShapeError(f"{op} expects inputs x{''.join(', ' + n for n in names)}; got {len(inputs)} inputs")
+    require_floating(inputs, op)
+    same_dtype(inputs, op)
+    check_epsilon(attrs.get("epsilon"), op)
+    x = inputs[0]
+    _, channels = _axis_and_channels(x, attrs, op)
+    _check_params(inputs[1:], names, channels, op)
+    stat = BlobSpec((channels,), x.dtype)
+    return [x, stat, stat]
+
+
+def _grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    op = "batch_norm_train_grad"
+    names = ["mean", "variance"] + (["gamma"] if attrs.get("with_scale") else [])
+    if len(inputs) != 2 + len(names):
+        raise ShapeError(f"{op} expects x, {', '.join(names)}, dy; got {len(inputs)} inputs")
+    require_floating(inputs, op)
+    same_dtype(inputs, op)
+    check_epsilon(attrs.get("epsilon"), op)
+    x, dy = inputs[0], inputs[-1]
+    if dy.shape != x.shape:
+        raise ShapeError(f"{op}: dy {dy.shape} must be shaped like x {x.shape}")
+    _, channels = _axis_and_channels(x, attrs, op)
+    _check_params(inputs[1:-1], names, channels, op)
+    stat = BlobSpec((channels,), x.dtype)
+    # dx, and dgamma / dbeta for the parameters the forward op had
+    return [x] + [stat] * len(_param_names(attrs))
+
+
+BLOCK_ITEMS = 1 << 16  # values per block: a block of x and dy stays in a core's L2 across its few passes
+PARALLEL_ITEMS = 1 << 17  # below this, splitting over host threads costs more than it saves
+
+
+class _Blocks:
+    """x's shape seen as (outer, channels, inner), cut into blocks of whole channel rows.
+
+    A block is (o, c0, c1): the rows x3[o, c0:c1], each ``inner`` long, with the per-channel
+    coefficients coef[c0:c1, None]. The elementwise passes run block by block, several ufunc
+    calls on one cached block, instead of each pass streaming the whole activation through
+    memory; the blocks are shared out over the backend's host threads (``Backend.parallel``).
+    Reductions accumulate in float32 at least (float16 blobs are widened block by block).
+    """
+
+    def __init__(self, ctx: KernelContext, shape: Sequence[int], axis: int, dtype: np.dtype) -> None:
+        xp = self.xp = ctx.xp
+        self.outer, self.channels, self.inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+        self.count = self.outer * self.inner
+        self.dtype = dtype
+        self.acc = dtype if dtype.itemsize >= 4 else np.dtype(np.float32)
+        per_block = max(1, min(self.channels, BLOCK_ITEMS // max(1, self.inner)))
+        self.blocks = [(o, c, min(c + per_block, self.channels))
+                       for o in range(self.outer) for c in range(0, self.channels, per_block)]
+        size = self.count * self.channels
+        backend_split = getattr(ctx.backend, "parallel", None)
+        self._split = backend_split if backend_split is not None and size >= PARALLEL_ITEMS else None
+        # per-(outer, channel) partial sums, reduced over outer after a pass
+        self.partial = xp.empty((self.outer, self.channels), dtype=self.acc)
+        self.partial2 = xp.empty((self.outer, self.channels), dtype=self.acc)
+        self.ones_inner = xp.ones(self.inner, dtype=self.acc)
+
+    def view(self, a: Any) -> Any:
+        return a.reshape(self.outer, self.channels, self.inner)
+
+    def each_block(self, body: Any) -> None:
+        """``body(o, c0, c1)`` for every block, over the host threads when the blob is large."""
+        blocks = self.blocks
+
+        def run(lo: int, hi: int) -> None:
+            for o, c0, c1 in blocks[lo:hi]:
+                body(o, c0, c1)
+
+        if self._split is None:
+            run(0, len(blocks))
+        else:
+            self._split(run, len(blocks))
+
+    def sums(self, a3: Any) -> Any:
+        """sum over outer and inner of a (outer, channels, inner) array, shape (channels,): a
+        matrix-vector product over contiguous rows (BLAS, on all cores), then a sum over outer."""
+        wide = a3 if a3.dtype == self.acc else a3.astype(self.acc)
+        rows = wide.reshape(self.outer * self.channels, self.inner) @ self.ones_inner
+        return rows.reshape(self.outer, self.channels).sum(axis=0)
+
+    def row_dot(self, a: Any, b: Any, out: Any) -> None:
+        """out[c] = sum over inner of a[c] * b[c] for one block's rows."""
+        if a.dtype != self.acc:
+            a, b = a.astype(self.acc), b.astype(self.acc)
+        self.xp.einsum("ci,ci->c", a, b, out=out)
+
+    def row_sum(self, a: Any, out: Any) -> None:
+        self.xp.sum(a, axis=1, out=out, dtype=self.acc)
+
+
+def _kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    x_spec = ctx.inputs[0]
+    dtype = x_spec.dtype
+    blocks = _Blocks(ctx, x_spec.shape, normalize_axis(ctx.attrs["axis"], len(x_spec.shape)), dtype)
+    eps = float(ctx.attrs["epsilon"])
+    with_scale, with_offset = bool(ctx.attrs.get("with_scale")), bool(ctx.attrs.get("with_offset"))
+    y, mean, variance = ctx.out(0), ctx.out(1), ctx.out(2)
+    inv_n = 1.0 / blocks.count
+    squares = blocks.partial
+
+    def run(x: Any, *params: Any) -> tuple[Any, Any, Any]:
+        x3, y3 = blocks.view(x), blocks.view(y)
+        mean[...] = blocks.sums(x3) * inv_n
+        centre = mean[:, None]
+
+        def centre_and_square(o: int, c0: int, c1: int) -> None:
+            block = y3[o, c0:c1]                                  # y holds x - mean for now
+            xp.subtract(x3[o, c0:c1], centre[c0:c1], out=block)
+            blocks.row_dot(block, block, squares[o, c0:c1])
+
+        blocks.each_block(centre_and_square)
+        variance[...] = squares.sum(axis=0) * inv_n
+        scale = 1.0 / xp.sqrt(variance.astype(blocks.acc) + eps)
+        if with_scale:
+            scale = scale * params[0]
+        gain = scale.astype(dtype)[:, None]
+        shift = params[-1][:, None] if with_offset else None
+
+        def affine(o: int, c0: int, c1: int) -> None:
+            block = y3[o, c0:c1]
+            xp.multiply(block, gain[c0:c1], out=block)
+            if shift is not None:
+                xp.add(block, shift[c0:c1], out=block)
+
+        blocks.each_block(affine)
+        return y, mean, variance
+
+    return run
+
+
+def _grad_kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    x_spec = ctx.inputs[0]
+    dtype = x_spec.dtype
+    blocks = _Blocks(ctx, x_spec.shape, normalize_axis(ctx.attrs["axis"], len(x_spec.shape)), dtype)
+    eps = float(ctx.attrs["epsilon"])
+    with_scale, with_offset = bool(ctx.attrs.get("with_scale")), bool(ctx.attrs.get("with_offset"))
+    outs = [ctx.out(i) for i in range(len(ctx.outputs))]
+    inv_n = 1.0 / blocks.count
+    dots, sums = blocks.partial, blocks.partial2
+
+    def run(x: Any, mean: Any, variance: Any, *rest: Any) -> Any:
+        dy, dx = rest[-1], outs[0]
+        x3, dy3, dx3 = blocks.view(x), blocks.view(dy), blocks.view(dx)
+        centre = mean[:, None]
+
+        def centre_and_reduce(o: int, c0: int, c1: int) -> None:
+            block, dy_block = dx3[o, c0:c1], dy3[o, c0:c1]        # dx holds x - mean for now
+            xp.subtract(x3[o, c0:c1], centre[c0:c1], out=block)
+            blocks.row_dot(dy_block, block, dots[o, c0:c1])
+            blocks.row_sum(dy_block, sums[o, c0:c1])
+
+        blocks.each_block(centre_and_reduce)
+        sum_dy_centred, sum_dy = dots.sum(axis=0), sums.sum(axis=0)
+        inv_sigma = 1.0 / xp.sqrt(variance.astype(blocks.acc) + eps)
+        if with_scale:
+            outs[1][...] = sum_dy_centred * inv_sigma           # dgamma = sum(dy * xhat)
+        if with_offset:
+            outs[-1][...] = sum_dy                              # dbeta = sum(dy)
+        gain = (inv_sigma * rest[0] if with_scale else inv_sigma).astype(dtype)[:, None]
+        # dx = gain * (dy - mean(dy) - (x - mean) * inv_sigma^2 * mean(dy * (x - mean)))
+        along = (-inv_sigma * inv_sigma * sum_dy_centred * inv_n).astype(dtype)[:, None]
+        mean_dy = (sum_dy * inv_n).astype(dtype)[:, None]
+
+        def combine(o: int, c0: int, c1: int) -> None:
+            block = dx3[o, c0:c1]
+            xp.multiply(block, along[c0:c1], out=block)
+            xp.add(block, dy3[o, c0:c1], out=block)
+            xp.subtract(block, mean_dy[c0:c1], out=block)
+            xp.multiply(block, gain[c0:c1], out=block)
+
+        blocks.each_block(combine)
+        return tuple(outs) if len(outs) > 1 else dx
+
+    return run
+
+
+def _grad(ctx: GradContext) -> list[Any]:
+    attrs = ctx.attrs
+    dy, dmean, dvariance = ctx.out_grads
+    grads: list[Any] = [None] * len(ctx.inputs)
+    x, mean, variance = ctx.inputs[0], ctx.outputs[1], ctx.outputs[2]
+    if dy is not None:
+        saved = [x, mean, variance] + ([ctx.inputs[1]] if attrs.get("with_scale") else [])
+        outs = ctx.apply("batch_norm_train_grad", saved + [dy], dict(attrs))
+        outs = list(outs) if isinstance(outs, tuple) else [outs]
+        grads = outs + [None] * (len(ctx.inputs) - len(outs))
+    if dmean is not None or dvariance is not None:
+        # a gradient reaching the statistics themselves: moments' own rule, added to the one through y
+        rank = len(x.shape)
+        axis = normalize_axis(attrs["axis"], rank)
+        reduce_axes = tuple(i for i in range(rank) if i != axis)
+        stat_grads = [g for g in (dmean, dvariance) if g is not None]
+        through_stats = ctx.apply("moments_grad", [x, mean] + stat_grads,
+                                  {"axes": reduce_axes, "keepdims": False, "with_mean": dmean is not None,
+                                   "with_variance": dvariance is not None})
+        grads[0] = through_stats if grads[0] is None else ctx.apply("add_n", [grads[0], through_stats])
+    return grads
+
+
+BATCH_NORM_TRAIN = OpDef(
+    "batch_norm_train", _infer, kernel=_kernel, grad=_grad, name_prefix="BatchNormTrain",
+    output_names=("y", "mean", "variance"),
+    doc="train-mode batch normalization over every axis but `axis`: (y, batch mean, biased batch variance), "
+        "y = (x - mean) / sqrt(variance + epsilon) * gamma + beta with gamma, beta of shape (channels,)")
+BATCH_NORM_TRAIN_GRAD = OpDef(
+    "batch_norm_train_grad", _grad_infer, kernel=_grad_kernel, not_differentiable=True,
+    name_prefix="BatchNormTrainGrad",
+    doc="(dx[, dgamma][, dbeta]) of batch_norm_train through its batch statistics, from x, mean, variance, "
+        "gamma and dy")
+
+OPS = (BATCH_NORM_TRAIN, BATCH_NORM_TRAIN_GRAD)
