@@ -1,11 +1,14 @@
 """Winograd convolution: the cpu backend's overrides of the conv2d kernels.
 
-On numpy, Winograd F(m x m, r x r) (``flowjob_ops.kernels.winograd``) is chosen per node, from
+On numpy, 1x1 convolutions on NCHW without padding or groups are batched matrix products over x
+as it lies (``flowjob_ops.kernels.pointwise``: no im2col, no layout copies, nothing kept from the
+forward for the filter gradient). Winograd F(m x m, r x r) (``flowjob_ops.kernels.winograd``) is chosen per node, from
 the static shapes when the plan is built, where it applies (stride 1, no dilation, one group,
 square 3/4/5 kernel) and has enough channels for its 64 channel GEMMs to pay
 (``winograd.worthwhile``); elsewhere the record's reference kernel (im2col + GEMM) runs.
 ``FLOWJOB_CONV_ALGORITHM`` (``flowjob_core.switches``, read when a plan is built) overrides the
-choice: ``im2col`` everywhere, ``winograd`` wherever it applies, ``auto`` (the default).
+choice: ``im2col`` everywhere (the 1x1 path included), ``winograd`` wherever it applies, ``auto``
+(the default).
 
 Winograd is a CPU algorithm here (its transforms are many small GEMMs on strided views); other
 backends keep the reference im2col, whose one large GEMM suits them.
@@ -23,14 +26,17 @@ from flowjob_core import KernelContext, switches
 
 from flowjob_ops.cpu.pool import TiledMaxPool2d
 from flowjob_ops.defs import conv as conv_defs
-from flowjob_ops.kernels import conv, winograd
+from flowjob_ops.kernels import conv, pointwise, winograd
 
 
 def algorithm(geom: conv.ConvGeometry) -> str:
-    """"winograd" or "im2col" for this convolution on the cpu backend (see the module docstring)."""
+    """"pointwise", "winograd" or "im2col" for this convolution on the cpu backend (see the module
+    docstring)."""
     choice = switches.current().conv_algorithm
     if choice == "im2col":
         return "im2col"
+    if pointwise.applicable(geom):
+        return "pointwise"
     usable = winograd.applicable(geom) if choice == "winograd" else winograd.worthwhile(geom)
     return "winograd" if usable else "im2col"
 
@@ -39,10 +45,13 @@ def conv_kernel(ctx: KernelContext) -> Any:
     """conv2d and conv2d_bias (with its optional ReLU)."""
     x, w = ctx.inputs[:2]
     geom = conv_defs.geometry(x.shape, w.shape, ctx.attrs)
-    if algorithm(geom) != "winograd":
-        return _REFERENCE[ctx.op](ctx)
+    chosen = algorithm(geom)
     bias = ctx.op == "conv2d_bias"
     relu = bias and ctx.attrs.get("activation") == "relu"
+    if chosen == "pointwise":
+        return pointwise.PointwiseForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu)
+    if chosen != "winograd":
+        return _REFERENCE[ctx.op](ctx)
     fast = winograd.WinogradForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu)
     if ctx.training:  # the filter-gradient node reuses its transformed input (see grad_filter_kernel)
         ctx.shared[("conv2d-winograd", ctx.node_name)] = fast
@@ -52,7 +61,10 @@ def conv_kernel(ctx: KernelContext) -> Any:
 def grad_data_kernel(ctx: KernelContext) -> Any:
     dy, w = ctx.inputs
     geom = conv_defs.geometry(ctx.attrs["x_shape"], w.shape, ctx.attrs)
-    if algorithm(geom) != "winograd":
+    chosen = algorithm(geom)
+    if chosen == "pointwise":
+        return pointwise.PointwiseBackwardData(ctx.xp, geom, dy.dtype)
+    if chosen != "winograd":
         return _REFERENCE[ctx.op](ctx)
     return winograd.WinogradBackwardData(ctx.xp, geom, dy.dtype)
 
@@ -60,7 +72,10 @@ def grad_data_kernel(ctx: KernelContext) -> Any:
 def grad_filter_kernel(ctx: KernelContext) -> Any:
     x, _ = ctx.inputs
     geom = conv_defs.geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
-    if algorithm(geom) != "winograd":
+    chosen = algorithm(geom)
+    if chosen == "pointwise":
+        return pointwise.PointwiseBackwardFilter(ctx.xp, geom, x.dtype)
+    if chosen != "winograd":
         return _REFERENCE[ctx.op](ctx)
     forward = ctx.shared.get(("conv2d-winograd", ctx.attrs.get("forward")))
     if not isinstance(forward, winograd.WinogradForward) or forward.geom != geom or forward.dtype != x.dtype:
@@ -78,7 +93,8 @@ def conv_bias_pool_kernel(ctx: KernelContext) -> Any:
     """conv2d_bias_pool: Winograd where it pays, and the blocked max pooling."""
     x, w = ctx.inputs[:2]
     geom = conv_defs.geometry(x.shape, w.shape, conv_defs.conv_attrs(ctx.attrs))
-    return conv_defs.conv_bias_pool(ctx, algorithm=algorithm(geom), max_pool=TiledMaxPool2d)
+    chosen = "winograd" if algorithm(geom) == "winograd" else "im2col"  # the fused kernel has no 1x1 path
+    return conv_defs.conv_bias_pool(ctx, algorithm=chosen, max_pool=TiledMaxPool2d)
 
 
 _REFERENCE = {op.name: op.kernel for op in conv_defs.OPS}

@@ -1,0 +1,107 @@
+"""1x1 convolutions on NCHW blobs as batched matrix products, with no im2col and no layout copies.
+
+A 1x1 convolution without padding, dilation or groups is, per image n, y[n] (F, P) = W (F, C) @
+x[n] (C, P) with P the output pixels, and NCHW already stores x[n] as that (C, P) matrix. So the
+forward is one ``matmul`` over the batch (BLAS per image), the data gradient dx[n] = W.T @ dy[n],
+and the filter gradient dW = sum over n of dy[n] @ x[n].T. The general im2col kernels instead copy
+x into an NHWC column matrix (kept until the filter gradient) and copy the GEMM result back to
+NCHW. With a stride, the strided pixels are first gathered into a contiguous (N, C, OH, OW)
+buffer; the data gradient writes into the strided positions of a dx whose other pixels stay zero.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from flowjob_ops.kernels.conv import ConvGeometry
+
+
+def applicable(geom: ConvGeometry) -> bool:
+    """Whether this convolution is a plain 1x1 one on NCHW (the only case these kernels take)."""
+    win = geom.window
+    return (win.ksize == (1, 1) and not win.has_padding and geom.groups == 1
+            and geom.data_format == "NCHW")
+
+
+class _Pixels:
+    """x (N, C, H, W) as the (N, C, P) stack of matrices the products read: a view when the
+    stride is 1, else the strided pixels gathered into a buffer of this kernel's own."""
+
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any) -> None:
+        oh, ow = geom.window.out_hw
+        self.strides = geom.window.strides
+        self.shape = (geom.N, geom.C, oh * ow)
+        self._gathered = None if self.strides == (1, 1) else xp.empty((geom.N, geom.C, oh, ow), dtype=dtype)
+
+    def __call__(self, x: Any) -> Any:
+        if self._gathered is None:
+            return x.reshape(self.shape)
+        sh, sw = self.strides
+        oh, ow = self._gathered.shape[2:]
+        self._gathered[...] = x[:, :, : (oh - 1) * sh + 1: sh, : (ow - 1) * sw + 1: sw]
+        return self._gathered.reshape(self.shape)
+
+
+class PointwiseForward:
+    """y = conv2d(x, w) (+ bias, then ReLU, for ``conv2d_bias``): one batched product into y."""
+
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, *, bias: bool = False, relu: bool = False) -> None:
+        self.xp, self.geom = xp, geom
+        self.bias, self.relu = bias, relu
+        self._pixels = _Pixels(xp, geom, dtype)
+        self._y = xp.empty(geom.y_shape, dtype=np.dtype(dtype))
+        self._y3 = self._y.reshape(geom.N, geom.F, -1)
+
+    def __call__(self, x: Any, w: Any, b: Any = None) -> Any:
+        xp, g = self.xp, self.geom
+        xp.matmul(w.reshape(g.F, g.C), self._pixels(x), out=self._y3)
+        if self.bias:
+            xp.add(self._y3, b.reshape(g.F, 1), out=self._y3)
+        if self.relu:
+            xp.maximum(self._y3, 0, out=self._y3)
+        return self._y
+
+
+class PointwiseBackwardData:
+    """dx = W.T @ dy per image, written into dx's (strided) pixels."""
+
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any) -> None:
+        self.xp, self.geom = xp, geom
+        oh, ow = geom.window.out_hw
+        self._dx = xp.zeros(geom.x_shape, dtype=np.dtype(dtype))  # pixels no window reads stay zero
+        sh, sw = geom.window.strides
+        if (sh, sw) == (1, 1):
+            self._products, self._place = self._dx.reshape(geom.N, geom.C, -1), None
+        else:
+            self._products = xp.empty((geom.N, geom.C, oh * ow), dtype=np.dtype(dtype))
+            self._place = (self._dx[:, :, : (oh - 1) * sh + 1: sh, : (ow - 1) * sw + 1: sw],
+                           self._products.reshape(geom.N, geom.C, oh, ow))
+
+    def __call__(self, dy: Any, w: Any) -> Any:
+        g = self.geom
+        self.xp.matmul(w.reshape(g.F, g.C).T, dy.reshape(g.N, g.F, -1), out=self._products)
+        if self._place is not None:
+            strided, products = self._place
+            strided[...] = products
+        return self._dx
+
+
+class PointwiseBackwardFilter:
+    """dW = sum over images of dy[n] @ x[n].T, accumulated image by image (no (N, F, C) stack)."""
+
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any) -> None:
+        self.xp, self.geom = xp, geom
+        self._pixels = _Pixels(xp, geom, dtype)
+        self._dw = xp.empty(geom.w_shape, dtype=np.dtype(dtype))
+        self._dw2 = self._dw.reshape(geom.F, geom.C)
+        self._term = xp.empty((geom.F, geom.C), dtype=np.dtype(dtype))
+
+    def __call__(self, x: Any, dy: Any) -> Any:
+        xp, g = self.xp, self.geom
+        pixels, dy3 = self._pixels(x), dy.reshape(g.N, g.F, -1)
+        xp.matmul(dy3[0], pixels[0].T, out=self._dw2)
+        for n in range(1, g.N):
+            xp.matmul(dy3[n], pixels[n].T, out=self._term)
+            xp.add(self._dw2, self._term, out=self._dw2)
+        return self._dw
