@@ -89,7 +89,7 @@ def _grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     return [x] + [stat] * len(_param_names(attrs))
 
 
-BLOCK_ITEMS = 1 << 16  # values per block: a block of x and dy stays in a core's L2 across its few passes
+BLOCK_ITEMS = 1 << 18  # values per block: large enough that threads overlap well, small enough for the L3
 PARALLEL_ITEMS = 1 << 17  # below this, splitting over host threads costs more than it saves
 
 
