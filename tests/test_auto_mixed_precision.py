@@ -105,3 +105,33 @@ def test_mixed_precision_needs_the_float32_default_data_type():
 
     with pytest.raises(ConfigError, match="job 'job': enable_auto_mixed_precision needs default_data_type float32"):
         job(np.ones((2, 2), np.float32))
+
+
+def test_train_mode_batch_norm_runs_in_float16_between_convolutions(monkeypatch):
+    # the fused train-mode op is gray (legacy's normalization was): float16 between the two convolutions,
+    # its statistics cast back to float32 for the float32 moving averages
+    monkeypatch.setenv("FLOWJOB_AMP_ON_CPU", "1")
+    x = np.random.default_rng(1).normal(size=(4, 8, 6, 6)).astype(np.float32)
+
+    def run(amp: bool) -> tuple[list[float], object]:
+        flow.clear_default_session()
+
+        @flow.global_function("train", config(amp))
+        def job(x: tp.Numpy.Placeholder((4, 8, 6, 6))) -> tp.Numpy:
+            init = flow.random_normal_initializer(stddev=0.1, seed=2)
+            w1 = flow.get_variable("w1", shape=(8, 8, 3, 3), initializer=init)
+            w2 = flow.get_variable("w2", shape=(8, 8, 1, 1), initializer=init)
+            h = flow.nn.relu(flow.layers.batch_normalization(flow.nn.conv2d(x, w1, 1, "SAME"), axis=1, name="bn"))
+            loss = flow.math.reduce_mean(flow.math.square(flow.nn.conv2d(h, w2, 1, "SAME")))
+            sgd(loss)
+            return loss
+
+        return [float(job(x)) for _ in range(3)], job.plan().job
+
+    losses, job = run(True)
+    ref_losses, _ = run(False)
+    dtypes = {n.name: str(job.specs[n.outputs[0]].dtype) for n in job.nodes if n.outputs}
+    assert dtypes["bn"] == dtypes["bn_grad"] == "float16"
+    assert dtypes["bn-mean-cast_h2f"] == dtypes["bn-variance-cast_h2f"] == "float32"
+    np.testing.assert_allclose(losses, ref_losses, rtol=2e-2)
+    assert losses[-1] < losses[0]

@@ -12,7 +12,7 @@ import oneflow.typing as tp
 from flowjob_core.testing.modules import sibling
 
 _helpers = sibling(__file__, "legacy_helpers")
-fresh_session, value = _helpers.fresh_session, _helpers.value
+value = _helpers.value
 
 
 def _train(shape, axis, dtype, fused, x, t):

@@ -34,7 +34,7 @@ OPTION = "enable_auto_mixed_precision"
 WHITE = frozenset({"matmul", "conv2d", "fused_self_attention_query_mul_key_and_value"})
 GRAY = frozenset({
     "add_n", "avg_pool2d", "avg_pool3d", "bias_add", "multiply", "sigmoid", "tanh", "sqrt", "scalar_mul",
-    "scalar_add", "add", "subtract", "divide", "dropout", "softmax", "gelu", "batch_norm",
+    "scalar_add", "add", "subtract", "divide", "dropout", "softmax", "gelu", "batch_norm", "batch_norm_train",
     "sparse_softmax_cross_entropy", "fused_scale_tril", "bias_add_gelu", "acc",
 })
 CLEAR = frozenset({
