@@ -110,6 +110,8 @@ class _Blocks:
         self.dtype = dtype
         self.acc = dtype if dtype.itemsize >= 4 else np.dtype(np.float32)
         per_block = max(1, min(self.channels, BLOCK_ITEMS // max(1, self.inner)))
+        if not getattr(ctx.backend, "host_arrays", True):
+            per_block = self.channels  # a device backend: fewer, larger launches, no cache to fit
         self.blocks = [(o, c, min(c + per_block, self.channels))
                        for o in range(self.outer) for c in range(0, self.channels, per_block)]
         size = self.count * self.channels
@@ -147,10 +149,10 @@ class _Blocks:
         """out[c] = sum over inner of a[c] * b[c] for one block's rows."""
         if a.dtype != self.acc:
             a, b = a.astype(self.acc), b.astype(self.acc)
-        self.xp.einsum("ci,ci->c", a, b, out=out)
+        out[...] = self.xp.einsum("ci,ci->c", a, b)  # (CuPy's einsum takes no out=)
 
     def row_sum(self, a: Any, out: Any) -> None:
-        self.xp.sum(a, axis=1, out=out, dtype=self.acc)
+        out[...] = self.xp.sum(a, axis=1, dtype=self.acc)
 
 
 def _kernel(ctx: KernelContext) -> Any:
