@@ -15,7 +15,7 @@ _helpers = sibling(__file__, "legacy_helpers")
 value = _helpers.value
 
 
-def _train(shape, axis, dtype, fused, x, t):
+def _train(shape, axis, dtype, fused, x, t, conv=False):
     """One SGD step of loss = sum(bn(x * w) * t); returns y, the gradient reaching w (through x),
     and the variables after the step."""
     flow.clear_default_session()
@@ -24,8 +24,13 @@ def _train(shape, axis, dtype, fused, x, t):
 
     @flow.global_function(type="train")
     def job(x: tp.Numpy.Placeholder(shape, dtype=dtype), t: tp.Numpy.Placeholder(shape, dtype=dtype)) -> tp.Numpy:
-        w = flow.get_variable("w", shape=(1,), dtype=dtype, initializer=flow.ones_initializer())
-        h = x * w
+        if conv:  # a 3x3 convolution's result: a channels-last view on the cpu backend
+            k = flow.get_variable("w", shape=(channels, shape[1], 3, 3), dtype=dtype,
+                                  initializer=flow.random_normal_initializer(stddev=0.2, seed=1))
+            h = flow.nn.conv2d(x, k, 1, "SAME")
+        else:
+            w = flow.get_variable("w", shape=(1,), dtype=dtype, initializer=flow.ones_initializer())
+            h = x * w
         if fused:
             y = flow.layers.batch_normalization(h, axis=axis, momentum=0.9, epsilon=1e-3, name="bn",
                                                 gamma_initializer=flow.constant_initializer(1.5),
@@ -81,3 +86,15 @@ def test_fused_forward_keeps_the_two_pass_variance_for_large_means():
     _, fused = _train(shape, 1, np.float32, True, x, t)
     np.testing.assert_allclose(fused["bn-moving_variance"], 0.9 + 0.1 * x.astype(np.float64).var(axis=(0, 2, 3)),
                                rtol=1e-6)
+
+
+def test_fused_layer_on_a_convolutions_channels_last_result():
+    shape = (4, 24, 40, 40)  # 153,600 values: the threaded, tiled-transpose path
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=shape).astype(np.float32)
+    t = rng.normal(size=shape).astype(np.float32)
+    y_fused, fused = _train(shape, 1, np.float32, True, x, t, conv=True)
+    y_ref, ref = _train(shape, 1, np.float32, False, x, t, conv=True)
+    np.testing.assert_allclose(y_fused, y_ref, rtol=2e-4, atol=2e-4)
+    for name in ("w", "bn-gamma", "bn-beta"):
+        np.testing.assert_allclose(fused[name], ref[name], rtol=2e-4, atol=2e-4, err_msg=name)

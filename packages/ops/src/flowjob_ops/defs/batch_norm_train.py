@@ -121,9 +121,41 @@ class _Blocks:
         self.partial = xp.empty((self.outer, self.channels), dtype=self.acc)
         self.partial2 = xp.empty((self.outer, self.channels), dtype=self.acc)
         self.ones_inner = xp.ones(self.inner, dtype=self.acc)
+        self._gathered: dict[str, Any] = {}  # contiguous copies of strided inputs, made on first need
 
     def view(self, a: Any) -> Any:
         return a.reshape(self.outer, self.channels, self.inner)
+
+    def contiguous(self, a: Any, slot: str) -> Any:
+        """``a`` as a C-contiguous (outer, channels, inner) array: itself when it is one, else a
+        copy in a buffer of this node's own (``slot`` names it), kept for later steps.
+
+        The blocked passes need contiguous channel rows; a strided view walks a cache line per
+        value (ResNet-50's first batch norm took 90 ms on its convolution's channels-last view
+        against 18 ms on a contiguous copy). A channels-last input (a convolution's NHWC result
+        seen as NCHW) is transposed tile by tile, each tile small enough for the cache."""
+        a3 = self.view(a)
+        if a3.flags.c_contiguous:
+            return a3
+        if slot not in self._gathered:
+            self._gathered[slot] = self.xp.empty((self.outer, self.channels, self.inner), dtype=a.dtype)
+        out = self._gathered[slot]
+        item = a3.itemsize
+        if self.inner > 1 and a3.strides[1] == item and a3.strides[2] == self.channels * item:
+            tile = max(1, BLOCK_ITEMS // self.channels)
+            tiles = [(o, p, min(p + tile, self.inner)) for o in range(self.outer) for p in range(0, self.inner, tile)]
+
+            def transpose(lo: int, hi: int) -> None:
+                for o, p0, p1 in tiles[lo:hi]:
+                    out[o, :, p0:p1] = a3[o, :, p0:p1]
+
+            if self._split is None:
+                transpose(0, len(tiles))
+            else:
+                self._split(transpose, len(tiles))
+        else:
+            out[...] = a3
+        return out
 
     def each_block(self, body: Any) -> None:
         """``body(o, c0, c1)`` for every block, over the host threads when the blob is large."""
@@ -167,7 +199,7 @@ def _kernel(ctx: KernelContext) -> Any:
     squares = blocks.partial
 
     def run(x: Any, *params: Any) -> tuple[Any, Any, Any]:
-        x3, y3 = blocks.view(x), blocks.view(y)
+        x3, y3 = blocks.contiguous(x, "x"), blocks.view(y)
         mean[...] = blocks.sums(x3) * inv_n
         centre = mean[:, None]
 
@@ -209,7 +241,7 @@ def _grad_kernel(ctx: KernelContext) -> Any:
 
     def run(x: Any, mean: Any, variance: Any, *rest: Any) -> Any:
         dy, dx = rest[-1], outs[0]
-        x3, dy3, dx3 = blocks.view(x), blocks.view(dy), blocks.view(dx)
+        x3, dy3, dx3 = blocks.contiguous(x, "x"), blocks.contiguous(dy, "dy"), blocks.view(dx)
         centre = mean[:, None]
 
         def centre_and_reduce(o: int, c0: int, c1: int) -> None:
