@@ -122,6 +122,7 @@ class _Blocks:
         self.partial2 = xp.empty((self.outer, self.channels), dtype=self.acc)
         self.ones_inner = xp.ones(self.inner, dtype=self.acc)
         self._gathered: dict[str, Any] = {}  # contiguous copies of strided inputs, made on first need
+        self._sources: dict[str, Any] = {}  # the array each copy was last made from
 
     def view(self, a: Any) -> Any:
         return a.reshape(self.outer, self.channels, self.inner)
@@ -140,6 +141,7 @@ class _Blocks:
         if slot not in self._gathered:
             self._gathered[slot] = self.xp.empty((self.outer, self.channels, self.inner), dtype=a.dtype)
         out = self._gathered[slot]
+        self._sources[slot] = a
         item = a3.itemsize
         if self.inner > 1 and a3.strides[1] == item and a3.strides[2] == self.channels * item:
             tile = max(1, BLOCK_ITEMS // self.channels)
@@ -156,6 +158,11 @@ class _Blocks:
         else:
             out[...] = a3
         return out
+
+    def copy_of(self, a: Any, slot: str) -> Any:
+        """This node's contiguous copy of ``a`` if its last copy in ``slot`` was made from that very
+        array (the gradient node reuses its forward node's copy of x), else None."""
+        return self._gathered[slot] if self._sources.get(slot) is a else None
 
     def each_block(self, body: Any) -> None:
         """``body(o, c0, c1)`` for every block, over the host threads when the blob is large."""
@@ -197,6 +204,8 @@ def _kernel(ctx: KernelContext) -> Any:
     y, mean, variance = ctx.out(0), ctx.out(1), ctx.out(2)
     inv_n = 1.0 / blocks.count
     squares = blocks.partial
+    if ctx.training:  # the gradient node reuses a contiguous copy this node made of a strided x
+        ctx.shared[("batch_norm_train", ctx.node_name)] = blocks
 
     def run(x: Any, *params: Any) -> tuple[Any, Any, Any]:
         x3, y3 = blocks.contiguous(x, "x"), blocks.view(y)
@@ -238,10 +247,17 @@ def _grad_kernel(ctx: KernelContext) -> Any:
     outs = [ctx.out(i) for i in range(len(ctx.outputs))]
     inv_n = 1.0 / blocks.count
     dots, sums = blocks.partial, blocks.partial2
+    forward = ctx.shared.get(("batch_norm_train", ctx.attrs.get("forward")))
+    if not isinstance(forward, _Blocks) or (forward.outer, forward.channels, forward.inner) != (
+            blocks.outer, blocks.channels, blocks.inner) or forward.dtype != dtype:
+        forward = None
 
     def run(x: Any, mean: Any, variance: Any, *rest: Any) -> Any:
         dy, dx = rest[-1], outs[0]
-        x3, dy3, dx3 = blocks.contiguous(x, "x"), blocks.contiguous(dy, "dy"), blocks.view(dx)
+        x3 = forward.copy_of(x, "x") if forward is not None else None
+        if x3 is None:
+            x3 = blocks.contiguous(x, "x")
+        dy3, dx3 = blocks.contiguous(dy, "dy"), blocks.view(dx)
         centre = mean[:, None]
 
         def centre_and_reduce(o: int, c0: int, c1: int) -> None:
@@ -282,7 +298,7 @@ def _grad(ctx: GradContext) -> list[Any]:
     x, mean, variance = ctx.inputs[0], ctx.outputs[1], ctx.outputs[2]
     if dy is not None:
         saved = [x, mean, variance] + ([ctx.inputs[1]] if attrs.get("with_scale") else [])
-        outs = ctx.apply("batch_norm_train_grad", saved + [dy], dict(attrs))
+        outs = ctx.apply("batch_norm_train_grad", saved + [dy], {**attrs, "forward": ctx.node.name})
         outs = list(outs) if isinstance(outs, tuple) else [outs]
         grads = outs + [None] * (len(ctx.inputs) - len(outs))
     if dmean is not None or dvariance is not None:
