@@ -15,7 +15,7 @@ _helpers = sibling(__file__, "legacy_helpers")
 value = _helpers.value
 
 
-def _train(shape, axis, dtype, fused, x, t, conv=False):
+def _train(shape, axis, dtype, fused, x, t, conv=False, relu=False):
     """One SGD step of loss = sum(bn(x * w) * t); returns y, the gradient reaching w (through x),
     and the variables after the step."""
     flow.clear_default_session()
@@ -45,13 +45,19 @@ def _train(shape, axis, dtype, fused, x, t, conv=False):
                                      initializer=flow.constant_initializer(-0.5))
             y = flow.nn.batch_normalization(h, mean, var, flow.reshape(beta, kept), flow.reshape(gamma, kept),
                                             1e-3, axis=axis)
+        if relu:
+            y = flow.nn.relu(y)
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(
             flow.math.reduce_sum(y * t))
         return y
 
     y = job(x, t)
-    ops = [n.op for n in job.plan().job.nodes]
+    nodes = job.plan().job.nodes
+    ops = [n.op for n in nodes]
     assert ("batch_norm_train" in ops) == fused and ("moments" in ops) != fused
+    if fused and relu:  # the fusion pass folds the ReLU and its gradient into the two batch-norm nodes
+        assert "relu" not in ops and "relu_grad" not in ops
+        assert {n.attrs.get("activation") for n in nodes if n.op.startswith("batch_norm_train")} == {"relu"}
     names = ["w", "bn-gamma", "bn-beta"] + (["bn-moving_mean", "bn-moving_variance"] if fused else [])
     return y, {n: value(n) for n in names}
 
@@ -95,6 +101,20 @@ def test_fused_layer_on_a_convolutions_channels_last_result():
     t = rng.normal(size=shape).astype(np.float32)
     y_fused, fused = _train(shape, 1, np.float32, True, x, t, conv=True)
     y_ref, ref = _train(shape, 1, np.float32, False, x, t, conv=True)
+    np.testing.assert_allclose(y_fused, y_ref, rtol=2e-4, atol=2e-4)
+    for name in ("w", "bn-gamma", "bn-beta"):
+        np.testing.assert_allclose(fused[name], ref[name], rtol=2e-4, atol=2e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("conv", [False, True])
+def test_fused_layer_with_the_relu_folded_in(conv):
+    shape = (4, 24, 40, 40)
+    rng = np.random.default_rng(13)
+    x = rng.normal(size=shape).astype(np.float32)
+    t = rng.normal(size=shape).astype(np.float32)
+    y_fused, fused = _train(shape, 1, np.float32, True, x, t, conv=conv, relu=True)
+    y_ref, ref = _train(shape, 1, np.float32, False, x, t, conv=conv, relu=True)
+    assert (y_fused == 0).mean() > 0.2  # the ReLU did cut
     np.testing.assert_allclose(y_fused, y_ref, rtol=2e-4, atol=2e-4)
     for name in ("w", "bn-gamma", "bn-beta"):
         np.testing.assert_allclose(fused[name], ref[name], rtol=2e-4, atol=2e-4, err_msg=name)

@@ -45,7 +45,8 @@ def _broadcast(p: np.ndarray, rank: int, axis: int) -> np.ndarray:
 
 
 def batch_norm_train_ref(x: np.ndarray, *params: np.ndarray, axis: int, epsilon: float, with_scale: bool,
-                         with_offset: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                         with_offset: bool, activation: str | None = None
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x64, rank = x.astype(np.float64), x.ndim
     axes = _reduce_axes(rank, axis)
     mean, variance = x64.mean(axis=axes), x64.var(axis=axes)
@@ -54,7 +55,14 @@ def batch_norm_train_ref(x: np.ndarray, *params: np.ndarray, axis: int, epsilon:
         y = y * _broadcast(params[0], rank, axis)
     if with_offset:
         y = y + _broadcast(params[-1], rank, axis)
+    if activation == "relu":
+        y = np.maximum(y, 0)
     return y, mean, variance
+
+
+def batch_norm_train_relu_case(draw: Draw) -> Case:
+    inputs, attrs = batch_norm_train_case(draw)
+    return inputs, {**attrs, "activation": "relu"}
 
 
 def batch_norm_train_grad_case(draw: Draw) -> Case:
@@ -65,11 +73,22 @@ def batch_norm_train_grad_case(draw: Draw) -> Case:
     return [*saved, base._array(draw, x.shape)], attrs
 
 
+def batch_norm_train_relu_grad_case(draw: Draw) -> Case:
+    inputs, attrs = batch_norm_train_relu_case(draw)
+    x = inputs[0]
+    y, mean, variance = batch_norm_train_ref(*inputs, **attrs)
+    saved = [x, mean.astype(x.dtype), variance.astype(x.dtype)] + (inputs[1:2] if attrs["with_scale"] else [])
+    return [*saved, y.astype(x.dtype), base._array(draw, x.shape)], attrs
+
+
 def batch_norm_train_grad_ref(x: np.ndarray, mean: np.ndarray, variance: np.ndarray, *rest: np.ndarray, axis: int,
-                              epsilon: float, with_scale: bool, with_offset: bool) -> tuple[np.ndarray, ...]:
+                              epsilon: float, with_scale: bool, with_offset: bool, activation: str | None = None
+                              ) -> tuple[np.ndarray, ...]:
     rank = x.ndim
     axes = _reduce_axes(rank, axis)
     dy = rest[-1].astype(np.float64)
+    if activation == "relu":  # rest[-2] is the ReLU's output
+        dy = np.where(rest[-2] > 0, dy, 0.0)
     sigma = np.sqrt(_broadcast(variance.astype(np.float64), rank, axis) + epsilon)
     xhat = (x - _broadcast(mean.astype(np.float64), rank, axis)) / sigma
     gain = (_broadcast(rest[0].astype(np.float64), rank, axis) if with_scale else 1.0) / sigma
@@ -85,4 +104,10 @@ def batch_norm_train_grad_ref(x: np.ndarray, mean: np.ndarray, variance: np.ndar
 CASES = [
     OpCase("batch_norm_train", batch_norm_train_case, reference=batch_norm_train_ref),
     OpCase("batch_norm_train_grad", batch_norm_train_grad_case, wrt=(), reference=batch_norm_train_grad_ref),
+    # the fusion pass's ReLU variants; the gradient through the ReLU's kink is checked against the unfused
+    # graph in tests/test_batch_norm_train_fused.py
+    OpCase("batch_norm_train", batch_norm_train_relu_case, wrt=(), reference=batch_norm_train_ref,
+           name="batch_norm_train_relu"),
+    OpCase("batch_norm_train_grad", batch_norm_train_relu_grad_case, wrt=(), reference=batch_norm_train_grad_ref,
+           name="batch_norm_train_relu_grad"),
 ]

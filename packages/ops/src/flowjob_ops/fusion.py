@@ -1,7 +1,7 @@
 """The fusion pass ("fuse-conv"): rewrites conv / pool chains of a planned job into fused ops.
 
 It runs after dead-code elimination, on the job that autodiff and the optimizer pass have
-completed, so forward and gradient nodes are all there. Three rewrites:
+completed, so forward and gradient nodes are all there. Four rewrites:
 
 * ``conv2d -> bias_add (-> relu)`` becomes one ``conv2d_bias`` node (attribute
   ``activation``: None or "relu"): the bias and the ReLU run as the GEMM's epilogue instead
@@ -10,6 +10,9 @@ completed, so forward and gradient nodes are all there. Three rewrites:
 * ``max_pool2d_grad -> relu_grad`` on the same input becomes one ``max_pool2d_relu_grad``
   node: the ReLU mask is applied to dy at the pooled size instead of to the full-size
   gradient (exact; see flowjob_ops.defs.pool).
+* ``batch_norm_train -> relu`` becomes one ``batch_norm_train`` node with ``activation="relu"``
+  (the ReLU applied in its last pass), and the gradient's ``relu_grad -> batch_norm_train_grad``
+  one ``batch_norm_train_grad`` with ``activation="relu"`` that masks dy block by block.
 * ``conv2d_bias -> max_pool2d``, when the pooling is the activation's only reader (inference),
   becomes one ``conv2d_bias_pool`` node: it pools the GEMM result in its own layout and adds
   the bias and applies the ReLU at the pooled size (exact: both commute with max).
@@ -183,10 +186,54 @@ def fuse_pool_relu_grad(job: Job) -> int:
     return len(groups)
 
 
+def fuse_batch_norm_relu(job: Job) -> int:
+    """batch_norm_train -> relu => batch_norm_train(activation="relu"), and its gradient
+    relu_grad -> batch_norm_train_grad => batch_norm_train_grad(activation="relu") reading the
+    ReLU's output and the gradient reaching it. Returns the number of forward fusions."""
+    observed = observed_values(job)
+    users = value_readers(job)
+    groups: list[tuple[list[Node], Node]] = []
+    dropped: set[str] = set()
+    fused_forward: dict[str, str] = {}  # the ReLU's output -> the fused forward node's name
+    for node in job.nodes:
+        if node.op != "batch_norm_train" or node.attrs.get("activation") is not None:
+            continue
+        y = node.outputs[0]
+        readers = users.get(y, [])
+        if y in observed or len(readers) != 1:
+            continue
+        act = readers[0]
+        if act.op != "relu" or act.inputs != (y,) or act.device != node.device:
+            continue
+        fused = Node(node.op, node.name, node.inputs, (act.outputs[0],) + node.outputs[1:],
+                     dict(node.attrs) | {"activation": "relu"}, node.device, node.source)
+        groups.append(([act, node], fused))  # placed where the batch norm was: its statistics' readers follow it
+        dropped.add(y)
+        fused_forward[act.outputs[0]] = node.name
+    producer = value_producers(job)
+    for node in job.nodes:
+        if node.op != "batch_norm_train_grad" or node.attrs.get("activation") is not None:
+            continue
+        dz = node.inputs[-1]
+        mask = producer.get(dz)
+        if mask is None or mask.op != "relu_grad" or mask.device != node.device:
+            continue
+        r, dr = mask.inputs
+        if fused_forward.get(r) != node.attrs.get("forward") or dz in observed or len(users.get(dz, [])) != 1:
+            continue
+        fused = Node(node.op, node.name, node.inputs[:-1] + (r, dr), node.outputs,
+                     dict(node.attrs) | {"activation": "relu"}, node.device, node.source)
+        groups.append(([mask, node], fused))
+        dropped.add(dz)
+    _rewrite(job, groups, dropped)
+    return len(fused_forward)
+
+
 def run(job: Job, ctx: Any = None) -> None:
     """The pass: every fusion, unless FLOWJOB_FUSION=0."""
     if not enabled():
         return
     fuse_pool_relu_grad(job)
+    fuse_batch_norm_relu(job)
     fuse_conv_bias_act(job)
     fuse_conv_pool(job)

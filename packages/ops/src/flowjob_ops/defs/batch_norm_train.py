@@ -24,6 +24,7 @@ back through ``moments_grad``.
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -56,8 +57,20 @@ def _check_params(params: Sequence[BlobSpec], names: Sequence[str], channels: in
             raise ShapeError(f"{op}: {name} must have shape ({channels},) (x's channels), got {spec.shape}")
 
 
+ACTIVATIONS = (None, "relu")
+
+
+def _check_activation(attrs: dict, op: str) -> bool:
+    """Whether a ReLU follows the normalization (made by the fusion pass); other values are errors."""
+    activation = attrs.get("activation")
+    if activation not in ACTIVATIONS:
+        raise ShapeError(f"{op}: activation must be one of {ACTIVATIONS}, got {activation!r}")
+    return activation == "relu"
+
+
 def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     op = "batch_norm_train"
+    _check_activation(attrs, op)
     names = _param_names(attrs)
     if len(inputs) != 1 + len(names):
         raise ShapeError(f"{op} expects inputs x{''.join(', ' + n for n in names)}; got {len(inputs)} inputs")
@@ -73,17 +86,20 @@ def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 def _grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     op = "batch_norm_train_grad"
+    relu = _check_activation(attrs, op)
     names = ["mean", "variance"] + (["gamma"] if attrs.get("with_scale") else [])
-    if len(inputs) != 2 + len(names):
-        raise ShapeError(f"{op} expects x, {', '.join(names)}, dy; got {len(inputs)} inputs")
+    tail = ["y", "dy"] if relu else ["dy"]  # with the ReLU: its output y (the mask) and the gradient reaching it
+    if len(inputs) != 1 + len(names) + len(tail):
+        raise ShapeError(f"{op} expects x, {', '.join(names + tail)}; got {len(inputs)} inputs")
     require_floating(inputs, op)
     same_dtype(inputs, op)
     check_epsilon(attrs.get("epsilon"), op)
-    x, dy = inputs[0], inputs[-1]
-    if dy.shape != x.shape:
-        raise ShapeError(f"{op}: dy {dy.shape} must be shaped like x {x.shape}")
+    x = inputs[0]
+    for name, spec in zip(tail, inputs[-len(tail):]):
+        if spec.shape != x.shape:
+            raise ShapeError(f"{op}: {name} {spec.shape} must be shaped like x {x.shape}")
     _, channels = _axis_and_channels(x, attrs, op)
-    _check_params(inputs[1:-1], names, channels, op)
+    _check_params(inputs[1:1 + len(names)], names, channels, op)
     stat = BlobSpec((channels,), x.dtype)
     # dx, and dgamma / dbeta for the parameters the forward op had
     return [x] + [stat] * len(_param_names(attrs))
@@ -123,6 +139,8 @@ class _Blocks:
         self.ones_inner = xp.ones(self.inner, dtype=self.acc)
         self._gathered: dict[str, Any] = {}  # contiguous copies of strided inputs, made on first need
         self._sources: dict[str, Any] = {}  # the array each copy was last made from
+        self._temporaries: dict[tuple[str, int], Any] = {}
+        self.max_rows = per_block
 
     def view(self, a: Any) -> Any:
         return a.reshape(self.outer, self.channels, self.inner)
@@ -158,6 +176,14 @@ class _Blocks:
         else:
             out[...] = a3
         return out
+
+    def temporary(self, name: str, rows: int, dtype: Any) -> Any:
+        """A (rows, inner) scratch block of the calling thread's own (blocks run on several threads)."""
+        key = (name, threading.get_ident())
+        buffer = self._temporaries.get(key)
+        if buffer is None:
+            buffer = self._temporaries[key] = self.xp.empty((self.max_rows, self.inner), dtype=dtype)
+        return buffer[:rows]
 
     def copy_of(self, a: Any, slot: str) -> Any:
         """This node's contiguous copy of ``a`` if its last copy in ``slot`` was made from that very
@@ -201,6 +227,7 @@ def _kernel(ctx: KernelContext) -> Any:
     blocks = _Blocks(ctx, x_spec.shape, normalize_axis(ctx.attrs["axis"], len(x_spec.shape)), dtype)
     eps = float(ctx.attrs["epsilon"])
     with_scale, with_offset = bool(ctx.attrs.get("with_scale")), bool(ctx.attrs.get("with_offset"))
+    relu = ctx.attrs.get("activation") == "relu"
     y, mean, variance = ctx.out(0), ctx.out(1), ctx.out(2)
     inv_n = 1.0 / blocks.count
     squares = blocks.partial
@@ -230,6 +257,8 @@ def _kernel(ctx: KernelContext) -> Any:
             xp.multiply(block, gain[c0:c1], out=block)
             if shift is not None:
                 xp.add(block, shift[c0:c1], out=block)
+            if relu:
+                xp.maximum(block, 0, out=block)
 
         blocks.each_block(affine)
         return y, mean, variance
@@ -244,6 +273,7 @@ def _grad_kernel(ctx: KernelContext) -> Any:
     blocks = _Blocks(ctx, x_spec.shape, normalize_axis(ctx.attrs["axis"], len(x_spec.shape)), dtype)
     eps = float(ctx.attrs["epsilon"])
     with_scale, with_offset = bool(ctx.attrs.get("with_scale")), bool(ctx.attrs.get("with_offset"))
+    relu = ctx.attrs.get("activation") == "relu"
     outs = [ctx.out(i) for i in range(len(ctx.outputs))]
     inv_n = 1.0 / blocks.count
     dots, sums = blocks.partial, blocks.partial2
@@ -258,6 +288,7 @@ def _grad_kernel(ctx: KernelContext) -> Any:
         if x3 is None:
             x3 = blocks.contiguous(x, "x")
         dy3, dx3 = blocks.contiguous(dy, "dy"), blocks.view(dx)
+        y3 = blocks.contiguous(rest[-2], "y") if relu else None
         centre = mean[:, None]
 
         def centre_and_reduce(o: int, c0: int, c1: int) -> None:
@@ -266,7 +297,17 @@ def _grad_kernel(ctx: KernelContext) -> Any:
             blocks.row_dot(dy_block, block, dots[o, c0:c1])
             blocks.row_sum(dy_block, sums[o, c0:c1])
 
-        blocks.each_block(centre_and_reduce)
+        def mask_centre_and_reduce(o: int, c0: int, c1: int) -> None:
+            # the gradient reaching the normalization: dy where the ReLU's output is positive
+            block, centred = dx3[o, c0:c1], blocks.temporary("centred", c1 - c0, dtype)
+            positive = blocks.temporary("positive", c1 - c0, bool)
+            xp.greater(y3[o, c0:c1], 0, out=positive)
+            xp.multiply(dy3[o, c0:c1], positive, out=block)      # dx holds the masked dy for now
+            xp.subtract(x3[o, c0:c1], centre[c0:c1], out=centred)
+            blocks.row_dot(block, centred, dots[o, c0:c1])
+            blocks.row_sum(block, sums[o, c0:c1])
+
+        blocks.each_block(mask_centre_and_reduce if relu else centre_and_reduce)
         sum_dy_centred, sum_dy = dots.sum(axis=0), sums.sum(axis=0)
         inv_sigma = 1.0 / xp.sqrt(variance.astype(blocks.acc) + eps)
         if with_scale:
@@ -285,7 +326,15 @@ def _grad_kernel(ctx: KernelContext) -> Any:
             xp.subtract(block, mean_dy[c0:c1], out=block)
             xp.multiply(block, gain[c0:c1], out=block)
 
-        blocks.each_block(combine)
+        def combine_masked(o: int, c0: int, c1: int) -> None:
+            block, centred = dx3[o, c0:c1], blocks.temporary("centred", c1 - c0, dtype)
+            xp.subtract(x3[o, c0:c1], centre[c0:c1], out=centred)
+            xp.multiply(centred, along[c0:c1], out=centred)
+            xp.add(block, centred, out=block)
+            xp.subtract(block, mean_dy[c0:c1], out=block)
+            xp.multiply(block, gain[c0:c1], out=block)
+
+        blocks.each_block(combine_masked if relu else combine)
         return tuple(outs) if len(outs) > 1 else dx
 
     return run
@@ -296,6 +345,9 @@ def _grad(ctx: GradContext) -> list[Any]:
     dy, dmean, dvariance = ctx.out_grads
     grads: list[Any] = [None] * len(ctx.inputs)
     x, mean, variance = ctx.inputs[0], ctx.outputs[1], ctx.outputs[2]
+    if dy is not None and attrs.get("activation") == "relu":
+        dy = ctx.apply("relu_grad", [ctx.outputs[0], dy])
+        attrs = {**attrs, "activation": None}
     if dy is not None:
         saved = [x, mean, variance] + ([ctx.inputs[1]] if attrs.get("with_scale") else [])
         outs = ctx.apply("batch_norm_train_grad", saved + [dy], {**attrs, "forward": ctx.node.name})
@@ -318,11 +370,13 @@ BATCH_NORM_TRAIN = OpDef(
     "batch_norm_train", _infer, kernel=_kernel, grad=_grad, name_prefix="BatchNormTrain",
     output_names=("y", "mean", "variance"),
     doc="train-mode batch normalization over every axis but `axis`: (y, batch mean, biased batch variance), "
-        "y = (x - mean) / sqrt(variance + epsilon) * gamma + beta with gamma, beta of shape (channels,)")
+        "y = (x - mean) / sqrt(variance + epsilon) * gamma + beta with gamma, beta of shape (channels,), then "
+        "max(y, 0) with activation='relu' (the fusion pass folds a following relu in)")
 BATCH_NORM_TRAIN_GRAD = OpDef(
     "batch_norm_train_grad", _grad_infer, kernel=_grad_kernel, not_differentiable=True,
     name_prefix="BatchNormTrainGrad",
     doc="(dx[, dgamma][, dbeta]) of batch_norm_train through its batch statistics, from x, mean, variance, "
-        "gamma and dy")
+        "gamma and dy (with activation='relu': x, mean, variance, gamma, the ReLU's output and the gradient "
+        "reaching it)")
 
 OPS = (BATCH_NORM_TRAIN, BATCH_NORM_TRAIN_GRAD)
