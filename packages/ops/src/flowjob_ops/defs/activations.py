@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.defs.common import grad_like_second, require_floating, unary_float
+from flowjob_ops.defs.host_blocks import FlatBlocks
 from flowjob_ops.defs.special import NormalCdf
 
 
@@ -99,11 +100,20 @@ TANH_GRAD = OpDef("tanh_grad", grad_like_second, kernel=_tanh_grad_kernel, not_d
 def _gelu_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     spec = ctx.outputs[0]
-    cdf = NormalCdf(xp, spec.shape, spec.dtype)
+    blocks = FlatBlocks(ctx, math.prod(spec.shape))
+    flat_out = out.reshape(-1)
 
     def run(x: Any) -> Any:  # x * Phi(x), the erf form
-        cdf.cdf(x, out)
-        return xp.multiply(out, x, out=out)
+        flat_x = x.reshape(-1)
+
+        def block(start: int, stop: int) -> None:
+            cdf = blocks.per_thread(stop - start, lambda: NormalCdf(xp, (stop - start,), spec.dtype))
+            x_part, out_part = flat_x[start:stop], flat_out[start:stop]
+            cdf.cdf(x_part, out_part)
+            xp.multiply(out_part, x_part, out=out_part)
+
+        blocks.each(block)
+        return out
 
     return run
 
@@ -115,15 +125,25 @@ def _gelu_grad(ctx: GradContext) -> list[Any]:
 def _gelu_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     spec = ctx.outputs[0]
-    cdf = NormalCdf(xp, spec.shape, spec.dtype)
-    pdf = ctx.workspace(spec.shape, spec.dtype)
+    blocks = FlatBlocks(ctx, math.prod(spec.shape))
+    flat_out = out.reshape(-1)
 
     def run(x: Any, dy: Any) -> Any:  # dy * (Phi(x) + x phi(x))
-        cdf.pdf(x, pdf)
-        xp.multiply(pdf, x, out=pdf)
-        cdf.cdf(x, out)
-        xp.add(out, pdf, out=out)
-        return xp.multiply(out, dy, out=out)
+        flat_x, flat_dy = x.reshape(-1), dy.reshape(-1)
+
+        def block(start: int, stop: int) -> None:
+            size = stop - start
+            cdf = blocks.per_thread(size, lambda: NormalCdf(xp, (size,), spec.dtype))
+            pdf = blocks.per_thread(("pdf", size), lambda: xp.empty(size, dtype=spec.dtype))
+            x_part, out_part = flat_x[start:stop], flat_out[start:stop]
+            cdf.pdf(x_part, pdf)
+            xp.multiply(pdf, x_part, out=pdf)
+            cdf.cdf(x_part, out_part)
+            xp.add(out_part, pdf, out=out_part)
+            xp.multiply(out_part, flat_dy[start:stop], out=out_part)
+
+        blocks.each(block)
+        return out
 
     return run
 

@@ -1,0 +1,45 @@
+"""Kernels that run block by block over host threads (flowjob_ops.defs.host_blocks) give exactly the
+values of the same kernel run as one block."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flowjob_core import BlobSpec, KernelContext
+from flowjob_core.backends.numpy_backend import make_backend
+from flowjob_ops.defs import activations
+from flowjob_ops.defs.host_blocks import BLOCK_ITEMS, FlatBlocks
+
+
+def _context(backend, shape, op, inputs):
+    spec = BlobSpec(shape, np.dtype(np.float32))
+    return KernelContext(xp=np, backend=backend, op=op, node_name=op, attrs={}, inputs=(spec,) * inputs,
+                         outputs=(spec,))
+
+
+@pytest.mark.parametrize("size", [0, 5, BLOCK_ITEMS, 4 * BLOCK_ITEMS + 7])
+def test_ranges_cover_the_array_once(monkeypatch, size):
+    monkeypatch.setenv("FLOWJOB_HOST_THREADS", "2")
+    blocks = FlatBlocks(_context(make_backend(), (max(size, 1),), "x", 1), size)
+    seen = np.zeros(size, int)
+
+    def body(start, stop):
+        seen[start:stop] += 1
+
+    blocks.each(body)
+    assert (seen == 1).all()
+
+
+def test_gelu_and_its_gradient_blocked_and_threaded_equal_one_block(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_HOST_THREADS", "2")
+    shape = (3, 1000, 101)  # 303,000 values: ten blocks over two threads, a short last block
+    rng = np.random.default_rng(7)
+    x = (rng.normal(size=shape) * 3).astype(np.float32)
+    dy = rng.normal(size=shape).astype(np.float32)
+    results = {}
+    for name, backend in (("threads", make_backend()), ("one block", None)):
+        forward = activations._gelu_kernel(_context(backend, shape, "gelu", 1))
+        grad = activations._gelu_grad_kernel(_context(backend, shape, "gelu_grad", 2))
+        results[name] = (forward(x).copy(), grad(x, dy).copy())
+    for got, want in zip(results["threads"], results["one block"]):
+        np.testing.assert_array_equal(got, want)
