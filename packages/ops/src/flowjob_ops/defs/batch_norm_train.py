@@ -220,14 +220,16 @@ class _Blocks:
         out[...] = self.xp.sum(a, axis=1, dtype=self.acc)
 
 
-def _kernel(ctx: KernelContext) -> Any:
-    xp = ctx.xp
+def _settings(ctx: KernelContext) -> tuple[Any, np.dtype, _Blocks, float, bool, bool, bool]:
+    """What both kernels read from their node: xp, dtype, the blocks, epsilon and the three flags."""
     x_spec = ctx.inputs[0]
-    dtype = x_spec.dtype
-    blocks = _Blocks(ctx, x_spec.shape, normalize_axis(ctx.attrs["axis"], len(x_spec.shape)), dtype)
-    eps = float(ctx.attrs["epsilon"])
-    with_scale, with_offset = bool(ctx.attrs.get("with_scale")), bool(ctx.attrs.get("with_offset"))
-    relu = ctx.attrs.get("activation") == "relu"
+    blocks = _Blocks(ctx, x_spec.shape, normalize_axis(ctx.attrs["axis"], len(x_spec.shape)), x_spec.dtype)
+    return (ctx.xp, x_spec.dtype, blocks, float(ctx.attrs["epsilon"]), bool(ctx.attrs.get("with_scale")),
+            bool(ctx.attrs.get("with_offset")), ctx.attrs.get("activation") == "relu")
+
+
+def _kernel(ctx: KernelContext) -> Any:
+    xp, dtype, blocks, eps, with_scale, with_offset, relu = _settings(ctx)
     y, mean, variance = ctx.out(0), ctx.out(1), ctx.out(2)
     inv_n = 1.0 / blocks.count
     squares = blocks.partial
@@ -267,13 +269,7 @@ def _kernel(ctx: KernelContext) -> Any:
 
 
 def _grad_kernel(ctx: KernelContext) -> Any:
-    xp = ctx.xp
-    x_spec = ctx.inputs[0]
-    dtype = x_spec.dtype
-    blocks = _Blocks(ctx, x_spec.shape, normalize_axis(ctx.attrs["axis"], len(x_spec.shape)), dtype)
-    eps = float(ctx.attrs["epsilon"])
-    with_scale, with_offset = bool(ctx.attrs.get("with_scale")), bool(ctx.attrs.get("with_offset"))
-    relu = ctx.attrs.get("activation") == "relu"
+    xp, dtype, blocks, eps, with_scale, with_offset, relu = _settings(ctx)
     outs = [ctx.out(i) for i in range(len(ctx.outputs))]
     inv_n = 1.0 / blocks.count
     dots, sums = blocks.partial, blocks.partial2
