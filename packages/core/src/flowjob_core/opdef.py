@@ -162,6 +162,9 @@ class KernelContext:
     shared: dict[Any, Any] = field(default_factory=dict, repr=False)
     """One dict per plan for kernels that cooperate (a filter gradient reusing its forward
     convolution's im2col matrix); key entries by op and node name."""
+    _scratch: Any = field(default=None, repr=False)
+    """This node's requests to the plan's scratch pool (``flowjob_core.scratch.NodeScratch``);
+    None outside a plan (eager kernels), where ``scratch`` allocates privately."""
 
     @property
     def training(self) -> bool:
@@ -175,8 +178,26 @@ class KernelContext:
         return self.xp.empty(spec.shape, dtype=spec.dtype)
 
     def workspace(self, shape: Sequence[int], dtype: Any = np.float32) -> Any:
-        """A private scratch array for this node, allocated once."""
+        """A private array for this node, allocated once, kept as long as the plan: for state that
+        outlives one call of ``run`` (accumulators, a value handed to another node through
+        ``shared``). A temporary needed only while ``run`` executes belongs in ``scratch``."""
         return self.xp.empty(tuple(shape), dtype=dtype)
+
+    def scratch(self, shape: Sequence[int], dtype: Any = np.float32) -> Any:
+        """A temporary valid only during one call of this node's ``run``: its contents are undefined
+        on entry (another node may have written it since), and nothing may keep it, return it or a
+        view of it, or read it in a later call.
+
+        Within a plan the memory is lent by the plan's pool (``flowjob_core.scratch``), shared by
+        all its nodes, which run one at a time: a node's k-th request of a size class (the byte
+        size rounded up by at most a quarter) gets the pool's k-th buffer of that class. So an
+        array is distinct from this node's other scratch arrays, its inputs and its outputs, and
+        the plan holds per class only as much as its most demanding node asks for. Outside a
+        plan (eager kernels) the array is private, as ``workspace``'s.
+        """
+        if self._scratch is None:
+            return self.xp.empty(tuple(shape), dtype=dtype)
+        return self._scratch.take(shape, dtype)
 
     def rng(self, seed: int | None = None) -> Any:
         return self.backend.make_rng(seed if seed is not None else self.attrs.get("seed"))

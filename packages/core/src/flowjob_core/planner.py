@@ -17,6 +17,7 @@ from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import Job, Node
 from flowjob_core import numerics
 from flowjob_core.opdef import KernelContext
+from flowjob_core.scratch import ScratchPool
 
 if TYPE_CHECKING:
     from flowjob_core.registry import Backend, Registries
@@ -122,12 +123,14 @@ def plan_buffers(job: Job, order: list[Node], registries: "Registries") -> Buffe
 
 
 class Arena:
-    """Slot memory, allocated on first use, handed out as typed, shaped views."""
+    """Slot memory, allocated on first use, handed out as typed, shaped views; and the plan's
+    scratch pool (``KernelContext.scratch``), which plans reusing the arena share too."""
 
     def __init__(self, xp: Any, buffers: BufferPlan) -> None:
         self.xp = xp
         self.buffers = buffers
         self._raw: dict[int, Any] = {}
+        self.scratch = ScratchPool(xp)
 
     def view(self, lbn: str, spec: Any) -> Any:
         slot = self.buffers.slot_of[lbn]
@@ -197,6 +200,9 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     names: dict[str, str] = {}
     namespace: dict[str, Any] = {}
     shared: dict[Any, Any] = {}  # lives as long as the plan's kernels
+    # one pool per arena: a plan specialised to smaller feeds (flowjob_core.dynamic) runs in turn with
+    # its declared-shape plan, never at once, so it borrows that plan's pool through its arena's base
+    scratch = getattr(arena, "base", arena).scratch
 
     def var(lbn: str) -> str:
         if lbn not in names:
@@ -232,7 +238,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
             return arena.view(lbn, _specs[k])
 
         kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs, in_specs, out_specs, job.type,
-                             variables.array, out_buffer, shared)
+                             variables.array, out_buffer, shared, scratch.requests())
         try:
             fn = followers.kernel(node, builder) if followers is not None and followers.follows(node) else builder(kctx)
         except FlowjobError:
