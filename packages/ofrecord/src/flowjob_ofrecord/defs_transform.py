@@ -187,7 +187,7 @@ def _cmn_kernel(ctx: KernelContext) -> Any:
     mean = xp.asarray(np.broadcast_to(np.asarray(attrs["mean"], np.float64), (c,)).astype(dtype))
     inv_std = xp.asarray((1.0 / np.broadcast_to(np.asarray(attrs["std"], np.float64), (c,))).astype(dtype))
     nchw = attrs["output_layout"] == "NCHW"
-    work = ctx.workspace((b, crop_h, crop_w, c), dtype)
+    work = ctx.scratch((b, crop_h, crop_w, c), dtype)
 
     def run(x: Any, mirror: Any = None) -> Any:
         window = x[:, y0:y0 + crop_h, x0:x0 + crop_w, :]

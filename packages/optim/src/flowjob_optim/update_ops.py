@@ -70,7 +70,7 @@ def _clip_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 def _clip_kernel(ctx: KernelContext) -> Any:
     xp, out, clip_norm = ctx.xp, ctx.out(0), float(ctx.attrs["clip_norm"])
-    total = ctx.workspace((1,), np.float64)  # stays on the device: no host round trip per step
+    total = ctx.scratch((1,), np.float64)  # stays on the device: no host round trip per step
 
     def run(*grads: Any) -> Any:
         total[...] = 0.0
@@ -150,8 +150,8 @@ def _gradient_prep(ctx: KernelContext, scale: float = 1.0) -> Callable[[Any, Any
     s = dt(scale)
     if not clipped and not l1 and not l2 and scale == 1.0:
         return lambda w, g, clip: g
-    buf = ctx.workspace(spec.shape, spec.dtype)
-    term = ctx.workspace(spec.shape, spec.dtype) if (l1 or l2) else None
+    buf = ctx.scratch(spec.shape, spec.dtype)
+    term = ctx.scratch(spec.shape, spec.dtype) if (l1 or l2) else None
 
     def prep(w: Any, g: Any, clip: Any) -> Any:
         if scale != 1.0:
@@ -221,7 +221,7 @@ def _consts(ctx: KernelContext, *names: str) -> list[Any]:
 
 def _scratch(ctx: KernelContext, count: int = 1) -> list[Any]:
     spec = ctx.inputs[0]
-    return [ctx.workspace(spec.shape, spec.dtype) for _ in range(count)]
+    return [ctx.scratch(spec.shape, spec.dtype) for _ in range(count)]
 
 
 def _average_into(xp: Any, avg: Any, decay: Any, value: Any, weight: Any, tmp: Any, square: bool = False) -> None:
@@ -466,7 +466,7 @@ def _sgd_matmul_kernel(ctx: KernelContext) -> Any:
     spec = ctx.inputs[0]
     ta, tb = bool(ctx.attrs.get("transpose_a")), bool(ctx.attrs.get("transpose_b"))
     s = spec.dtype.type(ctx.attrs.get("grad_scale", 1.0))
-    grad = ctx.workspace(spec.shape, spec.dtype)
+    grad = ctx.scratch(spec.shape, spec.dtype)
 
     def run_generic(w: Any, a: Any, b: Any, lr: Any) -> None:
         xp.matmul(a.T if ta else a, b.T if tb else b, out=grad)

@@ -43,7 +43,7 @@ def _weighted_sum_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpe
 
 def _weighted_sum_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
-    scratch = [ctx.workspace(spec.shape, out.dtype) for spec in ctx.inputs[0::2]]
+    scratch = [ctx.scratch(spec.shape, out.dtype) for spec in ctx.inputs[0::2]]
 
     def run(*arrays: Any) -> Any:
         out[...] = 0

@@ -21,7 +21,7 @@ def _relu_grad(ctx: GradContext) -> list[Any]:
 
 def _relu_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
-    mask = ctx.workspace(ctx.outputs[0].shape, dtype=bool)  # a per-step bool temporary would be mmap'd for conv maps
+    mask = ctx.scratch(ctx.outputs[0].shape, dtype=bool)  # a per-step bool temporary would be mmap'd for conv maps
 
     def run(y: Any, dy: Any) -> Any:
         xp.greater(y, 0, out=mask)
@@ -206,7 +206,7 @@ def _scalars(ctx: KernelContext, *keys: str) -> list[Any]:
 def _leaky_relu_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     (alpha,) = _scalars(ctx, "alpha")
-    pos = ctx.workspace(ctx.outputs[0].shape, dtype=bool)
+    pos = ctx.scratch(ctx.outputs[0].shape, dtype=bool)
 
     def run(x: Any) -> Any:  # x where x > 0, alpha * x elsewhere (max(x, alpha x) only holds for alpha <= 1)
         xp.greater(x, 0, out=pos)
@@ -224,7 +224,7 @@ def _leaky_relu_grad(ctx: GradContext) -> list[Any]:
 def _leaky_relu_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     (alpha,) = _scalars(ctx, "alpha")
-    pos = ctx.workspace(ctx.outputs[0].shape, dtype=bool)
+    pos = ctx.scratch(ctx.outputs[0].shape, dtype=bool)
 
     def run(x: Any, dy: Any) -> Any:
         xp.greater(x, 0, out=pos)
@@ -256,7 +256,7 @@ def _clip_kernel(lo_key: str | None, hi_key: str | None, lo: float = 0.0, hi: fl
 def _hardtanh_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     low, high = _scalars(ctx, "min_val", "max_val")
-    inside, above = (ctx.workspace(ctx.outputs[0].shape, dtype=bool) for _ in range(2))
+    inside, above = (ctx.scratch(ctx.outputs[0].shape, dtype=bool) for _ in range(2))
 
     def run(y: Any, dy: Any) -> Any:  # dy where min_val < y < max_val: from the output, which is clipped
         xp.greater(y, low, out=inside)
@@ -308,7 +308,7 @@ def _hard_window(xp: Any, x: Any, mask: Any, scratch: Any, low: Any, high: Any) 
 def _hardsigmoid_grad_kernel(ctx: KernelContext) -> Any:
     xp, out, t = ctx.xp, ctx.out(0), ctx.outputs[0].dtype.type
     sixth, three = t(1 / 6), t(3)
-    mask, scratch = (ctx.workspace(ctx.outputs[0].shape, dtype=bool) for _ in range(2))
+    mask, scratch = (ctx.scratch(ctx.outputs[0].shape, dtype=bool) for _ in range(2))
 
     def run(x: Any, dy: Any) -> Any:  # dy / 6 where -3 < x < 3
         _hard_window(xp, x, mask, scratch, -three, three)
@@ -334,7 +334,7 @@ def _hardswish_kernel(ctx: KernelContext) -> Any:
 def _hardswish_grad_kernel(ctx: KernelContext) -> Any:
     xp, out, t = ctx.xp, ctx.out(0), ctx.outputs[0].dtype.type
     third, half, three, zero, one = t(1 / 3), t(0.5), t(3), t(0), t(1)
-    mask, scratch = (ctx.workspace(ctx.outputs[0].shape, dtype=bool) for _ in range(2))
+    mask, scratch = (ctx.scratch(ctx.outputs[0].shape, dtype=bool) for _ in range(2))
 
     def run(x: Any, dy: Any) -> Any:  # dy * (0 below -3, x/3 + 1/2 inside, 1 above 3)
         xp.multiply(x, third, out=out)
@@ -371,7 +371,7 @@ HARDSWISH_GRAD = OpDef("hardswish_grad", _grad_with("hardswish_grad"), kernel=_h
 def _elu_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     alpha, scale = _scalars(ctx, "alpha", "scale")
-    pos = ctx.workspace(ctx.outputs[0].shape, dtype=bool)
+    pos = ctx.scratch(ctx.outputs[0].shape, dtype=bool)
 
     def run(x: Any) -> Any:
         xp.greater(x, 0, out=pos)
@@ -388,7 +388,7 @@ def _elu_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     alpha, scale = _scalars(ctx, "alpha", "scale")
     one = ctx.outputs[0].dtype.type(1)
-    pos = ctx.workspace(ctx.outputs[0].shape, dtype=bool)
+    pos = ctx.scratch(ctx.outputs[0].shape, dtype=bool)
 
     def run(x: Any, dy: Any) -> Any:  # dy * scale * (1 where x > 0, alpha * exp(x) elsewhere)
         xp.greater(x, 0, out=pos)
@@ -428,7 +428,7 @@ def _softplus_into(xp: Any, x: Any, out: Any, scratch: Any) -> Any:
 
 def _mish_kernel(ctx: KernelContext) -> Any:
     xp, out, spec = ctx.xp, ctx.out(0), ctx.outputs[0]
-    scratch = ctx.workspace(spec.shape, spec.dtype)
+    scratch = ctx.scratch(spec.shape, spec.dtype)
 
     def run(x: Any) -> Any:  # x * tanh(softplus(x))
         _softplus_into(xp, x, out, scratch)
@@ -440,7 +440,7 @@ def _mish_kernel(ctx: KernelContext) -> Any:
 
 def _mish_grad_kernel(ctx: KernelContext) -> Any:
     xp, out, spec = ctx.xp, ctx.out(0), ctx.outputs[0]
-    t, sig, scratch = (ctx.workspace(spec.shape, spec.dtype) for _ in range(3))
+    t, sig, scratch = (ctx.scratch(spec.shape, spec.dtype) for _ in range(3))
     half, one = spec.dtype.type(0.5), spec.dtype.type(1)
 
     def run(x: Any, dy: Any) -> Any:  # dy * (tanh(sp) + x * sigmoid(x) * (1 - tanh(sp)^2))
@@ -491,7 +491,7 @@ def _silu_grad_kernel(ctx: KernelContext) -> Any:
     xp, out, spec = ctx.xp, ctx.out(0), ctx.outputs[0]
     (beta,) = _scalars(ctx, "beta")
     half, one = spec.dtype.type(0.5), spec.dtype.type(1)
-    sig = ctx.workspace(spec.shape, spec.dtype)
+    sig = ctx.scratch(spec.shape, spec.dtype)
 
     def run(x: Any, dy: Any) -> Any:  # dy * s * (1 + beta x (1 - s)), s = sigmoid(beta x)
         _sigmoid_of_scaled(xp, x, beta, half, sig)
@@ -531,7 +531,7 @@ def _prelu_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 def _prelu_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
-    positive = ctx.workspace(ctx.outputs[0].shape, dtype=bool)
+    positive = ctx.scratch(ctx.outputs[0].shape, dtype=bool)
 
     def run(x: Any, alpha: Any) -> Any:
         # legacy: x where x > 0, else alpha * x (x == 0 takes the alpha side, giving 0 either way)
@@ -559,7 +559,7 @@ def _prelu_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]
 
 def _prelu_grad_kernel(ctx: KernelContext) -> Any:
     xp, dx, dalpha = ctx.xp, ctx.out(0), ctx.out(1)
-    positive = ctx.workspace(ctx.outputs[0].shape, dtype=bool)
+    positive = ctx.scratch(ctx.outputs[0].shape, dtype=bool)
     zero = ctx.outputs[0].dtype.type(0)
 
     def run(x: Any, alpha: Any, dy: Any) -> tuple[Any, Any]:

@@ -94,7 +94,7 @@ def _random_kernel(kind: str) -> Any:
         spec = ctx.outputs[0]
         rng = ctx.rng(ctx.attrs.get("seed"))
         # generators fill float32 or float64 only: float16 goes through a float32 buffer
-        fill = out if spec.dtype in (np.float32, np.float64) else ctx.workspace(spec.shape, np.float32)
+        fill = out if spec.dtype in (np.float32, np.float64) else ctx.scratch(spec.shape, np.float32)
         if kind == "uniform":
             low, high = float(ctx.attrs.get("minval", 0.0)), float(ctx.attrs.get("maxval", 1.0))
             scale, shift = spec.dtype.type(high - low), spec.dtype.type(low)
@@ -144,8 +144,8 @@ def _bernoulli_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     rng = ctx.rng(ctx.attrs.get("seed"))
     # float64 draws, so a float64 probability is compared at full precision
-    uniform = ctx.workspace(ctx.outputs[0].shape, np.float64)
-    hit = ctx.workspace(ctx.outputs[0].shape, bool)
+    uniform = ctx.scratch(ctx.outputs[0].shape, np.float64)
+    hit = ctx.scratch(ctx.outputs[0].shape, bool)
 
     def run(x: Any) -> Any:
         rng.random(out=uniform, dtype=np.float64)
@@ -170,8 +170,8 @@ def _coin_flip_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 def _coin_flip_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     rng = ctx.rng(ctx.attrs.get("seed"))
-    uniform = ctx.workspace(ctx.outputs[0].shape, np.float64)
-    hit = ctx.workspace(ctx.outputs[0].shape, bool)
+    uniform = ctx.scratch(ctx.outputs[0].shape, np.float64)
+    hit = ctx.scratch(ctx.outputs[0].shape, bool)
     p = float(ctx.attrs.get("probability", 0.5))
 
     def run() -> Any:
@@ -195,7 +195,7 @@ def _permutation_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     rng = ctx.rng(ctx.attrs.get("seed"))
     # the order of uniform keys: a permutation from draws every backend's generator makes
-    keys = ctx.workspace(ctx.outputs[0].shape, np.float64)
+    keys = ctx.scratch(ctx.outputs[0].shape, np.float64)
 
     def run(x: Any) -> Any:
         rng.random(out=keys, dtype=np.float64)

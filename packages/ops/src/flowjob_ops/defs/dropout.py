@@ -58,7 +58,7 @@ def _kernel(ctx: KernelContext) -> Any:
     rng = ctx.rng(ctx.attrs.get("seed"))
     # Generator.random fills float32 or float64 only
     noise_dtype = mask_spec.dtype if mask_spec.dtype in (np.float32, np.float64) else np.dtype(np.float32)
-    uniform = ctx.workspace(mask_spec.shape, noise_dtype)
+    uniform = ctx.scratch(mask_spec.shape, noise_dtype)
     scale = mask_spec.dtype.type(1.0 / (1.0 - rate))
     threshold = noise_dtype.type(rate)
 

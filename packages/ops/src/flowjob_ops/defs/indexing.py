@@ -149,10 +149,10 @@ def _where_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 
 def _as_bool(ctx: KernelContext, spec: BlobSpec) -> Any:
-    """A converter of the condition to bool (a scratch buffer for integer conditions)."""
+    """A converter of the condition to bool (a scratch array for integer conditions)."""
     if spec.dtype.kind == "b":
         return lambda c: c
-    xp, mask = ctx.xp, ctx.workspace(spec.shape, dtype=bool)
+    xp, mask = ctx.xp, ctx.scratch(spec.shape, dtype=bool)
     return lambda c: xp.not_equal(c, 0, out=mask)
 
 
@@ -208,7 +208,7 @@ def _argmax_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 def _argmax_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     axis = normalize_axis(ctx.attrs.get("axis", -1), len(ctx.inputs[0].shape))
-    index = ctx.workspace(ctx.outputs[0].shape, dtype=xp.intp)  # argmax writes the platform index type only
+    index = ctx.scratch(ctx.outputs[0].shape, dtype=xp.intp)  # argmax writes the platform index type only
 
     def run(x: Any) -> Any:
         xp.argmax(x, axis=axis, out=index)
@@ -239,7 +239,7 @@ def _one_hot_kernel(ctx: KernelContext) -> Any:
     axis = normalize_axis(ctx.attrs.get("axis", -1), rank)
     classes = xp.arange(spec.shape[axis]).reshape(tuple(-1 if i == axis else 1 for i in range(rank)))
     expanded = ctx.inputs[0].shape[:axis] + (1,) + ctx.inputs[0].shape[axis:]
-    hit = ctx.workspace(spec.shape, dtype=bool)
+    hit = ctx.scratch(spec.shape, dtype=bool)
     on = spec.dtype.type(ctx.attrs.get("on_value", 1))
     off = spec.dtype.type(ctx.attrs.get("off_value", 0))
 

@@ -26,7 +26,7 @@ def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 def _kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
-    remainder = ctx.workspace(ctx.outputs[0].shape, dtype=ctx.outputs[0].dtype)
+    remainder = ctx.scratch(ctx.outputs[0].shape, dtype=ctx.outputs[0].dtype)
 
     def run(a: Any, b: Any) -> Any:
         if not bool(xp.all(b)):

@@ -47,8 +47,8 @@ def _smooth_l1_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     spec = ctx.inputs[0]
     beta = spec.dtype.type(ctx.attrs["beta"])
-    diff = ctx.workspace(spec.shape, spec.dtype)
-    small = ctx.workspace(spec.shape, bool)
+    diff = ctx.scratch(spec.shape, spec.dtype)
+    small = ctx.scratch(spec.shape, bool)
     half, safe_beta = spec.dtype.type(0.5), beta if beta > 0 else spec.dtype.type(1)
 
     def run(prediction: Any, label: Any) -> Any:
@@ -82,9 +82,9 @@ def _smooth_l1_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     spec = ctx.inputs[1]
     beta = spec.dtype.type(ctx.attrs["beta"])
-    diff = ctx.workspace(spec.shape, spec.dtype)
-    magnitude = ctx.workspace(spec.shape, spec.dtype)
-    small = ctx.workspace(spec.shape, bool)
+    diff = ctx.scratch(spec.shape, spec.dtype)
+    magnitude = ctx.scratch(spec.shape, spec.dtype)
+    small = ctx.scratch(spec.shape, bool)
     safe_beta = beta if beta > 0 else spec.dtype.type(1)
 
     def run(dy: Any, prediction: Any, label: Any) -> Any:  # d / beta inside, sign(d) outside

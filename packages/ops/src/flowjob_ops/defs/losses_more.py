@@ -83,7 +83,7 @@ def _grad_kernel(ctx: KernelContext) -> Any:
     classes, m = spec.shape[-1], _rows(spec.shape)
     rows = xp.arange(m)
     out2 = out.reshape(m, classes)
-    picked = ctx.workspace((m,), spec.dtype)
+    picked = ctx.scratch((m,), spec.dtype)
     floor = spec.dtype.type(LOG_THRESHOLD)
     forward = of_forward(ctx)
     own = ClassLabels(ctx, m, classes, warn=False) if forward is None else None  # the forward node warns

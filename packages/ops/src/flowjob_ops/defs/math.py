@@ -64,7 +64,7 @@ def _extremum_grad_kernel(compare: str) -> Callable[[KernelContext], Any]:
         xp = ctx.xp
         da, db = ctx.out(0), ctx.out(1)
         test = getattr(xp, compare)
-        mask = ctx.workspace(ctx.outputs[0].shape, dtype=bool)
+        mask = ctx.scratch(ctx.outputs[0].shape, dtype=bool)
 
         def run(a: Any, b: Any, dy: Any) -> Any:
             test(a, b, out=mask)  # ties go to the first operand
@@ -242,8 +242,8 @@ def _clip_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     dtype = ctx.inputs[0].dtype
     lo, hi = (None if b is None else typed_scalar(b, dtype) for b in _bounds(ctx.attrs))
-    inside = ctx.workspace(ctx.outputs[0].shape, dtype=bool)
-    below = ctx.workspace(ctx.outputs[0].shape, dtype=bool)
+    inside = ctx.scratch(ctx.outputs[0].shape, dtype=bool)
+    below = ctx.scratch(ctx.outputs[0].shape, dtype=bool)
 
     def run(x: Any, dy: Any) -> Any:  # dy where min_value <= x <= max_value
         inside.fill(True)

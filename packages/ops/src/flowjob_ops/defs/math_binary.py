@@ -69,7 +69,7 @@ def _floordiv_kernel(ctx: KernelContext) -> Any:
 def _zero_where_x_is_zero(ctx: KernelContext) -> Callable[[Any], Any]:
     """``out[x == 0] = 0`` with a mask buffer of x's shape (it broadcasts to the output)."""
     xp, out = ctx.xp, ctx.out(0)
-    mask = ctx.workspace(ctx.inputs[0].shape, dtype=bool)
+    mask = ctx.scratch(ctx.inputs[0].shape, dtype=bool)
     zero = ctx.outputs[0].dtype.type(0)
 
     def fix(x: Any) -> Any:
@@ -94,7 +94,7 @@ def _xdivy_kernel(ctx: KernelContext) -> Any:
 
 def _xlogy_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
-    log_y = ctx.workspace(ctx.inputs[1].shape, dtype=ctx.inputs[1].dtype)
+    log_y = ctx.scratch(ctx.inputs[1].shape, dtype=ctx.inputs[1].dtype)
     fix = _zero_where_x_is_zero(ctx)
 
     def run(x: Any, y: Any) -> Any:

@@ -117,7 +117,7 @@ def _rsqrt_kernel(ctx: KernelContext) -> Any:
 def _reciprocal_no_nan_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     spec = ctx.outputs[0]
-    zero = ctx.workspace(spec.shape, dtype=bool)
+    zero = ctx.scratch(spec.shape, dtype=bool)
     one, nothing = spec.dtype.type(1), spec.dtype.type(0)
 
     def run(x: Any) -> Any:
@@ -140,7 +140,7 @@ def _softplus_kernel(log_sigmoid: bool) -> Callable[[KernelContext], Any]:
     def build(ctx: KernelContext) -> Any:
         xp, out = ctx.xp, ctx.out(0)
         spec = ctx.outputs[0]
-        tail = ctx.workspace(spec.shape, spec.dtype)
+        tail = ctx.scratch(spec.shape, spec.dtype)
         zero = spec.dtype.type(0)
 
         def run(x: Any) -> Any:

@@ -89,7 +89,7 @@ def _upsample_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     x_spec, y_spec = ctx.inputs[0], ctx.outputs[0]
     rows, cols_t = _matrices(ctx, x_spec.shape, y_spec.shape, x_spec.dtype)
-    half = ctx.workspace((*x_spec.shape[:2], y_spec.shape[2], x_spec.shape[3]), x_spec.dtype)
+    half = ctx.scratch((*x_spec.shape[:2], y_spec.shape[2], x_spec.shape[3]), x_spec.dtype)
 
     def run(x: Any) -> Any:
         xp.matmul(rows, x, out=half)
@@ -116,7 +116,7 @@ def _upsample_grad_kernel(ctx: KernelContext) -> Any:
     dy_spec, x_spec = ctx.inputs
     rows, cols_t = _matrices(ctx, x_spec.shape, dy_spec.shape, x_spec.dtype)
     rows_t, cols = rows.T.copy(), cols_t.T.copy()
-    half = ctx.workspace((*x_spec.shape[:2], x_spec.shape[2], dy_spec.shape[3]), x_spec.dtype)
+    half = ctx.scratch((*x_spec.shape[:2], x_spec.shape[2], dy_spec.shape[3]), x_spec.dtype)
 
     def run(dy: Any, x: Any) -> Any:
         xp.matmul(rows_t, dy, out=half)

@@ -53,7 +53,7 @@ def _sparse_kernel(ctx: KernelContext) -> Any:
     classes = logits_spec.shape[-1]
     m = _rows(logits_spec.shape)
     prob2, loss1 = prob.reshape(m, classes), loss.reshape(m)
-    red = ctx.workspace((m, 1), logits_spec.dtype)
+    red = ctx.scratch((m, 1), logits_spec.dtype)
     rows = xp.arange(m)
     labels = ClassLabels(ctx, m, classes, warn=True).publish(ctx)
 
@@ -100,7 +100,7 @@ def _sparse_grad_kernel(ctx: KernelContext) -> Any:
     rows = xp.arange(m)
     forward = of_forward(ctx)
     own = ClassLabels(ctx, m, classes, warn=False) if forward is None else None  # the forward node warns
-    dy_valid = ctx.workspace((m,), spec.dtype)
+    dy_valid = ctx.scratch((m,), spec.dtype)
 
     def run(labels_in: Any, prob: Any, dy: Any) -> Any:  # (prob - onehot(labels)) * dy, 0 for labels out of range
         lab, valid = own.split(labels_in) if own is not None else forward.last
@@ -138,8 +138,8 @@ def _dense_kernel(ctx: KernelContext) -> Any:
     xp = ctx.xp
     loss, prob = ctx.out(0), ctx.out(1)
     spec = ctx.inputs[1]
-    red = ctx.workspace(spec.shape[:-1] + (1,), spec.dtype)
-    log_prob = ctx.workspace(spec.shape, spec.dtype)
+    red = ctx.scratch(spec.shape[:-1] + (1,), spec.dtype)
+    log_prob = ctx.scratch(spec.shape, spec.dtype)
 
     def run(labels: Any, logits: Any) -> tuple[Any, Any]:  # -sum(labels * log_softmax(logits))
         xp.max(logits, axis=-1, keepdims=True, out=red)
@@ -180,7 +180,7 @@ def _dense_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]
 def _dense_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     spec = ctx.outputs[0]
-    red = ctx.workspace(spec.shape[:-1] + (1,), spec.dtype)
+    red = ctx.scratch(spec.shape[:-1] + (1,), spec.dtype)
 
     def run(labels: Any, prob: Any, dy: Any) -> Any:
         # (prob * sum(labels) - labels) * dy: exact also when labels do not sum to 1
@@ -216,7 +216,7 @@ def _sigmoid_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 def _sigmoid_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     spec = ctx.outputs[0]
-    tmp = ctx.workspace(spec.shape, spec.dtype)
+    tmp = ctx.scratch(spec.shape, spec.dtype)
 
     def run(labels: Any, x: Any) -> Any:  # max(x, 0) - x z + log(1 + exp(-|x|)), stable for any x
         xp.abs(x, out=tmp)

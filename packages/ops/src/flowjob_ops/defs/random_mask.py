@@ -34,8 +34,8 @@ def _kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     rng = ctx.rng(ctx.attrs.get("seed"))
     # float32 draws compared with a float32 rate, as legacy's float uniform_real_distribution
-    uniform = ctx.workspace(ctx.outputs[0].shape, np.float32)
-    keep = ctx.workspace(ctx.outputs[0].shape, bool)
+    uniform = ctx.scratch(ctx.outputs[0].shape, np.float32)
+    keep = ctx.scratch(ctx.outputs[0].shape, bool)
     rate = np.float32(ctx.attrs["rate"])
 
     def run(like: Any) -> Any:

@@ -85,8 +85,8 @@ def _extremum_grad_kernel(ctx: KernelContext) -> Any:
     x_spec = ctx.inputs[0]
     axes, _ = _reduced_shape(x_spec.shape, ctx.attrs)
     kept = kept_dims_shape(x_spec.shape, axes)
-    hit = ctx.workspace(x_spec.shape, dtype=bool)
-    share = ctx.workspace(kept, dtype=x_spec.dtype)
+    hit = ctx.scratch(x_spec.shape, dtype=bool)
+    share = ctx.scratch(kept, dtype=x_spec.dtype)
 
     def run(x: Any, y: Any, dy: Any) -> Any:
         xp.equal(x, y.reshape(kept), out=hit)

@@ -66,11 +66,11 @@ def _prod_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     spec = ctx.inputs[0]
     axes, kept, _ = _geometry(ctx)
-    zero = ctx.workspace(spec.shape, dtype=bool)
-    safe = ctx.workspace(spec.shape, spec.dtype)
-    zeros = ctx.workspace(kept, spec.dtype)
-    prod = ctx.workspace(kept, spec.dtype)
-    flag = ctx.workspace(kept, dtype=bool)
+    zero = ctx.scratch(spec.shape, dtype=bool)
+    safe = ctx.scratch(spec.shape, spec.dtype)
+    zeros = ctx.scratch(kept, spec.dtype)
+    prod = ctx.scratch(kept, spec.dtype)
+    flag = ctx.scratch(kept, dtype=bool)
     one = spec.dtype.type(1)
 
     def run(x: Any, dy: Any) -> Any:
@@ -97,7 +97,7 @@ def _logical_kernel(name: str) -> Any:
         xp, out = ctx.xp, ctx.out(0)
         axes, _, keepdims = _geometry(ctx)
         reduce = getattr(xp, name)
-        truth = ctx.workspace(ctx.inputs[0].shape, dtype=bool)
+        truth = ctx.scratch(ctx.inputs[0].shape, dtype=bool)
 
         def run(x: Any) -> Any:
             xp.not_equal(x, 0, out=truth)
@@ -114,9 +114,9 @@ def _logsumexp_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     spec = ctx.inputs[0]
     axes, kept, _ = _geometry(ctx)
-    peak = ctx.workspace(kept, spec.dtype)
-    shifted = ctx.workspace(spec.shape, spec.dtype)
-    total = ctx.workspace(kept, spec.dtype)
+    peak = ctx.scratch(kept, spec.dtype)
+    shifted = ctx.scratch(spec.shape, spec.dtype)
+    total = ctx.scratch(kept, spec.dtype)
 
     def run(x: Any) -> Any:  # m + log(sum(exp(x - m))), m the slice's maximum (0 where it is not finite)
         xp.max(x, axis=axes, keepdims=True, out=peak)
@@ -172,7 +172,7 @@ def _l2_kernel(ctx: KernelContext) -> Any:
     spec = ctx.inputs[0]
     axis = normalize_axis(ctx.attrs["axis"], len(spec.shape))
     eps = spec.dtype.type(ctx.attrs["epsilon"])
-    norm = ctx.workspace(square_sum.shape, spec.dtype)
+    norm = ctx.scratch(square_sum.shape, spec.dtype)
 
     def run(x: Any) -> tuple[Any, Any]:  # x / sqrt(max(sum(x^2), epsilon)), as legacy's kernel
         xp.square(x, out=y)
@@ -214,9 +214,9 @@ def _l2_grad_kernel(ctx: KernelContext) -> Any:
     axis = normalize_axis(ctx.attrs["axis"], len(spec.shape))
     eps = spec.dtype.type(ctx.attrs["epsilon"])
     kept = kept_dims_shape(spec.shape, (axis,))
-    norm = ctx.workspace(kept, spec.dtype)
-    dot = ctx.workspace(kept, spec.dtype)
-    clamped = ctx.workspace(kept, dtype=bool)
+    norm = ctx.scratch(kept, spec.dtype)
+    dot = ctx.scratch(kept, spec.dtype)
+    clamped = ctx.scratch(kept, dtype=bool)
 
     def run(dy: Any, y: Any, square_sum: Any) -> Any:
         # above epsilon the norm depends on x: (dy - y * sum(y dy)) / norm; below it the norm is the

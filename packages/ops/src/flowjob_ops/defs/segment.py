@@ -47,7 +47,7 @@ def _segment_sum_kernel(ctx: KernelContext, axis: int, batch_axes: int = 0) -> A
     # one extra segment collects the ids out of range, so a single add.at serves every id
     # float16 sums are accumulated in float32 and rounded once (legacy's half kernels did the same)
     dtype = np.dtype(np.float32) if ctx.outputs[0].dtype == np.float16 else ctx.outputs[0].dtype
-    wide = ctx.workspace(shape[:axis] + (n + 1,) + shape[axis + 1:], dtype=dtype)
+    wide = ctx.scratch(shape[:axis] + (n + 1,) + shape[axis + 1:], dtype=dtype)
     ids_rank = len(ctx.inputs[1].shape)
     lead: tuple[Any, ...] = tuple(
         xp.arange(shape[i]).reshape(tuple(-1 if j == i else 1 for j in range(ids_rank)))

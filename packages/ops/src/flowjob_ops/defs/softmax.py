@@ -25,7 +25,7 @@ def _reduced(ctx: KernelContext) -> tuple[int, Any]:
     """The axis and a keepdims scratch buffer for the per-row max/sum."""
     spec = ctx.inputs[0]
     axis = _axis(ctx.attrs, len(spec.shape))
-    return axis, ctx.workspace(kept_dims_shape(spec.shape, (axis,)), spec.dtype)
+    return axis, ctx.scratch(kept_dims_shape(spec.shape, (axis,)), spec.dtype)
 
 
 def _softmax_kernel(ctx: KernelContext) -> Any:
@@ -63,7 +63,7 @@ def _log_softmax_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     axis, red = _reduced(ctx)
     spec = ctx.inputs[0]
-    tmp = ctx.workspace(spec.shape, spec.dtype)
+    tmp = ctx.scratch(spec.shape, spec.dtype)
 
     def run(x: Any) -> Any:  # (x - max) - log(sum(exp(x - max)))
         xp.max(x, axis=axis, keepdims=True, out=red)
