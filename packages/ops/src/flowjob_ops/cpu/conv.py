@@ -49,7 +49,8 @@ def conv_kernel(ctx: KernelContext) -> Any:
     bias = ctx.op == "conv2d_bias"
     relu = bias and ctx.attrs.get("activation") == "relu"
     if chosen == "pointwise":
-        return pointwise.PointwiseForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu)
+        return pointwise.PointwiseForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu, out=ctx.out(0),
+                                          scratch=ctx.scratch)
     if chosen != "winograd":
         return _REFERENCE[ctx.op](ctx)
     fast = winograd.WinogradForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu)
@@ -63,7 +64,7 @@ def grad_data_kernel(ctx: KernelContext) -> Any:
     geom = conv_defs.geometry(ctx.attrs["x_shape"], w.shape, ctx.attrs)
     chosen = algorithm(geom)
     if chosen == "pointwise":
-        return pointwise.PointwiseBackwardData(ctx.xp, geom, dy.dtype)
+        return pointwise.PointwiseBackwardData(ctx.xp, geom, dy.dtype, out=ctx.out(0), scratch=ctx.scratch)
     if chosen != "winograd":
         return _REFERENCE[ctx.op](ctx)
     return winograd.WinogradBackwardData(ctx.xp, geom, dy.dtype)
@@ -74,7 +75,7 @@ def grad_filter_kernel(ctx: KernelContext) -> Any:
     geom = conv_defs.geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
     chosen = algorithm(geom)
     if chosen == "pointwise":
-        return pointwise.PointwiseBackwardFilter(ctx.xp, geom, x.dtype)
+        return pointwise.PointwiseBackwardFilter(ctx.xp, geom, x.dtype, out=ctx.out(0), scratch=ctx.scratch)
     if chosen != "winograd":
         return _REFERENCE[ctx.op](ctx)
     forward = ctx.shared.get(("conv2d-winograd", ctx.attrs.get("forward")))

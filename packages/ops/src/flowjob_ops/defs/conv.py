@@ -4,8 +4,8 @@
 Attributes: ``strides``, ``padding`` ("SAME" = "SAME_LOWER" as legacy, "SAME_UPPER", "VALID" or
 explicit pads; see ``kernels.padding``), ``data_format`` ("NCHW" or "NHWC"), ``dilations`` and
 ``groups``. Weights are (F, C/groups, kh, kw) for NCHW and (F, kh, kw, C/groups) for NHWC, as
-in legacy OneFlow. The kernels keep their own output
-buffers (returned every step), so these nodes never use the planned buffer.
+in legacy OneFlow. The kernels write into the planned output buffers and take their temporaries
+from the plan's scratch pool (``KernelContext.scratch``).
 
 The filter gradient needs the im2col matrix of x, which the forward kernel has just built:
 the gradient rule names the forward node in the filter-gradient node's ``forward`` attribute,
@@ -13,6 +13,10 @@ the forward kernel (of a train job) publishes its column buffer in the plan's sh
 dict, and the filter-gradient kernel reuses that buffer whenever the forward kernel last read
 the very array it is given (in a step the forward node always runs first; otherwise,
 e.g. when the forward output was dropped as dead code, it builds the matrix itself).
+A kept matrix holds memory from the forward to the backward pass, so a plan keeps them only up
+to ``KEEP_COLUMNS_BYTES`` (in build order, i.e. forward order); past that the forward builds
+its matrix in scratch memory and the filter gradient builds it again, as PyTorch does (ResNet-50
+at batch 16: 871 MB of matrices, about 140 ms of im2col copies per step to rebuild them all).
 
 The cpu backend overrides these kernels with Winograd where it pays (``flowjob_ops.cpu.conv``,
 ``FLOWJOB_CONV_ALGORITHM``); its kernels share the forward's transformed input the same way.
@@ -59,13 +63,35 @@ class _Columns:
         self.source: Any = None
 
 
+KEEP_COLUMNS_BYTES = 256 * 2**20
+"""How many bytes of im2col matrices a train plan keeps from its forward convolutions for their
+filter gradients; the others are rebuilt (a matrix costs about 0.15-0.35 ms per MB to rebuild)."""
+
+_KEPT = ("conv2d-columns", "kept bytes")  # the plan's running total, in its shared kernel dict
+
+
+def _keeps_columns(ctx: KernelContext, x: BlobSpec, w: BlobSpec) -> bool:
+    """Whether this train-job forward keeps its matrix for the filter gradient (within the plan's budget)."""
+    if not ctx.training:
+        return False
+    geom = geometry(x.shape, w.shape, ctx.attrs)
+    nbytes = geom.M * geom.groups * geom.Kg * x.dtype.itemsize
+    kept = ctx.shared.get(_KEPT, 0)
+    if kept + nbytes > KEEP_COLUMNS_BYTES:
+        return False
+    ctx.shared[_KEPT] = kept + nbytes
+    return True
+
+
 def _conv_kernel(ctx: KernelContext) -> Any:
     x, w = ctx.inputs[:2]
     bias = ctx.op == "conv2d_bias"
     relu = bias and ctx.attrs.get("activation") == "relu"
+    keep = _keeps_columns(ctx, x, w)
     forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs), bias=bias, relu=relu,
-                                 strided_output=True)
-    if not ctx.training:
+                                 strided_output=True, out=ctx.out(0), scratch=ctx.scratch,
+                                 scratch_columns=not keep)
+    if not keep:
         return forward
     # a filter-gradient node of this plan may reuse the matrix (see _grad_filter_kernel)
     columns = ctx.shared[("conv2d-columns", ctx.node_name)] = _Columns(forward.im2col)
@@ -209,7 +235,8 @@ def _grad_data_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 def _grad_data_kernel(ctx: KernelContext) -> Any:
     dy, w = ctx.inputs
-    return conv.Conv2dBackwardData(ctx.xp, ctx.attrs["x_shape"], w.shape, dy.dtype, **_options(ctx.attrs))
+    return conv.Conv2dBackwardData(ctx.xp, ctx.attrs["x_shape"], w.shape, dy.dtype, **_options(ctx.attrs),
+                                   out=ctx.out(0), scratch=ctx.scratch)
 
 
 def _grad_filter_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -224,9 +251,10 @@ def _grad_filter_kernel(ctx: KernelContext) -> Any:
     geom = geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
     columns = ctx.shared.get(("conv2d-columns", ctx.attrs.get("forward")))
     if columns is None or columns.im2col.geom != geom or columns.im2col.dtype != x.dtype:
-        return conv.Conv2dBackwardFilter(ctx.xp, x.shape, ctx.attrs["w_shape"], x.dtype, **options)
+        return conv.Conv2dBackwardFilter(ctx.xp, x.shape, ctx.attrs["w_shape"], x.dtype, **options,
+                                         out=ctx.out(0), scratch=ctx.scratch)
     backward = conv.Conv2dBackwardFilter(ctx.xp, x.shape, ctx.attrs["w_shape"], x.dtype, **options,
-                                         im2col=columns.im2col)
+                                         im2col=columns.im2col, out=ctx.out(0), scratch=ctx.scratch)
 
     def run(x_value: Any, dy_value: Any) -> Any:
         # the forward kernel's matrix is valid for this very array, which nothing writes before this node

@@ -52,7 +52,8 @@ def _kernel(ctx: KernelContext) -> Any:
                                    strides=ctx.attrs.get("strides", 1), pads=ctx.attrs.get("padding", "VALID"),
                                    dilation=1 if dilations is None else dilations,
                                    groups=ctx.attrs.get("groups", 1),
-                                   data_format=ctx.attrs.get("data_format", "NCHW"))
+                                   data_format=ctx.attrs.get("data_format", "NCHW"),
+                                   out=ctx.out(0), scratch=ctx.scratch)
 
 
 def _grad(ctx: GradContext) -> list[Any]:

@@ -30,6 +30,13 @@ whose rows are contiguous (N, OH, OW) blocks, then col2im adds.
 The strategy is chosen per kernel from the static shapes (``strategy=None``)
 and can be forced with ``strategy="rows"`` / ``"cols"``.
 
+In a plan the kernels take ``out=`` (the node's planned output buffer, which the planner
+shares among values of disjoint lifetimes) and ``scratch=`` (``KernelContext.scratch``: memory
+needed only during one call, lent by the plan). Without them every buffer is the kernel's own.
+What must outlive a call stays the kernel's own either way: the forward's column matrix (the
+filter gradient reuses it), the zero-bordered padded input (its border is never rewritten) and
+a column matrix with a row of ones.
+
 Fused forms (made by the fusion pass, flowjob_ops.fusion): ``Conv2dForward(bias=True,
 relu=...)`` adds the bias and applies the ReLU as the GEMM's epilogue (for "cols" with one
 group the bias rides in the GEMM: a row of ones in the column matrix against a bias column
@@ -42,7 +49,7 @@ maxima of contiguous blocks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -51,6 +58,16 @@ from .winograd import WinogradForward
 
 ROWS = "rows"
 COLS = "cols"
+
+Alloc = Callable[[tuple, Any], Any]
+"""``alloc(shape, dtype)``: memory a kernel needs only during one call (a plan's ``KernelContext.scratch``)."""
+
+
+def allocator(xp: Any, scratch: Optional[Alloc]) -> Alloc:
+    """``scratch``, or memory of the kernel's own where none is given."""
+    if scratch is not None:
+        return scratch
+    return lambda shape, dtype: xp.empty(shape, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -173,7 +190,10 @@ class Im2Col:
     """
 
     def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, strategy: str | None = None,
-                 *, ones_row: bool = False, tiles: tuple[int, int] | None = None):
+                 *, ones_row: bool = False, tiles: tuple[int, int] | None = None, scratch: Optional[Alloc] = None,
+                 pad_scratch: Optional[Alloc] = None):
+        """``scratch``: the column matrix's memory (see ``Alloc``); ``pad_scratch``: the padded
+        input's, whose border is then zeroed by every call (else it is zeroed once)."""
         if strategy is None:
             strategy = self.choose(geom)
         if strategy not in (ROWS, COLS):
@@ -191,14 +211,20 @@ class Im2Col:
         self._direct = not win.has_padding and (g.data_format == self._layout or g.C == 1)
         self._pad_buf = None
         self._interior = None
+        self._border: list[Any] = []  # the padded input's frame, zeroed per call when it is scratch
         if not self._direct:
             hs, ws = win.interior
-            if strategy == ROWS:
-                self._pad_buf = xp.zeros((g.N, hp, wp, g.C), dtype=self.dtype)
-                self._interior = self._pad_buf[:, hs, ws, :]
+            padded = (g.N, hp, wp, g.C) if strategy == ROWS else (g.N, g.C, hp, wp)
+            if pad_scratch is None:
+                self._pad_buf = xp.zeros(padded, dtype=self.dtype)
             else:
-                self._pad_buf = xp.zeros((g.N, g.C, hp, wp), dtype=self.dtype)
-                self._interior = self._pad_buf[:, :, hs, ws]
+                self._pad_buf = pad_scratch(padded, self.dtype)
+            # (N, H, W, C) views of the padded buffer whatever its layout
+            plane = self._pad_buf if strategy == ROWS else self._pad_buf.transpose(0, 2, 3, 1)
+            self._interior = plane[:, hs, ws, :] if strategy == ROWS else self._pad_buf[:, :, hs, ws]
+            if pad_scratch is not None:
+                frame = [plane[:, : hs.start], plane[:, hs.stop:], plane[:, hs, : ws.start], plane[:, hs, ws.stop:]]
+                self._border = [b for b in frame if b.size]
         # ``mat_ones`` (cols, one group): the column matrix with an extra row of ones,
         # written once, so that a GEMM against [w | b] adds the bias for free.
         self.mat_ones = None
@@ -213,8 +239,9 @@ class Im2Col:
             self._m_shape = (ph, pw, g.N, oh // ph, ow // pw)
         else:
             self._m_shape = (g.N, oh, ow)
+        alloc = allocator(xp, scratch)  # the matrix is rebuilt by every call
         if strategy == ROWS:
-            self.col = xp.empty(self._m_shape + (g.groups, kh, kw, g.Cg), dtype=self.dtype)
+            self.col = alloc(self._m_shape + (g.groups, kh, kw, g.Cg), self.dtype)
             self.mat = self.col.reshape(g.M, g.groups, g.Kg)
         elif ones_row and g.groups == 1:
             raw = xp.empty((g.Kg + 1, g.M), dtype=self.dtype)
@@ -223,7 +250,7 @@ class Im2Col:
             self.mat = raw[None, : g.Kg]
             self.mat_ones = raw
         else:
-            self.col = xp.empty((g.groups, g.Cg, kh, kw) + self._m_shape, dtype=self.dtype)
+            self.col = alloc((g.groups, g.Cg, kh, kw) + self._m_shape, self.dtype)
             self.mat = self.col.reshape(g.groups, g.Kg, g.M)
 
     @staticmethod
@@ -244,6 +271,8 @@ class Im2Col:
         else:
             src = _to_nchw(x, g.data_format)
         if not self._direct:
+            for border in self._border:
+                border.fill(0)
             self._interior[...] = src
             src = self._pad_buf
         kh, kw = win.ksize
@@ -278,14 +307,16 @@ class _WeightMatrix:
     that layout is used as a view; otherwise it is repacked into a small buffer.
     """
 
-    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, order: str, *, bias_column: bool = False):
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, order: str, *, bias_column: bool = False,
+                 scratch: Optional[Alloc] = None):
         self.geom, self.order = geom, order
         kh, kw = geom.window.ksize
         shape = (geom.F, kh, kw, geom.Cg) if order == "NHWC" else (geom.F, geom.Cg, kh, kw)
-        self._buf = xp.empty(shape, dtype=np.dtype(dtype))
+        alloc = allocator(xp, scratch)  # both are written by every call that uses them
+        self._buf = alloc(shape, np.dtype(dtype))
         self._aug = self._aug_w = None
         if bias_column:
-            self._aug = xp.empty((geom.F, geom.Kg + 1), dtype=np.dtype(dtype))
+            self._aug = alloc((geom.F, geom.Kg + 1), np.dtype(dtype))
             self._aug_w = self._aug[:, : geom.Kg].reshape(shape)  # a view: only the last axis is split
             if self._aug_w.base is None:  # pragma: no cover - numpy/cupy always give a view here
                 raise AssertionError("weight view of the bias-augmented matrix is a copy")
@@ -325,13 +356,13 @@ class _DyMatrix:
     contiguous NHWC dy is used as a view.  Buffers are allocated once.
     """
 
-    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, want: str):
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, want: str, *, scratch: Optional[Alloc] = None):
         self.xp, self.geom, self.want, self.dtype = xp, geom, want, np.dtype(dtype)
         oh, ow = geom.window.out_hw
         self._buf = None
         if geom.data_format == "NCHW":
             shape = (geom.F, geom.N, oh * ow) if want == "fm" else (geom.N, oh, ow, geom.F)
-            self._buf = xp.empty(shape, dtype=self.dtype)
+            self._buf = allocator(xp, scratch)(shape, self.dtype)
 
     def __call__(self, dy: Any) -> Any:
         g = self.geom
@@ -364,6 +395,10 @@ class Conv2dForward:
 
     ``strided_output=True`` skips that layout pass: y is then a strided view of the GEMM
     buffer in y's shape (the graph's kernels take strided inputs).
+
+    ``out``: y's memory (a contiguous array of y's shape; with ``strided_output`` the GEMM
+    result is laid into its bytes); ``scratch``: temporaries (see ``Alloc``), the column matrix
+    among them only with ``scratch_columns=True`` (no filter gradient reuses it).
     """
 
     def __init__(
@@ -384,21 +419,37 @@ class Conv2dForward:
         output: bool = True,
         tiles: tuple[int, int] | None = None,
         strided_output: bool = False,
+        out: Any = None,
+        scratch: Optional[Alloc] = None,
+        scratch_columns: bool = False,
     ):
         self.xp = xp
         self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
         self.bias, self.relu = bool(bias), bool(relu)
+        alloc = allocator(xp, scratch)
         self._has_output = bool(output)
         if tiles is not None and output:
             raise ValueError("a tile-ordered GEMM (tiles=...) is only for raw() (output=False)")
         if strategy is None:
             strategy = Im2Col.choose(g)
-        self.im2col = Im2Col(xp, g, dtype, strategy, ones_row=self.bias, tiles=tiles)
+        self.im2col = Im2Col(xp, g, dtype, strategy, ones_row=self.bias, tiles=tiles,
+                             scratch=scratch if scratch_columns else None, pad_scratch=scratch)
         self.strategy = self.im2col.strategy
         self._bias_in_gemm = self.im2col.mat_ones is not None
         self.out_shape = g.y_shape
         # output=False: only raw() is used (a fused consumer reads the GEMM buffer); y gets no memory
-        self._y = xp.empty(self.out_shape if output else (0,), dtype=np.dtype(dtype))
+        if out is not None and output:
+            _check_shape("conv2d output buffer", out, self.out_shape)
+            self._y = out
+        else:
+            self._y = xp.empty(self.out_shape if output else (0,), dtype=np.dtype(dtype))
+
+        def gemm_buffer(shape: tuple[int, int]) -> Any:
+            """The GEMM result when it is not y itself: y's memory when y becomes a strided view
+            of it, else a temporary that one layout pass copies into y."""
+            if strided_output and out is not None:
+                return out.reshape(-1).reshape(shape)
+            return alloc(shape, self._y.dtype)
         oh, ow = g.window.out_hw
         P = oh * ow
         Fg = g.Fg
@@ -409,25 +460,25 @@ class Conv2dForward:
         # a buffer followed by one layout pass (dst, src views precomputed).
         self._fix: tuple[Any, Any] | None = None
         if self.strategy == ROWS:
-            self._w = _WeightMatrix(xp, g, dtype, "NHWC")
+            self._w = _WeightMatrix(xp, g, dtype, "NHWC", scratch=scratch)
             if not output:
                 gemm = xp.empty((g.M, g.F), dtype=self._y.dtype)
             elif g.data_format == "NHWC":
                 gemm = self._y.reshape(g.M, g.F)
             else:
-                gemm = xp.empty((g.M, g.F), dtype=self._y.dtype)
+                gemm = gemm_buffer((g.M, g.F))
                 self._fix = (self._y.reshape(g.N, g.F, P), gemm.reshape(g.N, P, g.F).transpose(0, 2, 1))
             self._outs = [gemm[:, s] for s in fsl]
             self._lhs = [self.im2col.mat[:, k, :] for k in range(g.groups)]
             self._bias_shape = (g.F,)
         else:
-            self._w = _WeightMatrix(xp, g, dtype, "NCHW", bias_column=self._bias_in_gemm)
+            self._w = _WeightMatrix(xp, g, dtype, "NCHW", bias_column=self._bias_in_gemm, scratch=scratch)
             if not output:
                 gemm = xp.empty((g.F, g.M), dtype=self._y.dtype)
             elif g.data_format == "NCHW" and g.N == 1:
                 gemm = self._y.reshape(g.F, g.M)
             else:
-                gemm = xp.empty((g.F, g.M), dtype=self._y.dtype)
+                gemm = gemm_buffer((g.F, g.M))
                 if g.data_format == "NCHW":
                     self._fix = (self._y.reshape(g.N, g.F, P), gemm.reshape(g.F, g.N, P).transpose(1, 0, 2))
                 else:
@@ -516,6 +567,9 @@ class Conv2dBackwardFilter:
     then ``__call__(x, dy, reuse_cols=True)`` skips rebuilding it, which is
     valid only if that buffer was last filled from this same ``x`` (i.e. the
     forward kernel ran on ``x`` and nothing refilled it since).
+
+    ``out``: dw's buffer, else the kernel's own; ``scratch``: temporaries (see ``Alloc``),
+    its own column matrix among them.
     """
 
     def __init__(
@@ -532,8 +586,11 @@ class Conv2dBackwardFilter:
         *,
         strategy: str | None = None,
         im2col: Im2Col | None = None,
+        out: Any = None,
+        scratch: Optional[Alloc] = None,
     ):
         self.xp = xp
+        alloc = allocator(xp, scratch)
         self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
         dt = np.dtype(dtype)
         if im2col is not None:
@@ -541,10 +598,13 @@ class Conv2dBackwardFilter:
                 raise ValueError("shared im2col was built for a different convolution or dtype")
             if strategy is not None and strategy != im2col.strategy:
                 raise ValueError(f"strategy {strategy!r} conflicts with the shared im2col's {im2col.strategy!r}")
-        self.im2col = im2col if im2col is not None else Im2Col(xp, g, dt, strategy)
+        self.im2col = im2col if im2col is not None else Im2Col(xp, g, dt, strategy, scratch=scratch,
+                                                               pad_scratch=scratch)
         self.strategy = self.im2col.strategy
         self.out_shape = g.w_shape
-        self._dw = xp.empty(self.out_shape, dtype=dt)
+        if out is not None:
+            _check_shape("conv2d filter gradient buffer", out, self.out_shape)
+        self._dw = out if out is not None else xp.empty(self.out_shape, dtype=dt)
         kh, kw = g.window.ksize
         G, Fg, Cg, Kg = g.groups, g.Fg, g.Cg, g.Kg
         self._fsl = [slice(k * Fg, (k + 1) * Fg) for k in range(G)]
@@ -556,27 +616,27 @@ class Conv2dBackwardFilter:
             if g.data_format == "NHWC":
                 dw_mat = self._dw.reshape(g.F, Kg)
             else:
-                dw_mat = xp.empty((g.F, Kg), dtype=dt)
+                dw_mat = alloc((g.F, Kg), dt)
                 self._fix = (self._dw, dw_mat.reshape(g.F, kh, kw, Cg).transpose(0, 3, 1, 2))
             self._gemms = [(mat[:, k, :], dw_mat[fs]) for k, fs in enumerate(self._fsl)]
         else:
             # dw_g.T (Kg, Fg) = col_g (Kg, M) @ dy_g (M, Fg): with the long M axis
             # contiguous in col this orientation measured 2-3x faster than
             # dy_g.T @ col_g.T for small F and K.  K order is (Cg, kh, kw).
-            dwt = xp.empty((G, Kg, Fg), dtype=dt)
+            dwt = alloc((G, Kg, Fg), dt)
             if g.data_format == "NCHW":
                 src = dwt.transpose(0, 2, 1)
             else:
                 src = dwt.reshape(G, Cg, kh, kw, Fg).transpose(0, 4, 2, 3, 1)
             self._fix = (self._dw.reshape(src.shape), src)
             self._gemms = [(mat[k], dwt[k]) for k in range(G)]
-        self._dy = _DyMatrix(xp, g, dt, "fm")
+        self._dy = _DyMatrix(xp, g, dt, "fm", scratch=scratch)
         # cols, NCHW, one group: per image dy[n] (F, P) @ col[:, n].T (P, K), then a sum over images --
         # reads dy in place instead of regathering it as (F, N*P) (measured 2x faster on LeNet's conv1)
         self._per_image = None
         if self.strategy == COLS and g.data_format == "NCHW" and g.groups == 1 and self.im2col.tiles is None:
             oh, ow = g.window.out_hw
-            self._per_image = (xp.empty((g.N, g.F, Kg), dtype=dt), mat[0].reshape(Kg, g.N, oh * ow).transpose(1, 2, 0),
+            self._per_image = (alloc((g.N, g.F, Kg), dt), mat[0].reshape(Kg, g.N, oh * ow).transpose(1, 2, 0),
                                self._dw.reshape(g.F, Kg))
 
     def __call__(self, x: Any, dy: Any, *, reuse_cols: bool = False) -> Any:
@@ -625,6 +685,9 @@ class Conv2dBackwardData:
 
     Strides, dilation and padding only change the slices; pixels that no
     window reads get zero.
+
+    ``out``: dx's buffer, else the kernel's own; ``scratch``: temporaries (see ``Alloc``), the
+    padded dx among them (every call zeroes it first).
     """
 
     def __init__(
@@ -640,9 +703,12 @@ class Conv2dBackwardData:
         data_format: str = "NCHW",
         *,
         strategy: str | None = None,
+        out: Any = None,
+        scratch: Optional[Alloc] = None,
     ):
         self.xp = xp
         self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
+        alloc = allocator(xp, scratch)
         if strategy is None:
             strategy = Im2Col.choose(g)
         if strategy not in (ROWS, COLS):
@@ -658,30 +724,33 @@ class Conv2dBackwardData:
         self._fsl = [slice(k * Fg, (k + 1) * Fg) for k in range(G)]
         layout = "NHWC" if strategy == ROWS else "NCHW"
         hs, ws = win.interior
-        if layout == "NHWC":
-            self._dxpad = xp.zeros((g.N, hp, wp, g.C), dtype=dt)
-            interior = self._dxpad[:, hs, ws, :]
+        if out is not None:
+            _check_shape("conv2d data gradient buffer", out, self.out_shape)
+        padded = (g.N, hp, wp, g.C) if layout == "NHWC" else (g.N, g.C, hp, wp)
+        is_dx = g.data_format == layout and not win.has_padding  # the padded buffer *is* dx
+        if is_dx:
+            self._dxpad = out if out is not None else xp.empty(padded, dtype=dt)
         else:
-            self._dxpad = xp.zeros((g.N, g.C, hp, wp), dtype=dt)
-            interior = self._dxpad[:, :, hs, ws]
+            self._dxpad = alloc(padded, dt)
+        interior = self._dxpad[:, hs, ws, :] if layout == "NHWC" else self._dxpad[:, :, hs, ws]
         self._fix: tuple[Any, Any] | None = None
-        if g.data_format == layout and not win.has_padding:
-            self._dx = self._dxpad  # the padded buffer *is* dx
+        if is_dx:
+            self._dx = self._dxpad
         else:
-            self._dx = xp.empty(self.out_shape, dtype=dt)
+            self._dx = out if out is not None else xp.empty(self.out_shape, dtype=dt)
             dst = _to_nhwc(self._dx, g.data_format) if layout == "NHWC" else _to_nchw(self._dx, g.data_format)
             self._fix = (dst, interior)
-        self._dy = _DyMatrix(xp, g, dt, "mf" if strategy == ROWS else "fm")
+        self._dy = _DyMatrix(xp, g, dt, "mf" if strategy == ROWS else "fm", scratch=scratch)
         if strategy == ROWS:
             # Taps' weights packed as (kh, kw, G, Fg, Cg): each GEMM operand is contiguous.
-            self._wt = xp.empty((kh, kw, G, Fg, Cg), dtype=dt)
-            self._tmp = xp.empty((g.M, g.C), dtype=dt)
+            self._wt = alloc((kh, kw, G, Fg, Cg), dt)
+            self._tmp = alloc((g.M, g.C), dt)
             self._tmp4 = self._tmp.reshape(g.N, oh, ow, g.C)
             self._tmp_outs = [self._tmp[:, k * Cg:(k + 1) * Cg] for k in range(G)]
             self._taps = [self._dxpad[:, a, b, :] for i, j in win.taps() for a, b in [win.tap(i, j)]]
         else:
-            self._w = _WeightMatrix(xp, g, dt, "NCHW")  # (F, Kg), K ordered (Cg, kh, kw)
-            self._dcol = xp.empty((G, g.Kg, g.M), dtype=dt)
+            self._w = _WeightMatrix(xp, g, dt, "NCHW", scratch=scratch)  # (F, Kg), K ordered (Cg, kh, kw)
+            self._dcol = alloc((G, g.Kg, g.M), dt)
             dcol6 = self._dcol.reshape(g.C, kh, kw, g.N, oh, ow)
             self._col2im = [
                 (self._dxpad[:, :, a, b], dcol6[:, i, j].transpose(1, 0, 2, 3))

@@ -10,11 +10,11 @@ buffer; the data gradient writes into the strided positions of a dx whose other 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
-from flowjob_ops.kernels.conv import ConvGeometry
+from flowjob_ops.kernels.conv import Alloc, ConvGeometry, allocator
 
 
 def applicable(geom: ConvGeometry) -> bool:
@@ -26,13 +26,15 @@ def applicable(geom: ConvGeometry) -> bool:
 
 class _Pixels:
     """x (N, C, H, W) as the (N, C, P) stack of matrices the products read: a view when the
-    stride is 1, else the strided pixels gathered into a buffer of this kernel's own."""
+    stride is 1, else the strided pixels gathered into a buffer (``alloc``'s when given)."""
 
-    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any) -> None:
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, alloc: Optional[Alloc] = None) -> None:
         oh, ow = geom.window.out_hw
         self.strides = geom.window.strides
         self.shape = (geom.N, geom.C, oh * ow)
-        self._gathered = None if self.strides == (1, 1) else xp.empty((geom.N, geom.C, oh, ow), dtype=dtype)
+        self._gathered = None
+        if self.strides != (1, 1):
+            self._gathered = allocator(xp, alloc)((geom.N, geom.C, oh, ow), np.dtype(dtype))
 
     def __call__(self, x: Any) -> Any:
         if self._gathered is None:
@@ -44,13 +46,16 @@ class _Pixels:
 
 
 class PointwiseForward:
-    """y = conv2d(x, w) (+ bias, then ReLU, for ``conv2d_bias``): one batched product into y."""
+    """y = conv2d(x, w) (+ bias, then ReLU, for ``conv2d_bias``): one batched product into y.
 
-    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, *, bias: bool = False, relu: bool = False) -> None:
+    ``out``: y's buffer (a plan's planned output), else the kernel's own; ``scratch``: see ``Alloc``."""
+
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, *, bias: bool = False, relu: bool = False,
+                 out: Any = None, scratch: Optional[Alloc] = None) -> None:
         self.xp, self.geom = xp, geom
         self.bias, self.relu = bias, relu
-        self._pixels = _Pixels(xp, geom, dtype)
-        self._y = xp.empty(geom.y_shape, dtype=np.dtype(dtype))
+        self._pixels = _Pixels(xp, geom, dtype, scratch)
+        self._y = out if out is not None else xp.empty(geom.y_shape, dtype=np.dtype(dtype))
         self._y3 = self._y.reshape(geom.N, geom.F, -1)
 
     def __call__(self, x: Any, w: Any, b: Any = None) -> Any:
@@ -64,17 +69,24 @@ class PointwiseForward:
 
 
 class PointwiseBackwardData:
-    """dx = W.T @ dy per image, written into dx's (strided) pixels."""
+    """dx = W.T @ dy per image, written into dx's (strided) pixels.
 
-    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any) -> None:
+    ``out``: dx's buffer for stride 1, where the product writes every pixel (with a stride the
+    pixels no window reads must stay zero, so dx is the kernel's own); ``scratch``: see ``Alloc``."""
+
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, *, out: Any = None,
+                 scratch: Optional[Alloc] = None) -> None:
         self.xp, self.geom = xp, geom
         oh, ow = geom.window.out_hw
-        self._dx = xp.zeros(geom.x_shape, dtype=np.dtype(dtype))  # pixels no window reads stay zero
         sh, sw = geom.window.strides
+        if (sh, sw) == (1, 1) and out is not None:
+            self._dx = out
+        else:
+            self._dx = xp.zeros(geom.x_shape, dtype=np.dtype(dtype))  # pixels no window reads stay zero
         if (sh, sw) == (1, 1):
             self._products, self._place = self._dx.reshape(geom.N, geom.C, -1), None
         else:
-            self._products = xp.empty((geom.N, geom.C, oh * ow), dtype=np.dtype(dtype))
+            self._products = allocator(xp, scratch)((geom.N, geom.C, oh * ow), np.dtype(dtype))
             self._place = (self._dx[:, :, : (oh - 1) * sh + 1: sh, : (ow - 1) * sw + 1: sw],
                            self._products.reshape(geom.N, geom.C, oh, ow))
 
@@ -88,14 +100,18 @@ class PointwiseBackwardData:
 
 
 class PointwiseBackwardFilter:
-    """dW = sum over images of dy[n] @ x[n].T, accumulated image by image (no (N, F, C) stack)."""
+    """dW = sum over images of dy[n] @ x[n].T, accumulated image by image (no (N, F, C) stack).
 
-    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any) -> None:
+    ``out``: dW's buffer, else the kernel's own; ``scratch``: see ``Alloc``."""
+
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, *, out: Any = None,
+                 scratch: Optional[Alloc] = None) -> None:
         self.xp, self.geom = xp, geom
-        self._pixels = _Pixels(xp, geom, dtype)
-        self._dw = xp.empty(geom.w_shape, dtype=np.dtype(dtype))
+        alloc = allocator(xp, scratch)
+        self._pixels = _Pixels(xp, geom, dtype, alloc)
+        self._dw = out if out is not None else xp.empty(geom.w_shape, dtype=np.dtype(dtype))
         self._dw2 = self._dw.reshape(geom.F, geom.C)
-        self._term = xp.empty((geom.F, geom.C), dtype=np.dtype(dtype))
+        self._term = alloc((geom.F, geom.C), np.dtype(dtype))
 
     def __call__(self, x: Any, dy: Any) -> Any:
         xp, g = self.xp, self.geom
