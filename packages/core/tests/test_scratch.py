@@ -1,5 +1,5 @@
 # no "from __future__ import annotations": the job signatures below use local names
-"""KernelContext.scratch: temporaries lent by one pool per plan, by size class and request rank."""
+"""KernelContext.scratch: temporaries lent by one pool per plan, a node's requests never overlapping."""
 import types
 from typing import Any
 
@@ -8,7 +8,7 @@ import pytest
 
 from flowjob_core import JobFunction, OpDef, Session, apply, hookimpl, make_plugin_manager
 from flowjob_core.opdef import KernelContext
-from flowjob_core.scratch import ScratchPool, size_class
+from flowjob_core.scratch import SLACK, ScratchPool, size_class
 
 SEEN: list[tuple[str, list[Any]]] = []  # (node, its scratch arrays), as the kernels were built
 
@@ -90,9 +90,9 @@ def test_distinct_within_a_node_shared_across_nodes(scratch_session, toy):
         assert len(set(bases)) == 3  # a node's requests never overlap
     first = [id(_base(a)) for a in SEEN[0][1]]
     for _, arrays in SEEN[1:]:
-        assert [id(_base(a)) for a in arrays] == first  # every node gets the same buffers by rank
+        assert [id(_base(a)) for a in arrays] == first  # every node gets the same buffers
     pool = fn.plan().arena.scratch
-    # two float32 (4, 5) arrays share a class (80 bytes -> 256): two buffers; the bool array the third
+    # three requests of at most 80 bytes: three buffers of the smallest class, lent to every node
     assert pool.allocated_bytes == 3 * size_class(80)
 
 
@@ -120,15 +120,22 @@ def test_outside_a_plan_scratch_is_private():
     assert a.dtype == np.float32 and not np.shares_memory(a, b)
 
 
-def test_pool_ranks_and_size_classes():
+def test_pool_lends_the_smallest_fitting_buffer_a_node_does_not_hold():
     pool = ScratchPool(np)
     one, two = pool.requests(), pool.requests()
     a1, b1 = one.take((1000,), np.float32), one.take((1000,), np.int32)
-    a2, b2 = two.take((1000,), np.float32), two.take((999,), np.float32)  # 3996 bytes: the same class
+    a2, b2 = two.take((1000,), np.float32), two.take((999,), np.float32)
     assert _base(a1) is _base(a2) and _base(b1) is _base(b2) and _base(a1) is not _base(b1)
-    c = two.take((2, 0), np.float32)
+    c = two.take((2, 0), np.float32)  # 0 bytes: the 4096-byte buffers are more than SLACK times too big
     assert c.shape == (2, 0)
     assert pool.allocated_bytes == 2 * size_class(4000) + size_class(0)
+    three = pool.requests()
+    smaller = three.take((750,), np.float32)  # 3000 bytes: a 4096-byte buffer is close enough
+    assert _base(smaller) is _base(a1)
+    far = three.take((150,), np.float32)  # 600 bytes: more than SLACK times smaller than 4096, larger than 256
+    assert not any(_base(far) is _base(x) for x in (a1, b1, c))
+    assert pool.allocated_bytes == 2 * size_class(4000) + size_class(0) + size_class(600)
+    assert SLACK * 600 < size_class(4000)
 
 
 @pytest.mark.parametrize("nbytes", [1, 256, 257, 1000, 4096, 4097, 5000, 10**6, 3 * 2**20 + 1])

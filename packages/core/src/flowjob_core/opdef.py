@@ -189,10 +189,10 @@ class KernelContext:
         view of it, or read it in a later call.
 
         Within a plan the memory is lent by the plan's pool (``flowjob_core.scratch``), shared by
-        all its nodes, which run one at a time: a node's k-th request of a size class (the byte
-        size rounded up by at most a quarter) gets the pool's k-th buffer of that class. So an
-        array is distinct from this node's other scratch arrays, its inputs and its outputs, and
-        the plan holds per class only as much as its most demanding node asks for. Outside a
+        all its nodes, which run one at a time: a request gets the smallest pool buffer that this
+        node does not hold yet and that fits it (up to ``scratch.SLACK`` times its size), else a
+        new one. So an array is distinct from this node's other scratch arrays, its inputs and
+        its outputs, and the plan holds about what its most demanding nodes ask for. Outside a
         plan (eager kernels) the array is private, as ``workspace``'s.
         """
         if self._scratch is None:
