@@ -216,6 +216,7 @@ def test_a_reader_with_a_traced_shape_is_refused_naming_job_op_and_line():
         broadcasts(np.ones(4, np.float32))
     text = str(info.value)
     assert "job 'broadcasts'" in text and "'found'" in text and "test_argwhere_legacy.py" in text
+    assert "(broadcast_to)" in text and "fixed when the job was traced" in text
 
     @flow.global_function()
     def still_fine(x: tp.Numpy.Placeholder((4,))) -> tp.Numpy:

@@ -181,6 +181,15 @@ def test_static_shape_ops_and_static_reshapes_are_refused_clearly():
                                                 r"write the shape with -1"):
         job([_data(1, 3)])
 
+    @flow.global_function(function_config=_mirrored())
+    def widen(x: tp.ListNumpy.Placeholder((4, 1))) -> tp.ListNumpy:
+        return flow.broadcast_like(x, flow.zeros((4, 3)), broadcast_axes=(1,), name="widened")
+
+    np.testing.assert_array_equal(widen([np.ones((4, 1), np.float32)])[0], np.ones((4, 3)))
+    # a (1, 1) feed would broadcast back to the traced 4 rows: refused, naming the op
+    with pytest.raises(DynamicShapeError, match=r"op 'widened' \(broadcast_to\).*\['x'\].*fixed at trace time"):
+        widen([np.ones((1, 1), np.float32)])
+
 
 def test_reshape_realignment():
     assert reshaped((8, 3, 4), (5, 3, 4), (8, 12), "w") == (5, 12)

@@ -21,3 +21,10 @@ def test_mirrored_results_hold_every_device_of_every_rank_in_rank_order(tmp_path
     want = np.stack([np.full((3, 2), 2.0 * (10 * r + d), np.float32) for r in range(2) for d in range(2)])
     for r in range(2):
         np.testing.assert_array_equal(np.load(tmp_path / f"rank{r}.npy"), want)
+
+
+def test_an_op_with_a_traced_target_shape_is_refused_on_every_rank_naming_it(tmp_path):
+    result = ok(ranks(2, "fixed_shape.py", timeout=60))
+    for r in (0, 1):
+        assert f"rank {r} refused: " in result.stderr and f"rank {r} still usable" in result.stderr
+    assert "op 'widened' (broadcast_to)" in result.stderr and "cannot follow a rank's rows" in result.stderr

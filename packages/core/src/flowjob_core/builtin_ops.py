@@ -133,7 +133,8 @@ def _unbroadcast_grad(ctx: Any) -> list[Any]:
 
 
 UNBROADCAST = OpDef("unbroadcast", _unbroadcast_infer, kernel=_unbroadcast_kernel, grad=_unbroadcast_grad,
-                    name_prefix="Unbroadcast", doc="Sums a broadcast gradient back to its input's shape.")
+                    name_prefix="Unbroadcast", fixed_shape=True,
+                    doc="Sums a broadcast gradient back to its input's shape.")
 
 
 def _broadcast_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -162,7 +163,7 @@ def _broadcast_grad(ctx: Any) -> list[Any]:
 
 
 BROADCAST_TO = OpDef("broadcast_to", _broadcast_infer, kernel=_broadcast_kernel, grad=_broadcast_grad,
-                     name_prefix="BroadcastTo", doc="Broadcasts to a fixed shape.")
+                     name_prefix="BroadcastTo", fixed_shape=True, doc="Broadcasts to a fixed shape.")
 
 
 def _scalar_mul_grad(ctx: Any) -> list[Any]:

@@ -37,9 +37,6 @@ if TYPE_CHECKING:
     from flowjob_core.registry import Registries
     from flowjob_core.variables import VariableStore
 
-# ops whose attrs hold a shape taken from the traced (declared) shapes: a smaller input would be
-# silently broadcast back to the declared size instead of following the fed size
-STATIC_SHAPE_OPS = frozenset({"broadcast_to", "unbroadcast"})
 MAX_SPECIALISED = 64  # actual-shape keys kept per job (oldest dropped first)
 
 Step = Callable[[list[Any]], tuple[tuple[Any, ...], tuple[Any, ...]]]
@@ -166,7 +163,7 @@ def specialise(plan: Plan, shapes: Sequence[tuple[int, ...]], registries: "Regis
         ins = tuple(specs[i] for i in node.inputs)
         where = (f"job {job.name!r}, op {node.name!r} ({node.op}) at {node.source}, fed from dynamic "
                  f"placeholder(s) {sorted(reached)} with shapes {[s.shape for s in ins]}")
-        if node.op in STATIC_SHAPE_OPS:
+        if ops[node.op].fixed_shape:
             raise DynamicShapeError(f"{where}: the op's target shape {node.attrs.get('shape')} was fixed at "
                                     f"trace time, so it cannot take a dynamic blob; feed the declared shape")
         attrs = node.attrs

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from flowjob_core.dynamic import MAX_SPECIALISED, STATIC_SHAPE_OPS, DynamicShapeError, SpecialisedArena, reshaped
+from flowjob_core.dynamic import MAX_SPECIALISED, DynamicShapeError, SpecialisedArena, reshaped
 from flowjob_core.ir import BlobSpec, Job, Node
 from flowjob_core.opdef import KernelBuilder, KernelContext
 
@@ -48,7 +48,7 @@ class Followers:
             src = next((origin[i] for i in node.inputs if i in origin), None)
             if src is not None:
                 self.source[id(node)] = src
-                if node.op in STATIC_SHAPE_OPS:
+                if node.op != "input" and ops[node.op].fixed_shape:
                     raise DynamicShapeError(
                         f"{self._where(node, src)}: the op's target shape {node.attrs.get('shape')} was fixed "
                         f"when the job was traced, so it cannot take the rows the data decide")

@@ -105,6 +105,10 @@ class OpDef:
     into a fixed shape, a segment sum into ``num_segments`` rows): data-dependent rows stop there
     unless they come through one of these input positions (tensor_scatter_nd_*: the params, 0).
     None (the default): the output follows its inputs' rows.
+    ``fixed_shape``: the attribute ``shape`` holds a target shape taken from the traced shapes
+    (broadcast_to, unbroadcast): the op cannot follow inputs whose rows differ from the traced
+    ones (a dynamic placeholder fed fewer rows, a rank's share of the batch), which would be
+    broadcast back to the traced size instead, so those paths refuse it naming the op.
     ``input_names`` / ``attr_names``: the argument names ``flow.user_op_builder`` accepts
     (``.Input("x", [blob])``, ``.Attr("beta", 1.0)``): inputs are placed in ``input_names``
     order, and a name not listed is an error naming the op. None (the default): inputs are
@@ -125,6 +129,7 @@ class OpDef:
     elementwise: Elementwise | None = None
     dynamic_extent: bool = False
     traced_shape_from: tuple[int, ...] | None = None
+    fixed_shape: bool = False
     input_names: tuple[str, ...] | None = None
     attr_names: tuple[str, ...] | None = None
 

@@ -35,9 +35,6 @@ LINEAR = frozenset({"return", "identity", "scalar_mul", "scalar_div", "reshape",
 # of those, ops that may also add a value the same on every rank: right for an average (the rank
 # weights sum to one), wrong for a sum (it would be added once per rank)
 AFFINE = frozenset({"add", "subtract", "add_n"})
-# ops whose attributes hold a traced shape that cannot follow a rank's rows
-FIXED_SHAPE = frozenset({"broadcast_to", "unbroadcast"})
-
 
 @dataclass(frozen=True)
 class Form:
@@ -129,7 +126,7 @@ def _infer_again(job: Job, ctx: Any, global_specs: dict[str, BlobSpec], splits: 
         ins = tuple(job.specs[x] for x in node.inputs)
         where = (f"global function {job.name!r}, op {node.name!r} ({node.op}) at {node.source}, computing this "
                  f"rank's rows with input shapes {[s.shape for s in ins]}")
-        if node.op in FIXED_SHAPE:
+        if ops[node.op].fixed_shape:  # its traced target shape cannot follow other rows
             raise MpiError(f"{where}: its target shape {node.attrs.get('shape')} was fixed when the job was traced "
                            f"for the global batch, so it cannot follow a rank's rows")
         attrs = node.attrs

@@ -19,9 +19,6 @@ from flowjob_core.ir import Job
 
 from flowjob_mpi.world import MpiError, World
 
-# ops whose attributes hold a traced shape: right for the rank's rows, but with no global counterpart to infer
-FIXED_SHAPE = frozenset({"broadcast_to", "unbroadcast"})
-
 
 def shard_readers(w: World) -> None:
     """Make flowjob-ofrecord's readers traced from now on read rank ``w.rank``'s share (if it is installed)."""
@@ -64,7 +61,7 @@ def infer_global(job: Job, ctx: Any, global_specs: dict[str, BlobSpec], sources:
         ins = tuple(global_specs[x] for x in node.inputs)
         where = (f"global function {job.name!r}, op {node.name!r} ({node.op}) at {node.source}, reading the records "
                  f"every rank reads (global input shapes {[s.shape for s in ins]})")
-        if node.op in FIXED_SHAPE:
+        if ops[node.op].fixed_shape:  # its traced target shape cannot follow other rows
             raise MpiError(f"{where}: its target shape {node.attrs.get('shape')} was fixed when the job was traced "
                            f"for this rank's records, so the global value it stands for is unknown")
         attrs = node.attrs
