@@ -122,6 +122,9 @@ class Reader:
             raise OFRecordError(f"{config.op}: the part files {[str(p) for p in parts]} hold no record")
         self._finalizer = weakref.finalize(self, self._stop.set)
         self._finalizer.atexit = False  # at exit _close_all stops it, once the sessions finished their steps
+        if not _LIVE_EXIT_HOOK:  # registered with the first reader, not at import
+            atexit.register(_close_all)
+            _LIVE_EXIT_HOOK.append(_close_all)
         _LIVE.add(self)
 
     def add_decoder(self, key: str, decoder: Decoder) -> None:
@@ -165,13 +168,13 @@ class Reader:
 
 
 _LIVE: "weakref.WeakSet[Reader]" = weakref.WeakSet()
+_LIVE_EXIT_HOOK: list = []  # _close_all once it is registered with atexit
 
 
-@atexit.register
 def _close_all() -> None:
-    # atexit runs this before flowjob-core's handler that finishes the sessions (registered earlier, and
-    # handlers run last-registered first): steps a program launched asynchronously (async_get) just before
-    # it ended still read from these readers, so the sessions finish them first
+    # steps a program launched asynchronously (async_get) just before it ended still read from these
+    # readers, so the sessions finish them first (flowjob-core's own exit handler, which would do so,
+    # may run after this one: handlers run last-registered first)
     from flowjob_core.session import finish_all_sessions
 
     finish_all_sessions()
