@@ -75,3 +75,20 @@ def test_backends_split_serially_unless_they_say_otherwise():
     parts: list[tuple[int, int]] = []
     make_backend().parallel(lambda a, b: parts.append((a, b)), 1)
     assert parts == [(0, 1)]
+
+
+def test_the_other_threads_run_under_the_callers_numpy_error_state(monkeypatch):
+    import numpy as np
+
+    host = _threads(monkeypatch, 2)
+    seen: list[dict] = []
+    lock = threading.Lock()
+
+    def body(start: int, stop: int) -> None:
+        with lock:
+            seen.append(np.geterr())
+
+    with np.errstate(invalid="raise", divide="ignore"):
+        host.split(body, 2)
+    assert len(seen) == 2
+    assert all(state["invalid"] == "raise" and state["divide"] == "ignore" for state in seen)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from flowjob_core.backends.host_threads import HostThreads
 from flowjob_core.testing.modules import sibling
 
 try:
@@ -125,9 +126,11 @@ def _tiling(kernel: Any) -> Any:
 TILED_OF = {reference.MaxPool2d: tiled.TiledMaxPool2d, reference.MaxPool2dBackward: tiled.TiledMaxPool2dBackward}
 
 
-def _kernels(cls: type, *args: Any, block_bytes: int | None = tiled.BLOCK_BYTES, **kwargs: Any) -> tuple[Any, Any]:
-    """(the cpu override's kernel, the reference kernel) of reference class ``cls``."""
-    return TILED_OF[cls](np, *args, block_bytes=block_bytes, **kwargs), cls(np, *args, **kwargs)
+def _kernels(cls: type, *args: Any, block_bytes: int | None = tiled.BLOCK_BYTES, planes: dict | None = None,
+             **kwargs: Any) -> tuple[Any, Any]:
+    """(the cpu override's kernel, the reference kernel) of reference class ``cls``; ``planes``: the
+    override's ``plane_block_bytes`` and ``parallel``."""
+    return TILED_OF[cls](np, *args, block_bytes=block_bytes, **(planes or {}), **kwargs), cls(np, *args, **kwargs)
 
 
 @pytest.fixture(params=[tiled.BLOCK_BYTES, 1], ids=["one-block", "small-blocks"])
@@ -138,25 +141,26 @@ def block_bytes(request: pytest.FixtureRequest) -> int:
 
 
 def _check_all(geometry: tuple, fmt: str, dtype: Any, kind: str, *, tiled_path: bool,
-               block_bytes: int = tiled.BLOCK_BYTES) -> None:
+               block_bytes: int = tiled.BLOCK_BYTES, planes: dict | None = None) -> None:
     ksize, strides, padding, h, w = geometry
     rng = _rng(geometry, fmt, np.dtype(dtype).name, kind)
     shape = _shape(fmt, 3, 2, h, w)
     args = (shape, dtype, ksize, strides, padding, fmt)
     x = _data(kind, shape, dtype, rng)
 
-    fast, slow = _kernels(reference.MaxPool2d, *args, block_bytes=block_bytes)
+    fast, slow = _kernels(reference.MaxPool2d, *args, block_bytes=block_bytes, planes=planes)
     assert fast._tiled == tiled_path
     y = fast(x).copy()
     _assert_same(y, slow(x))
     dy = _dy(kind, y.shape, dtype, rng)
 
-    fast, slow = _kernels(reference.MaxPool2dBackward, *args, block_bytes=block_bytes)
+    fast, slow = _kernels(reference.MaxPool2dBackward, *args, block_bytes=block_bytes, planes=planes)
     assert fast._tiled == tiled_path
     with np.errstate(invalid="ignore"):
         _assert_same(fast(x, y, dy), slow(x, y, dy))
+        _assert_same(fast(x, y, dy), slow(x, y, dy))  # again: the zeroed accumulator, the padding border
 
-    fast, slow = _kernels(reference.MaxPool2dBackward, *args, relu=True, block_bytes=block_bytes)
+    fast, slow = _kernels(reference.MaxPool2dBackward, *args, relu=True, block_bytes=block_bytes, planes=planes)
     plain = reference.MaxPool2dBackward(np, *args)
     with np.errstate(invalid="ignore"):
         got = fast(x, y, dy).copy()
@@ -179,12 +183,30 @@ def test_tiled_path_matches_the_reference(geometry: tuple, fmt: str, dtype: Any,
     _check_all(geometry, fmt, dtype, kind, tiled_path=True, block_bytes=block_bytes)
 
 
+def _reversed_split(body: Any, count: int) -> None:
+    """A ``Backend.parallel`` that runs the blocks one at a time, last first."""
+    for i in reversed(range(count)):
+        body(i, i + 1)
+
+
+# the tap-by-tap path's blocks of planes: one block; one plane (NCHW) or image (NHWC) per block, in
+# reverse order; and on two host threads
+PLANES = {"one-block": {}, "per-plane-reversed": {"plane_block_bytes": 1, "parallel": _reversed_split},
+          "per-plane-threads": {"plane_block_bytes": 1, "parallel": HostThreads().split}}
+
+
+@pytest.mark.parametrize("planes", PLANES.values(), ids=PLANES.keys())
 @pytest.mark.parametrize("kind", ["ties", "special"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("geometry", GENERIC, ids=str)
-def test_shapes_without_tiling_keep_the_reference_path(geometry: tuple, fmt: str, dtype: Any, kind: str) -> None:
-    _check_all(geometry, fmt, dtype, kind, tiled_path=False)
+def test_shapes_without_tiling_match_the_reference_in_blocks_of_planes(geometry: tuple, fmt: str, dtype: Any,
+                                                                      kind: str, planes: dict) -> None:
+    _check_all(geometry, fmt, dtype, kind, tiled_path=False, planes=planes)
+    if planes:
+        kernel = tiled.TiledMaxPool2dBackward(np, _shape(fmt, 3, 2, *geometry[3:]), dtype, *geometry[:3], fmt,
+                                              **planes)
+        assert len(kernel._planes.blocks) == (6 if fmt == "NCHW" else 3)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -15,6 +15,8 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
+import numpy as np
+
 from flowjob_core.errors import ConfigError
 from flowjob_core.switches import current
 
@@ -45,7 +47,8 @@ def host_thread_count() -> int:
 
 class HostThreads:
     """``split(body, count)`` runs ``body(start, stop)`` over contiguous parts of ``range(count)``,
-    one per thread, the first part on the calling thread; the first exception raised is re-raised."""
+    one per thread, the first part on the calling thread; the first exception raised is re-raised.
+    The other threads run under the caller's numpy error state (``np.errstate`` is per thread)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -71,7 +74,14 @@ class HostThreads:
             return
         bounds = [count * i // parts for i in range(parts + 1)]
         pool = self._executor()
-        futures: list[Future[None]] = [pool.submit(body, bounds[i], bounds[i + 1]) for i in range(1, parts)]
+        errors_as = np.geterr()
+
+        def under_callers_errstate(start: int, stop: int) -> None:
+            with np.errstate(**errors_as):
+                body(start, stop)
+
+        futures: list[Future[None]] = [pool.submit(under_callers_errstate, bounds[i], bounds[i + 1])
+                                       for i in range(1, parts)]
         try:
             body(bounds[0], bounds[1])
         finally:

@@ -33,11 +33,17 @@ once, along memory:
   gradient, dy * 0, is the same wherever it goes.  dx's layout: see
   ``TiledMaxPool2dBackward``.
 
-Elsewhere (overlapping windows, gaps, global pooling) they run the reference path.
+Elsewhere (overlapping windows such as ResNet's 3x3 / stride 2, gaps) they run the reference
+algorithm tap by tap, but block by block of whole planes (``_Planes``: ranges of N and C for NCHW,
+of N for NHWC), so that a block's padded input, temporaries and gradient stay in cache through all
+kh*kw taps, and the blocks are shared out over the backend's host threads (``Backend.parallel``;
+blocks never share an element). Same operations per element in the same order: bit for bit the
+reference. Global pooling keeps the reference's one reduction.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import threading
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -51,6 +57,50 @@ from flowjob_ops.kernels.pool import MaxPool2d, MaxPool2dBackward, PaddedGrad
 # temporaries stay in the core's cache (2 MiB L2 here) and only x, y, dy and dx travel to memory;
 # every block costs ~10-15 ufunc calls of Python overhead.
 BLOCK_BYTES = 1 << 19
+# the tap-by-tap path's blocks of whole planes: its per-block cost is some 5 ufunc calls per tap
+PLANE_BLOCK_BYTES = 1 << 20
+Parallel = Callable[[Callable[[int, int], None], int], None]
+
+
+class _Planes:
+    """Index tuples of whole planes (axes N and C for NCHW, N for NHWC) whose padded input holds about
+    ``block_bytes``; ``each(body)`` runs ``body(index)`` on every block, over ``parallel`` if given."""
+
+    def __init__(self, pool: Any, block_bytes: int | None, parallel: Parallel | None):
+        n, *rest = pool.padded_shape
+        nchw = pool.data_format == "NCHW"
+        c = rest[0] if nchw else 1
+        plane = int(np.prod(pool.padded_shape[2:] if nchw else pool.padded_shape[1:])) * pool.dtype.itemsize
+        per = max(1, (block_bytes or n * c * plane) // max(plane, 1))  # planes per block
+        blocks: list[tuple[slice, ...]] = []
+        if per >= c:  # whole images per block
+            step = per // c
+            blocks = [(slice(i, min(i + step, n)),) for i in range(0, n, step)]
+        else:
+            blocks = [(slice(i, i + 1), slice(j, min(j + per, c))) for i in range(n) for j in range(0, c, per)]
+        self.blocks = blocks
+        self._parallel = parallel if parallel is not None and len(blocks) > 1 else None
+        self._local: dict[tuple[Any, int], Any] = {}
+
+    def each(self, body: Callable[[tuple[slice, ...]], None]) -> None:
+        blocks = self.blocks
+
+        def run(lo: int, hi: int) -> None:
+            for index in blocks[lo:hi]:
+                body(index)
+
+        if self._parallel is None:
+            run(0, len(blocks))
+        else:
+            self._parallel(run, len(blocks))
+
+    def scratch(self, xp: Any, name: str, shape: tuple[int, ...], dtype: Any) -> Any:
+        """The calling thread's own buffer ``name`` of this shape (blocks run on several threads)."""
+        key = ((name, shape), threading.get_ident())
+        buf = self._local.get(key)
+        if buf is None:
+            buf = self._local[key] = xp.empty(shape, dtype=dtype)
+        return buf
 
 
 def _c_contiguous(a: Any) -> bool:
@@ -239,18 +289,39 @@ class TiledMaxPool2d(MaxPool2d):
         data_format: str = "NCHW",
         *,
         block_bytes: int | None = BLOCK_BYTES,
+        plane_block_bytes: int | None = PLANE_BLOCK_BYTES,
+        parallel: Parallel | None = None,
     ):
         super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
         self.block_bytes = block_bytes
         self._tiled = not self._global and _Tiling.applies(self)
         self._layouts: dict[tuple[int, ...], tuple[_Tiling, Any]] = {}  # by the input's strides
+        self._planes = _Planes(self, plane_block_bytes, parallel)
 
     def __call__(self, x: Any) -> Any:
         """Return y (the kernel's own buffer, overwritten by the next call)."""
-        if not self._tiled:
+        if self._tiled:
+            self._tiled_max(self._src(x))
+            return self._y
+        if self._global or len(self._tap_idx) == 1:
             return super().__call__(x)
-        self._tiled_max(self._src(x))
+        self._check("pooling input x", x, self.x_shape)
+        self._planes.each(lambda index: self._max_block(x, index))
         return self._y
+
+    def _max_block(self, x: Any, index: tuple[slice, ...]) -> None:
+        """The reference's tap-by-tap maximum on one block of planes (padded first, while cached)."""
+        xp, pad = self.xp, self._src
+        if pad._buf is None:
+            src = x[index]
+        else:
+            pad._inner[index] = x[index]
+            src = pad._buf[index]
+        y = self._y[index]
+        taps = [src[idx] for idx in self._tap_idx]
+        xp.maximum(taps[0], taps[1], out=y)
+        for t in taps[2:]:
+            xp.maximum(y, t, out=y)
 
     def _layout(self, src: Any) -> tuple[_Tiling, dict]:
         key = tuple(src.strides)
@@ -320,8 +391,11 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
         relu: bool = False,
         grad_layout: str = "data_format",
         block_bytes: int | None = BLOCK_BYTES,
+        plane_block_bytes: int | None = PLANE_BLOCK_BYTES,
+        parallel: Parallel | None = None,
     ):
         super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format, relu=relu)
+        self._planes = _Planes(self, plane_block_bytes, parallel)
         if grad_layout not in ("data_format", "input"):
             raise ValueError(f"grad_layout must be 'data_format' or 'input', got {grad_layout!r}")
         self.block_bytes = block_bytes
@@ -336,7 +410,11 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
     def __call__(self, x: Any, y: Any, dy: Any) -> Any:
         """Return dx (the kernel's own buffer, overwritten by the next call)."""
         if not self._tiled:
-            return super().__call__(x, y, dy)
+            self._check("max-pool output y", y, self.out_shape)
+            self._check("max-pool output gradient dy", dy, self.out_shape)
+            self._check("pooling input x", x, self.x_shape)
+            self._planes.each(lambda index: self._grad_block(x, y, dy, index))
+            return self._grad._dx
         self._check("max-pool output y", y, self.out_shape)
         self._check("max-pool output gradient dy", dy, self.out_shape)
         src = self._src(x)
@@ -345,6 +423,48 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
             return self._tap_by_tap(src, y, dy)
         self._tiled_grad(*layout, src, y, dy)
         return self._grad.finish()
+
+    def _grad_block(self, x: Any, y: Any, dy: Any, index: tuple[slice, ...]) -> None:
+        """The reference's tap by tap gradient (``_tap_by_tap``) on one block of planes: x padded,
+        the gradient zeroed, accumulated and unpadded block by block, while cached."""
+        xp, pad, grad, planes = self.xp, self._src, self._grad, self._planes
+        if pad._buf is None:
+            src = x[index]
+        else:
+            pad._inner[index] = x[index]
+            src = pad._buf[index]
+        y, dy = y[index], dy[index]
+        shape = tuple(y.shape)
+        if self.relu:
+            mask = planes.scratch(xp, "mask", shape, bool)
+            masked = planes.scratch(xp, "masked", shape, self.dtype)
+            xp.greater(y, 0, out=mask)
+            xp.multiply(dy, mask, out=masked)
+            dy = masked
+        hit = planes.scratch(xp, "hit", shape, bool)
+        free = planes.scratch(xp, "free", shape, bool)
+        tmp = planes.scratch(xp, "tmp", shape, self.dtype)
+        overwrite = self.window.non_overlapping
+        if not self.window.tiles:
+            grad.buf[index].fill(0)
+        last = len(self._tap_idx) - 1
+        for k, (idx, dst) in enumerate(zip(self._tap_idx, self._dst)):
+            dst = dst[index]
+            xp.equal(src[idx], y, out=hit)
+            if k == 0:
+                if last:
+                    xp.logical_not(hit, out=free)
+            else:
+                xp.logical_and(hit, free, out=hit)
+                if k < last:
+                    xp.logical_xor(free, hit, out=free)  # free &= ~hit (hit is a subset)
+            if overwrite:
+                xp.multiply(dy, hit, out=dst)
+            else:
+                xp.multiply(dy, hit, out=tmp)
+                xp.add(dst, tmp, out=dst)
+        if grad._inner is not None:
+            grad._dx[index] = grad._inner[index]
 
     def _layout(self, src: Any) -> tuple[_Tiling, dict] | None:
         """The tiling for x's layout, in dx's memory order; None when x's rows do not run along
@@ -470,14 +590,19 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
 # kernel builders of the op records (flowjob_ops.defs.pool) ---------------------------------------
 def max_pool_kernel(ctx: KernelContext) -> Any:
     x = ctx.inputs[0]
-    return TiledMaxPool2d(ctx.xp, x.shape, x.dtype, **pool_defs.kernel_options(ctx))
+    return TiledMaxPool2d(ctx.xp, x.shape, x.dtype, parallel=_parallel(ctx), **pool_defs.kernel_options(ctx))
 
 
 def max_pool_grad_kernel(ctx: KernelContext) -> Any:
     """max_pool2d_grad, and max_pool2d_relu_grad (the ReLU mask taken at the pooled size)."""
     x = ctx.inputs[0]
     relu = ctx.op == pool_defs.MAX_POOL2D_RELU_GRAD.name
-    return TiledMaxPool2dBackward(ctx.xp, x.shape, x.dtype, relu=relu, **pool_defs.kernel_options(ctx))
+    return TiledMaxPool2dBackward(ctx.xp, x.shape, x.dtype, relu=relu, parallel=_parallel(ctx),
+                                  **pool_defs.kernel_options(ctx))
+
+
+def _parallel(ctx: KernelContext) -> Parallel | None:
+    return getattr(ctx.backend, "parallel", None) if getattr(ctx.backend, "host_arrays", True) else None
 
 
 KERNEL_BUILDERS = {
