@@ -3,6 +3,7 @@ indices of a lower rank than batch_dims + 1, and asynchronous steps still readin
 program ends (run_pretraining.py launches every step with async_get and returns)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -79,3 +80,36 @@ def test_async_steps_pending_at_exit_still_read_their_batches(tmp_path: Path) ->
     assert [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("step")] == \
         [str(i) for i in range(6)], proc.stdout + proc.stderr[-3000:]
     assert "stopped" not in proc.stderr
+
+
+LARGE_KERNELS_AT_EXIT = textwrap.dedent("""
+    import numpy as np
+    import oneflow as flow
+    import oneflow.typing as tp
+
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((256, 1024))):
+        return flow.math.gelu(x)  # large enough to be split over the host threads
+
+    x = np.linspace(-3, 3, 256 * 1024, dtype=np.float32).reshape(256, 1024)
+    job(x).get()  # the host threads exist before the program ends
+
+    def report(step):
+        def callback(y):
+            print("step", step, float(y.numpy().sum()), flush=True)
+        return callback
+
+    for step in range(4):
+        job(x).async_get(report(step))
+    # steps still queued here run in the session's exit handler, after concurrent.futures stopped taking work
+""")
+
+
+def test_async_steps_with_threaded_kernels_pending_at_exit_finish(tmp_path: Path) -> None:
+    (tmp_path / "program.py").write_text(LARGE_KERNELS_AT_EXIT)
+    proc = subprocess.run([sys.executable, "program.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "FLOWJOB_HOST_THREADS": "2"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = [line.split() for line in proc.stdout.splitlines() if line.startswith("step")]
+    assert [s[1] for s in steps] == ["0", "1", "2", "3"], proc.stdout + proc.stderr[-3000:]
+    assert len({s[2] for s in steps}) == 1

@@ -92,3 +92,34 @@ def test_the_other_threads_run_under_the_callers_numpy_error_state(monkeypatch):
         host.split(body, 2)
     assert len(seen) == 2
     assert all(state["invalid"] == "raise" and state["divide"] == "ignore" for state in seen)
+
+
+EXIT_PROGRAM = """
+import atexit, os
+os.environ["FLOWJOB_HOST_THREADS"] = "2"
+from flowjob_core.backends.host_threads import HostThreads
+
+host = HostThreads()
+parts = []
+host.split(lambda a, b: parts.append((a, b)), 4)  # the pool exists before the program ends
+
+
+def at_exit():  # as a step launched with async_get and finished by the session's exit handler
+    done = []
+    host.split(lambda a, b: done.extend(range(a, b)), 6)
+    print("covered", sorted(done))
+
+
+atexit.register(at_exit)
+"""
+
+
+def test_a_split_at_interpreter_exit_runs_on_the_calling_thread(tmp_path):
+    import subprocess
+    import sys
+
+    program = tmp_path / "program.py"
+    program.write_text(EXIT_PROGRAM)
+    proc = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "covered [0, 1, 2, 3, 4, 5]" in proc.stdout, proc.stdout + proc.stderr

@@ -80,10 +80,19 @@ class HostThreads:
             with np.errstate(**errors_as):
                 body(start, stop)
 
-        futures: list[Future[None]] = [pool.submit(under_callers_errstate, bounds[i], bounds[i + 1])
-                                       for i in range(1, parts)]
+        futures: list[Future[None]] = []
+        here = [(bounds[0], bounds[1])]  # the parts run on the calling thread
+        for i in range(1, parts):
+            try:
+                futures.append(pool.submit(under_callers_errstate, bounds[i], bounds[i + 1]))
+            except RuntimeError:
+                # the interpreter is exiting (steps launched with async_get finish in an exit handler,
+                # after concurrent.futures stopped taking work): the rest runs here
+                here.append((bounds[i], bounds[parts]))
+                break
         try:
-            body(bounds[0], bounds[1])
+            for start, stop in here:
+                body(start, stop)
         finally:
             errors = [f.exception() for f in futures]
         for error in errors:
