@@ -67,6 +67,7 @@ def _train(shape, axis, dtype, fused, x, t, conv=False, relu=False):
     ((3, 5, 7), 1, np.float64),
     ((6, 4), -1, np.float32),             # dense: channels last, inner extent 1
     ((2, 9, 9, 3), 3, np.float32),        # NHWC
+    ((8, 32, 32, 64), 3, np.float32),     # NHWC, 524,288 values: blocks of rows over the host threads
 ])
 def test_fused_layer_matches_the_composed_graph(shape, axis, dtype):
     rng = np.random.default_rng(11)
@@ -115,6 +116,19 @@ def test_fused_layer_with_the_relu_folded_in(conv):
     y_fused, fused = _train(shape, 1, np.float32, True, x, t, conv=conv, relu=True)
     y_ref, ref = _train(shape, 1, np.float32, False, x, t, conv=conv, relu=True)
     assert (y_fused == 0).mean() > 0.2  # the ReLU did cut
+    np.testing.assert_allclose(y_fused, y_ref, rtol=2e-4, atol=2e-4)
+    for name in ("w", "bn-gamma", "bn-beta"):
+        np.testing.assert_allclose(fused[name], ref[name], rtol=2e-4, atol=2e-4, err_msg=name)
+
+
+def test_fused_layer_channels_last_with_the_relu_folded_in():
+    shape = (8, 32, 32, 64)  # NHWC: several blocks of rows, over the host threads
+    rng = np.random.default_rng(14)
+    x = rng.normal(size=shape).astype(np.float32)
+    t = rng.normal(size=shape).astype(np.float32)
+    y_fused, fused = _train(shape, 3, np.float32, True, x, t, relu=True)
+    y_ref, ref = _train(shape, 3, np.float32, False, x, t, relu=True)
+    assert (y_fused == 0).mean() > 0.2
     np.testing.assert_allclose(y_fused, y_ref, rtol=2e-4, atol=2e-4)
     for name in ("w", "bn-gamma", "bn-beta"):
         np.testing.assert_allclose(fused[name], ref[name], rtol=2e-4, atol=2e-4, err_msg=name)

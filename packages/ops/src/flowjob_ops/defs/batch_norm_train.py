@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -109,13 +110,26 @@ BLOCK_ITEMS = 1 << 18  # values per block: large enough that threads overlap wel
 PARALLEL_ITEMS = 1 << 17  # below this, splitting over host threads costs more than it saves
 
 
-class _Blocks:
-    """x's shape seen as (outer, channels, inner), cut into blocks of whole channel rows.
+@dataclass(frozen=True)
+class _Block:
+    """One block: ``at`` indexes the (outer, channels, inner) view of x (a 2-d block), ``chan`` the
+    per-channel coefficients in their broadcast form (``_Blocks.column``), ``part`` the partial sums."""
 
-    A block is (o, c0, c1): the rows x3[o, c0:c1], each ``inner`` long, with the per-channel
-    coefficients coef[c0:c1, None]. The elementwise passes run block by block, several ufunc
-    calls on one cached block, instead of each pass streaming the whole activation through
-    memory; the blocks are shared out over the backend's host threads (``Backend.parallel``).
+    at: tuple
+    chan: tuple
+    part: tuple
+    lead: int  # the block's first dimension
+
+
+class _Blocks:
+    """x's shape seen as (outer, channels, inner), cut into cache-sized blocks.
+
+    Channel rows (inner > 1, e.g. NCHW): a block is x3[o, c0:c1], whole rows each ``inner`` long,
+    with the per-channel coefficients coef[c0:c1, None]. Channels last (inner == 1: NHWC, or a
+    (batch, features) blob): a block is the rows x3[r0:r1, :, 0] of every channel, with coef[None, :];
+    rows of one channel would be single values there. The elementwise passes run block by block,
+    several ufunc calls on one cached block, instead of each pass streaming the whole activation
+    through memory; the blocks are shared out over the backend's host threads (``Backend.parallel``).
     Reductions accumulate in float32 at least (float16 blobs are widened block by block).
     """
 
@@ -125,22 +139,37 @@ class _Blocks:
         self.count = self.outer * self.inner
         self.dtype = dtype
         self.acc = dtype if dtype.itemsize >= 4 else np.dtype(np.float32)
-        per_block = max(1, min(self.channels, BLOCK_ITEMS // max(1, self.inner)))
-        if not getattr(ctx.backend, "host_arrays", True):
-            per_block = self.channels  # a device backend: fewer, larger launches, no cache to fit
-        self.blocks = [(o, c, min(c + per_block, self.channels))
-                       for o in range(self.outer) for c in range(0, self.channels, per_block)]
+        host = getattr(ctx.backend, "host_arrays", True)
+        outer, channels = self.outer, self.channels
+        self.channels_last = self.inner == 1
+        if self.channels_last:
+            per_block = max(1, min(outer, BLOCK_ITEMS // max(1, channels))) if host else max(outer, 1)
+            self.blocks = [_Block((slice(r, min(r + per_block, outer)), slice(None), 0), (slice(None),),
+                                  (k, slice(None)), min(r + per_block, outer) - r)
+                           for k, r in enumerate(range(0, outer, per_block))]
+            parts, self.block_width = len(self.blocks), channels
+        else:
+            per_block = max(1, min(channels, BLOCK_ITEMS // max(1, self.inner)))
+            if not host:
+                per_block = channels  # a device backend: fewer, larger launches, no cache to fit
+            ranges = [slice(c, min(c + per_block, channels)) for c in range(0, channels, per_block)]
+            self.blocks = [_Block((o, r), (r,), (o, r), r.stop - r.start) for o in range(outer) for r in ranges]
+            parts, self.block_width = outer, self.inner
         size = self.count * self.channels
         backend_split = getattr(ctx.backend, "parallel", None)
         self._split = backend_split if backend_split is not None and size >= PARALLEL_ITEMS else None
-        # per-(outer, channel) partial sums, reduced over outer after a pass
-        self.partial = xp.empty((self.outer, self.channels), dtype=self.acc)
-        self.partial2 = xp.empty((self.outer, self.channels), dtype=self.acc)
+        # per-(part, channel) partial sums, reduced over the parts after a pass
+        self.partial = xp.empty((parts, channels), dtype=self.acc)
+        self.partial2 = xp.empty((parts, channels), dtype=self.acc)
         self.ones_inner = xp.ones(self.inner, dtype=self.acc)
         self._gathered: dict[str, Any] = {}  # contiguous copies of strided inputs, made on first need
         self._sources: dict[str, Any] = {}  # the array each copy was last made from
         self._temporaries: dict[tuple[str, int], Any] = {}
         self.max_rows = per_block
+
+    def column(self, v: Any) -> Any:
+        """A per-channel vector (channels,) in the form that broadcasts over a block."""
+        return v[None, :] if self.channels_last else v[:, None]
 
     def view(self, a: Any) -> Any:
         return a.reshape(self.outer, self.channels, self.inner)
@@ -177,13 +206,13 @@ class _Blocks:
             out[...] = a3
         return out
 
-    def temporary(self, name: str, rows: int, dtype: Any) -> Any:
-        """A (rows, inner) scratch block of the calling thread's own (blocks run on several threads)."""
+    def temporary(self, name: str, block: _Block, dtype: Any) -> Any:
+        """A scratch array of the block's shape, the calling thread's own (blocks run on several threads)."""
         key = (name, threading.get_ident())
         buffer = self._temporaries.get(key)
         if buffer is None:
-            buffer = self._temporaries[key] = self.xp.empty((self.max_rows, self.inner), dtype=dtype)
-        return buffer[:rows]
+            buffer = self._temporaries[key] = self.xp.empty((self.max_rows, self.block_width), dtype=dtype)
+        return buffer[:block.lead]
 
     def copy_of(self, a: Any, slot: str) -> Any:
         """This node's contiguous copy of ``a`` if its last copy in ``slot`` was made from that very
@@ -191,12 +220,12 @@ class _Blocks:
         return self._gathered[slot] if self._sources.get(slot) is a else None
 
     def each_block(self, body: Any) -> None:
-        """``body(o, c0, c1)`` for every block, over the host threads when the blob is large."""
+        """``body(block)`` for every block, over the host threads when the blob is large."""
         blocks = self.blocks
 
         def run(lo: int, hi: int) -> None:
-            for o, c0, c1 in blocks[lo:hi]:
-                body(o, c0, c1)
+            for block in blocks[lo:hi]:
+                body(block)
 
         if self._split is None:
             run(0, len(blocks))
@@ -211,13 +240,14 @@ class _Blocks:
         return rows.reshape(self.outer, self.channels).sum(axis=0)
 
     def row_dot(self, a: Any, b: Any, out: Any) -> None:
-        """out[c] = sum over inner of a[c] * b[c] for one block's rows."""
+        """out[c] = the sum of a * b over the block's values of channel c."""
         if a.dtype != self.acc:
             a, b = a.astype(self.acc), b.astype(self.acc)
-        out[...] = self.xp.einsum("ci,ci->c", a, b)  # (CuPy's einsum takes no out=)
+        spec = "rc,rc->c" if self.channels_last else "ci,ci->c"
+        out[...] = self.xp.einsum(spec, a, b)  # (CuPy's einsum takes no out=)
 
     def row_sum(self, a: Any, out: Any) -> None:
-        out[...] = self.xp.sum(a, axis=1, dtype=self.acc)
+        out[...] = self.xp.sum(a, axis=0 if self.channels_last else 1, dtype=self.acc)
 
 
 def _settings(ctx: KernelContext) -> tuple[Any, np.dtype, _Blocks, float, bool, bool, bool]:
@@ -239,26 +269,26 @@ def _kernel(ctx: KernelContext) -> Any:
     def run(x: Any, *params: Any) -> tuple[Any, Any, Any]:
         x3, y3 = blocks.contiguous(x, "x"), blocks.view(y)
         mean[...] = blocks.sums(x3) * inv_n
-        centre = mean[:, None]
+        centre = blocks.column(mean)
 
-        def centre_and_square(o: int, c0: int, c1: int) -> None:
-            block = y3[o, c0:c1]                                  # y holds x - mean for now
-            xp.subtract(x3[o, c0:c1], centre[c0:c1], out=block)
-            blocks.row_dot(block, block, squares[o, c0:c1])
+        def centre_and_square(b: _Block) -> None:
+            block = y3[b.at]                                      # y holds x - mean for now
+            xp.subtract(x3[b.at], centre[b.chan], out=block)
+            blocks.row_dot(block, block, squares[b.part])
 
         blocks.each_block(centre_and_square)
         variance[...] = squares.sum(axis=0) * inv_n
         scale = 1.0 / xp.sqrt(variance.astype(blocks.acc) + eps)
         if with_scale:
             scale = scale * params[0]
-        gain = scale.astype(dtype)[:, None]
-        shift = params[-1][:, None] if with_offset else None
+        gain = blocks.column(scale.astype(dtype))
+        shift = blocks.column(params[-1]) if with_offset else None
 
-        def affine(o: int, c0: int, c1: int) -> None:
-            block = y3[o, c0:c1]
-            xp.multiply(block, gain[c0:c1], out=block)
+        def affine(b: _Block) -> None:
+            block = y3[b.at]
+            xp.multiply(block, gain[b.chan], out=block)
             if shift is not None:
-                xp.add(block, shift[c0:c1], out=block)
+                xp.add(block, shift[b.chan], out=block)
             if relu:
                 xp.maximum(block, 0, out=block)
 
@@ -285,23 +315,23 @@ def _grad_kernel(ctx: KernelContext) -> Any:
             x3 = blocks.contiguous(x, "x")
         dy3, dx3 = blocks.contiguous(dy, "dy"), blocks.view(dx)
         y3 = blocks.contiguous(rest[-2], "y") if relu else None
-        centre = mean[:, None]
+        centre = blocks.column(mean)
 
-        def centre_and_reduce(o: int, c0: int, c1: int) -> None:
-            block, dy_block = dx3[o, c0:c1], dy3[o, c0:c1]        # dx holds x - mean for now
-            xp.subtract(x3[o, c0:c1], centre[c0:c1], out=block)
-            blocks.row_dot(dy_block, block, dots[o, c0:c1])
-            blocks.row_sum(dy_block, sums[o, c0:c1])
+        def centre_and_reduce(b: _Block) -> None:
+            block, dy_block = dx3[b.at], dy3[b.at]                # dx holds x - mean for now
+            xp.subtract(x3[b.at], centre[b.chan], out=block)
+            blocks.row_dot(dy_block, block, dots[b.part])
+            blocks.row_sum(dy_block, sums[b.part])
 
-        def mask_centre_and_reduce(o: int, c0: int, c1: int) -> None:
+        def mask_centre_and_reduce(b: _Block) -> None:
             # the gradient reaching the normalization: dy where the ReLU's output is positive
-            block, centred = dx3[o, c0:c1], blocks.temporary("centred", c1 - c0, dtype)
-            positive = blocks.temporary("positive", c1 - c0, bool)
-            xp.greater(y3[o, c0:c1], 0, out=positive)
-            xp.multiply(dy3[o, c0:c1], positive, out=block)      # dx holds the masked dy for now
-            xp.subtract(x3[o, c0:c1], centre[c0:c1], out=centred)
-            blocks.row_dot(block, centred, dots[o, c0:c1])
-            blocks.row_sum(block, sums[o, c0:c1])
+            block, centred = dx3[b.at], blocks.temporary("centred", b, dtype)
+            positive = blocks.temporary("positive", b, bool)
+            xp.greater(y3[b.at], 0, out=positive)
+            xp.multiply(dy3[b.at], positive, out=block)          # dx holds the masked dy for now
+            xp.subtract(x3[b.at], centre[b.chan], out=centred)
+            blocks.row_dot(block, centred, dots[b.part])
+            blocks.row_sum(block, sums[b.part])
 
         blocks.each_block(mask_centre_and_reduce if relu else centre_and_reduce)
         sum_dy_centred, sum_dy = dots.sum(axis=0), sums.sum(axis=0)
@@ -310,25 +340,25 @@ def _grad_kernel(ctx: KernelContext) -> Any:
             outs[1][...] = sum_dy_centred * inv_sigma           # dgamma = sum(dy * xhat)
         if with_offset:
             outs[-1][...] = sum_dy                              # dbeta = sum(dy)
-        gain = (inv_sigma * rest[0] if with_scale else inv_sigma).astype(dtype)[:, None]
+        gain = blocks.column((inv_sigma * rest[0] if with_scale else inv_sigma).astype(dtype))
         # dx = gain * (dy - mean(dy) - (x - mean) * inv_sigma^2 * mean(dy * (x - mean)))
-        along = (-inv_sigma * inv_sigma * sum_dy_centred * inv_n).astype(dtype)[:, None]
-        mean_dy = (sum_dy * inv_n).astype(dtype)[:, None]
+        along = blocks.column((-inv_sigma * inv_sigma * sum_dy_centred * inv_n).astype(dtype))
+        mean_dy = blocks.column((sum_dy * inv_n).astype(dtype))
 
-        def combine(o: int, c0: int, c1: int) -> None:
-            block = dx3[o, c0:c1]
-            xp.multiply(block, along[c0:c1], out=block)
-            xp.add(block, dy3[o, c0:c1], out=block)
-            xp.subtract(block, mean_dy[c0:c1], out=block)
-            xp.multiply(block, gain[c0:c1], out=block)
+        def combine(b: _Block) -> None:
+            block = dx3[b.at]
+            xp.multiply(block, along[b.chan], out=block)
+            xp.add(block, dy3[b.at], out=block)
+            xp.subtract(block, mean_dy[b.chan], out=block)
+            xp.multiply(block, gain[b.chan], out=block)
 
-        def combine_masked(o: int, c0: int, c1: int) -> None:
-            block, centred = dx3[o, c0:c1], blocks.temporary("centred", c1 - c0, dtype)
-            xp.subtract(x3[o, c0:c1], centre[c0:c1], out=centred)
-            xp.multiply(centred, along[c0:c1], out=centred)
+        def combine_masked(b: _Block) -> None:
+            block, centred = dx3[b.at], blocks.temporary("centred", b, dtype)
+            xp.subtract(x3[b.at], centre[b.chan], out=centred)
+            xp.multiply(centred, along[b.chan], out=centred)
             xp.add(block, centred, out=block)
-            xp.subtract(block, mean_dy[c0:c1], out=block)
-            xp.multiply(block, gain[c0:c1], out=block)
+            xp.subtract(block, mean_dy[b.chan], out=block)
+            xp.multiply(block, gain[b.chan], out=block)
 
         blocks.each_block(combine_masked if relu else combine)
         return tuple(outs) if len(outs) > 1 else dx
