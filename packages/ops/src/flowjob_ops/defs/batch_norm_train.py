@@ -162,6 +162,7 @@ class _Blocks:
         self.partial = xp.empty((parts, channels), dtype=self.acc)
         self.partial2 = xp.empty((parts, channels), dtype=self.acc)
         self.ones_inner = xp.ones(self.inner, dtype=self.acc)
+        self.ones_outer = xp.ones(outer, dtype=self.acc) if self.channels_last else None
         self._gathered: dict[str, Any] = {}  # contiguous copies of strided inputs, made on first need
         self._sources: dict[str, Any] = {}  # the array each copy was last made from
         self._temporaries: dict[tuple[str, int], Any] = {}
@@ -234,8 +235,11 @@ class _Blocks:
 
     def sums(self, a3: Any) -> Any:
         """sum over outer and inner of a (outer, channels, inner) array, shape (channels,): a
-        matrix-vector product over contiguous rows (BLAS, on all cores), then a sum over outer."""
+        matrix-vector product over contiguous rows (BLAS, on all cores), then a sum over outer
+        (channels last: ones times the (outer, channels) matrix)."""
         wide = a3 if a3.dtype == self.acc else a3.astype(self.acc)
+        if self.channels_last:  # a row of ones times the (outer, channels) matrix: one pass
+            return self.ones_outer @ wide.reshape(self.outer, self.channels)
         rows = wide.reshape(self.outer * self.channels, self.inner) @ self.ones_inner
         return rows.reshape(self.outer, self.channels).sum(axis=0)
 
