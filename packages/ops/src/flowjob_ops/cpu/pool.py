@@ -50,6 +50,7 @@ import numpy as np
 from flowjob_core import KernelContext
 
 from flowjob_ops.defs import pool as pool_defs
+from flowjob_ops.defs.host_blocks import each_item
 from flowjob_ops.kernels.padding import as_strided
 from flowjob_ops.kernels.pool import MaxPool2d, MaxPool2dBackward, PaddedGrad
 
@@ -83,16 +84,7 @@ class _Planes:
         self._local: dict[tuple[Any, int], Any] = {}
 
     def each(self, body: Callable[[tuple[slice, ...]], None]) -> None:
-        blocks = self.blocks
-
-        def run(lo: int, hi: int) -> None:
-            for index in blocks[lo:hi]:
-                body(index)
-
-        if self._parallel is None:
-            run(0, len(blocks))
-        else:
-            self._parallel(run, len(blocks))
+        each_item(self.blocks, body, self._parallel)
 
     def scratch(self, xp: Any, name: str, shape: tuple[int, ...], dtype: Any) -> Any:
         """The calling thread's own buffer ``name`` of this shape (blocks run on several threads)."""
@@ -441,28 +433,10 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
             xp.greater(y, 0, out=mask)
             xp.multiply(dy, mask, out=masked)
             dy = masked
-        hit = planes.scratch(xp, "hit", shape, bool)
-        free = planes.scratch(xp, "free", shape, bool)
-        tmp = planes.scratch(xp, "tmp", shape, self.dtype)
-        overwrite = self.window.non_overlapping
         if not self.window.tiles:
             grad.buf[index].fill(0)
-        last = len(self._tap_idx) - 1
-        for k, (idx, dst) in enumerate(zip(self._tap_idx, self._dst)):
-            dst = dst[index]
-            xp.equal(src[idx], y, out=hit)
-            if k == 0:
-                if last:
-                    xp.logical_not(hit, out=free)
-            else:
-                xp.logical_and(hit, free, out=hit)
-                if k < last:
-                    xp.logical_xor(free, hit, out=free)  # free &= ~hit (hit is a subset)
-            if overwrite:
-                xp.multiply(dy, hit, out=dst)
-            else:
-                xp.multiply(dy, hit, out=tmp)
-                xp.add(dst, tmp, out=dst)
+        self._route(src, y, dy, [dst[index] for dst in self._dst], planes.scratch(xp, "hit", shape, bool),
+                    planes.scratch(xp, "free", shape, bool), planes.scratch(xp, "tmp", shape, self.dtype))
         if grad._inner is not None:
             grad._dx[index] = grad._inner[index]
 

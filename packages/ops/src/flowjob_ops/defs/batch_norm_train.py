@@ -33,6 +33,7 @@ import numpy as np
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.defs.common import normalize_axis, require_floating, same_dtype
+from flowjob_ops.defs.host_blocks import each_item
 from flowjob_ops.defs.normalization import check_epsilon
 
 
@@ -222,16 +223,7 @@ class _Blocks:
 
     def each_block(self, body: Any) -> None:
         """``body(block)`` for every block, over the host threads when the blob is large."""
-        blocks = self.blocks
-
-        def run(lo: int, hi: int) -> None:
-            for block in blocks[lo:hi]:
-                body(block)
-
-        if self._split is None:
-            run(0, len(blocks))
-        else:
-            self._split(run, len(blocks))
+        each_item(self.blocks, body, self._split)
 
     def sums(self, a3: Any) -> Any:
         """sum over outer and inner of a (outer, channels, inner) array, shape (channels,): a

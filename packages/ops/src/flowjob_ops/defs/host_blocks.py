@@ -9,12 +9,26 @@ thread: there the split costs more than it saves, or there is no cache to fit.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from flowjob_core import KernelContext
 
 BLOCK_ITEMS = 1 << 15  # 128 KiB of float32 per operand: a few operands and temporaries fit a core's L2
 PARALLEL_ITEMS = 1 << 17
+
+
+def each_item(items: Sequence[Any], body: Callable[[Any], None], split: Callable[..., None] | None) -> None:
+    """``body(item)`` for every item: over ``split`` (a ``Backend.parallel``) in contiguous runs of
+    items when given, else in order on the calling thread."""
+
+    def run(lo: int, hi: int) -> None:
+        for item in items[lo:hi]:
+            body(item)
+
+    if split is None:
+        run(0, len(items))
+    else:
+        split(run, len(items))
 
 
 class FlatBlocks:
@@ -30,16 +44,7 @@ class FlatBlocks:
         self._local: dict[tuple[Any, int], Any] = {}
 
     def each(self, body: Callable[[int, int], None]) -> None:
-        ranges = self.ranges
-
-        def run(lo: int, hi: int) -> None:
-            for start, stop in ranges[lo:hi]:
-                body(start, stop)
-
-        if self._split is None:
-            run(0, len(ranges))
-        else:
-            self._split(run, len(ranges))
+        each_item(self.ranges, lambda r: body(*r), self._split)
 
     def per_thread(self, key: Any, make: Callable[[], Any]) -> Any:
         """The calling thread's own object for ``key`` (scratch a block needs), made on first use."""

@@ -215,11 +215,18 @@ class MaxPool2dBackward(_Pool2d):
         # Windows that do not overlap never share an input element, so each
         # tap's gradient can be written instead of accumulated; if they also
         # tile the plane every element is written and the zero fill is skipped.
-        overwrite = self.window.non_overlapping
         if not self.window.tiles:
             self._grad.buf.fill(0)
+        self._route(src, y, dy, self._dst, hit, free, tmp)
+        return self._grad.finish()
+
+    def _route(self, src: Any, y: Any, dy: Any, dsts: Sequence[Any], hit: Any, free: Any, tmp: Any) -> None:
+        """Each window's dy to its first maximal tap of ``src``: written to, or added into (windows that
+        overlap), ``dsts`` (the taps' views of the padded gradient, zeroed where windows leave gaps)."""
+        xp = self.xp
+        overwrite = self.window.non_overlapping
         last = len(self._tap_idx) - 1
-        for k, (idx, dst) in enumerate(zip(self._tap_idx, self._dst)):
+        for k, (idx, dst) in enumerate(zip(self._tap_idx, dsts)):
             xp.equal(src[idx], y, out=hit)
             if k == 0:
                 if last:
@@ -233,7 +240,6 @@ class MaxPool2dBackward(_Pool2d):
             else:
                 xp.multiply(dy, hit, out=tmp)
                 xp.add(dst, tmp, out=dst)
-        return self._grad.finish()
 
 
 def _inverse_counts(pool: _Pool2d) -> Any:
