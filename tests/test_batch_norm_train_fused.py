@@ -15,7 +15,7 @@ _helpers = sibling(__file__, "legacy_helpers")
 value = _helpers.value
 
 
-def _train(shape, axis, dtype, fused, x, t, conv=False, relu=False):
+def _train(shape, axis, dtype, fused, x, t, conv=False, relu=False, data_format="NCHW"):
     """One SGD step of loss = sum(bn(x * w) * t); returns y, the gradient reaching w (through x),
     and the variables after the step."""
     flow.clear_default_session()
@@ -24,10 +24,12 @@ def _train(shape, axis, dtype, fused, x, t, conv=False, relu=False):
 
     @flow.global_function(type="train")
     def job(x: tp.Numpy.Placeholder(shape, dtype=dtype), t: tp.Numpy.Placeholder(shape, dtype=dtype)) -> tp.Numpy:
-        if conv:  # a 3x3 convolution's result: a channels-last view on the cpu backend
-            k = flow.get_variable("w", shape=(channels, shape[1], 3, 3), dtype=dtype,
+        if conv:  # a 3x3 convolution's result: a strided view on the cpu backend
+            in_channels = shape[1] if data_format == "NCHW" else shape[3]
+            k_shape = (channels, in_channels, 3, 3) if data_format == "NCHW" else (channels, 3, 3, in_channels)
+            k = flow.get_variable("w", shape=k_shape, dtype=dtype,
                                   initializer=flow.random_normal_initializer(stddev=0.2, seed=1))
-            h = flow.nn.conv2d(x, k, 1, "SAME")
+            h = flow.nn.conv2d(x, k, 1, "SAME", data_format=data_format)
         else:
             w = flow.get_variable("w", shape=(1,), dtype=dtype, initializer=flow.ones_initializer())
             h = x * w
@@ -129,6 +131,19 @@ def test_fused_layer_channels_last_with_the_relu_folded_in():
     y_fused, fused = _train(shape, 3, np.float32, True, x, t, relu=True)
     y_ref, ref = _train(shape, 3, np.float32, False, x, t, relu=True)
     assert (y_fused == 0).mean() > 0.2
+    np.testing.assert_allclose(y_fused, y_ref, rtol=2e-4, atol=2e-4)
+    for name in ("w", "bn-gamma", "bn-beta"):
+        np.testing.assert_allclose(fused[name], ref[name], rtol=2e-4, atol=2e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_fused_layer_on_an_nhwc_convolutions_strided_result(relu):
+    shape = (4, 40, 40, 24)  # the NHWC convolution's result lies as (H, W, N, C) in memory
+    rng = np.random.default_rng(15)
+    x = rng.normal(size=shape).astype(np.float32)
+    t = rng.normal(size=shape).astype(np.float32)
+    y_fused, fused = _train(shape, 3, np.float32, True, x, t, conv=True, relu=relu, data_format="NHWC")
+    y_ref, ref = _train(shape, 3, np.float32, False, x, t, conv=True, relu=relu, data_format="NHWC")
     np.testing.assert_allclose(y_fused, y_ref, rtol=2e-4, atol=2e-4)
     for name in ("w", "bn-gamma", "bn-beta"):
         np.testing.assert_allclose(fused[name], ref[name], rtol=2e-4, atol=2e-4, err_msg=name)

@@ -184,13 +184,12 @@ class _Blocks:
         value (ResNet-50's first batch norm took 90 ms on its convolution's channels-last view
         against 18 ms on a contiguous copy). A channels-last input (a convolution's NHWC result
         seen as NCHW) is transposed tile by tile, each tile small enough for the cache."""
+        if self.channels_last and not a.flags.c_contiguous:
+            return self._gather_in_memory_order(a, slot)
         a3 = self.view(a)
         if a3.flags.c_contiguous:
             return a3
-        if slot not in self._gathered:
-            self._gathered[slot] = self.xp.empty((self.outer, self.channels, self.inner), dtype=a.dtype)
-        out = self._gathered[slot]
-        self._sources[slot] = a
+        out = self._gathered_buffer(a, slot)
         item = a3.itemsize
         if self.inner > 1 and a3.strides[1] == item and a3.strides[2] == self.channels * item:
             tile = max(1, BLOCK_ITEMS // self.channels)
@@ -206,6 +205,26 @@ class _Blocks:
                 self._split(transpose, len(tiles))
         else:
             out[...] = a3
+        return out
+
+    def _gathered_buffer(self, a: Any, slot: str) -> Any:
+        if slot not in self._gathered:
+            self._gathered[slot] = self.xp.empty((self.outer, self.channels, self.inner), dtype=a.dtype)
+        self._sources[slot] = a
+        return self._gathered[slot]
+
+    def _gather_in_memory_order(self, a: Any, slot: str) -> Any:
+        """A strided channels-last ``a`` (an NHWC convolution result lies as (H, W, N, C) in memory)
+        copied into this node's buffer, chunk by chunk along a's outermost memory axis and over the
+        host threads: read along memory, written in whole channel rows. (Reshaping it would copy
+        too, into a new array on every call.)"""
+        out = self._gathered_buffer(a, slot)
+        order = sorted(range(a.ndim), key=lambda k: -abs(a.strides[k]) if a.shape[k] > 1 else 1)
+        src, dst = a.transpose(order), out.reshape(a.shape).transpose(order)
+        n = src.shape[0]
+        step = max(1, min(n, BLOCK_ITEMS * n // max(1, a.size)))
+        chunks = [slice(i, min(i + step, n)) for i in range(0, n, step)]
+        each_item(chunks, lambda c: self.xp.copyto(dst[c], src[c]), self._split)
         return out
 
     def temporary(self, name: str, block: _Block, dtype: Any) -> Any:
