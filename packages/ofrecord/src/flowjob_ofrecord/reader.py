@@ -122,9 +122,7 @@ class Reader:
             raise OFRecordError(f"{config.op}: the part files {[str(p) for p in parts]} hold no record")
         self._finalizer = weakref.finalize(self, self._stop.set)
         self._finalizer.atexit = False  # at exit _close_all stops it, once the sessions finished their steps
-        if not _LIVE_EXIT_HOOK:  # registered with the first reader, not at import
-            atexit.register(_close_all)
-            _LIVE_EXIT_HOOK.append(_close_all)
+        _register_exit_handler()
         _LIVE.add(self)
 
     def add_decoder(self, key: str, decoder: Decoder) -> None:
@@ -168,7 +166,15 @@ class Reader:
 
 
 _LIVE: "weakref.WeakSet[Reader]" = weakref.WeakSet()
-_LIVE_EXIT_HOOK: list = []  # _close_all once it is registered with atexit
+_exit_handler_registered = False
+
+
+def _register_exit_handler() -> None:
+    """Register ``_close_all`` once, with the first reader rather than at import."""
+    global _exit_handler_registered
+    if not _exit_handler_registered:
+        atexit.register(_close_all)
+        _exit_handler_registered = True
 
 
 def _close_all() -> None:

@@ -24,7 +24,6 @@ back through ``moments_grad``.
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -33,7 +32,7 @@ import numpy as np
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.defs.common import normalize_axis, require_floating, same_dtype
-from flowjob_ops.defs.host_blocks import each_item
+from flowjob_ops.defs.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
 from flowjob_ops.defs.normalization import check_epsilon
 
 
@@ -157,8 +156,7 @@ class _Blocks:
             self.blocks = [_Block((o, r), (r,), (o, r), r.stop - r.start) for o in range(outer) for r in ranges]
             parts, self.block_width = outer, self.inner
         size = self.count * self.channels
-        backend_split = getattr(ctx.backend, "parallel", None)
-        self._split = backend_split if backend_split is not None and size >= PARALLEL_ITEMS else None
+        self._split = host_parallel(ctx) if size >= PARALLEL_ITEMS else None
         # per-(part, channel) partial sums, reduced over the parts after a pass
         self.partial = xp.empty((parts, channels), dtype=self.acc)
         self.partial2 = xp.empty((parts, channels), dtype=self.acc)
@@ -166,7 +164,7 @@ class _Blocks:
         self.ones_outer = xp.ones(outer, dtype=self.acc) if self.channels_last else None
         self._gathered: dict[str, Any] = {}  # contiguous copies of strided inputs, made on first need
         self._sources: dict[str, Any] = {}  # the array each copy was last made from
-        self._temporaries: dict[tuple[str, int], Any] = {}
+        self._temporaries = PerThread()
         self.max_rows = per_block
 
     def column(self, v: Any) -> Any:
@@ -219,20 +217,12 @@ class _Blocks:
         host threads: read along memory, written in whole channel rows. (Reshaping it would copy
         too, into a new array on every call.)"""
         out = self._gathered_buffer(a, slot)
-        order = sorted(range(a.ndim), key=lambda k: -abs(a.strides[k]) if a.shape[k] > 1 else 1)
-        src, dst = a.transpose(order), out.reshape(a.shape).transpose(order)
-        n = src.shape[0]
-        step = max(1, min(n, BLOCK_ITEMS * n // max(1, a.size)))
-        chunks = [slice(i, min(i + step, n)) for i in range(0, n, step)]
-        each_item(chunks, lambda c: self.xp.copyto(dst[c], src[c]), self._split)
+        copy_along_memory(self.xp, a, out.reshape(a.shape), BLOCK_ITEMS * a.itemsize, self._split)
         return out
 
     def temporary(self, name: str, block: _Block, dtype: Any) -> Any:
         """A scratch array of the block's shape, the calling thread's own (blocks run on several threads)."""
-        key = (name, threading.get_ident())
-        buffer = self._temporaries.get(key)
-        if buffer is None:
-            buffer = self._temporaries[key] = self.xp.empty((self.max_rows, self.block_width), dtype=dtype)
+        buffer = self._temporaries.get(name, lambda: self.xp.empty((self.max_rows, self.block_width), dtype=dtype))
         return buffer[:block.lead]
 
     def copy_of(self, a: Any, slot: str) -> Any:

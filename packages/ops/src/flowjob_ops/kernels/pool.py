@@ -212,9 +212,7 @@ class MaxPool2dBackward(_Pool2d):
             xp.multiply(dy, self._mask, out=self._masked)
             dy = self._masked
         hit, free, tmp = self._hit, self._free, self._tmp
-        # Windows that do not overlap never share an input element, so each
-        # tap's gradient can be written instead of accumulated; if they also
-        # tile the plane every element is written and the zero fill is skipped.
+        # windows that tile the plane write every element: no zero fill
         if not self.window.tiles:
             self._grad.buf.fill(0)
         self._route(src, y, dy, self._dst, hit, free, tmp)
@@ -224,6 +222,7 @@ class MaxPool2dBackward(_Pool2d):
         """Each window's dy to its first maximal tap of ``src``: written to, or added into (windows that
         overlap), ``dsts`` (the taps' views of the padded gradient, zeroed where windows leave gaps)."""
         xp = self.xp
+        # windows that do not overlap never share an input element: each tap's gradient is written
         overwrite = self.window.non_overlapping
         last = len(self._tap_idx) - 1
         for k, (idx, dst) in enumerate(zip(self._tap_idx, dsts)):
