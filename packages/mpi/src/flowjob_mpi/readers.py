@@ -17,7 +17,8 @@ from flowjob_core import BlobSpec
 from flowjob_core.dynamic import DynamicShapeError, reshaped
 from flowjob_core.ir import Job
 
-from flowjob_mpi.world import MpiError, World
+from flowjob_mpi.errors import MpiError
+from flowjob_mpi.world import World
 
 
 def shard_readers(w: World) -> None:
