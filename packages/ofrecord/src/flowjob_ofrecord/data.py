@@ -26,7 +26,7 @@ def ofrecord_reader(ofrecord_dir: str, batch_size: int = 1, data_part_num: int =
     The folder holds ``data_part_num`` files ``<part_name_prefix><n>`` (``n`` zero-padded to
     ``part_name_suffix_length`` digits; -1: not padded). Records are read epoch after epoch, by a
     background thread that keeps the next batches ready (decoded) while the step computes; this process
-    reads its rank's share of the part files (``flowjob_ofrecord.set_shard_hook``).
+    reads its rank's share of the part files (the rank and size of the session's ``flowjob_world``).
 
     Args:
         ofrecord_dir: the data folder (a missing folder or part file is an error when the job is traced).
@@ -44,12 +44,13 @@ def ofrecord_reader(ofrecord_dir: str, batch_size: int = 1, data_part_num: int =
         The batch's record ids, int64 ``(batch_size,)``: each record's position in the folder (parts in
         order), which the decoders of this reader turn into values.
     """
-    rank, world = shard()
+    session = current_builder("flow.data.ofrecord_reader").session
+    rank, world = shard(session)
     attrs = {"data_dir": str(ofrecord_dir), "batch_size": batch_size, "data_part_num": data_part_num,
              "part_name_prefix": part_name_prefix, "part_name_suffix_length": part_name_suffix_length,
              "random_shuffle": random_shuffle, "shuffle_buffer_size": shuffle_buffer_size,
              "shuffle_after_epoch": shuffle_after_epoch, "seed": seed, "rank": rank, "world": world,
-             "session": session_token(current_builder("flow.data.ofrecord_reader").session)}
+             "session": session_token(session)}
     return apply("ofrecord_reader", [], attrs, name=name)
 
 
@@ -259,12 +260,13 @@ def onerec_reader(files: Sequence[str], batch_size: int = 1, random_shuffle: boo
     if not isinstance(files, (list, tuple)):
         raise TypeError(f"flow.data.onerec_reader: files must be a list or tuple of paths, got "
                         f"{type(files).__name__}")
-    rank, world = shard()
+    session = current_builder("flow.data.onerec_reader").session
+    rank, world = shard(session)
     attrs = {"files": tuple(str(f) for f in files), "batch_size": batch_size, "random_shuffle": random_shuffle,
              "shuffle_mode": shuffle_mode, "shuffle_buffer_size": shuffle_buffer_size,
              "shuffle_after_epoch": shuffle_after_epoch, "verify_example": bool(verify_example), "seed": seed,
              "rank": rank, "world": world,
-             "session": session_token(current_builder("flow.data.onerec_reader").session)}
+             "session": session_token(session)}
     return apply("onerec_reader", [], attrs, name=name)
 
 
