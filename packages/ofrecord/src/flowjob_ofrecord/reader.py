@@ -31,6 +31,7 @@ POLL = 0.1
 # (decoded images); ``decoded`` holds what the decoders registered before it made of the same batch
 Decoder = Callable[[list[OFRecord], list[RecordRef], dict[str, Any]], Any]
 
+
 def shard(session: Any) -> tuple[int, int]:
     """This process's (rank, world) for sharding a reader traced in ``session``: the world its
     ``flowjob_world`` plugin describes (flowjob-mpi's MPI world), else (0, 1)."""
