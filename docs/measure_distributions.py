@@ -21,8 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {  # folder -> import name
-    "core": "flowjob_core", "ops": "flowjob_ops", "typing": "flowjob_typing", "watch": "flowjob_watch",
-    "optim": "flowjob_optim", "data": "flowjob_data", "gpu": "flowjob_gpu", "oneflow": "oneflow",
+    "packages/core": "flowjob_core", "packages/ops": "flowjob_ops", "packages/typing": "flowjob_typing",
+    "packages/watch": "flowjob_watch", "packages/optim": "flowjob_optim", "packages/data": "flowjob_data",
+    "kernels": "flowjob_kernels", "packages/gpu": "flowjob_gpu", "packages/oneflow": "oneflow",
 }
 RUNS = 7
 
@@ -44,12 +45,13 @@ def import_ms(module: str, then: str = "") -> float:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                        "--no-index", "-w", tmp, *(str(ROOT / "packages" / p) for p in PACKAGES)], check=True)
+                        "--no-index", "-w", tmp, *(str(ROOT / p) for p in PACKAGES)], check=True)
         wheels = {w.name.split("-")[0].replace("_", "-"): w for w in Path(tmp).glob("*.whl")}
         print("| distribution | import | wheel | installed | import time |")
         print("|---|---|---:|---:|---:|")
         for folder, module in PACKAGES.items():
-            dist = "flowjob" if folder == "oneflow" else f"flowjob-{folder}"
+            name = Path(folder).name
+            dist = "flowjob" if name == "oneflow" else f"flowjob-{name}"
             wheel = wheels[dist]
             installed = sum(i.file_size for i in zipfile.ZipFile(wheel).infolist())
             print(f"| {dist} | `{module}` | {wheel.stat().st_size / 1024:.0f} KiB | {installed / 1024:.0f} KiB "

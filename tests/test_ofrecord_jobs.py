@@ -15,9 +15,10 @@ import oneflow.core.record.record_pb2 as ofrecord
 import oneflow.typing as tp
 from flowjob_core import OpBuildError
 from flowjob_core.testing.modules import sibling
-from flowjob_ofrecord import OFRecordError, set_shard_hook, write_part
+from flowjob_ofrecord import OFRecordError, write_part
 
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+_helpers = sibling(__file__, "legacy_helpers")
+fresh_session, as_rank = _helpers.fresh_session, _helpers.as_rank
 
 
 def make_record(i: int) -> "ofrecord.OFRecord":
@@ -110,21 +111,17 @@ def test_seeded_shuffle_repeats_through_jobs(data: Path) -> None:
 
 def test_sharding_by_the_hook_is_disjoint_and_complete(data: Path) -> None:
     seen = []
-    try:
-        for rank in range(2):
-            flow.clear_default_session()
-            set_shard_hook(lambda rank=rank: (rank, 2))
+    for rank in range(2):
+        flow.clear_default_session()
+        as_rank(rank, 2)
 
-            @flow.global_function()
-            def read() -> tp.Numpy:
-                return flow.data.ofrecord_reader(str(data), batch_size=4, data_part_num=2,
-                                                 part_name_suffix_length=5)
+        @flow.global_function()
+        def read() -> tp.Numpy:
+            return flow.data.ofrecord_reader(str(data), batch_size=4, data_part_num=2, part_name_suffix_length=5)
 
-            out = read()
-            assert out.shape == (2,)  # the batch splits over the two processes
-            seen.append({int(i) for _ in range(6) for i in read()})
-    finally:
-        set_shard_hook(None)
+        out = read()
+        assert out.shape == (2,)  # the batch splits over the two processes
+        seen.append({int(i) for _ in range(6) for i in read()})
     assert seen[0] == set(range(6)) and seen[1] == set(range(6, 10))
 
 

@@ -12,10 +12,11 @@ import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import OpBuildError
 from flowjob_core.testing.modules import sibling
-from flowjob_ofrecord import OFRecordError, set_shard_hook
+from flowjob_ofrecord import OFRecordError
 from flowjob_ofrecord.onerec_format import write_onerec
 
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+_helpers = sibling(__file__, "legacy_helpers")
+fresh_session, as_rank = _helpers.fresh_session, _helpers.as_rank
 
 
 def example(i: int) -> dict[str, np.ndarray]:
@@ -87,14 +88,11 @@ def test_batch_mode_shuffles_whole_batches_of_consecutive_examples(files: list[s
 
 def test_sharding_by_the_hook_gives_each_rank_its_file(files: list[str]) -> None:
     per_rank = []
-    try:
-        for rank in (0, 1):
-            set_shard_hook(lambda rank=rank: (rank, 2))
-            flow.clear_default_session()
-            read = reader_job(files)  # batch 4 over 2 ranks: 2 each
-            per_rank.append({i for _ in range(3) for i in read().tolist()})
-    finally:
-        set_shard_hook(None)
+    for rank in (0, 1):
+        flow.clear_default_session()
+        as_rank(rank, 2)
+        read = reader_job(files)  # batch 4 over 2 ranks: 2 each
+        per_rank.append({i for _ in range(3) for i in read().tolist()})
     assert per_rank == [set(range(6)), set(range(6, 10))]
 
 

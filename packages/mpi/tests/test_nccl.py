@@ -11,7 +11,7 @@ import pytest
 from flowjob_core import ConfigError
 from flowjob_core.testing.modules import sibling
 from flowjob_mpi import nccl
-from flowjob_mpi.world import MpiError
+from flowjob_mpi.errors import MpiError
 
 ok, ranks = sibling(__file__, "mpirun").ok, sibling(__file__, "mpirun").ranks
 

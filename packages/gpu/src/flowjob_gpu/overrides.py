@@ -6,8 +6,8 @@ from typing import Any
 
 from flowjob_gpu.sources import kernel_source
 
-# (op, CUDA family, symbol per dtype): a CPU-only test checks each symbol against kernels/cuda/<family>.cu,
-# and where nvcc is present, against the compiled PTX's entry points
+# (op, CUDA family, symbol per dtype): a CPU-only test checks each symbol is an entry point of flowjob-kernels'
+# cuda/<family>.cu, whose own tests check, where nvcc is present, the entry points of the compiled PTX
 OVERRIDES: dict[str, tuple[str, dict[str, str]]] = {
     "relu_grad": ("elementwise", {"float32": "relu_backward_f32", "float64": "relu_backward_f64"}),
 }

@@ -25,7 +25,8 @@ from flowjob_core.dynamic import DynamicShapeError, reshaped
 from flowjob_core.ir import Intent, Job, Node
 
 from flowjob_mpi.readers import infer_global, sharded_sources
-from flowjob_mpi.world import MpiError, World, world
+from flowjob_mpi.errors import MpiError
+from flowjob_mpi.world import World, world
 
 WEIGHT_INTENT = "mpi-gradient-weight"
 # ops whose output depends linearly on a batch-reduced input (the other inputs being the same on every

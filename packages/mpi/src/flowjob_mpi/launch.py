@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from flowjob_mpi.world import MpiError
+from flowjob_mpi.errors import MpiError
 
 USAGE = "python -m oneflow launch [-n N] [--hosts H1,H2 | --hostfile FILE] script.py [args ...]"
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from flowjob_core import switches
 from flowjob_mpi.faults import WAITING
-from flowjob_mpi.world import MpiError
+from flowjob_mpi.errors import MpiError
 
 if TYPE_CHECKING:
     from flowjob_mpi.world import World

@@ -15,7 +15,8 @@ from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
 
 from flowjob_mpi.faults import WAITING
 from flowjob_mpi.nccl import VARIABLE, DeviceBucket, Nccl, requested
-from flowjob_mpi.world import MpiError, world
+from flowjob_mpi.errors import MpiError
+from flowjob_mpi.world import world
 
 
 def _split_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:

@@ -7,14 +7,13 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_mpi import allreduce, consistent, ops, readers, watching
+from flowjob_mpi import allreduce, consistent, ops, watching
 from flowjob_mpi.world import World, world
 
 
 @hookimpl
 def flowjob_add_ops(registry: Any) -> None:
     if world().size > 1:
-        readers.shard_readers(world())  # before any job is traced: each rank reads its own records
         for op in ops.OPS:
             registry.add(op)
 

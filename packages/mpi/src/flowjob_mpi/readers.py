@@ -1,9 +1,10 @@
 """Data readers in the consistent view over ranks: each rank reads its own records, so a reader's outputs are
 already this rank's rows of the global batch, and the consistent-view pass only has to learn what they stand for.
 
-flowjob-mpi makes ``flowjob_ofrecord`` shard its readers by rank (``set_shard_hook``): a reader of
-``batch_size`` records traced on rank ``r`` of ``R`` reads ``batch_size / R`` records per step from its
-contiguous range of the part files, and records its ``rank`` and ``world`` in its attributes. Any source
+``flowjob_ofrecord`` shards its readers by the rank and size of the session's ``flowjob_world``, which
+flowjob-mpi answers with the MPI world: a reader of ``batch_size`` records traced on rank ``r`` of ``R`` reads
+``batch_size / R`` records per step from its contiguous range of the part files, and records its ``rank``
+and ``world`` in its attributes. Any source
 node (no inputs) whose attributes say ``world == R`` is taken as such a reader: its outputs carry the
 batch on axis 0, ``batch_size / R`` rows on every rank. The global shapes of everything they reach are
 inferred again here (the job was traced with the rank's rows), so returns, watched values and gradient
@@ -17,16 +18,8 @@ from flowjob_core import BlobSpec
 from flowjob_core.dynamic import DynamicShapeError, reshaped
 from flowjob_core.ir import Job
 
-from flowjob_mpi.world import MpiError, World
-
-
-def shard_readers(w: World) -> None:
-    """Make flowjob-ofrecord's readers traced from now on read rank ``w.rank``'s share (if it is installed)."""
-    try:
-        from flowjob_ofrecord import set_shard_hook
-    except ImportError:
-        return
-    set_shard_hook(lambda: (w.rank, w.size))
+from flowjob_mpi.errors import MpiError
+from flowjob_mpi.world import World
 
 
 def sharded_sources(job: Job, w: World) -> dict[str, tuple[BlobSpec, list[int]]]:
@@ -38,8 +31,8 @@ def sharded_sources(job: Job, w: World) -> dict[str, tuple[BlobSpec, list[int]]]
         if node.attrs["world"] != w.size or node.attrs["rank"] != w.rank:
             raise MpiError(f"global function {job.name!r}, op {node.name!r} ({node.op}) at {node.source}: it was "
                            f"traced to read shard {node.attrs['rank']} of {node.attrs['world']}, but this is rank "
-                           f"{w.rank} of {w.size}: flowjob-mpi sets flowjob_ofrecord.set_shard_hook to each rank's "
-                           f"shard when the session starts, and it was replaced since")
+                           f"{w.rank} of {w.size}: a reader takes its shard from the session's flowjob_world hook, "
+                           f"which another plugin answered for it instead of flowjob-mpi")
         for lbn in node.outputs:
             local = job.specs[lbn]
             if not local.shape:

@@ -13,17 +13,15 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
-from flowjob_core.errors import FlowjobError
+from flowjob_mpi import faults, nccl
+from flowjob_mpi.errors import MpiError
+from flowjob_mpi.faults import WAITING
 
 T = TypeVar("T")
 
 # set by MPICH's hydra (PMI_*), Open MPI (OMPI_*) and PMIx launchers for every rank they start
 LAUNCHER_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
 LAUNCH_HINT = "python -m oneflow launch -n N script.py (or mpiexec -n N python script.py)"
-
-
-class MpiError(FlowjobError, RuntimeError):
-    """The MPI world cannot run what was asked (missing mpi4py, machines that do not match the world)."""
 
 
 @dataclass
@@ -66,8 +64,6 @@ class World:
                 outcome = (False, exc)
             finally:
                 self._root_depth -= 1
-        from flowjob_mpi.faults import WAITING
-
         WAITING.enter("rank 0's checkpoint call")
         ok, value = self.comm.bcast(outcome, root=0)
         WAITING.leave()
@@ -84,8 +80,6 @@ class World:
         if self.nccl is not None:
             self.nccl.broadcast(arrays)
             return
-        from flowjob_mpi.faults import WAITING
-
         WAITING.enter("the broadcast of rank 0's variables")
         for array in arrays:
             self.comm.Bcast(array, root=0)
@@ -95,8 +89,6 @@ class World:
         """Every rank's ``value`` in rank order, on every rank (pickled: for results, not for every gradient)."""
         if self.size == 1:
             return [value]
-        from flowjob_mpi.faults import WAITING
-
         WAITING.enter("the all-gather of the mirrored results")
         gathered: list[Any] = self.comm.allgather(value)
         WAITING.leave()
@@ -149,10 +141,6 @@ def _join_the_other_ranks_or_exit_after_the_timeout() -> World:
     order = list(dict.fromkeys(names))  # hosts in the order of their first rank: rank 0's machine is 0
     result = World(size, rank, len(order), comm if size > 1 else None, order.index(names[rank]))
     if size > 1:
-        from flowjob_mpi import faults
-
         faults.install(result)
-        from flowjob_mpi import nccl
-
         result.nccl = nccl.setup(result)  # after faults: a rank failing here stops the others
     return result

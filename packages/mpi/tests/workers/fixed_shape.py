@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import oneflow as flow
 import oneflow.typing as tp
-from flowjob_mpi.world import MpiError
+from flowjob_mpi.errors import MpiError
 
 
 @flow.global_function()

@@ -6,7 +6,8 @@ ranks: (under mpiexec) a train job reading BATCH records per step through flow.d
     returned per-row losses and record ids of every step, the final variables), every rank rank<r>.npz.
 one: the same model in one process, fed through placeholders the union the ranks read: per step, the
     rank-major concatenation of each rank's next records (its parts in order, looping over its epoch).
-stale: ranks, but the reader is traced after the shard hook was reset: an error naming the reader.
+stale: ranks, but the reader is traced in a world of one (another plugin answers flowjob_world): an error naming
+    the reader.
 """
 import os
 import sys
@@ -39,11 +40,16 @@ def model(x, y):
     return loss
 
 
-if mode == "stale":  # a reader traced without this rank's shard (the hook reset after the session started)
-    import flowjob_ofrecord
+if mode == "stale":  # a reader traced without this rank's shard: a plugin answers flowjob_world before flowjob-mpi
+    from flowjob_core import get_default_session, hookimpl
+    from flowjob_core.world import ONE_PROCESS
 
-    flow.distributed.get_rank()  # the session starts: flowjob-mpi sets the shard hook
-    flowjob_ofrecord.set_shard_hook(None)
+    class OneProcessWorld:
+        @hookimpl
+        def flowjob_world(self):
+            return ONE_PROCESS
+
+    get_default_session().pm.register(OneProcessWorld())  # pluggy asks the last registered first
     mode = "ranks"
 if mode == "ranks":
     @flow.global_function(type="train")

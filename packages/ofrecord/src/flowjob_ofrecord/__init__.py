@@ -2,7 +2,6 @@
 
 from flowjob_ofrecord.errors import OFRecordError
 from flowjob_ofrecord.files import iter_records, part_name, write_part
-from flowjob_ofrecord.reader import set_shard_hook
 
 __version__ = "0.1.0"
-__all__ = ["OFRecordError", "iter_records", "part_name", "set_shard_hook", "write_part"]
+__all__ = ["OFRecordError", "iter_records", "part_name", "write_part"]

@@ -5,10 +5,10 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_ofrecord import defs, defs_handle, defs_image, defs_onerec, defs_transform
+from flowjob_ofrecord.records import image_decoders, image_handles, image_transforms, ofrecord, onerec
 
 
 @hookimpl
 def flowjob_add_ops(registry: Any) -> None:
-    for op in (*defs.OPS, *defs_image.OPS, *defs_transform.OPS, *defs_handle.OPS, *defs_onerec.OPS):
+    for op in (*ofrecord.OPS, *image_decoders.OPS, *image_transforms.OPS, *image_handles.OPS, *onerec.OPS):
         registry.add(op)

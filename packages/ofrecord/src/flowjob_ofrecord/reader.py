@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
+from flowjob_core.world import world_of
+
 from flowjob_ofrecord.errors import OFRecordError
 from flowjob_ofrecord.files import RecordRef, index_file, parse, part_paths, read_payload
 from flowjob_ofrecord.onerec_format import index_onerec_file, parse_example, read_onerec_payload
@@ -29,21 +31,15 @@ POLL = 0.1
 # (decoded images); ``decoded`` holds what the decoders registered before it made of the same batch
 Decoder = Callable[[list[OFRecord], list[RecordRef], dict[str, Any]], Any]
 
-# rank and world of this process for sharding; a distributed launcher replaces it (set_shard_hook)
-_shard_hook: Callable[[], tuple[int, int]] = lambda: (0, 1)  # noqa: E731
 
-
-def set_shard_hook(hook: Callable[[], tuple[int, int]] | None) -> None:
-    """Make readers traced from now on shard by ``hook() -> (rank, world)``; None restores (0, 1)."""
-    global _shard_hook
-    _shard_hook = hook if hook is not None else (lambda: (0, 1))
-
-
-def shard() -> tuple[int, int]:
-    rank, world = _shard_hook()
-    if not (isinstance(rank, int) and isinstance(world, int) and 0 <= rank < world):
-        raise OFRecordError(f"the shard hook gave rank={rank!r}, world={world!r}; need 0 <= rank < world")
-    return rank, world
+def shard(session: Any) -> tuple[int, int]:
+    """This process's (rank, world) for sharding a reader traced in ``session``: the world its
+    ``flowjob_world`` plugin describes (flowjob-mpi's MPI world), else (0, 1)."""
+    world = world_of(session)
+    rank, size = world.rank, world.size
+    if not (isinstance(rank, int) and isinstance(size, int) and 0 <= rank < size):
+        raise OFRecordError(f"the flowjob_world hook gave rank={rank!r}, size={size!r}; need 0 <= rank < size")
+    return rank, size
 
 
 def onerec_paths(files: Sequence[str], op: str) -> list[Path]:

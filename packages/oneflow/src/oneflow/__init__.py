@@ -37,7 +37,7 @@ _NAMESPACE = LazyNamespace(
         Source("flowjob_ops.initializers", "flowjob-ops"),  # flow.*_initializer
         Source("flowjob_ops.extra_toplevel", "flowjob-ops"),  # flow.smooth_l1_loss, flow.ctc_loss, ...
         Source("flowjob_watch", "flowjob-watch", legacy=("watch", "watch_diff", "watch_scope")),  # and the sinks
-        Source("flowjob_ofrecord.image_toplevel", "flowjob-ofrecord", legacy=("image_resize",)),  # flow.image_*
+        Source("flowjob_ofrecord.api.image_toplevel", "flowjob-ofrecord", legacy=("image_resize",)),  # flow.image_*
         Source("flowjob_ops.size", "flowjob-ops"),  # flow.Size
     ),
     # legacy names for differently named attributes

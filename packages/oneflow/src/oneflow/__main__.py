@@ -9,7 +9,7 @@ import sys
 from importlib import metadata
 
 DISTRIBUTIONS = ("flowjob", "flowjob-core", "flowjob-ops", "flowjob-typing", "flowjob-watch", "flowjob-optim",
-                 "flowjob-data", "flowjob-gpu", "flowjob-mpi")
+                 "flowjob-data", "flowjob-gpu", "flowjob-kernels", "flowjob-mpi")
 
 DISTRIBUTIONS += ("flowjob-ofrecord",)  # the OFRecord data path (flowjob[data])
 

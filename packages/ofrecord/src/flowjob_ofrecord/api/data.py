@@ -1,21 +1,21 @@
-"""The legacy ``flow.data`` OFRecord functions (v0.3/v0.4 names, arguments and defaults)."""
+"""The legacy ``flow.data`` OFRecord and OneRec readers and decoders (v0.3/v0.4 names, arguments and defaults);
+legacy's older ``BlobConf`` API, in the same namespace, is in ``blob_conf``."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import Blob, OpBuildError, apply, current_builder, dtypes
+from flowjob_core import Blob, apply, current_builder, dtypes
 
-from flowjob_ofrecord.defs import session_token
+from flowjob_ofrecord.api.inputs import check_crop_args, producer
 from flowjob_ofrecord.images import check_color_space
 from flowjob_ofrecord.reader import shard
+from flowjob_ofrecord.sessions import session_token
 
-__all__ = ["BlobConf", "BytesListCodec", "ImageCodec", "ImageDecoderRandomCropResize", "ImagePreprocessor",
-           "ImageResizePreprocessor", "NormByChannelPreprocessor", "OFRecordBytesDecoder", "OFRecordImageDecoder",
-           "OFRecordImageDecoderRandomCrop", "OFRecordRawDecoder", "RawCodec", "decode_ofrecord",
-           "image_decoder_random_crop_resize", "ofrecord_bytes_decoder", "ofrecord_image_classification_reader",
-           "ofrecord_image_decoder",
-           "ofrecord_image_decoder_random_crop", "ofrecord_loader", "ofrecord_raw_decoder", "ofrecord_reader"]
-__all__ += ["OneRecDecoder", "onerec_decoder", "onerec_reader"]  # legacy v0.4's OneRec files
+__all__ = ["ImageDecoderRandomCropResize", "OFRecordBytesDecoder", "OFRecordImageDecoder",
+           "OFRecordImageDecoderRandomCrop", "OFRecordRawDecoder", "OneRecDecoder", "image_decoder_random_crop_resize",
+           "ofrecord_bytes_decoder", "ofrecord_image_classification_reader", "ofrecord_image_decoder",
+           "ofrecord_image_decoder_random_crop", "ofrecord_raw_decoder", "ofrecord_reader", "onerec_decoder",
+           "onerec_reader"]
 
 
 def ofrecord_reader(ofrecord_dir: str, batch_size: int = 1, data_part_num: int = 1, part_name_prefix: str = "part-",
@@ -26,7 +26,7 @@ def ofrecord_reader(ofrecord_dir: str, batch_size: int = 1, data_part_num: int =
     The folder holds ``data_part_num`` files ``<part_name_prefix><n>`` (``n`` zero-padded to
     ``part_name_suffix_length`` digits; -1: not padded). Records are read epoch after epoch, by a
     background thread that keeps the next batches ready (decoded) while the step computes; this process
-    reads its rank's share of the part files (``flowjob_ofrecord.set_shard_hook``).
+    reads its rank's share of the part files (the rank and size of the session's ``flowjob_world``).
 
     Args:
         ofrecord_dir: the data folder (a missing folder or part file is an error when the job is traced).
@@ -44,26 +44,14 @@ def ofrecord_reader(ofrecord_dir: str, batch_size: int = 1, data_part_num: int =
         The batch's record ids, int64 ``(batch_size,)``: each record's position in the folder (parts in
         order), which the decoders of this reader turn into values.
     """
-    rank, world = shard()
+    session = current_builder("flow.data.ofrecord_reader").session
+    rank, world = shard(session)
     attrs = {"data_dir": str(ofrecord_dir), "batch_size": batch_size, "data_part_num": data_part_num,
              "part_name_prefix": part_name_prefix, "part_name_suffix_length": part_name_suffix_length,
              "random_shuffle": random_shuffle, "shuffle_buffer_size": shuffle_buffer_size,
              "shuffle_after_epoch": shuffle_after_epoch, "seed": seed, "rank": rank, "world": world,
-             "session": session_token(current_builder("flow.data.ofrecord_reader").session)}
+             "session": session_token(session)}
     return apply("ofrecord_reader", [], attrs, name=name)
-
-
-def producer(blob: Any, ops: tuple[str, ...] | None, what: str, wanted: str) -> Any:
-    """The node of ``blob``'s job that made it, checked to be one of ``ops`` (None: any, or None for none)."""
-    if not isinstance(blob, Blob):
-        raise TypeError(f"{what}: the input must be the blob of {wanted}, got {type(blob).__name__}")
-    node = next((n for n in blob.builder.job.nodes if n.name == blob.op_name), None)
-    if ops is None:
-        return node
-    if node is None or node.op not in ops:
-        raise OpBuildError(f"{what}: input {blob.lbn!r} is not the output of {wanted} "
-                           f"(it comes from {node.op if node else 'no op'!r})")
-    return node
 
 
 def _reader_of(blob: Any, what: str) -> str:
@@ -129,7 +117,7 @@ def OFRecordImageDecoderRandomCrop(input_blob: Blob, blob_name: str, color_space
     whole image. ``seed`` makes the crops repeat (default: fresh entropy).
     """
     reader = _reader_of(input_blob, "flow.data.OFRecordImageDecoderRandomCrop")
-    area, ratio = _check_crop_args(num_attempts, random_area, random_aspect_ratio)
+    area, ratio = check_crop_args(num_attempts, random_area, random_aspect_ratio)
     attrs = {"name": blob_name, "color_space": check_color_space(color_space), "reader": reader,
              "num_attempts": num_attempts, "random_area": area, "random_aspect_ratio": ratio, "seed": seed}
     return apply("ofrecord_image_decoder_random_crop", [input_blob], attrs, name=name)
@@ -186,18 +174,6 @@ def OFRecordBytesDecoder(input_blob: Blob, blob_name: str, name: str | None = No
     return apply("ofrecord_bytes_decoder", [input_blob], {"name": blob_name, "reader": reader}, name=name)
 
 
-def _check_crop_args(num_attempts: int, random_area: Sequence[float],
-                     random_aspect_ratio: Sequence[float]) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    if isinstance(num_attempts, bool) or not isinstance(num_attempts, int) or num_attempts < 1:
-        raise ValueError(f"num_attempts must be an int >= 1, got {num_attempts!r}")
-    area, ratio = tuple(map(float, random_area)), tuple(map(float, random_aspect_ratio))
-    if len(area) != 2 or not 0 < area[0] <= area[1] <= 1:
-        raise ValueError(f"random_area must be (low, high) with 0 < low <= high <= 1, got {random_area!r}")
-    if len(ratio) != 2 or not 0 < ratio[0] <= ratio[1]:
-        raise ValueError(f"random_aspect_ratio must be (low, high) with 0 < low <= high, got {random_aspect_ratio!r}")
-    return area, ratio
-
-
 def ImageDecoderRandomCropResize(input_blob: Blob, target_width: int, target_height: int,
                                  num_attempts: int | None = None, seed: int | None = None,
                                  random_area: Sequence[float] | None = None,
@@ -213,7 +189,7 @@ def ImageDecoderRandomCropResize(input_blob: Blob, target_width: int, target_hei
     """
     source = producer(input_blob, ("ofrecord_bytes_decoder",), "flow.data.ImageDecoderRandomCropResize",
                       "flow.data.OFRecordBytesDecoder")
-    area, ratio = _check_crop_args(10 if num_attempts is None else num_attempts,
+    area, ratio = check_crop_args(10 if num_attempts is None else num_attempts,
                                    (0.08, 1.0) if random_area is None else random_area,
                                    (0.75, 1.333333) if random_aspect_ratio is None else random_aspect_ratio)
     attrs = {"target_width": target_width, "target_height": target_height,
@@ -224,12 +200,6 @@ def ImageDecoderRandomCropResize(input_blob: Blob, target_width: int, target_hei
 
 ofrecord_bytes_decoder = OFRecordBytesDecoder
 image_decoder_random_crop_resize = ImageDecoderRandomCropResize
-
-
-# legacy's older API, built from the functions above (imported last: it uses them)
-from flowjob_ofrecord.blob_conf import (  # noqa: E402
-    BlobConf, BytesListCodec, ImageCodec, ImagePreprocessor, ImageResizePreprocessor, NormByChannelPreprocessor,
-    RawCodec, decode_ofrecord, ofrecord_loader)
 
 
 def onerec_reader(files: Sequence[str], batch_size: int = 1, random_shuffle: bool = False,
@@ -259,12 +229,13 @@ def onerec_reader(files: Sequence[str], batch_size: int = 1, random_shuffle: boo
     if not isinstance(files, (list, tuple)):
         raise TypeError(f"flow.data.onerec_reader: files must be a list or tuple of paths, got "
                         f"{type(files).__name__}")
-    rank, world = shard()
+    session = current_builder("flow.data.onerec_reader").session
+    rank, world = shard(session)
     attrs = {"files": tuple(str(f) for f in files), "batch_size": batch_size, "random_shuffle": random_shuffle,
              "shuffle_mode": shuffle_mode, "shuffle_buffer_size": shuffle_buffer_size,
              "shuffle_after_epoch": shuffle_after_epoch, "verify_example": bool(verify_example), "seed": seed,
              "rank": rank, "world": world,
-             "session": session_token(current_builder("flow.data.onerec_reader").session)}
+             "session": session_token(session)}
     return apply("onerec_reader", [], attrs, name=name)
 
 

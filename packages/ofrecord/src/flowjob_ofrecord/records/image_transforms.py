@@ -15,11 +15,11 @@ import numpy as np
 from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError, dtypes
 
 from flowjob_ofrecord import images
-from flowjob_ofrecord.defs import copy_decoded, find_reader
-from flowjob_ofrecord.defs_image import handle_infer
 from flowjob_ofrecord.errors import OFRecordError
 from flowjob_ofrecord.files import RecordRef
 from flowjob_ofrecord.record_pb2 import OFRecord
+from flowjob_ofrecord.records.image_decoders import handle_infer
+from flowjob_ofrecord.records.reader_nodes import copy_decoded, find_reader
 
 
 def _resize_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:

@@ -11,22 +11,10 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, OpBuildError, apply, dtypes
 
-from flowjob_ofrecord.data import _check_crop_args, producer
+from flowjob_ofrecord.api.inputs import HANDLES, UINT8_HANDLES, WANTED, channels_of, check_crop_args, producer
 from flowjob_ofrecord.images import check_color_space
 
-# handle-producing ops whose images are uint8 (Resize, CropMirrorNormalize and these ops read them)
-UINT8_HANDLES = ("ofrecord_image_decoder", "ofrecord_image_decoder_random_crop", "image_resize_keep_aspect_ratio",
-                 "image_decode", "image_flip", "image_random_crop")
-HANDLES = (*UINT8_HANDLES, "image_normalize")  # image_normalize's images are float32
-WANTED = "flow.data.OFRecordImageDecoder(RandomCrop), flow.image.decode, flip, random_crop or a Resize keeping the " \
-         "aspect ratio"
-
-
-def channels_of(node: Any) -> int:
-    """How many channels the images of a handle-producing node have."""
-    if "color_space" in node.attrs:
-        return 1 if node.attrs["color_space"] == "GRAY" else 3
-    return int(node.attrs["channels"])
+__all__ = ["batch_align", "decode", "flip", "normalize", "random_crop"]
 
 
 def _source(blob: Any, what: str, ops: tuple[str, ...] = UINT8_HANDLES, wanted: str = WANTED) -> Any:
@@ -72,7 +60,7 @@ def random_crop(input_blob: Blob, num_attempts: int = 10, seed: int | None = Non
     ``random_area``, default (0.08, 1); aspect ratio log-uniform in ``random_aspect_ratio``, default
     (0.75, 1.333333); the whole image after ``num_attempts`` misses); ``seed`` repeats the crops."""
     source = _source(input_blob, "flow.image.random_crop")
-    area, ratio = _check_crop_args(num_attempts, (0.08, 1.0) if random_area is None else random_area,
+    area, ratio = check_crop_args(num_attempts, (0.08, 1.0) if random_area is None else random_area,
                                    (0.75, 1.333333) if random_aspect_ratio is None else random_aspect_ratio)
     attrs = {"num_attempts": num_attempts, "random_area": area, "random_aspect_ratio": ratio, "seed": seed,
              **_handle_attrs(source)}

@@ -6,8 +6,11 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, OpBuildError, apply, dtypes
 
-from flowjob_ofrecord.data import OFRecordImageDecoder, OFRecordRawDecoder, ofrecord_reader
-from flowjob_ofrecord import image  # the module, not its names: image imports data, which imports this module
+from flowjob_ofrecord.api.data import OFRecordImageDecoder, OFRecordRawDecoder, ofrecord_reader
+from flowjob_ofrecord.api.image import CropMirrorNormalize, Resize
+
+__all__ = ["BlobConf", "BytesListCodec", "ImageCodec", "ImagePreprocessor", "ImageResizePreprocessor",
+           "NormByChannelPreprocessor", "RawCodec", "decode_ofrecord", "ofrecord_loader"]
 
 
 class RawCodec:
@@ -88,7 +91,7 @@ def _decode_image(records: Blob, conf: BlobConf) -> Blob:
         raise OpBuildError(f"decode_ofrecord blob {conf.name!r}: resized to {size[0]}x{size[1]} (width x height) "
                            f"but its shape {conf.shape} holds {w}x{h}")
     decoded = OFRecordImageDecoder(records, conf.name, color_space=color_space if c == 3 else "GRAY")
-    resized, _, _ = image.Resize(decoded, target_size=(w, h), channels=c)
+    resized, _, _ = Resize(decoded, target_size=(w, h), channels=c)
     # legacy's random mirror: a fresh coin per image and step (the coin_flip op of flowjob-ops)
     flips = apply("coin_flip", [], {"batch_size": records.shape[0], "probability": 0.5, "seed": None}) \
         if mirror else None
@@ -98,7 +101,7 @@ def _decode_image(records: Blob, conf: BlobConf) -> Blob:
         raise OpBuildError(f"decode_ofrecord blob {conf.name!r}: a mirrored image blob is a float one (dtype "
                            f"flow.float), as CropMirrorNormalize gives")
     mean, std = (norms[0].mean_values, norms[0].std_values) if norms else ([0.0], [1.0])
-    return image.CropMirrorNormalize(resized, mirror_blob=flips, color_space=color_space,
+    return CropMirrorNormalize(resized, mirror_blob=flips, color_space=color_space,
                                      output_layout="NCHW" if first else "NHWC", mean=mean, std=std,
                                      output_dtype=conf.dtype)
 

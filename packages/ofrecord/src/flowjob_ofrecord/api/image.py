@@ -1,5 +1,5 @@
-"""The legacy ``flow.image`` functions for decoded OFRecord images: ``Resize`` and ``CropMirrorNormalize`` here,
-the tensor-buffer ops (``decode``, ``flip``, ``random_crop``, ``normalize``, ``batch_align``) in image_handles."""
+"""The legacy ``flow.image`` functions for decoded OFRecord images: ``Resize`` and ``CropMirrorNormalize`` (the
+tensor-buffer ops ``decode``, ``flip``, ``random_crop``, ``normalize``, ``batch_align`` are in image_handles)."""
 from __future__ import annotations
 
 import warnings
@@ -7,18 +7,11 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, apply, dtypes
 
-from flowjob_ofrecord.data import producer
-from flowjob_ofrecord.image_handles import (
-    UINT8_HANDLES, WANTED, batch_align, channels_of, decode, flip, normalize, random_crop)
+from flowjob_ofrecord.api.inputs import UINT8_HANDLES, WANTED, channels_of, producer
 from flowjob_ofrecord.images import INTERPOLATIONS, check_color_space
 
-__all__ = ["CropMirrorNormalize", "Resize", "batch_align", "crop_mirror_normalize", "decode", "flip", "normalize",
-           "random_crop", "resize", "target_resize"]
+__all__ = ["CropMirrorNormalize", "Resize", "crop_mirror_normalize", "resize", "target_resize"]
 
-# ops whose blob is a handle of uint8 images of differing sizes, kept in the reader thread
-_HANDLES = UINT8_HANDLES
-_WANTED = WANTED
-_channels = channels_of
 _INTERP_TYPES = {"Linear": "bilinear", "NN": "nearest_neighbor", "Cubic": "bicubic"}
 
 
@@ -54,7 +47,7 @@ def Resize(image: Blob, target_size: Sequence[int] | int | None = None, min_size
         target_size, keep_aspect_ratio, resize_side, deprecated = resize_shorter, True, "shorter", True
     if interpolation_type not in INTERPOLATIONS:
         raise ValueError(f"interpolation_type must be one of {INTERPOLATIONS}, got {interpolation_type!r}")
-    source = producer(image, _HANDLES, "flow.image.Resize", _WANTED)
+    source = producer(image, UINT8_HANDLES, "flow.image.Resize", WANTED)
     if keep_aspect_ratio:
         if isinstance(target_size, bool) or not isinstance(target_size, int):
             raise ValueError(f"target_size must be an int when keep_aspect_ratio is True, got {target_size!r}")
@@ -62,7 +55,7 @@ def Resize(image: Blob, target_size: Sequence[int] | int | None = None, min_size
             raise ValueError(f'resize_side must be "shorter" or "longer", got {resize_side!r}')
         attrs = {"target_size": target_size, "min_size": min_size or 0, "max_size": max_size or 0,
                  "resize_longer": resize_side == "longer", "interpolation_type": interpolation_type,
-                 "channels": _channels(source), "source": source.name, "reader": source.attrs["reader"]}
+                 "channels": channels_of(source), "source": source.name, "reader": source.attrs["reader"]}
         handle, scale, new_size = apply("image_resize_keep_aspect_ratio", [image], attrs, name=name)
         return handle if deprecated else (handle, scale, new_size)
     if (not isinstance(target_size, (list, tuple)) or len(target_size) != 2
@@ -89,9 +82,9 @@ def CropMirrorNormalize(input_blob: Blob, mirror_blob: Blob | None = None, color
     """
     check_color_space(color_space)
     made_by = producer(input_blob, None, "flow.image.CropMirrorNormalize", "") if isinstance(input_blob, Blob) else None
-    if made_by is not None and made_by.op in _HANDLES:  # images of differing sizes: one crop size makes one blob
+    if made_by is not None and made_by.op in UINT8_HANDLES:  # images of differing sizes: one crop size makes one blob
         crop = {"crop_h": int(crop_h), "crop_w": int(crop_w), "crop_pos_y": float(crop_pos_y),
-                "crop_pos_x": float(crop_pos_x), "channels": _channels(made_by), "source": made_by.name,
+                "crop_pos_x": float(crop_pos_x), "channels": channels_of(made_by), "source": made_by.name,
                 "reader": made_by.attrs["reader"]}
         input_blob = apply("image_crop_from_tensorbuffer", [input_blob], crop,
                            name=None if name is None else f"{name}_crop")

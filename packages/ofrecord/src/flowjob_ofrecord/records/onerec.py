@@ -13,19 +13,20 @@ import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError, dtypes
 
-from flowjob_ofrecord.defs import _alive, _int, copy_decoded, find_reader
 from flowjob_ofrecord.errors import OFRecordError
 from flowjob_ofrecord.files import RecordRef
 from flowjob_ofrecord.onerec_format import LIST_NAMES, LIST_TYPES, Tensor
 from flowjob_ofrecord.reader import Reader, ReaderConfig, onerec_paths
+from flowjob_ofrecord.records.reader_nodes import copy_decoded, find_reader, int_attr
+from flowjob_ofrecord.sessions import session_alive
 
 SHUFFLE_MODES = ("instance", "batch")
 DECODED_DTYPES = tuple(np.dtype(t) for t in (np.int8, np.int32, np.int64, np.float32, np.float64))
 
 
 def onerec_config(op: str, attrs: dict) -> ReaderConfig:
-    world = _int(attrs, "world", 1)
-    batch = _int(attrs, "batch_size", 1)
+    world = int_attr(attrs, "world", 1)
+    batch = int_attr(attrs, "batch_size", 1)
     if batch % world:
         raise ShapeError(f"batch_size {batch} does not split over {world} processes")
     if attrs["shuffle_mode"] not in SHUFFLE_MODES:
@@ -37,9 +38,9 @@ def onerec_config(op: str, attrs: dict) -> ReaderConfig:
     files = tuple(str(f) for f in attrs["files"])
     return ReaderConfig(op=op, data_dir="", data_part_num=max(1, len(files)), batch_size=batch // world,
                         random_shuffle=bool(attrs["random_shuffle"]),
-                        shuffle_buffer_size=_int(attrs, "shuffle_buffer_size", 1),
+                        shuffle_buffer_size=int_attr(attrs, "shuffle_buffer_size", 1),
                         shuffle_after_epoch=bool(attrs["shuffle_after_epoch"]), seed=seed,
-                        rank=_int(attrs, "rank", 0), world=world, files=files, format="onerec",
+                        rank=int_attr(attrs, "rank", 0), world=world, files=files, format="onerec",
                         shuffle_mode=attrs["shuffle_mode"])
 
 
@@ -50,7 +51,7 @@ def _reader_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 
 def _reader_kernel(ctx: KernelContext) -> Any:
-    reader = Reader(onerec_config(ctx.node_name, ctx.attrs), alive=_alive(ctx.attrs.get("session")))
+    reader = Reader(onerec_config(ctx.node_name, ctx.attrs), alive=session_alive(ctx.attrs.get("session")))
     ctx.shared[("ofrecord", ctx.node_name)] = reader  # where find_reader looks, as for OFRecord readers
     out = ctx.out(0)
 

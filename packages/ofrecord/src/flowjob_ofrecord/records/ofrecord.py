@@ -8,70 +8,35 @@ the reader thread has already decoded for the current batch.
 """
 from __future__ import annotations
 
-import itertools
 import numbers
-import weakref
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError, dtypes
 
 from flowjob_ofrecord import features
-from flowjob_ofrecord.errors import OFRecordError
 from flowjob_ofrecord.files import RecordRef, part_paths
 from flowjob_ofrecord.reader import Reader, ReaderConfig
 from flowjob_ofrecord.record_pb2 import OFRecord
-
-# a traced reader's session, by the token in its ``session`` attribute: the reader thread stops when it closes
-_SESSIONS: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
-
-
-_TOKENS = itertools.count()
-
-
-def session_token(session: Any) -> str:
-    """A name for ``session`` that the reader node's attributes can hold (the IR holds no objects)."""
-    token = getattr(session, "_flowjob_ofrecord_token", None)
-    if token is None:
-        token = f"session-{next(_TOKENS)}"
-        session._flowjob_ofrecord_token = token
-        _SESSIONS[token] = session
-    return token
-
-
-def _alive(token: str | None) -> Callable[[], bool]:
-    if token is None:
-        return lambda: True
-
-    def alive() -> bool:
-        session = _SESSIONS.get(token)
-        return session is not None and not session.closed
-
-    return alive
-
-
-def _int(attrs: dict, key: str, low: int) -> int:
-    value = attrs[key]
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ShapeError(f"{key} must be an int >= {low}, got {value!r}")
-    return int(value)
+from flowjob_ofrecord.records.reader_nodes import copy_decoded, find_reader, int_attr
+from flowjob_ofrecord.sessions import session_alive
 
 
 def reader_config(op: str, attrs: dict) -> ReaderConfig:
-    world = _int(attrs, "world", 1)
-    batch = _int(attrs, "batch_size", 1)
+    world = int_attr(attrs, "world", 1)
+    batch = int_attr(attrs, "batch_size", 1)
     if batch % world:
         raise ShapeError(f"batch_size {batch} does not split over {world} processes")
     seed = attrs.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise ShapeError(f"seed must be an int or None, got {seed!r}")
     return ReaderConfig(
-        op=op, data_dir=str(attrs["data_dir"]), data_part_num=_int(attrs, "data_part_num", 1),
+        op=op, data_dir=str(attrs["data_dir"]), data_part_num=int_attr(attrs, "data_part_num", 1),
         batch_size=batch // world,
         part_name_prefix=str(attrs["part_name_prefix"]), part_name_suffix_length=int(attrs["part_name_suffix_length"]),
-        random_shuffle=bool(attrs["random_shuffle"]), shuffle_buffer_size=_int(attrs, "shuffle_buffer_size", 1),
-        shuffle_after_epoch=bool(attrs["shuffle_after_epoch"]), seed=seed, rank=_int(attrs, "rank", 0), world=world)
+        random_shuffle=bool(attrs["random_shuffle"]), shuffle_buffer_size=int_attr(attrs, "shuffle_buffer_size", 1),
+        shuffle_after_epoch=bool(attrs["shuffle_after_epoch"]), seed=seed, rank=int_attr(attrs, "rank", 0), world=world)
 
 
 def _reader_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -82,32 +47,13 @@ def _reader_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 
 def _reader_kernel(ctx: KernelContext) -> Any:
-    reader = Reader(reader_config(ctx.node_name, ctx.attrs), alive=_alive(ctx.attrs.get("session")))
+    reader = Reader(reader_config(ctx.node_name, ctx.attrs), alive=session_alive(ctx.attrs.get("session")))
     ctx.shared[("ofrecord", ctx.node_name)] = reader
     out = ctx.out(0)
 
     def run() -> Any:
         batch = reader.next()
         out[...] = ctx.xp.asarray(batch.ids)
-        return out
-
-    return run
-
-
-def find_reader(ctx: KernelContext) -> Reader:
-    reader = ctx.shared.get(("ofrecord", ctx.attrs["reader"]))
-    if reader is None:
-        raise OFRecordError(f"{ctx.node_name}: its input is not the output of an ofrecord_reader "
-                            f"(reader {ctx.attrs['reader']!r} not in this plan)")
-    return reader
-
-
-def copy_decoded(ctx: KernelContext, reader: Reader) -> Callable[[Any], Any]:
-    out, xp, key = ctx.out(0), ctx.xp, ctx.node_name
-
-    def run(_ids: Any) -> Any:
-        assert reader.current is not None  # the reader node runs first: the decoder reads its output
-        out[...] = xp.asarray(reader.current.decoded[key])
         return out
 
     return run

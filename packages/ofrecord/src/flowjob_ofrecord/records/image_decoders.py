@@ -2,7 +2,7 @@
 
 Decoded images differ in size, so a decoder's blob is a handle, as legacy's tensor buffer was: the batch's
 record ids (int64 ``(batch,)``), while the images themselves are decoded by the reader thread into the
-current batch, spread over a pool of threads. ``defs_transform`` holds the ops that make them one blob.
+current batch, spread over a pool of threads. ``image_transforms`` holds the ops that make them one blob.
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import numpy as np
 from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError, dtypes
 
 from flowjob_ofrecord import features, images
-from flowjob_ofrecord.defs import copy_decoded, find_reader
 from flowjob_ofrecord.errors import OFRecordError
 from flowjob_ofrecord.files import RecordRef
 from flowjob_ofrecord.record_pb2 import OFRecord
+from flowjob_ofrecord.records.reader_nodes import copy_decoded, find_reader
 
 
 def _handle_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
