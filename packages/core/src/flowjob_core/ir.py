@@ -110,8 +110,6 @@ class Job:
     intents: list[Intent] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
     grad_targets: list[str] = field(default_factory=list)
-    grads: dict[str, str] = field(default_factory=dict)  # lbn -> raw gradient lbn
-    variable_grads: dict[str, str] = field(default_factory=dict)  # variable name -> scaled gradient lbn
     side_outputs: list[SideOutput] = field(default_factory=list)
     config: Any = None
 
@@ -143,7 +141,5 @@ class Job:
             intents=list(self.intents),
             losses=list(self.losses),
             grad_targets=list(self.grad_targets),
-            grads=dict(self.grads),
-            variable_grads=dict(self.variable_grads),
             side_outputs=list(self.side_outputs),
         )

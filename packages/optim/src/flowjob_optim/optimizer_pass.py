@@ -9,7 +9,7 @@ For a train job it adds, in this order:
 3. the clipping factor, when the optimizer clips;
 4. per updated variable, its slot variables (``<var>-momentum``, ``<var>-m``, ...: session
    variables, not trainable) and one fused update op writing the variable and slots in place
-   from the 1/N-scaled gradient ``job.variable_grads[var]``;
+   from the 1/N-scaled gradient ``ctx.variable_grads[var]`` (autodiff's);
 5. the counter increment.
 
 With ``func_config.train.num_gradient_accumulation_steps(N)``, ``N > 1``, the gradients first go
@@ -104,10 +104,10 @@ def accumulation_steps(job: Job) -> int:
     return int(train.get("num_gradient_accumulation_steps", 1)) if train is not None else 1
 
 
-def _raw_gradient(job: Job, name: str, grad_lbn: str) -> tuple[str, float]:
+def _raw_gradient(job: Job, ctx: Any, name: str, grad_lbn: str) -> tuple[str, float]:
     """The variable's unscaled gradient and the factor autodiff's ``scalar_mul`` applied to it (1/loss
     elements), so an accumulator scales once by ``1 / (N * loss elements)`` as legacy did."""
-    raw = job.grads.get(job.variables[name].lbn)
+    raw = ctx.grads.get(job.variables[name].lbn)
     for node in job.nodes:
         if grad_lbn in node.outputs:
             if node.op == "scalar_mul" and node.inputs == (raw,):
@@ -136,8 +136,8 @@ def run(job: Job, ctx: Any) -> None:
         counter = builder.add_variable(train_step_name(job.name), step_spec, None, trainable=False)
         step = counter
 
-    targets = [(name, lbn) for name, lbn in job.variable_grads.items() if optimizer.updates(name)]
-    sparse = sparse_updates.listed_gradients(job, optimizer, n_acc)
+    targets = [(name, lbn) for name, lbn in ctx.variable_grads.items() if optimizer.updates(name)]
+    sparse = sparse_updates.listed_gradients(job, ctx, optimizer, n_acc)
     # loss scaling: gradients divided by the scale again; a dynamic scale gates the updates (skip)
     policy = loss_scale.job_policy(job)
     loss_scale.refuse_with(job, policy, n_acc, sparse)
@@ -157,7 +157,7 @@ def run(job: Job, ctx: Any) -> None:
         gate, gate_in = {accumulation.STEPS_ATTR: n_acc}, [micro]
         summed = []
         for name, grad_lbn in targets:
-            raw, scale = _raw_gradient(job, name, grad_lbn)
+            raw, scale = _raw_gradient(job, ctx, name, grad_lbn)
             acc = builder.add_variable(accumulation.accumulator_name(job.name, name), job.variables[name].spec,
                                        None, trainable=False)
             (total,) = add("optim_grad_accumulate", [acc, builder.blob(raw), micro],
