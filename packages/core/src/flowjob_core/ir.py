@@ -98,6 +98,25 @@ class SideOutput:
                             f"ctx.bindings.add(...), got {type(self.consumer).__name__}")
 
 
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    """The function config a job was traced with, frozen: the options set (name, value) sorted by name,
+    the nested option sets (``train``) by name, and whether the set counts as set (``train.is_set``: a
+    version-0.1 training config). Later changes to the function's config do not reach the job."""
+
+    options: tuple[tuple[str, Any], ...] = ()
+    sections: tuple[tuple[str, "ConfigSnapshot"], ...] = ()
+    is_set: bool = False
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The value of option ``name``, ``default`` when it was not set."""
+        return next((value for key, value in self.options if key == name), default)
+
+    def section(self, name: str) -> "ConfigSnapshot":
+        """The nested option set ``name`` (empty when there is none)."""
+        return next((snapshot for key, snapshot in self.sections if key == name), ConfigSnapshot())
+
+
 @dataclass
 class Job:
     name: str
@@ -111,7 +130,7 @@ class Job:
     losses: list[str] = field(default_factory=list)
     grad_targets: list[str] = field(default_factory=list)
     side_outputs: list[SideOutput] = field(default_factory=list)
-    config: Any = None
+    config: ConfigSnapshot = field(default_factory=ConfigSnapshot)
 
     def __str__(self) -> str:
         """The job as text, one line per node (see ``flowjob_core.ir_print``)."""

@@ -113,8 +113,8 @@ def job_policy(job: Job) -> LossScalePolicy | None:
     for intent in job.intents:
         if intent.kind == "minimize":
             return policy_of(intent.payload["optimizer"], job.name)
-    train = getattr(job.config, "train", None)
-    factor = train.get("loss_scale_factor") if train is not None and train.is_set else None
+    train = job.config.section("train")
+    factor = train.get("loss_scale_factor") if train.is_set else None
     return static_loss_scale(factor) if factor is not None else None
 
 

@@ -70,8 +70,8 @@ def job_optimizer(job: Job) -> tuple[Optimizer, str]:
                            f"(at {sources}); a job trains with one optimizer")
     if chosen:
         return chosen[0], intents[0].source
-    train = getattr(job.config, "train", None)
-    if train is not None and train.is_set:
+    train = job.config.section("train")
+    if train.is_set:
         return optimizer_from_train_config(train, job.name), f"function_config of {job.name!r}"
     raise FlowjobError(
         f"train job {job.name!r} has a loss but no optimizer: call "
@@ -100,8 +100,7 @@ def _existing(builder: JobBuilder, lbn: str, spec: BlobSpec, what: str) -> Blob:
 
 def accumulation_steps(job: Job) -> int:
     """``func_config.train.num_gradient_accumulation_steps`` of the job (1 when not set)."""
-    train = getattr(job.config, "train", None)
-    return int(train.get("num_gradient_accumulation_steps", 1)) if train is not None else 1
+    return int(job.config.section("train").get("num_gradient_accumulation_steps", 1))
 
 
 def _raw_gradient(job: Job, ctx: Any, name: str, grad_lbn: str) -> tuple[str, float]:

@@ -39,7 +39,7 @@ SparseStep = Callable[[Any, Sequence[Any], Any, Any, Any], None]
 
 def requested(job: Job) -> list[str]:
     """The variable names the job's config lists (none when the option is unset or disabled)."""
-    conf = job.config.get(OPTION) if job.config is not None else None
+    conf = job.config.get(OPTION)
     if not conf or not conf.get("enable", True):
         return []
     return list(dict.fromkeys(conf["include_op_names"]["op_name"]))
