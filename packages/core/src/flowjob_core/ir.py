@@ -64,7 +64,7 @@ class VariableDef:
     initializer: str = ""  # how it starts, described; the callable itself lives in the session's variable store
     trainable: bool = True
     lbn: str = ""
-    regularizer: Any = None  # read by the optimizer pass (an L1/L2 penalty object)
+    regularizer: str | None = None  # the key of its L1/L2 penalty in the function's bindings (the optimizer pass's)
     model_name: str | None = None  # legacy: "weight"/"bias", picked by secondary_lr and bias_l2
 
 
