@@ -133,7 +133,8 @@ class Job:
     config: ConfigSnapshot = field(default_factory=ConfigSnapshot)
 
     def __str__(self) -> str:
-        """The job as text, one line per node (see ``flowjob_core.ir_print``)."""
+        """The job as text, one line per node (see ``flowjob_core.ir_print``; ``format_job`` given the op
+        records and the function's bindings also marks effects and says what the job's keys name)."""
         from flowjob_core.ir_print import format_job  # the printer is only loaded when a job is printed
 
         return format_job(self)
