@@ -1,14 +1,11 @@
 """A train job is plain data, with every optimizer, schedule, warmup, regularizer, clipping and loss scale:
 the objects it needs are keys of the global function's bindings, so it deep-copies, compares equal to
 its copy and holds no callable or user object, traced and after every pass."""
-import copy
-
 import numpy as np
 import pytest
 
 from flowjob_core import FunctionConfig, add_loss, apply, get_variable
-from flowjob_core.passes import PassContext, run_passes
-from flowjob_core.testing.plain_data import objects_in
+from flowjob_core.testing.plain_data import traced_and_passed
 from flowjob_optim import api as opt
 from flowjob_optim.regularizers import l1, l1_l2, l2
 
@@ -69,12 +66,7 @@ def _define(define, toy, body, config=None):
 
 
 def _assert_plain_data(session, fn):
-    traced = fn.ensure_traced()
-    final = run_passes(traced, PassContext(session, session.registries, session.backend, fn.bindings))
-    for job in (traced, final):
-        assert objects_in(job) == []
-        clone = copy.deepcopy(job)
-        assert clone == job and clone is not job
+    traced, final = traced_and_passed(fn)
     fn(X)  # and it trains: the keys resolve when the plan is built
     return traced, final
 

@@ -1,11 +1,8 @@
 """A watched job is plain data: the sinks, handlers and blobs it refers to are keys of the function's bindings."""
-import copy
-
 import numpy as np
 
 from flowjob_core import add_loss, apply, get_variable
-from flowjob_core.passes import PassContext, run_passes
-from flowjob_core.testing.plain_data import objects_in
+from flowjob_core.testing.plain_data import traced_and_passed
 from flowjob_watch import watch, watch_diff, watch_scope
 from flowjob_watch.sinks import Sink
 
@@ -39,12 +36,7 @@ def _watched_train_job(define, kinds, sink, seen):
 def test_traced_and_passed_job_holds_no_callables_and_deep_copies(define, kinds, session):
     sink, seen = Steps(), []
     fn = _watched_train_job(define, kinds, sink, seen)
-    traced = fn.ensure_traced()
-    final = run_passes(traced, PassContext(session, session.registries, session.backend, fn.bindings))
-    for job in (traced, final):
-        assert objects_in(job) == []
-        clone = copy.deepcopy(job)
-        assert clone == job and clone is not job
+    traced, final = traced_and_passed(fn)  # each holds no object and deep-copies equal
     labels = [s.label for s in final.side_outputs]
     assert labels == ["y/out_0"] * 4 + ["y/out_0:diff"]  # the scope (dict, sink), watch y twice, diff of y
     assert all(isinstance(s.consumer, str) and s.consumer in fn.bindings for s in final.side_outputs)

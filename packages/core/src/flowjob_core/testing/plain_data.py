@@ -7,10 +7,15 @@ dicts of them.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from flowjob_core.function import JobFunction
+    from flowjob_core.ir import Job
 
 LEAVES = (str, bytes, int, float, bool, complex, type(None), np.dtype, np.generic, np.ndarray)
 
@@ -44,9 +49,24 @@ def objects_in(value: Any, path: str = "job") -> list[str]:
     return found
 
 
+def traced_and_passed(fn: "JobFunction") -> tuple["Job", "Job"]:
+    """``fn``'s traced job and its job after every pass (run with ``fn``'s bindings, as planning does),
+    each asserted to be plain data: nothing ``objects_in`` finds, and a deep copy equal to it."""
+    from flowjob_core.passes import PassContext, run_passes  # the passes are loaded only by the tests using them
+
+    session = fn.session
+    traced = fn.ensure_traced()
+    final = run_passes(traced, PassContext(session, session.registries, session.backend, fn.bindings))
+    for job in (traced, final):
+        assert objects_in(job) == [], f"job {job.name!r} holds objects: {objects_in(job)}"
+        clone = copy.deepcopy(job)
+        assert clone == job and clone is not job, f"job {job.name!r}: a deep copy differs"
+    return traced, final
+
+
 def _is_core_record(value: Any) -> bool:
     return (dataclasses.is_dataclass(value) and not isinstance(value, type)
             and type(value).__module__.startswith("flowjob_core."))
 
 
-__all__ = ["LEAVES", "objects_in"]
+__all__ = ["LEAVES", "objects_in", "traced_and_passed"]
