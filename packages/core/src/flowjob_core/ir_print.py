@@ -12,7 +12,7 @@
     intents:
       minimize {optimizer='SGD#0'}
     bindings:
-      SGD#0: SGD(lr_scheduler=LrScheduler(base_lr=0.1), momentum=0.0)
+      SGD#0: SGD(lr_scheduler=LrScheduler(base_lr=0.1), weight_decay=0.0, momentum=0.0)
       Regularizer#1: Regularizer(l1=0.0, l2=0.1)
 
 Each placeholder and variable is listed once, in the header (their ``input`` and ``variable``
