@@ -24,7 +24,7 @@ def _expose_grads(job, ctx):
         if intent.kind == "expose":
             lbn, sink = intent.payload["lbn"], intent.payload["sink"]
             store = ctx.bindings.add(lambda v, lbn=lbn, sink=sink: sink.__setitem__(lbn, v.copy()), "expose")
-            job.side_outputs.append(SideOutput(job.grads[lbn], store))
+            job.side_outputs.append(SideOutput(ctx.grads[lbn], store))
 
 
 @pytest.fixture
@@ -62,9 +62,10 @@ def test_seed_is_ones_and_variable_grads_are_scaled(session, toy):
     final, grads = _fetch_grads(session, fn, ["w/out"])
     np.testing.assert_array_equal(grads["w/out"], np.ones(3))  # raw: seed of ones
     job = fn.ensure_traced().copy()
-    differentiate(job, PassContext(session, session.registries, session.backend))
-    scaled = next(n for n in job.nodes if n.outputs[0] == job.variable_grads["w"])
-    assert scaled.inputs == (job.grads["w/out"],)
+    ctx = PassContext(session, session.registries, session.backend)
+    differentiate(job, ctx)
+    scaled = next(n for n in job.nodes if n.outputs[0] == ctx.variable_grads["w"])
+    assert scaled.inputs == (ctx.grads["w/out"],)
     assert scaled.op == "scalar_mul" and scaled.attrs["scalar"] == pytest.approx(1 / 3)
 
 

@@ -3,6 +3,7 @@ recorded (accessor, debug log, ``python -m oneflow info``); result-changing ones
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 
 import pytest
@@ -181,6 +182,25 @@ def test_memory_policy_white_list_and_copies():
     wl.remove("use_time_line_algo")
     assert not wl.has("use_time_line_algo") and clone.static_mem_alloc_policy_white_list.has("use_time_line_algo")
     assert clone != cfg
+
+
+def test_a_snapshot_is_frozen_plain_data_that_later_settings_do_not_reach():
+    cfg = FunctionConfig()
+    cfg.indexed_slices_optimizer_conf({"include_op_names": {"op_name": ["emb"]}})
+    cfg.enable_auto_mixed_precision(True)
+    cfg.train.primary_lr(0.1)
+    snap = cfg.snapshot()
+    assert snap.get("enable_auto_mixed_precision") is True and snap.get("enable_inplace", 7) == 7
+    assert [name for name, _ in snap.options] == ["enable_auto_mixed_precision", "indexed_slices_optimizer_conf"]
+    assert snap.section("train").is_set and snap.section("train").get("primary_lr") == 0.1
+    assert not snap.section("tensorrt").is_set and snap.section("no such set").options == ()
+    cfg.get("indexed_slices_optimizer_conf")["include_op_names"]["op_name"].append("other")
+    cfg.train.primary_lr(0.5)
+    assert snap.get("indexed_slices_optimizer_conf") == {"include_op_names": {"op_name": ["emb"]}}
+    assert snap.section("train").get("primary_lr") == 0.1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.is_set = True  # type: ignore[misc]
+    assert copy.deepcopy(snap) == snap and cfg.snapshot() != snap
 
 
 @pytest.mark.parametrize("load", [session_options.load_library, session_options.load_library_now])

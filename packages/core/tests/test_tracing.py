@@ -190,3 +190,14 @@ def test_side_outputs_name_their_consumer_by_a_key_the_planner_binds(session, to
     _, sides = plan.run([np.ones(3, np.float32)])
     plan.side_consumers[0](sides[0])
     np.testing.assert_array_equal(sink[0], [2, 2, 2])
+
+
+def test_a_traced_job_keeps_a_frozen_snapshot_of_its_function_config(session, toy):
+    from flowjob_core.ir import ConfigSnapshot
+
+    fn = _job(session, toy, lambda x: apply("twice", [x]))
+    fn.config.enable_numerics_check(True)
+    job = fn.ensure_traced()
+    assert isinstance(job.config, ConfigSnapshot) and job.config.get("enable_numerics_check") is True
+    fn.config.enable_numerics_check(False)  # the function's own config: later traces see it, this job does not
+    assert job.config.get("enable_numerics_check") is True

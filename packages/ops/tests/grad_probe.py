@@ -40,7 +40,7 @@ def _instrument(job: Any, ctx: Any) -> None:
             continue
         lbn = intent.payload["lbn"]
         if intent.payload["diff"]:
-            lbn = job.grads.get(lbn)
+            lbn = ctx.grads.get(lbn)
             if lbn is None:
                 raise FlowjobError(f"probe: no gradient reaches {intent.payload['lbn']!r}")
         (out,) = builder.add_op("fetch", [builder.blob(lbn)], scoped_name=builder.local_name("probe"))

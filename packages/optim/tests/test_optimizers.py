@@ -186,8 +186,8 @@ def test_regularizer_on_the_variable_adds_its_gradient_term(define, toy, session
     from flowjob_optim.regularizers import l1_l2
 
     job = make_job(define, toy, lambda: opt.SGD(constant(0.3), momentum=0))
-    # core does not carry get_variable's regularizer yet: attach it where the pass looks for it
-    job.ensure_traced().variables["w"].regularizer = l1_l2(0.01, 0.2)
+    # attach it where the pass looks for it: the variable names it by its key in the function's bindings
+    job.ensure_traced().variables["w"].regularizer = job.bindings.add(l1_l2(0.01, 0.2))
     check(job, reference(lambda w, g, t: w - 0.3 * (g + 0.01 * np.sign(w) + 0.2 * w)))
 
 

@@ -1,16 +1,12 @@
 """A watched job is plain data: the sinks, handlers and blobs it refers to are keys of the function's bindings."""
-import copy
-import dataclasses
-
 import numpy as np
 
 from flowjob_core import add_loss, apply, get_variable
-from flowjob_core.passes import PassContext, run_passes
+from flowjob_core.testing.plain_data import traced_and_passed
 from flowjob_watch import watch, watch_diff, watch_scope
 from flowjob_watch.sinks import Sink
 
 X = np.array([1.0, -2.0, 3.0], np.float32)
-_LEAVES = (str, bytes, int, float, bool, complex, type(None), np.dtype, np.generic, np.ndarray)
 
 
 class Steps(Sink):
@@ -22,28 +18,6 @@ class Steps(Sink):
 
     def end_step(self, job):
         self.events.append(("end", job))
-
-
-def callables_in(value, path="job", seen=None):
-    """Paths of every callable reachable from ``value`` through dataclass fields, containers and object attributes."""
-    seen = set() if seen is None else seen
-    if isinstance(value, _LEAVES) or id(value) in seen:
-        return []
-    seen.add(id(value))
-    if callable(value):
-        return [f"{path}: {value!r}"]
-    if dataclasses.is_dataclass(value):
-        items = [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
-    elif isinstance(value, dict):
-        items = [(repr(k), v) for k, v in value.items()] + [(f"key {k!r}", k) for k in value]
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        items = list(enumerate(value))
-    else:
-        items = list(getattr(value, "__dict__", {}).items())
-    found = []
-    for name, item in items:
-        found += callables_in(item, f"{path}.{name}", seen)
-    return found
 
 
 def _watched_train_job(define, kinds, sink, seen):
@@ -62,12 +36,7 @@ def _watched_train_job(define, kinds, sink, seen):
 def test_traced_and_passed_job_holds_no_callables_and_deep_copies(define, kinds, session):
     sink, seen = Steps(), []
     fn = _watched_train_job(define, kinds, sink, seen)
-    traced = fn.ensure_traced()
-    final = run_passes(traced, PassContext(session, session.registries, session.backend, fn.bindings))
-    for job in (traced, final):
-        assert callables_in(job) == []
-        clone = copy.deepcopy(job)
-        assert clone == job and clone is not job
+    traced, final = traced_and_passed(fn)  # each holds no object and deep-copies equal
     labels = [s.label for s in final.side_outputs]
     assert labels == ["y/out_0"] * 4 + ["y/out_0:diff"]  # the scope (dict, sink), watch y twice, diff of y
     assert all(isinstance(s.consumer, str) and s.consumer in fn.bindings for s in final.side_outputs)

@@ -31,6 +31,8 @@ class OpTable(Protocol):
 
     def __getitem__(self, name: str) -> "OpDef": ...
 
+    def __contains__(self, name: str, /) -> bool: ...
+
 
 def fetched_values(job: Job) -> list[str]:
     """The values read after the step, in delivery order: the returns, then the side outputs (watched values).

@@ -98,7 +98,7 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
         else:
             name = builder.local_name(f"{lbn.split('/')[0]}_grad_sum")
             grad = builder.add_op("add_n", parts, scoped_name=name)[0]
-        job.grads[lbn] = grad.lbn
+        ctx.grads[lbn] = grad.lbn
         return grad
 
     forward_nodes = list(job.nodes)
@@ -136,13 +136,13 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
 
     loss_elements = sum(job.specs[loss].size for loss in job.losses)
     for vdef in job.variables.values():
-        raw = job.grads.get(vdef.lbn)
+        raw = ctx.grads.get(vdef.lbn)
         if raw is None or not vdef.trainable:
             continue
         if loss_elements == 1:
-            job.variable_grads[vdef.name] = raw
+            ctx.variable_grads[vdef.name] = raw
             continue
         name = builder.local_name(f"{vdef.name}_grad_scaled")
         scaled = builder.add_op("scalar_mul", [builder.blob(raw)], {"scalar": 1.0 / loss_elements},
                                 scoped_name=name)[0]
-        job.variable_grads[vdef.name] = scaled.lbn
+        ctx.variable_grads[vdef.name] = scaled.lbn

@@ -232,7 +232,7 @@ def _call(function: "JobFunction", feeds: list[Any]) -> Any:
     declared = [s.shape for param in function.params for s in param.specs]
     first = function._job is None and [tuple(getattr(f, "shape", ())) for f in feeds] == declared
     bindings = function.bindings if first else Bindings()
-    job = Job(function.name, function.type, config=function.config)
+    job = Job(function.name, function.type, config=function.config.snapshot())
     placement = function.config.get("default_placement_scope")
     default_device = placement.device_tag if placement is not None else backend.tag
     builder = EagerBuilder(job, function, default_device, bindings, feeds, cache)

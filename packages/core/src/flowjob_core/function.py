@@ -127,7 +127,7 @@ class JobFunction:
 
     def _trace(self) -> Job:
         session = self.session
-        job = Job(self.name, self.type, config=self.config)
+        job = Job(self.name, self.type, config=self.config.snapshot())
         placement = self.config.get("default_placement_scope")
         default_device = placement.device_tag if placement is not None else session.backend.tag
         builder = JobBuilder(job, session, default_device, self.bindings)

@@ -64,7 +64,7 @@ class VariableDef:
     initializer: str = ""  # how it starts, described; the callable itself lives in the session's variable store
     trainable: bool = True
     lbn: str = ""
-    regularizer: Any = None  # read by the optimizer pass (an L1/L2 penalty object)
+    regularizer: str | None = None  # the key of its L1/L2 penalty in the function's bindings (the optimizer pass's)
     model_name: str | None = None  # legacy: "weight"/"bias", picked by secondary_lr and bias_l2
 
 
@@ -98,6 +98,25 @@ class SideOutput:
                             f"ctx.bindings.add(...), got {type(self.consumer).__name__}")
 
 
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    """The function config a job was traced with, frozen: the options set (name, value) sorted by name,
+    the nested option sets (``train``) by name, and whether the set counts as set (``train.is_set``: a
+    version-0.1 training config). Later changes to the function's config do not reach the job."""
+
+    options: tuple[tuple[str, Any], ...] = ()
+    sections: tuple[tuple[str, "ConfigSnapshot"], ...] = ()
+    is_set: bool = False
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The value of option ``name``, ``default`` when it was not set."""
+        return next((value for key, value in self.options if key == name), default)
+
+    def section(self, name: str) -> "ConfigSnapshot":
+        """The nested option set ``name`` (empty when there is none)."""
+        return next((snapshot for key, snapshot in self.sections if key == name), ConfigSnapshot())
+
+
 @dataclass
 class Job:
     name: str
@@ -110,13 +129,12 @@ class Job:
     intents: list[Intent] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
     grad_targets: list[str] = field(default_factory=list)
-    grads: dict[str, str] = field(default_factory=dict)  # lbn -> raw gradient lbn
-    variable_grads: dict[str, str] = field(default_factory=dict)  # variable name -> scaled gradient lbn
     side_outputs: list[SideOutput] = field(default_factory=list)
-    config: Any = None
+    config: ConfigSnapshot = field(default_factory=ConfigSnapshot)
 
     def __str__(self) -> str:
-        """The job as text, one line per node (see ``flowjob_core.ir_print``)."""
+        """The job as text, one line per node (see ``flowjob_core.ir_print``; ``format_job`` given the op
+        records and the function's bindings also marks effects and says what the job's keys name)."""
         from flowjob_core.ir_print import format_job  # the printer is only loaded when a job is printed
 
         return format_job(self)
@@ -143,7 +161,5 @@ class Job:
             intents=list(self.intents),
             losses=list(self.losses),
             grad_targets=list(self.grad_targets),
-            grads=dict(self.grads),
-            variable_grads=dict(self.variable_grads),
             side_outputs=list(self.side_outputs),
         )

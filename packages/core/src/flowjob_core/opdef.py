@@ -10,6 +10,7 @@ from flowjob_core.ir import BlobSpec
 
 if TYPE_CHECKING:
     from flowjob_core.autodiff import GradContext
+    from flowjob_core.bindings import Bindings
 
 InferFn = Callable[[Sequence[BlobSpec], dict], Sequence[BlobSpec]]
 """``infer(inputs, attrs) -> outputs``: raise ShapeError (or ValueError) with a plain message."""
@@ -170,6 +171,9 @@ class KernelContext:
     _scratch: Any = field(default=None, repr=False)
     """This node's requests to the plan's scratch pool (``flowjob_core.scratch.NodeScratch``);
     None outside a plan (eager kernels), where ``scratch`` allocates privately."""
+    bindings: "Bindings | None" = field(default=None, repr=False)
+    """The global function's bindings: the objects an attribute names by key (the job is plain data,
+    so a learning-rate schedule is an attribute ``schedule='PiecewiseConstantScheduler#1'``)."""
 
     @property
     def training(self) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Self
 
 from flowjob_core.errors import ConfigError
+from flowjob_core.ir import ConfigSnapshot
 
 logger = logging.getLogger("flowjob.config")
 
@@ -164,6 +165,17 @@ class OptionSet:
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
+
+    @property
+    def is_set(self) -> bool:
+        """Whether an option of this set was set (``TrainConfig``: a training one)."""
+        return bool(self.values)
+
+    def snapshot(self) -> ConfigSnapshot:
+        """These settings as a traced job keeps them: frozen, the values copied."""
+        options = tuple(sorted(((k, copy.deepcopy(v)) for k, v in self.values.items()), key=lambda kv: kv[0]))
+        sections = tuple((name, getattr(self, name).snapshot()) for name in sorted(type(self)._children))
+        return ConfigSnapshot(options, sections, self.is_set)
 
     def recorded_options(self) -> dict[str, Any]:
         """The options set on this object that change nothing here (dotted names, nested ones too)."""

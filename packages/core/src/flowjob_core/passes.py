@@ -18,11 +18,18 @@ if TYPE_CHECKING:
 
 @dataclass
 class PassContext:
+    """What the passes of one pipeline run over one job share: the session, and what passes hand on to
+    later passes beside the job (the job holds the graph only)."""
+
     session: "Session"
     registries: "Registries"
     backend: Any = None
     # the global function's table of objects the job names by key (a pass adds its side outputs' consumers)
     bindings: Bindings = field(default_factory=Bindings)
+    # autodiff's products: lbn -> its raw gradient's lbn (what watch_diff shows), and variable name -> its
+    # gradient scaled by 1/(loss elements) (what the optimizer uses; a pass may replace it, as mpi-allreduce does)
+    grads: dict[str, str] = field(default_factory=dict)
+    variable_grads: dict[str, str] = field(default_factory=dict)
 
 
 class VerificationError(FlowjobError):

@@ -198,13 +198,15 @@ class Plan:
 
 def build_plan(job: Job, backend: "Backend", registries: "Registries", variables: "VariableStore",
                bindings: Bindings | None = None, *, reuse: "tuple[list[Node], Any] | None" = None) -> Plan:
-    """``bindings``: the table the side outputs' consumer keys are looked up in (the global function's).
+    """``bindings``: the table the side outputs' consumer keys and the objects attributes name by key are
+    looked up in (the global function's).
 
     ``reuse``: (order, arena) of a plan of the same nodes, for a job whose specs differ (``flowjob_core.dynamic``
     specialises a plan to smaller fed shapes inside the max-sized arena slots).
     """
     ops, kernels = registries.ops, registries.kernels
-    side_consumers = _side_consumers(job, bindings if bindings is not None else Bindings())
+    bindings = bindings if bindings is not None else Bindings()
+    side_consumers = _side_consumers(job, bindings)
     if reuse is None:
         order = schedule(job, registries)
         buffers = plan_buffers(job, order, registries)
@@ -253,7 +255,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
             return arena.view(lbn, _specs[k])
 
         kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs, in_specs, out_specs, job.type,
-                             variables.array, out_buffer, shared, scratch.requests())
+                             variables.array, out_buffer, shared, scratch.requests(), bindings)
         try:
             fn = followers.kernel(node, builder) if followers is not None and followers.follows(node) else builder(kctx)
         except FlowjobError:

@@ -158,8 +158,9 @@ class JobBuilder:
         self._check_same(name, stored.spec, spec)
         # trainable is this job's own word, as in legacy (each job's variable op had its flag): a predict job
         # declaring the variable first with trainable=False must not freeze it for a later train job
+        penalty = self.bindings.add(stored.regularizer) if stored.regularizer is not None else None
         vdef = VariableDef(name, stored.spec, describe_initializer(stored.initializer), trainable,
-                           f"{name}/out", stored.regularizer, stored.model_name)
+                           f"{name}/out", penalty, stored.model_name)
         self.job.variables[name] = vdef
         (blob,) = self.add_op("variable", [], {"name": name, "shape": spec.shape, "dtype": spec.dtype},
                               scoped_name=name, source=user_source(2))

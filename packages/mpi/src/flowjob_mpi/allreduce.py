@@ -24,13 +24,13 @@ BUCKET_BYTES = 4 << 20
 
 def reduce_gradients(job: Job, ctx: Any) -> None:
     """The pass: see the module docstring."""
-    if world().size == 1 or job.type != "train" or not job.variable_grads:
+    if world().size == 1 or job.type != "train" or not ctx.variable_grads:
         return
     weights = [i.payload["weight"] for i in job.intents if i.kind == WEIGHT_INTENT]
     # without a split placeholder every rank computed the same gradient: averaging keeps it
     weight = weights[0] if weights else 1.0 / world().size
     producers = job.producer()
-    sources = [(name, *_raw_gradient(job, producers, name, lbn)) for name, lbn in job.variable_grads.items()]
+    sources = [(name, *_raw_gradient(job, ctx, producers, name, lbn)) for name, lbn in ctx.variable_grads.items()]
     ready = {lbn: i for i, node in enumerate(job.nodes) for lbn in node.outputs}
     sources.sort(key=lambda item: ready.get(item[1], -1))
     buckets: list[list[tuple[str, str, float]]] = []
@@ -59,13 +59,13 @@ def reduce_gradients(job: Job, ctx: Any) -> None:
                               {"start": name, "shapes": [s.shape for s in specs], "dtype": str(specs[0].dtype)},
                               scoped_name=f"{name}-wait", source="flowjob-mpi")
         for (var, _, _), out in zip(bucket, outs):
-            job.variable_grads[var] = out.lbn
+            ctx.variable_grads[var] = out.lbn
 
 
-def _raw_gradient(job: Job, producers: dict[str, Any], name: str, lbn: str) -> tuple[str, float]:
+def _raw_gradient(job: Job, ctx: Any, producers: dict[str, Any], name: str, lbn: str) -> tuple[str, float]:
     """The variable's gradient as autodiff made it, and the 1/(loss elements) factor its ``scalar_mul``
     applies at the end of the backward pass: the start scales by it instead, so it can go earlier."""
-    raw = job.grads.get(job.variables[name].lbn)
+    raw = ctx.grads.get(job.variables[name].lbn)
     node = producers.get(lbn)
     if node is not None and node.op == "scalar_mul" and node.inputs == (raw,):
         return raw, float(node.attrs["scalar"])

@@ -1,5 +1,8 @@
 """``python -m oneflow dump SCRIPT.py``: print the jobs a program defines, without running a step.
 
+Each job is printed by ``flowjob_core.ir_print`` with its session's op records (effects are
+marked) and its function's bindings (what the keys the job names stand for).
+
 The script is run as a module named ``__flowjob_dump__``, not ``__main__``: a seed-style
 program defines its jobs at module level and keeps its work (``check_point.init()``, loading
 data, the training loop, saving) under ``if __name__ == "__main__":``, so none of that runs.
@@ -18,6 +21,7 @@ from typing import TextIO
 
 from flowjob_core import FlowjobError
 from flowjob_core.dry_run import ALL_PASSES, JobCalled, dry_run, job_after, pass_names
+from flowjob_core.ir_print import format_job
 
 MODULE_NAME = "__flowjob_dump__"
 
@@ -43,7 +47,7 @@ def dump(script: str, job: str | None = None, after: str | None = None, run_main
                             f"(or {ALL_PASSES!r} for the job as planned)")
     for i, fn in enumerate(functions):
         try:
-            text = str(job_after(fn, after))
+            text = format_job(job_after(fn, after), fn.session.registries.ops, fn.bindings)
         except FlowjobError as exc:
             raise DumpError(f"job {fn.name!r}: {exc}") from None
         if i:

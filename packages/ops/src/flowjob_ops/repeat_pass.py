@@ -16,7 +16,7 @@ It counts the ticks of every value in job order:
   the op, its source line and both inputs' counts.
 
 Then each node whose outputs tick T > 1 times becomes T nodes: clone 0 keeps the node's name and
-outputs (so ``job.grads`` and the like stay valid), clone k is ``<name>-tick<k>`` and reads clone k of
+outputs (so autodiff's ``ctx.grads`` and the like stay valid), clone k is ``<name>-tick<k>`` and reads clone k of
 its inputs. A ``repeat`` clone is a view of its input clone, read by n ticks; an ``acc`` of n > 1
 ticks becomes an ``add_n`` of its n input clones under the acc's own name. Nested repeats multiply
 (tick t*n + j of ``repeat(v, n)`` is tick t of ``v``), and ``acc`` sums consecutive ticks, so an acc

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import BlobSpec, ConfigError, Job, KernelContext, OpDef, ShapeError
+from flowjob_core.bindings import Bindings
 from flowjob_core.tracing import JobBuilder
 
 from flowjob_optim.accumulation import COUNTER_SPEC
@@ -108,13 +109,14 @@ class _Constant:
 
 
 # the pass before autodiff ----------------------------------------------------
-def job_policy(job: Job) -> LossScalePolicy | None:
-    """The loss-scale policy of a train job: its optimizer's, or (version 0.1) ``train.loss_scale_factor``."""
+def job_policy(job: Job, bindings: Bindings) -> LossScalePolicy | None:
+    """The loss-scale policy of a train job: its optimizer's (the object its ``minimize`` intent names by key
+    in ``bindings``), or (version 0.1) ``train.loss_scale_factor``."""
     for intent in job.intents:
         if intent.kind == "minimize":
-            return policy_of(intent.payload["optimizer"], job.name)
-    train = getattr(job.config, "train", None)
-    factor = train.get("loss_scale_factor") if train is not None and train.is_set else None
+            return policy_of(bindings[intent.payload["optimizer"]], job.name)
+    train = job.config.section("train")
+    factor = train.get("loss_scale_factor") if train.is_set else None
     return static_loss_scale(factor) if factor is not None else None
 
 
@@ -122,10 +124,10 @@ def run(job: Job, ctx: Any) -> None:
     """The ``loss-scale`` pass: each loss of a train job with a policy multiplied by the scale."""
     if job.type != "train" or not job.losses:
         return
-    policy = job_policy(job)
+    policy = job_policy(job, ctx.bindings)
     if policy is None:
         return
-    builder = JobBuilder(job, ctx.session)
+    builder = JobBuilder(job, ctx.session, bindings=ctx.bindings)
     scale = None
     if isinstance(policy, dynamic_loss_scale):
         scale = builder.add_variable(scale_name(job.name), SCALE_SPEC, _Constant(policy.initial_loss_scale),

@@ -4,12 +4,12 @@ For a train job it adds, in this order:
 
 1. the train step counter ``System-Train-TrainStep-<job>`` (int64, shape (1,), starts at 0),
    a session variable (so checkpoints save it), not trainable;
-2. one learning-rate node per schedule: its kernel evaluates the schedule for the counter's
-   value (the step being run);
+2. one learning-rate node per schedule: its attribute ``schedule`` names the schedule by its key in
+   the global function's bindings, its kernel evaluates it for the counter's value (the step being run);
 3. the clipping factor, when the optimizer clips;
 4. per updated variable, its slot variables (``<var>-momentum``, ``<var>-m``, ...: session
    variables, not trainable) and one fused update op writing the variable and slots in place
-   from the 1/N-scaled gradient ``job.variable_grads[var]``;
+   from the 1/N-scaled gradient ``ctx.variable_grads[var]`` (autodiff's);
 5. the counter increment.
 
 With ``func_config.train.num_gradient_accumulation_steps(N)``, ``N > 1``, the gradients first go
@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import BlobSpec, FlowjobError, Job
+from flowjob_core.bindings import Bindings
 from flowjob_core.blob import Blob
 from flowjob_core.tracing import JobBuilder
 
@@ -57,21 +58,19 @@ class Constant:
         return np.full(shape, self.value, dtype=dtype)
 
 
-def job_optimizer(job: Job) -> tuple[Optimizer, str]:
-    """The job's optimizer and the source line that chose it; a clear error when there is none."""
+def job_optimizer(job: Job, bindings: Bindings) -> tuple[Optimizer, str]:
+    """The job's optimizer (the object its ``minimize`` intents name by key in ``bindings``) and the
+    source line that chose it; a clear error when there is none."""
     intents = [i for i in job.intents if i.kind == "minimize"]
-    chosen: list[Any] = []
-    for intent in intents:
-        if not any(intent.payload["optimizer"] is o for o in chosen):
-            chosen.append(intent.payload["optimizer"])
+    chosen = list(dict.fromkeys(i.payload["optimizer"] for i in intents))  # one object, one key
     if len(chosen) > 1:
         sources = ", ".join(i.source for i in intents)
         raise FlowjobError(f"job {job.name!r}: minimize was called with {len(chosen)} different optimizers "
                            f"(at {sources}); a job trains with one optimizer")
     if chosen:
-        return chosen[0], intents[0].source
-    train = getattr(job.config, "train", None)
-    if train is not None and train.is_set:
+        return bindings[chosen[0]], intents[0].source
+    train = job.config.section("train")
+    if train.is_set:
         return optimizer_from_train_config(train, job.name), f"function_config of {job.name!r}"
     raise FlowjobError(
         f"train job {job.name!r} has a loss but no optimizer: call "
@@ -80,8 +79,9 @@ def job_optimizer(job: Job) -> tuple[Optimizer, str]:
         f"function_config")
 
 
-def _regularization(job: Job, name: str, session: Any, optimizer: Optimizer) -> tuple[float, float]:
-    reg = getattr(job.variables[name], "regularizer", None)
+def _regularization(job: Job, name: str, ctx: Any, optimizer: Optimizer) -> tuple[float, float]:
+    key, session = job.variables[name].regularizer, ctx.session
+    reg = ctx.bindings[key] if key is not None else None
     if reg is None and name in session.variables:
         reg = getattr(session.variables[name], "regularizer", None)
     l1 = float(getattr(reg, "l1", 0.0) or 0.0)
@@ -100,14 +100,13 @@ def _existing(builder: JobBuilder, lbn: str, spec: BlobSpec, what: str) -> Blob:
 
 def accumulation_steps(job: Job) -> int:
     """``func_config.train.num_gradient_accumulation_steps`` of the job (1 when not set)."""
-    train = getattr(job.config, "train", None)
-    return int(train.get("num_gradient_accumulation_steps", 1)) if train is not None else 1
+    return int(job.config.section("train").get("num_gradient_accumulation_steps", 1))
 
 
-def _raw_gradient(job: Job, name: str, grad_lbn: str) -> tuple[str, float]:
+def _raw_gradient(job: Job, ctx: Any, name: str, grad_lbn: str) -> tuple[str, float]:
     """The variable's unscaled gradient and the factor autodiff's ``scalar_mul`` applied to it (1/loss
     elements), so an accumulator scales once by ``1 / (N * loss elements)`` as legacy did."""
-    raw = job.grads.get(job.variables[name].lbn)
+    raw = ctx.grads.get(job.variables[name].lbn)
     for node in job.nodes:
         if grad_lbn in node.outputs:
             if node.op == "scalar_mul" and node.inputs == (raw,):
@@ -120,9 +119,9 @@ def run(job: Job, ctx: Any) -> None:
     """The pass: see the module docstring."""
     if job.type != "train":
         return
-    optimizer, source = job_optimizer(job)
+    optimizer, source = job_optimizer(job, ctx.bindings)
     n_acc = accumulation_steps(job)
-    builder = JobBuilder(job, ctx.session)
+    builder = JobBuilder(job, ctx.session, bindings=ctx.bindings)
     devices = {n.name: n.device for n in job.nodes if n.op == "variable"}
 
     def add(op: str, inputs: list[Blob], attrs: dict[str, Any] | None, stem: str,
@@ -136,10 +135,10 @@ def run(job: Job, ctx: Any) -> None:
         counter = builder.add_variable(train_step_name(job.name), step_spec, None, trainable=False)
         step = counter
 
-    targets = [(name, lbn) for name, lbn in job.variable_grads.items() if optimizer.updates(name)]
-    sparse = sparse_updates.listed_gradients(job, optimizer, n_acc)
+    targets = [(name, lbn) for name, lbn in ctx.variable_grads.items() if optimizer.updates(name)]
+    sparse = sparse_updates.listed_gradients(job, ctx, optimizer, n_acc)
     # loss scaling: gradients divided by the scale again; a dynamic scale gates the updates (skip)
-    policy = loss_scale.job_policy(job)
+    policy = loss_scale.job_policy(job, ctx.bindings)
     loss_scale.refuse_with(job, policy, n_acc, sparse)
     skip: dict[str, Any] = {}
     skip_in: list[Blob] = []
@@ -157,7 +156,7 @@ def run(job: Job, ctx: Any) -> None:
         gate, gate_in = {accumulation.STEPS_ATTR: n_acc}, [micro]
         summed = []
         for name, grad_lbn in targets:
-            raw, scale = _raw_gradient(job, name, grad_lbn)
+            raw, scale = _raw_gradient(job, ctx, name, grad_lbn)
             acc = builder.add_variable(accumulation.accumulator_name(job.name, name), job.variables[name].spec,
                                        None, trainable=False)
             (total,) = add("optim_grad_accumulate", [acc, builder.blob(raw), micro],
@@ -172,16 +171,17 @@ def run(job: Job, ctx: Any) -> None:
         (clip,) = add("optim_clip_by_global_norm", [builder.blob(lbn) for _, lbn in targets] + gate_in + skip_in,
                       {"clip_norm": optimizer.grad_clipping.clip_norm, **gate, **skip}, "System-Train-ClipByGlobalNorm")
 
-    rates: dict[int, Blob] = {}
+    rates: dict[str, Blob] = {}  # schedule key -> its learning rate
     for name, grad_lbn in targets:
         schedule = optimizer.schedule_for(name)
-        lr = rates.get(id(schedule))
+        key = ctx.bindings.add(schedule)
+        lr = rates.get(key)
         if lr is None:
             if isinstance(schedule, CustomScheduler):
                 lr = _existing(builder, schedule.lbn, BlobSpec((1,), LR_DTYPE), "CustomScheduler's learning rate")
             else:
-                (lr,) = add("optim_learning_rate", [step], {"schedule": schedule}, "System-Train-LearningRate")
-            rates[id(schedule)] = lr
+                (lr,) = add("optim_learning_rate", [step], {"schedule": key}, "System-Train-LearningRate")
+            rates[key] = lr
         vdef = job.variables[name]
         rule = optimizer.rule(name)
         loss_scale.check_float16(job, name, vdef.spec, rule.op, optimizer)
@@ -189,7 +189,7 @@ def run(job: Job, ctx: Any) -> None:
         for suffix, initial, shape in rule.slots:
             spec = vdef.spec if shape == "like" else BlobSpec((1,), vdef.spec.dtype)
             slots.append(builder.add_variable(f"{name}-{suffix}", spec, Constant(initial), trainable=False))
-        l1, l2 = _regularization(job, name, ctx.session, optimizer)
+        l1, l2 = _regularization(job, name, ctx, optimizer)
         attrs = dict(rule.attrs, l1=l1, l2=l2, clipped=clip is not None, **gate, **skip)
         op = sparse_updates.check_update(job, name, optimizer, rule.op, attrs, clip is not None) \
             if name in sparse else None

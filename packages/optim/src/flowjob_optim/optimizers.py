@@ -1,7 +1,8 @@
 """``flow.optimizer.SGD``, ``Adam``, ... : what to do with each variable's gradient.
 
 An optimizer is a description. ``minimize(loss)`` (inside a train job's body) marks the
-loss and records a ``minimize`` intent; the optimizer pass later asks the optimizer, per
+loss and records a ``minimize`` intent naming the optimizer by its key in the global
+function's bindings (the job is plain data); the optimizer pass later asks the optimizer, per
 trainable variable, for an :class:`UpdateRule` (the fused update op, its slot variables
 and attributes) and builds the nodes. Formulas are in ``update_ops``; ``g`` there is the
 1/N-scaled gradient (the mean over the loss elements), clipped and regularized.
@@ -16,6 +17,7 @@ from typing import Any
 from flowjob_core import FlowjobError, add_loss, maybe_builder
 
 from flowjob_optim.clipping import ClipGradient
+from flowjob_optim.hyperparameters import HyperParameters
 from flowjob_optim.schedules import CustomScheduler, LrScheduler
 
 
@@ -54,7 +56,7 @@ def _non_negative(owner: str, name: str, value: float) -> float:
     return value
 
 
-class Optimizer:
+class Optimizer(HyperParameters):
     """Shared options: schedule, clipping, weight decay (with include/exclude name patterns), train step."""
 
     def __init__(self, lr_scheduler: Any, loss_scale_factor: float | None = None,
@@ -93,7 +95,7 @@ class Optimizer:
             raise FlowjobError(f"job {builder.job.name!r}: {what}(loss) needs a train job "
                                f"(@flow.global_function(type='train')); this one is {builder.job.type!r}")
         add_loss(list(loss) if isinstance(loss, (list, tuple)) else loss)
-        builder.add_intent("minimize", optimizer=self)
+        builder.add_intent("minimize", optimizer=builder.bindings.add(self))
 
     # what the pass asks ---------------------------------------------------
     def updates(self, var_name: str) -> bool:
@@ -118,9 +120,6 @@ class Optimizer:
 
     def rule(self, var_name: str) -> UpdateRule:
         raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.lr_scheduler!r})"
 
 
 class SGD(Optimizer):

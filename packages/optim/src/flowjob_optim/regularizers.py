@@ -3,9 +3,8 @@
 
 A regularizer is data, not graph: the optimizer pass adds its term to the variable's
 1/N-scaled gradient inside the fused update, as legacy did
-(``g' = g + l1 * sign(w) + l2 * w``). It needs the variable definition to carry the
-regularizer (``VariableDef.regularizer``); where core does not record it yet, the penalty
-is not applied.
+(``g' = g + l1 * sign(w) + l2 * w``). The variable definition names it by its key in the
+global function's bindings (``VariableDef.regularizer``), as the job names every Python object.
 """
 from __future__ import annotations
 

@@ -1,16 +1,19 @@
 """Learning-rate schedules and warmups, evaluated per step from the train-step counter.
 
 Each schedule is a plain callable ``schedule(step) -> float``; the optimizer pass adds one
-node per train job whose kernel calls it with the counter's value (the step about to run,
-0 for the first call). Formulas follow legacy ``learning_rate_schedule_kernel.cpp``:
-while a warmup is active (``step < warmup.steps``) only the warmup applies, to ``base_lr``;
-afterwards the decay does. The value is stored as float32, as legacy did.
+node per schedule whose attribute names it by its key in the global function's bindings and
+whose kernel calls it with the counter's value (the step about to run, 0 for the first call).
+Formulas follow legacy ``learning_rate_schedule_kernel.cpp``: while a warmup is active
+(``step < warmup.steps``) only the warmup applies, to ``base_lr``; afterwards the decay does.
+The value is stored as float32, as legacy did.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from typing import Any
+
+from flowjob_optim.hyperparameters import HyperParameters
 
 
 class Warmup:
@@ -55,7 +58,7 @@ class LinearWarmup(Warmup):
         return base_lr * (m + (1.0 - m) * (step / self.steps))
 
 
-class LrScheduler:
+class LrScheduler(HyperParameters):
     """A learning rate per step: the warmup while it is active, else ``decayed(step)``."""
 
     def __init__(self, base_lr: float, warmup: Warmup | None = None) -> None:
@@ -203,7 +206,7 @@ class NaturalExpScheduler(_RatioDecay):
         return self.base_lr * math.exp(-self.decay_rate * self.ratio(step))
 
 
-class CustomScheduler:
+class CustomScheduler(HyperParameters):
     """The learning rate is a blob of the job (``lbn``, float32, shape (1,)), computed by the user."""
 
     def __init__(self, lbn: Any) -> None:

@@ -39,7 +39,7 @@ SparseStep = Callable[[Any, Sequence[Any], Any, Any, Any], None]
 
 def requested(job: Job) -> list[str]:
     """The variable names the job's config lists (none when the option is unset or disabled)."""
-    conf = job.config.get(OPTION) if job.config is not None else None
+    conf = job.config.get(OPTION)
     if not conf or not conf.get("enable", True):
         return []
     return list(dict.fromkeys(conf["include_op_names"]["op_name"]))
@@ -49,14 +49,15 @@ def refuse(job: Job, name: str, why: str) -> ConfigError:
     return ConfigError(f"function_config.{OPTION} of job {job.name!r}, variable {name!r}: {why}")
 
 
-def gathered_gradient(job: Job, name: str) -> tuple[str, str, float]:
+def gathered_gradient(job: Job, ctx: Any, name: str) -> tuple[str, str, float]:
     """``(indices, values, scale)`` of a listed variable: the lbns its one ``gather`` along axis 0 took
-    and got as output gradient, and the factor autodiff scales its gradient by (1/loss elements)."""
+    and got as output gradient, and the factor autodiff scales its gradient by (1/loss elements)
+    (``ctx``: the pass context holding autodiff's gradients)."""
     vdef = job.variables.get(name)
     if vdef is None:
         raise refuse(job, name, f"no variable of that name in this job (its variables: {sorted(job.variables)})")
-    raw = job.grads.get(vdef.lbn)
-    if raw is None or name not in job.variable_grads:
+    raw = ctx.grads.get(vdef.lbn)
+    if raw is None or name not in ctx.variable_grads:
         raise refuse(job, name, "it gets no gradient (not trainable, or the loss does not depend on it)")
     producers = {out: node for node in job.nodes for out in node.outputs}
     node = producers[raw]
@@ -66,14 +67,15 @@ def gathered_gradient(job: Job, name: str) -> tuple[str, str, float]:
         raise refuse(job, name, f"its gradient must come from one flow.gather along axis 0 (an embedding "
                                  f"lookup) and nothing else, it comes from {what} ({node.name!r})")
     indices, values = node.inputs
-    scaled = producers.get(job.variable_grads[name])
+    scaled = producers.get(ctx.variable_grads[name])
     scale = 1.0
     if scaled is not None and scaled.op == "scalar_mul" and scaled.inputs == (raw,):
         scale = float(scaled.attrs["scalar"])
     return indices, values, scale
 
 
-def listed_gradients(job: Job, optimizer: Any, accumulation_steps: int) -> dict[str, tuple[str, str, float]]:
+def listed_gradients(job: Job, ctx: Any, optimizer: Any,
+                     accumulation_steps: int) -> dict[str, tuple[str, str, float]]:
     """``{variable: gathered_gradient(...)}`` for the listed variables; errors name what does not fit."""
     listed = requested(job)
     for name in listed:
@@ -82,7 +84,7 @@ def listed_gradients(job: Job, optimizer: Any, accumulation_steps: int) -> dict[
             # keeps listing its plain script's tables, which it splits into hf_/lf_ ones: warn, go on
             warnings.warn(f"{OPTION} of job {job.name!r}, variable {name!r}: no variable of that name in this "
                           f"job (its variables: {sorted(job.variables)}); the name is ignored", stacklevel=3)
-    found = {name: gathered_gradient(job, name) for name in listed if name in job.variables}
+    found = {name: gathered_gradient(job, ctx, name) for name in listed if name in job.variables}
     for name in found:
         if not optimizer.updates(name):
             raise refuse(job, name, "the optimizer does not update it (its variables= list leaves it out)")

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, FlowjobError, KernelContext, OpDef, ShapeError
 
 from flowjob_optim.accumulation import gated, split_counter
 
@@ -39,13 +39,17 @@ def _scalar_out(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 def _learning_rate_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     if inputs[0] != BlobSpec((1,), STEP_DTYPE):
         raise ShapeError(f"the train step must be int64 of shape (1,), got {inputs[0]}")
-    if not callable(attrs.get("schedule")):
-        raise ShapeError(f"attribute 'schedule' must be callable, got {attrs.get('schedule')!r}")
+    if not isinstance(attrs.get("schedule"), str):
+        raise ShapeError(f"attribute 'schedule' must be the key of a schedule in the global function's bindings, "
+                         f"got {attrs.get('schedule')!r}")
     return _scalar_out(inputs, attrs)
 
 
 def _learning_rate_kernel(ctx: KernelContext) -> Any:
-    out, schedule = ctx.out(0), ctx.attrs["schedule"]
+    if ctx.bindings is None:
+        raise FlowjobError(f"op {ctx.node_name!r}: its schedule {ctx.attrs['schedule']!r} is a key of the global "
+                           f"function's bindings, and this kernel was built without them")
+    out, schedule = ctx.out(0), ctx.bindings.consumer(ctx.attrs["schedule"], f"op {ctx.node_name!r}")
 
     def run(step: Any) -> Any:
         out[0] = schedule(int(step[0]))
@@ -56,7 +60,8 @@ def _learning_rate_kernel(ctx: KernelContext) -> Any:
 
 LEARNING_RATE = OpDef("optim_learning_rate", _learning_rate_infer, kernel=_learning_rate_kernel,
                       not_differentiable=True, name_prefix="LearningRate",
-                      doc="The schedule's learning rate for the step in the counter (float32, shape (1,)).")
+                      doc="The learning rate for the step in the counter (float32, shape (1,)) of the schedule "
+                          "that the attribute 'schedule' names by its key in the global function's bindings.")
 
 
 def _clip_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:

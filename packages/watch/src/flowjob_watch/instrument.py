@@ -27,7 +27,7 @@ def instrument(job: Any, ctx: Any) -> None:
         p = intent.payload
         lbn = p["lbn"]
         if p["diff"]:
-            grad = job.grads.get(lbn)
+            grad = ctx.grads.get(lbn)
             if grad is None:
                 if p.get("optional"):
                     continue

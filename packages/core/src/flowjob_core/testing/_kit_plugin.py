@@ -94,7 +94,7 @@ def fetch_grads(job: Job, ctx: "PassContext") -> None:
             continue
         builder = JobBuilder(job, ctx.session)
         for i, lbn in enumerate(intent.payload["lbns"]):
-            grad = job.grads.get(lbn)
+            grad = ctx.grads.get(lbn)
             if grad is None:
                 continue
             (ret,) = builder.add_op("return", [builder.blob(grad)], scoped_name=grad_return_name(i),
