@@ -3,12 +3,13 @@ import pytest
 
 from flowjob_core import ConfigError, FunctionConfig, dtypes, global_function, scope, settings
 from flowjob_core.function import JobDefinitionError
+from flowjob_core.placement import placement
 
 
 def test_known_options_are_setters():
     cfg = FunctionConfig()
     cfg.default_data_type(dtypes.float)
-    cfg.default_placement_scope(scope.placement("cpu", "0:0"))
+    cfg.default_placement_scope(placement("cpu", "0:0"))
     cfg.default_logical_view(scope.mirrored_view())
     cfg.enable_inplace()  # flags default to True when called bare
     cfg.train.primary_lr(0.1)

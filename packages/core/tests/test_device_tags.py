@@ -7,7 +7,8 @@ import warnings
 import numpy as np
 import pytest
 
-from flowjob_core import Backend, ConfigError, JobFunction, Session, apply, hookimpl, make_plugin_manager, scope
+from flowjob_core import Backend, ConfigError, JobFunction, Session, apply, hookimpl, make_plugin_manager
+from flowjob_core.placement import placement as placement_scope
 from flowjob_core.registry import BackendRegistry
 
 
@@ -44,7 +45,7 @@ def _twice_job(session, toy, placement=None):
     def job(x: toy.Array((3,))) -> toy.Sync:
         if placement is None:
             return apply("twice", [x])
-        with scope.placement(placement, "0:0"):
+        with placement_scope(placement, "0:0"):
             return apply("twice", [x])
 
     return JobFunction(job, "predict", None, session)
@@ -81,7 +82,7 @@ def test_an_unknown_tag_is_an_error_listing_the_registered_tags(xpu_session, toy
                                          r"registered: \['cpu', 'xpu'\] \(and the legacy 'gpu'\)"):
         fn(np.ones(3, np.float32))
     with pytest.raises(ValueError, match="device_tag must be a non-empty string"):
-        scope.placement("", "0:0")
+        placement_scope("", "0:0")
     monkeypatch.setenv("FLOWJOB_DEVICE", "tpu")
     fresh = Session(make_plugin_manager(plugins=[toy, _xpu_plugin()], autoload=False))  # no backend chosen yet
     try:
@@ -93,7 +94,7 @@ def test_an_unknown_tag_is_an_error_listing_the_registered_tags(xpu_session, toy
 
 
 def test_legacy_tags_need_no_backend(session, toy):
-    assert scope.placement("gpu", "0:0").device_tag == "gpu"  # outside a job: no session is needed
+    assert placement_scope("gpu", "0:0").device_tag == "gpu"  # outside a job: no session is needed
     if session.registries.backends.get("gpu") is None:
         with pytest.warns(RuntimeWarning, match="no GPU backend is available") as record:
             out = _twice_job(session, toy, "gpu")(np.ones(3, np.float32))

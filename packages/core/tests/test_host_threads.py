@@ -6,7 +6,8 @@ import threading
 import pytest
 
 from flowjob_core import ConfigError
-from flowjob_core.backends.host_threads import HostThreads, host_thread_count, split_serially
+from flowjob_core.backends.host_threads import HostThreads, host_thread_count
+from flowjob_core.registry import split_serially
 from flowjob_core.backends.numpy_backend import make_backend
 from flowjob_core.registry import Backend
 

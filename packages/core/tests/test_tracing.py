@@ -9,6 +9,7 @@ import pytest
 from flowjob_core import (
     FlowjobError, JobArgumentError, JobDefinitionError, JobFunction, OpBuildError, apply, naming, scope)
 from flowjob_core.passes import PassContext, VerificationError, verify
+from flowjob_core.placement import placement as placement_scope
 
 
 def _job(session, toy, body, ret=None, shapes=((3,),)):
@@ -47,15 +48,15 @@ def test_namespace_joins_with_dash(session, toy):
 
 def test_placement_tags_nodes(session, toy):
     def body(x):
-        with scope.placement("cpu", "0:0"):
+        with placement_scope("cpu", "0:0"):
             return apply("twice", [x])
     job = _job(session, toy, body).ensure_traced()
     assert {n.device for n in job.nodes if n.op == "twice"} == {"cpu"}
     with pytest.raises(ValueError, match="machine_device_ids"):
-        scope.placement("cpu", "zero")
+        placement_scope("cpu", "zero")
     with pytest.raises(ValueError, match="device_tag"):
-        scope.placement("tpu", "0:0")
-    assert scope.placement("gpu", "0:0-3").device_count == 4
+        placement_scope("tpu", "0:0")
+    assert placement_scope("gpu", "0:0-3").device_count == 4
 
 
 def test_shape_error_at_build_time_names_op_and_user_line(session, toy):

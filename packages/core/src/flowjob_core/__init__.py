@@ -19,7 +19,7 @@ from flowjob_core.registry import Backend
 from flowjob_core.results import InputSpec, ParamKind, ReturnKind
 from flowjob_core.session import Session, clear_default_session, get_default_session, sync_default_session
 from flowjob_core.tracing import apply, current_builder, maybe_builder
-from flowjob_core.variables import add_loss, get_variable
+from flowjob_core.variables_api import add_loss, get_variable
 
 __version__ = "0.1.0"
 

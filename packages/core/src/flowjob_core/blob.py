@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from flowjob_core import eager_mode
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import BlobSpec
 
@@ -61,9 +62,7 @@ class Blob:
             raise FlowjobError(f"blob {self.lbn!r}: numpy(rank={rank!r}): this process holds rank 0 only")
         value_of = getattr(self.builder, "eager_value", None)
         if value_of is None:
-            from flowjob_core import eager  # imports this module
-
-            if eager.enabled():  # traced, not run: something wants the job's variables before its first call
+            if eager_mode.enabled():  # traced, not run: something wants the job's variables before its first call
                 raise FlowjobError(
                     f"blob {self.lbn!r} of job {self.job_name!r} has no value: the job is being traced without "
                     f"running (CheckPoint init/save/load and flow.get_all_variables trace every defined job to "

@@ -34,7 +34,7 @@ import numpy as np
 from flowjob_core import checkpoint_files, dtypes
 from flowjob_core.errors import CheckpointError, VariableError
 from flowjob_core.ir import BlobSpec
-from flowjob_core.model_io import FileVariableBlob, host_value
+from flowjob_core.variable_blobs import FileVariableBlob, host_value
 from flowjob_core.session import Session, get_default_session
 from flowjob_core.session_options import legacy_model_io_enabled
 

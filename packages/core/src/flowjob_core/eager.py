@@ -32,22 +32,6 @@ from flowjob_core.tracing import JobBuilder
 if TYPE_CHECKING:
     from flowjob_core.function import JobFunction
 
-_enabled = False
-
-
-def enable_eager_execution(val: bool = True) -> None:
-    """Legacy ``flow.enable_eager_execution(val=True)``: job functions called from now on run their body op
-    by op (``False`` goes back to lazy mode). Process-wide, as legacy's switch was."""
-    global _enabled
-    if not isinstance(val, (bool, np.bool_)):
-        raise FlowjobError(f"flow.enable_eager_execution expects True or False, got {val!r}")
-    _enabled = bool(val)
-
-
-def enabled() -> bool:
-    return _enabled
-
-
 class EagerBuilder(JobBuilder):
     """A job builder that also runs each node as soon as it is added; ``values`` maps lbn -> array."""
 

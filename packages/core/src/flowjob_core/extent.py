@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from flowjob_core.dynamic import MAX_SPECIALISED, DynamicShapeError, SpecialisedArena, reshaped
+from flowjob_core.actual_shapes import MAX_SPECIALISED, DynamicShapeError, SpecialisedArena, reshaped
 from flowjob_core.ir import BlobSpec, Job, Node
 from flowjob_core.opdef import KernelBuilder, KernelContext
 

@@ -10,7 +10,7 @@ import threading
 import warnings
 from typing import Any, Callable
 
-from flowjob_core import dry_run, dynamic, eager, naming, numerics
+from flowjob_core import dry_run, dynamic, eager, eager_mode, naming, numerics
 from flowjob_core.bindings import Bindings
 from flowjob_core.config import FunctionConfig
 from flowjob_core.errors import (
@@ -200,7 +200,7 @@ class JobFunction:
                 if type(f) is PerDevice:
                     mirrored = True
             feeds.extend(got)
-        if eager.enabled():  # flow.enable_eager_execution(True): the body runs op by op (flowjob_core.eager)
+        if eager_mode.enabled():  # flow.enable_eager_execution(True): the body runs op by op (flowjob_core.eager)
             return eager.call(self, feeds)
         plan = self._plan
         if plan is None:

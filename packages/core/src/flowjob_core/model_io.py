@@ -13,80 +13,22 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
+from flowjob_core.checkpoint import get, prepare
+from flowjob_core.checkpoint import save as save_folder
 from flowjob_core.session import Session, get_default_session
-
-
-class FileVariableBlob(np.ndarray):
-    """A variable read from a checkpoint folder: the array, plus legacy's ``numpy()`` and ``file_path``."""
-
-    file_path: str | None
-
-    def __new__(cls, array: np.ndarray, file_path: str | None = None) -> FileVariableBlob:
-        blob = np.asarray(array).view(cls)
-        blob.file_path = file_path
-        return blob
-
-    def __array_finalize__(self, obj: Any) -> None:
-        self.file_path = getattr(obj, "file_path", None)
-
-    def numpy(self) -> np.ndarray:
-        """A plain array copy of the stored value."""
-        return np.array(self, copy=True, subok=False)
-
-
-class VariableBlob:
-    """A variable of the session (legacy's eager variable blob): ``numpy()`` reads its current value
-    after the steps already launched have finished."""
-
-    def __init__(self, name: str, session: Session) -> None:
-        self.name = name
-        self._session = session
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._session.variables[self.name].spec.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._session.variables[self.name].spec.dtype
-
-    def numpy(self) -> np.ndarray:
-        self._session.sync()
-        return self._session.variables.get(self.name)
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        value = self.numpy()
-        return value if dtype is None else value.astype(dtype)
-
-    def __repr__(self) -> str:
-        return f"VariableBlob({self.name!r}, shape={self.shape}, dtype={self.dtype})"
+from flowjob_core.variable_blobs import FileVariableBlob, VariableBlob
 
 
 def get_all_variables(session: Session | None = None) -> dict[str, VariableBlob]:
     """``flow.get_all_variables()``: every variable of every defined job, by name (jobs traced first)."""
-    from flowjob_core.checkpoint import prepare
-
     session = session if session is not None else get_default_session()
     prepare(session)
     return {name: VariableBlob(name, session) for name in session.variables.names()}
 
 
-def host_value(value: Any) -> np.ndarray:
-    """The array behind a value given to ``load_variables`` or ``save``: a blob's ``numpy()`` or the array."""
-    if isinstance(value, np.ndarray):
-        return np.asarray(value)
-    if hasattr(value, "numpy"):
-        return np.asarray(value.numpy())
-    return np.asarray(value)
-
-
 def checkpoint_save(path: str | os.PathLike[str], var_dict: Mapping[str, Any] | None = None,
                     overwrite: bool = False) -> None:
     """``flow.checkpoint.save(path, var_dict=None)``: every variable, or those of ``var_dict``, into a new folder."""
-    from flowjob_core.checkpoint import save as save_folder
-
     save_folder(path, overwrite=overwrite, var_dict=var_dict)
 
 
@@ -97,8 +39,6 @@ def save(var_dict: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
 
 def load(path: str | os.PathLike[str]) -> Any:
     """v0.3 ``flow.load(path)``: the same as ``flow.checkpoint.get(path)``."""
-    from flowjob_core.checkpoint import get
-
     return get(path)
 
 

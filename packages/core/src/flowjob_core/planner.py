@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from flowjob_core.analysis import buffer_roots, fetched_values, in_place_writers
 from flowjob_core.bindings import Bindings
 from flowjob_core.errors import FlowjobError
+from flowjob_core.extent import Followers
 from flowjob_core.ir import Job, Node
 from flowjob_core import numerics
 from flowjob_core.opdef import KernelContext
@@ -235,7 +236,6 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     check = numerics.active(job)  # flow.config.enable_debug_mode / enable_numerics_check: off, nothing is wrapped
     followers = None  # readers of data-dependent rows (argwhere): kernels built per actual shape
     if _holds_dynamic_extent(order, registries):
-        from flowjob_core.extent import Followers  # imports dynamic, which imports this module
         followers = Followers(job, order, backend, registries, variables, arena, shared)
     for node in order:
         if node.op == "input":

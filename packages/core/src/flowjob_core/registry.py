@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from flowjob_core.backends.host_threads import split_serially
 from flowjob_core.errors import PluginError
 from flowjob_core.opdef import KernelBuilder, OpDef
 from flowjob_core.pass_registry import PassRegistry, PassSpec  # noqa: F401 - re-exported
@@ -76,6 +75,11 @@ class KernelRegistry:
 LEGACY_DEVICE_TAGS = ("cpu", "gpu")
 """Legacy OneFlow's device tags: valid in every session. A job placed on one without a backend runs
 on the cpu backend (core's ``flowjob_select_backend``), with one warning for ``gpu``."""
+
+
+def split_serially(body: Callable[[int, int], None], count: int) -> None:
+    """The default ``Backend.parallel``: the whole range on the calling thread."""
+    body(0, count)
 
 
 @dataclass

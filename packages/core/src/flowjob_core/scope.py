@@ -13,7 +13,7 @@ _views: contextvars.ContextVar[tuple["LogicalView", ...]] = contextvars.ContextV
 _observers: contextvars.ContextVar[tuple[Callable[..., None], ...]] = contextvars.ContextVar(
     "flowjob_blob_observers", default=())
 
-_DEVICE_IDS = re.compile(r"^\s*(\d+)\s*:\s*(\d+)(?:\s*-\s*(\d+))?\s*$")
+DEVICE_IDS = re.compile(r"^\s*(\d+)\s*:\s*(\d+)(?:\s*-\s*(\d+))?\s*$")
 
 
 def _push(var: contextvars.ContextVar, value: Any) -> contextvars.Token:
@@ -51,7 +51,7 @@ class Placement:
     def device_count(self) -> int:
         count = 0
         for ids in self.machine_device_ids:
-            m = _DEVICE_IDS.match(ids)
+            m = DEVICE_IDS.match(ids)
             assert m is not None
             lo, hi = int(m.group(2)), int(m.group(3) or m.group(2))
             count += hi - lo + 1
@@ -64,35 +64,6 @@ class Placement:
 
     def __exit__(self, *exc: Any) -> None:
         _placements.reset(self.__dict__["_tokens"].pop())
-
-
-def placement(device_tag: str, machine_device_ids: str | list[str] | tuple[str, ...] = "0:0") -> Placement:
-    """Ops traced inside run on ``device_tag``: a registered backend's tag, or legacy ``cpu``/``gpu``."""
-    _check_device_tag(device_tag)
-    ids = (machine_device_ids,) if isinstance(machine_device_ids, str) else tuple(machine_device_ids)
-    for item in ids:
-        if not isinstance(item, str) or not _DEVICE_IDS.match(item):
-            raise ValueError(
-                f"flow.scope.placement: machine_device_ids must look like '0:0' or '0:0-3', got {item!r}")
-    return Placement(device_tag, ids)
-
-
-def _check_device_tag(device_tag: Any) -> None:
-    """A ValueError naming the registered tags unless a backend of the session being traced (else the
-    default session's) has ``device_tag``; the legacy tags are always accepted, without a session."""
-    from flowjob_core.registry import LEGACY_DEVICE_TAGS
-    if not isinstance(device_tag, str) or not device_tag:
-        raise ValueError(f"flow.scope.placement: device_tag must be a non-empty string, got {device_tag!r}")
-    if device_tag in LEGACY_DEVICE_TAGS:
-        return
-    # scope is imported by tracing and session: their modules are looked up only now
-    from flowjob_core.session import get_default_session
-    from flowjob_core.tracing import maybe_builder
-
-    builder = maybe_builder()
-    backends = (builder.session if builder is not None else get_default_session()).registries.backends
-    if not backends.accepts(device_tag):
-        raise ValueError(f"flow.scope.placement: device_tag {backends.unknown_tag_message(device_tag)}")
 
 
 def current_placement() -> Placement | None:

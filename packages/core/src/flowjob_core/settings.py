@@ -1,6 +1,7 @@
 """``flow.config.*``: settings of the default session."""
 from __future__ import annotations
 
+from flowjob_core import eager_mode
 from flowjob_core.errors import ConfigError
 from flowjob_core.session import get_default_session
 
@@ -56,6 +57,4 @@ def device_num() -> int:
 
 def eager_execution_enabled() -> bool:
     """Legacy ``flow.eager_execution_enabled()``: whether ``flow.enable_eager_execution(True)`` is in force."""
-    from flowjob_core import eager  # eager imports the planner and tracer; settings stays light
-
-    return eager.enabled()
+    return eager_mode.enabled()

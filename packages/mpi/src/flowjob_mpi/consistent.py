@@ -21,7 +21,7 @@ from typing import Any
 
 from flowjob_core import BlobSpec
 from flowjob_core.tracing import JobBuilder
-from flowjob_core.dynamic import DynamicShapeError, reshaped
+from flowjob_core.actual_shapes import DynamicShapeError, reshaped
 from flowjob_core.ir import Intent, Job, Node
 
 from flowjob_mpi.readers import infer_global, sharded_sources

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowjob_core import BlobSpec
-from flowjob_core.dynamic import DynamicShapeError, reshaped
+from flowjob_core.actual_shapes import DynamicShapeError, reshaped
 from flowjob_core.ir import Job
 
 from flowjob_mpi.errors import MpiError

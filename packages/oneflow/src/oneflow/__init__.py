@@ -15,7 +15,7 @@ from flowjob_core.dtypes import char, double, float, float16, float32, float64, 
 from flowjob_core.dtypes import convert_oneflow_dtype_to_numpy_dtype, dtype, dtypes, half, int, long
 from flowjob_core.env import current_resource  # legacy exported it as flow.env.current_resource too
 from flowjob_core.model_io import get_all_variables, load, save  # legacy model I/O (v0.4; load/save of v0.3)
-from flowjob_core.eager import enable_eager_execution
+from flowjob_core.eager_mode import enable_eager_execution
 from flowjob_core.settings import eager_execution_enabled
 from flowjob_core.user_op import (
     consistent_user_op_builder, consistent_user_op_module_builder, user_op_builder, user_op_module_builder)

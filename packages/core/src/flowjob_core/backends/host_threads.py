@@ -98,8 +98,3 @@ class HostThreads:
         for error in errors:
             if error is not None:
                 raise error
-
-
-def split_serially(body: Body, count: int) -> None:
-    """The default ``Backend.parallel``: the whole range on the calling thread."""
-    body(0, count)
