@@ -1,5 +1,5 @@
 """Op cases of the legacy losses and reductions beyond sum/mean/max/min (records in
-``flowjob_ops/defs/losses_more.py`` and ``defs/reduce_more.py``). op_cases.py appends ``CASES``.
+``flowjob_ops/records/cross_entropy.py`` and ``records/reduce.py``). op_cases.py appends ``CASES``.
 
 References are plain numpy written from the definitions (a log of a sum of exponentials in float64,
 products of the other elements by explicit deletion), not from the kernels' formulas.

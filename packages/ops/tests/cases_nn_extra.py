@@ -1,5 +1,5 @@
-"""Op cases of the legacy v0.4 leftovers (records in ``defs/loss_extra.py``, ``defs/nn_extra.py`` and
-``defs/math_extra.py``). op_cases.py appends ``CASES``.
+"""Op cases of legacy v0.4 ops (records in ``records/losses.py``, ``upsample.py``, ``normalization.py``,
+``matmul.py``, ``categorical.py``, ``reduce.py`` and ``shape.py``). op_cases.py appends ``CASES``.
 
 References are plain numpy loops written from the definitions: CTC sums the probabilities of every
 alignment path (enumerated, so targets stay short), upsampling reads each output's source pixels,

@@ -1,4 +1,4 @@
-"""Op case for ``flowjob_ops/defs/int_divide.py`` (integer ``flow.math.divide``), joined to ``op_cases.CASES``.
+"""Op case for ``flowjob_ops/records/arithmetic.py`` (integer ``flow.math.divide``), joined to ``op_cases.CASES``.
 
 The reference is C's integer division, truncated toward zero, written without numpy's ``//`` (which
 floors): the quotient of the magnitudes with the sign of the operands' product. Divisors are nonzero

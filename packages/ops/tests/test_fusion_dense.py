@@ -15,7 +15,7 @@ from flowjob_core import BlobSpec, KernelContext
 from flowjob_core.testing.modules import sibling
 from flowjob_ops import fusion_dense, initializers, layers, nn
 from flowjob_ops.array_ops import reshape
-from flowjob_ops.defs.fused import MATMUL_BIAS
+from flowjob_ops.records.fused import MATMUL_BIAS
 
 probe = sibling(__file__, "grad_probe")
 BATCH = 16
@@ -165,8 +165,8 @@ def test_matmul_read_twice_stays_unfused(monkeypatch: pytest.MonkeyPatch) -> Non
 @pytest.mark.parametrize("activation", [None, "relu"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_matmul_bias_kernel_is_bitwise_the_chain_of_kernels(ta: bool, tb: bool, activation: Any, dtype: Any) -> None:
-    from flowjob_ops.defs.activations import RELU
-    from flowjob_ops.defs.matmul import BIAS_ADD, MATMUL
+    from flowjob_ops.records.activations import RELU
+    from flowjob_ops.records.matmul import BIAS_ADD, MATMUL
 
     rng = np.random.default_rng(2)
     a = rng.standard_normal((9, 13) if ta else (13, 9)).astype(dtype)

@@ -15,7 +15,7 @@ from flowjob_core import BlobSpec, KernelContext, OpDef
 from flowjob_core.ir import Job, Node
 from flowjob_core.testing.modules import sibling
 from flowjob_ops import fusion_dense, initializers, layers, math, nn
-from flowjob_ops.defs.fused import ELEMENTWISE_CHAIN, STEPS
+from flowjob_ops.records.fused import ELEMENTWISE_CHAIN, STEPS
 
 probe = sibling(__file__, "grad_probe")
 SCALARS = {"scalar_add": 0.75, "scalar_rsub": 1.5, "scalar_div": 3.0, "scalar_rdiv": 0.7, "scalar_pow": 1.5,

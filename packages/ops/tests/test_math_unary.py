@@ -178,7 +178,7 @@ def test_ufunc_ops_fuse_into_one_chain_bitwise(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_ufunc_records_declare_a_descriptor() -> None:
-    from flowjob_ops.defs import math_unary
+    from flowjob_ops.records import math_unary
 
     ufunc_ops = {op.name for op in math_unary.OPS if op.elementwise is not None}
     assert ufunc_ops == {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",

@@ -463,24 +463,24 @@ def test_the_registered_overrides_match_the_records_kernels(geometry: tuple, fmt
     built from the same KernelContext: bit for bit, for the three max-pooling ops."""
     from flowjob_core import BlobSpec, KernelContext
     from flowjob_ops import cpu
-    from flowjob_ops.defs import pool as pool_defs
+    from flowjob_ops.records import pool as pool_records
 
     ksize, strides, padding, h, w = geometry
     rng = _rng("registered", geometry, fmt)
     shape = _shape(fmt, 3, 2, h, w)
     x = _data("ties", shape, np.float32, rng)
     attrs = {"ksize": ksize, "strides": strides, "padding": padding, "data_format": fmt}
-    y_spec = pool_defs.MAX_POOL2D.infer((BlobSpec(shape, np.float32),), attrs)[0]
+    y_spec = pool_records.MAX_POOL2D.infer((BlobSpec(shape, np.float32),), attrs)[0]
 
     def built(builder: Any, op: Any, specs: tuple) -> Any:
         return builder(KernelContext(np, None, op.name, "pool", attrs, specs, (specs[0],)))
 
     x_spec = BlobSpec(shape, np.float32)
-    fast = built(cpu.KERNEL_BUILDERS["max_pool2d"], pool_defs.MAX_POOL2D, (x_spec,))
+    fast = built(cpu.KERNEL_BUILDERS["max_pool2d"], pool_records.MAX_POOL2D, (x_spec,))
     y = fast(x).copy()
-    _assert_same(y, built(pool_defs.MAX_POOL2D.kernel, pool_defs.MAX_POOL2D, (x_spec,))(x))
+    _assert_same(y, built(pool_records.MAX_POOL2D.kernel, pool_records.MAX_POOL2D, (x_spec,))(x))
     dy = _dy("normal", y.shape, np.float32, rng)
-    for op in (pool_defs.MAX_POOL2D_GRAD, pool_defs.MAX_POOL2D_RELU_GRAD):
+    for op in (pool_records.MAX_POOL2D_GRAD, pool_records.MAX_POOL2D_RELU_GRAD):
         specs = (x_spec, y_spec, y_spec)
         got = built(cpu.KERNEL_BUILDERS[op.name], op, specs)(x, y, dy).copy()
         _assert_same(got, built(op.kernel, op, specs)(x, y, dy))

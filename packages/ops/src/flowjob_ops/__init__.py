@@ -1,6 +1,6 @@
 """flowjob-ops: op records and the public functions of flow.nn, flow.math, flow.layers.
 
-``flowjob_ops.defs`` holds the op records (one ``OpDef`` per op: inference, gradient rule,
+``flowjob_ops.records`` holds the op records (one ``OpDef`` per op: inference, gradient rule,
 kernel); ``plugin`` registers them. The public modules are ``nn``, ``math``, ``layers``,
 ``array_ops`` (top-level ``flow.reshape`` etc.) and ``initializers``.
 """

@@ -22,7 +22,7 @@ from flowjob_ops.array_ops_more import (
     batch_gather, cast_to_current_logical_view, cast_to_static_shape, gather_nd, hierarchical_parallel_cast,
     identity_n, pad, pad_grad, parallel_cast, reverse, scatter_nd, stack, tensor_scatter_nd_add,
     tensor_scatter_nd_update, tile)
-from flowjob_ops.defs.common import build_error, op_name
+from flowjob_ops.records.common import build_error, op_name
 from flowjob_ops.math import argmax, matmul
 from flowjob_ops.sorting_ops import (
     argsort, in_top_k, sort, unsorted_batch_segment_sum, unsorted_segment_sum, unsorted_segment_sum_like)

@@ -1,7 +1,7 @@
 """Legacy top-level array functions beyond array_ops / array_ops_more: strided slices and slice
 updates, zeros / ones / range, expand, diag, masked_fill, dim_gather, reshape_like, elem_cnt,
 broadcast_to_compatible_with, the 2-d paddings, same_padding, dynamic_reshape and assign; argwhere,
-nonzero and sync_dynamic_resize, whose row count the data decide (``defs/data_dependent.py``).
+nonzero and sync_dynamic_resize, whose row count the data decide (``records/data_dependent.py``).
 ``flowjob_ops.array_ops`` re-exports every name here (its ``__all__`` feeds ``flow.*``).
 
 Node names follow legacy's (``Constant_Pad2d_<n>``, ``Zeros_<n>constant``, ``range``), so
@@ -17,8 +17,8 @@ import numpy as np
 
 from flowjob_core import Blob, apply, dtypes, maybe_builder
 
-from flowjob_ops.defs.array_extra import strided_bounds
-from flowjob_ops.defs.common import build_error, op_name
+from flowjob_ops.records.indexing import strided_bounds
+from flowjob_ops.records.common import build_error, op_name
 
 __all__ = [
     "assign", "broadcast_to_compatible_with", "constant_pad2d", "diag", "dim_gather", "dynamic_reshape", "elem_cnt",

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.defs.common import build_error, op_name
+from flowjob_ops.records.common import build_error, op_name
 
 
 def _paddings(x: Blob, paddings: Any, what: str) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from flowjob_core import Blob, ShapeError, apply
 
-from flowjob_ops.defs.common import build_error, check_scalar
+from flowjob_ops.records.common import build_error, check_scalar
 
 __all__ = ["equal", "greater", "greater_equal", "less", "less_equal", "not_equal"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from flowjob_core import Blob, apply, dtypes
 
-from flowjob_ops.defs.common import build_error
+from flowjob_ops.records.common import build_error
 from flowjob_ops.initializers import from_initializer_conf, random_uniform_initializer
 
 __all__ = ["decode_random"]

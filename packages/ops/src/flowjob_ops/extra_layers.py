@@ -8,7 +8,7 @@ from typing import Sequence
 from flowjob_core import Blob, apply, get_variable, scope
 
 from flowjob_ops import initializers
-from flowjob_ops.defs.common import build_error
+from flowjob_ops.records.common import build_error
 from flowjob_ops.extra_toplevel import categorical_ordinal_encode
 
 __all__ = ["categorical_ordinal_encoder", "layer_norm_grad", "layer_norm_param_grad", "upsample_2d"]

@@ -7,8 +7,8 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.defs.common import build_error
-from flowjob_ops.defs.math_extra import counted_axes
+from flowjob_ops.records.common import build_error
+from flowjob_ops.records.shape import counted_axes
 from flowjob_ops.extra_nn import fused_scale_tril_softmax_dropout
 
 __all__ = ["clip_by_value", "fused_scale_tril_softmax_dropout", "gelu_grad", "reduced_shape_elem_cnt",

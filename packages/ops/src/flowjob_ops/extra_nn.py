@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.defs.common import build_error, op_name
+from flowjob_ops.records.common import build_error, op_name
 
 __all__ = ["distributed_sparse_softmax_cross_entropy_with_logits", "fused_bias_add_dropout", "fused_bias_add_gelu",
            "fused_scale_tril_softmax_dropout", "fused_self_attention_query_mul_key_and_value", "softmax_grad"]

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.defs.common import build_error, op_name
+from flowjob_ops.records.common import build_error, op_name
 
 __all__ = ["categorical_ordinal_encode", "combined_margin_loss", "count_not_finite", "ctc_loss",
            "multi_count_not_finite", "smooth_l1_loss",

@@ -9,7 +9,7 @@ completed, so forward and gradient nodes are all there. Four rewrites:
   so its filter-gradient node (attribute ``forward``) still finds and reuses its im2col matrix.
 * ``max_pool2d_grad -> relu_grad`` on the same input becomes one ``max_pool2d_relu_grad``
   node: the ReLU mask is applied to dy at the pooled size instead of to the full-size
-  gradient (exact; see flowjob_ops.defs.pool).
+  gradient (exact; see flowjob_ops.records.pool).
 * ``batch_norm_train -> relu`` becomes one ``batch_norm_train`` node with ``activation="relu"``
   (the ReLU applied in its last pass), and the gradient's ``relu_grad -> batch_norm_train_grad``
   one ``batch_norm_train_grad`` with ``activation="relu"`` that masks dy block by block.
@@ -34,8 +34,8 @@ from flowjob_core.analysis import observed_values, value_producers, value_reader
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import Job, Node
 
-from flowjob_ops.defs.conv import channel_axis
-from flowjob_ops.defs.matmul import bias_axis
+from flowjob_ops.records.conv import channel_axis
+from flowjob_ops.records.matmul import bias_axis
 
 
 def enabled() -> bool:

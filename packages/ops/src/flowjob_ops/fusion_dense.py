@@ -30,7 +30,7 @@ from typing import Any
 from flowjob_core.analysis import observed_values, value_readers
 from flowjob_core.ir import Job, Node
 
-from flowjob_ops.defs.fused import ELEMENTWISE_CHAIN, MATMUL_ATTRS, MATMUL_BIAS, RUNNING, registry_lookup
+from flowjob_ops.records.fused import ELEMENTWISE_CHAIN, MATMUL_ATTRS, MATMUL_BIAS, RUNNING, registry_lookup
 from flowjob_ops.fusion import _rewrite, bias_act_tail, enabled
 
 

@@ -19,8 +19,8 @@ from typing import Any, Callable, Sequence
 from flowjob_core import Blob, apply, get_variable, maybe_builder, naming, scope
 
 from flowjob_ops import initializers
-from flowjob_ops.defs.common import build_error
-from flowjob_ops.defs.normalization import check_epsilon, check_momentum
+from flowjob_ops.records.common import build_error
+from flowjob_ops.records.normalization import check_epsilon, check_momentum
 from flowjob_ops.kernels import padding as pads
 
 __all__ = ["conv1d", "conv2d", "dense",

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from flowjob_core import Blob, apply, get_variable, naming
 
 from flowjob_ops import initializers, nn3d
-from flowjob_ops.defs.common import build_error
+from flowjob_ops.records.common import build_error
 
 __all__ = ["conv3d"]
 

@@ -12,7 +12,7 @@ from flowjob_core import Blob, ShapeError, apply
 
 from flowjob_ops.comparisons import equal, greater, greater_equal, less, less_equal, not_equal
 from flowjob_ops.comparisons import _as_blob as _number_as_blob
-from flowjob_ops.defs.common import build_error, check_scalar, op_name
+from flowjob_ops.records.common import build_error, check_scalar, op_name
 from flowjob_ops.sorting_ops import (
     fused_scale_tril, in_top_k, polyval, top_k, tril, unsorted_batch_segment_sum, unsorted_segment_sum,
     unsorted_segment_sum_like)
@@ -331,7 +331,7 @@ sigmoid = _unary("sigmoid", "1 / (1 + exp(-x))")
 tanh = _unary("tanh", "The hyperbolic tangent of x")
 gelu = _unary("gelu", "x * Phi(x), Phi the standard normal CDF (the exact erf form)")
 
-# legacy math_unary_elementwise ops (records in defs/math_unary.py): floating blobs only
+# legacy math_unary_elementwise ops (records in records/math_unary.py): floating blobs only
 sin = _unary("sin", "sin(x)")
 cos = _unary("cos", "cos(x)")
 tan = _unary("tan", "tan(x)")

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.defs.common import build_error, op_name
+from flowjob_ops.records.common import build_error, op_name
 from flowjob_ops.sorting_ops import fused_scale_tril, tril  # legacy exported both as flow.math.* and flow.nn.*
 from flowjob_ops.kernels import padding as pads
 
@@ -823,7 +823,7 @@ def batch_normalization(x: Blob, mean: Blob, variance: Blob, offset: Blob | None
     if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
         raise build_error("flow.nn.batch_normalization", f"axis must be an int in [{-rank}, {rank}), got {axis!r}")
     axis %= rank
-    from flowjob_ops.defs.normalization import check_epsilon
+    from flowjob_ops.records.normalization import check_epsilon
 
     try:
         eps = check_epsilon(1e-5 if variance_epsilon is None else variance_epsilon, "flow.nn.batch_normalization",
@@ -859,7 +859,7 @@ def layer_norm(inputs: Blob, gamma: Blob | None = None, beta: Blob | None = None
     Returns:
         A blob like inputs; the gradient reaches inputs, gamma and beta.
     """
-    from flowjob_ops.defs.normalization import check_epsilon
+    from flowjob_ops.records.normalization import check_epsilon
 
     what = "flow.nn.layer_norm"
     if not isinstance(inputs, Blob):
@@ -909,7 +909,7 @@ def random_mask_like(like: Blob, rate: float, seed: int | None = None, noise_sha
     Returns:
         An int8 blob of like's shape.
     """
-    from flowjob_ops.defs.random_mask import check_rate
+    from flowjob_ops.records.dropout import check_rate
 
     what = "flow.nn.random_mask_like"
     if not isinstance(like, Blob):

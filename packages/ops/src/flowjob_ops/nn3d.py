@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.defs.common import build_error, op_name
+from flowjob_ops.records.common import build_error, op_name
 from flowjob_ops.kernels import window3d
 
 __all__ = ["avg_pool3d", "conv3d", "max_pool3d"]

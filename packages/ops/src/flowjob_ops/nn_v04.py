@@ -19,7 +19,7 @@ from flowjob_core import Blob, get_variable
 
 from flowjob_ops import array_ops, initializers
 from flowjob_ops import math as fm
-from flowjob_ops.defs.common import build_error, op_name
+from flowjob_ops.records.common import build_error, op_name
 
 __all__ = ["BCELoss", "BCEWithLogitsLoss", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
            "KLDivLoss", "L1Loss", "MSELoss", "MarginRankingLoss", "PixelShuffle", "PixelShufflev2",

@@ -10,7 +10,7 @@ import numbers
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.defs.common import build_error
+from flowjob_ops.records.common import build_error
 
 __all__ = ["acc", "pack", "repeat", "unpack"]
 

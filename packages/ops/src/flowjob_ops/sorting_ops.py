@@ -12,8 +12,8 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.defs.common import build_error, op_name
-from flowjob_ops.defs.sorting import DIRECTIONS
+from flowjob_ops.records.common import build_error, op_name
+from flowjob_ops.records.sorting import DIRECTIONS
 
 
 def _along_axis(op: str, what: str, input: Blob, axis: int, attrs: dict, name: str) -> Blob:  # noqa: A002

@@ -1,6 +1,6 @@
 """Kernel overrides for the ``cpu`` backend tag (numpy): tuned variants of reference kernels.
 
-The op records (``flowjob_ops.defs``) keep the plain ``xp`` kernels every backend can run; the
+The op records (``flowjob_ops.records``) keep the plain ``xp`` kernels every backend can run; the
 variants here pay only on numpy and give the same results (bit for bit for pooling, to float
 rounding for Winograd). The ops plugin registers ``KERNEL_BUILDERS`` for ``CPU_TAG`` through
 ``flowjob_add_kernels``; a backend with another tag (a GPU, a plugin's device) runs the reference.

@@ -25,7 +25,7 @@ from typing import Any
 from flowjob_core import KernelContext, switches
 
 from flowjob_ops.cpu.pool import TiledMaxPool2d
-from flowjob_ops.defs import conv as conv_defs
+from flowjob_ops.records import conv as conv_records
 from flowjob_ops.kernels import conv, pointwise, winograd
 
 
@@ -44,7 +44,7 @@ def algorithm(geom: conv.ConvGeometry) -> str:
 def conv_kernel(ctx: KernelContext) -> Any:
     """conv2d and conv2d_bias (with its optional ReLU)."""
     x, w = ctx.inputs[:2]
-    geom = conv_defs.geometry(x.shape, w.shape, ctx.attrs)
+    geom = conv_records.geometry(x.shape, w.shape, ctx.attrs)
     chosen = algorithm(geom)
     bias = ctx.op == "conv2d_bias"
     relu = bias and ctx.attrs.get("activation") == "relu"
@@ -61,7 +61,7 @@ def conv_kernel(ctx: KernelContext) -> Any:
 
 def grad_data_kernel(ctx: KernelContext) -> Any:
     dy, w = ctx.inputs
-    geom = conv_defs.geometry(ctx.attrs["x_shape"], w.shape, ctx.attrs)
+    geom = conv_records.geometry(ctx.attrs["x_shape"], w.shape, ctx.attrs)
     chosen = algorithm(geom)
     if chosen == "pointwise":
         return pointwise.PointwiseBackwardData(ctx.xp, geom, dy.dtype, out=ctx.out(0), scratch=ctx.scratch)
@@ -72,7 +72,7 @@ def grad_data_kernel(ctx: KernelContext) -> Any:
 
 def grad_filter_kernel(ctx: KernelContext) -> Any:
     x, _ = ctx.inputs
-    geom = conv_defs.geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
+    geom = conv_records.geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
     chosen = algorithm(geom)
     if chosen == "pointwise":
         return pointwise.PointwiseBackwardFilter(ctx.xp, geom, x.dtype, out=ctx.out(0), scratch=ctx.scratch)
@@ -93,17 +93,17 @@ def grad_filter_kernel(ctx: KernelContext) -> Any:
 def conv_bias_pool_kernel(ctx: KernelContext) -> Any:
     """conv2d_bias_pool: Winograd where it pays, and the blocked max pooling."""
     x, w = ctx.inputs[:2]
-    geom = conv_defs.geometry(x.shape, w.shape, conv_defs.conv_attrs(ctx.attrs))
+    geom = conv_records.geometry(x.shape, w.shape, conv_records.conv_attrs(ctx.attrs))
     chosen = "winograd" if algorithm(geom) == "winograd" else "im2col"  # the fused kernel has no 1x1 path
-    return conv_defs.conv_bias_pool(ctx, algorithm=chosen, max_pool=TiledMaxPool2d)
+    return conv_records.conv_bias_pool(ctx, algorithm=chosen, max_pool=TiledMaxPool2d)
 
 
-_REFERENCE = {op.name: op.kernel for op in conv_defs.OPS}
+_REFERENCE = {op.name: op.kernel for op in conv_records.OPS}
 
 KERNEL_BUILDERS = {
-    conv_defs.CONV2D.name: conv_kernel,
-    conv_defs.CONV2D_BIAS.name: conv_kernel,
-    conv_defs.CONV2D_GRAD_DATA.name: grad_data_kernel,
-    conv_defs.CONV2D_GRAD_FILTER.name: grad_filter_kernel,
-    conv_defs.CONV2D_BIAS_POOL.name: conv_bias_pool_kernel,
+    conv_records.CONV2D.name: conv_kernel,
+    conv_records.CONV2D_BIAS.name: conv_kernel,
+    conv_records.CONV2D_GRAD_DATA.name: grad_data_kernel,
+    conv_records.CONV2D_GRAD_FILTER.name: grad_filter_kernel,
+    conv_records.CONV2D_BIAS_POOL.name: conv_bias_pool_kernel,
 }

@@ -48,8 +48,8 @@ import numpy as np
 
 from flowjob_core import KernelContext
 
-from flowjob_ops.defs import pool as pool_defs
-from flowjob_ops.defs.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
+from flowjob_ops.records import pool as pool_records
+from flowjob_ops.kernels.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
 from flowjob_ops.kernels.padding import as_strided
 from flowjob_ops.kernels.pool import MaxPool2d, MaxPool2dBackward, PaddedGrad
 
@@ -537,24 +537,24 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
                 xp.logical_xor(free, h, out=free)
 
 
-# kernel builders of the op records (flowjob_ops.defs.pool) ---------------------------------------
+# kernel builders of the op records (flowjob_ops.records.pool) ---------------------------------------
 def max_pool_kernel(ctx: KernelContext) -> Any:
     x = ctx.inputs[0]
-    return TiledMaxPool2d(ctx.xp, x.shape, x.dtype, parallel=host_parallel(ctx), **pool_defs.kernel_options(ctx))
+    return TiledMaxPool2d(ctx.xp, x.shape, x.dtype, parallel=host_parallel(ctx), **pool_records.kernel_options(ctx))
 
 
 def max_pool_grad_kernel(ctx: KernelContext) -> Any:
     """max_pool2d_grad, and max_pool2d_relu_grad (the ReLU mask taken at the pooled size)."""
     x = ctx.inputs[0]
-    relu = ctx.op == pool_defs.MAX_POOL2D_RELU_GRAD.name
+    relu = ctx.op == pool_records.MAX_POOL2D_RELU_GRAD.name
     return TiledMaxPool2dBackward(ctx.xp, x.shape, x.dtype, relu=relu, parallel=host_parallel(ctx),
-                                  **pool_defs.kernel_options(ctx))
+                                  **pool_records.kernel_options(ctx))
 
 
 
 
 KERNEL_BUILDERS = {
-    pool_defs.MAX_POOL2D.name: max_pool_kernel,
-    pool_defs.MAX_POOL2D_GRAD.name: max_pool_grad_kernel,
-    pool_defs.MAX_POOL2D_RELU_GRAD.name: max_pool_grad_kernel,
+    pool_records.MAX_POOL2D.name: max_pool_kernel,
+    pool_records.MAX_POOL2D_GRAD.name: max_pool_grad_kernel,
+    pool_records.MAX_POOL2D_RELU_GRAD.name: max_pool_grad_kernel,
 }

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
 
-from flowjob_ops.defs.common import grad_like_second
+from flowjob_ops.records.common import grad_like_second
 from flowjob_ops.kernels.special_functions import ErrorFunctions, GammaFunctions
 
 GradRule = Callable[[GradContext], list[Any]]

@@ -28,9 +28,9 @@ from typing import Any, Callable, Sequence
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.builtin_ops import CORE_OPS
 
-from flowjob_ops.defs import activations, compare, math
-from flowjob_ops.defs.common import normalize_axis, require_floating
-from flowjob_ops.defs.matmul import BIAS_ADD, MATMUL, bias_axis
+from flowjob_ops.records import activations, arithmetic, comparisons
+from flowjob_ops.records.common import normalize_axis, require_floating
+from flowjob_ops.records.matmul import BIAS_ADD, MATMUL, bias_axis
 
 
 class _StepGrad:
@@ -139,7 +139,7 @@ class Step:
 
 def _builtin_steps() -> dict[str, Step]:
     """Every record of core and of this package's elementwise families that declares a descriptor."""
-    records = (*CORE_OPS, *activations.OPS, *math.OPS, *compare.OPS)
+    records = (*CORE_OPS, *activations.OPS, *arithmetic.OPS, *comparisons.OPS)
     return {op.name: Step(op) for op in records if op.elementwise is not None}
 
 

@@ -1,5 +1,6 @@
-"""2-D convolution and its two gradients; the reference kernels are im2col + GEMM
-(``flowjob_ops.kernels.conv``), which every backend can run.
+"""Convolution and its two gradients: 2-D, whose reference kernels are im2col + GEMM
+(``flowjob_ops.kernels.conv``), which every backend can run, and 3-D (legacy v0.4 ``flow.nn.conv3d``) on
+the N-d reference kernels of ``kernels.conv3d``.
 
 Attributes: ``strides``, ``padding`` ("SAME" = "SAME_LOWER" as legacy, "SAME_UPPER", "VALID" or
 explicit pads; see ``kernels.padding``), ``data_format`` ("NCHW" or "NHWC"), ``dilations`` and
@@ -20,6 +21,13 @@ at batch 16: 871 MB of matrices, about 140 ms of im2col copies per step to rebui
 
 The cpu backend overrides these kernels with Winograd where it pays (``flowjob_ops.cpu.conv``,
 ``FLOWJOB_CONV_ALGORITHM``); its kernels share the forward's transformed input the same way.
+
+The 3-D op takes ``strides`` and ``dilations`` as an int or 1 or 3 ints; ``padding`` as "SAME"
+(= "SAME_LOWER" as legacy), "SAME_LOWER", "SAME_UPPER", "VALID", 3 spatial (before, after) pairs, or 5
+per-dimension pairs in ``data_format`` order; ``data_format`` "NCDHW" or "NDHWC"; ``groups``. Filters
+are (F, C/groups, kd, kh, kw) for NCDHW and (F, kd, kh, kw, C/groups) for NDHWC. Its gradient ops take
+the forward's attributes plus the shape of what they produce (``x_shape`` / ``w_shape``); the filter
+gradient's ``forward`` attribute names the convolution node whose column matrix it reuses, as in 2-D.
 """
 from __future__ import annotations
 
@@ -27,8 +35,8 @@ from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
-from flowjob_ops.defs.common import require_floating, same_dtype
-from flowjob_ops.kernels import conv
+from flowjob_ops.kernels import conv, conv3d
+from flowjob_ops.records.common import require_floating, same_dtype, shape_error
 
 
 def geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> conv.ConvGeometry:
@@ -183,7 +191,7 @@ def conv_attrs(attrs: dict) -> dict[str, Any]:
 
 
 def _conv_bias_pool_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
-    from flowjob_ops.defs.pool import output_shape
+    from flowjob_ops.records.pool import output_shape
 
     (act,) = _conv_bias_infer(inputs, conv_attrs(attrs))
     return [BlobSpec(output_shape(act.shape, _pool_attrs(attrs)), act.dtype)]
@@ -283,4 +291,121 @@ CONV2D_BIAS_POOL = OpDef("conv2d_bias_pool", _conv_bias_pool_infer, kernel=_conv
                              "pool_strides, pool_padding); bias and relu run at the pooled size; made by the "
                              "fusion pass when nothing else reads the activation")
 
-OPS = (CONV2D, CONV2D_GRAD_DATA, CONV2D_GRAD_FILTER, CONV2D_BIAS, CONV2D_BIAS_POOL)
+
+# 3-D convolution (legacy v0.4 flow.nn.conv3d), on kernels.conv3d -------------------------------------
+_CONV3D_KEYS = ("strides", "padding", "data_format", "dilations", "groups")
+
+
+def conv3d_geometry(op: str, x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> conv3d.ConvNdGeometry:
+    """The validated geometry; its errors name the op, the argument and its value."""
+    dilations = attrs.get("dilations")
+    try:
+        return conv3d.ConvNdGeometry.create(x_shape, w_shape, attrs.get("strides", 1), attrs.get("padding", "VALID"),
+                                            1 if dilations is None else dilations, attrs.get("groups", 1),
+                                            attrs.get("data_format", "NCDHW"))
+    except ValueError as exc:
+        raise shape_error(op, exc) from None
+
+
+def _conv3d_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, w = inputs
+    require_floating(inputs, "conv3d")
+    dtype = same_dtype(inputs, "conv3d")
+    return [BlobSpec(conv3d_geometry("conv3d", x.shape, w.shape, attrs).y_shape, dtype)]
+
+
+class _SharedColumns3d:
+    """A forward kernel's column builder and the input array it last read (see _conv3d_grad_filter_kernel)."""
+
+    __slots__ = ("columns", "source")
+
+    def __init__(self, columns: Any) -> None:
+        self.columns = columns
+        self.source: Any = None
+
+
+def _conv3d_kernel(ctx: KernelContext) -> Any:
+    x, w = ctx.inputs
+    geom = conv3d_geometry("conv3d", x.shape, w.shape, ctx.attrs)
+    forward = conv3d.ConvNdForward(ctx.xp, geom, x.dtype, ctx.out(0))
+    if not ctx.training:
+        return forward
+    # the filter-gradient node of this plan reuses the column matrix instead of building it again
+    shared = ctx.shared[("conv3d-columns", ctx.node_name)] = _SharedColumns3d(forward.columns)
+
+    def run(x_value: Any, w_value: Any) -> Any:
+        y = forward(x_value, w_value)
+        shared.source = x_value
+        return y
+
+    return run
+
+
+def _conv3d_grad(ctx: GradContext) -> list[Any]:
+    x, w = ctx.inputs
+    attrs = {k: ctx.attrs[k] for k in _CONV3D_KEYS if k in ctx.attrs} | {"x_shape": x.shape, "w_shape": w.shape}
+    dx = ctx.apply("conv3d_grad_data", [ctx.dy, w], attrs) if ctx.needs[0] else None
+    dw = None
+    if ctx.needs[1]:
+        dw = ctx.apply("conv3d_grad_filter", [x, ctx.dy], attrs | {"forward": ctx.node.name})
+    return [dx, dw]
+
+
+def _check_dy3d(op: str, dy: BlobSpec, geom: conv3d.ConvNdGeometry) -> None:
+    if tuple(dy.shape) != geom.y_shape:
+        raise ShapeError(f"{op}: the output gradient has shape {tuple(dy.shape)}, the convolution gives "
+                         f"{geom.y_shape}")
+
+
+def _conv3d_grad_data_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    dy, w = inputs
+    require_floating(inputs, "conv3d_grad_data")
+    geom = conv3d_geometry("conv3d_grad_data", attrs["x_shape"], w.shape, attrs)
+    _check_dy3d("conv3d_grad_data", dy, geom)
+    return [BlobSpec(geom.x_shape, same_dtype(inputs, "conv3d_grad_data"))]
+
+
+def _conv3d_grad_data_kernel(ctx: KernelContext) -> Any:
+    dy, w = ctx.inputs
+    geom = conv3d_geometry("conv3d_grad_data", ctx.attrs["x_shape"], w.shape, ctx.attrs)
+    return conv3d.ConvNdBackwardData(ctx.xp, geom, dy.dtype, ctx.out(0))
+
+
+def _conv3d_grad_filter_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, dy = inputs
+    require_floating(inputs, "conv3d_grad_filter")
+    geom = conv3d_geometry("conv3d_grad_filter", x.shape, attrs["w_shape"], attrs)
+    _check_dy3d("conv3d_grad_filter", dy, geom)
+    return [BlobSpec(geom.w_shape, same_dtype(inputs, "conv3d_grad_filter"))]
+
+
+def _conv3d_grad_filter_kernel(ctx: KernelContext) -> Any:
+    x, dy = ctx.inputs
+    geom = conv3d_geometry("conv3d_grad_filter", x.shape, ctx.attrs["w_shape"], ctx.attrs)
+    shared = ctx.shared.get(("conv3d-columns", ctx.attrs.get("forward")))
+    if shared is None or shared.columns.geom != geom or shared.columns.dtype != x.dtype:
+        return conv3d.ConvNdBackwardFilter(ctx.xp, geom, x.dtype, ctx.out(0))
+    backward = conv3d.ConvNdBackwardFilter(ctx.xp, geom, x.dtype, ctx.out(0), columns=shared.columns)
+
+    def run(x_value: Any, dy_value: Any) -> Any:
+        # the forward node ran first in this step; its matrix holds this very array, which nothing
+        # writes before this node reads it
+        return backward(x_value, dy_value, reuse_cols=shared.source is x_value)
+
+    return run
+
+
+CONV3D = OpDef("conv3d", _conv3d_infer, kernel=_conv3d_kernel, grad=_conv3d_grad, name_prefix="Conv3d",
+               doc="inputs (x, weight): 3-D convolution (im2col + one batched GEMM over the groups)")
+
+
+CONV3D_GRAD_DATA = OpDef("conv3d_grad_data", _conv3d_grad_data_infer, kernel=_conv3d_grad_data_kernel,
+                         not_differentiable=True, name_prefix="Conv3dGradData", doc="inputs (dy, weight): d loss / d x")
+
+
+CONV3D_GRAD_FILTER = OpDef("conv3d_grad_filter", _conv3d_grad_filter_infer, kernel=_conv3d_grad_filter_kernel,
+                           not_differentiable=True, name_prefix="Conv3dGradFilter",
+                           doc="inputs (x, dy): d loss / d weight")
+
+OPS = (CONV2D, CONV2D_GRAD_DATA, CONV2D_GRAD_FILTER, CONV2D_BIAS, CONV2D_BIAS_POOL, CONV3D, CONV3D_GRAD_DATA,
+       CONV3D_GRAD_FILTER)

@@ -11,7 +11,7 @@ import numpy as np
 
 from flowjob_core import BlobSpec, Elementwise, OpDef, ShapeError
 
-from flowjob_ops.defs.common import broadcast_shape, same_dtype
+from flowjob_ops.records.common import broadcast_shape, same_dtype
 
 RESULT_DTYPE = np.dtype(np.int8)
 

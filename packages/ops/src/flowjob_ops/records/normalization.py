@@ -1,6 +1,8 @@
 """Normalization: ``moments`` (mean and biased variance), ``batch_norm`` (normalize with given
 statistics, then scale and offset), their gradient ops, and the in-place moving-average update
-the batch-normalization layer runs in train jobs.
+the batch-normalization layer runs in train jobs; ``l2_normalize`` (out_0 legacy's y, out_1 its
+square_x_sum: the per-slice sum of squares) and the layer-norm gradient ops legacy exported
+(``layer_norm_grad``, ``layer_norm_param_grad``).
 
 ``batch_norm`` takes its statistics and parameters already shaped to broadcast against x with x's
 rank (the public functions reshape legacy's 1-D parameters), so one op serves ``flow.nn.
@@ -17,7 +19,7 @@ from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
-from flowjob_ops.defs.common import kept_dims_shape, normalize_axes, require_floating, same_dtype
+from flowjob_ops.records.common import kept_dims_shape, normalize_axes, normalize_axis, require_floating, same_dtype
 
 
 # moments ------------------------------------------------------------------------------
@@ -306,4 +308,170 @@ MOVING_UPDATE = OpDef("batch_norm_moving_update", _moving_infer, kernel=_moving_
                       doc="moving = momentum * moving + (1 - momentum) * batch_statistic, in place, after "
                           "every other reader of moving in the step")
 
-OPS = (MOMENTS, MOMENTS_GRAD, BATCH_NORM, BATCH_NORM_GRAD, MOVING_UPDATE)
+
+# l2_normalize (out_0 legacy's y, out_1 its square_x_sum: the per-slice sum of squares) ---------------
+def _l2_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    require_floating([x], "l2_normalize (input)")
+    if not x.shape:
+        raise ShapeError("l2_normalize needs an input of rank >= 1")
+    axis = normalize_axis(attrs["axis"], len(x.shape))
+    if not float(attrs["epsilon"]) >= 0:
+        raise ShapeError(f"l2_normalize: epsilon must be >= 0, got {attrs['epsilon']!r}")
+    return [x, BlobSpec(kept_dims_shape(x.shape, (axis,)), x.dtype)]
+
+
+def _l2_kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    y, square_sum = ctx.out(0), ctx.out(1)
+    spec = ctx.inputs[0]
+    axis = normalize_axis(ctx.attrs["axis"], len(spec.shape))
+    eps = spec.dtype.type(ctx.attrs["epsilon"])
+    norm = ctx.scratch(square_sum.shape, spec.dtype)
+
+    def run(x: Any) -> tuple[Any, Any]:  # x / sqrt(max(sum(x^2), epsilon)), as legacy's kernel
+        xp.square(x, out=y)
+        xp.sum(y, axis=axis, keepdims=True, out=square_sum)
+        xp.maximum(square_sum, eps, out=norm)
+        xp.sqrt(norm, out=norm)
+        xp.divide(x, norm, out=y)
+        return y, square_sum
+
+    return run
+
+
+def _l2_grad(ctx: GradContext) -> list[Any]:
+    x = ctx.inputs[0]
+    y, square_sum = ctx.outputs
+    dy, dsum = ctx.out_grads
+    parts = []
+    if dy is not None:
+        parts.append(ctx.apply("l2_normalize_grad", [dy, y, square_sum], dict(ctx.attrs)))
+    if dsum is not None:  # d sum(x^2) = 2 x
+        spread = ctx.apply("broadcast_to", [dsum], {"shape": x.shape}) if dsum.shape != x.shape else dsum
+        parts.append(ctx.apply("scalar_mul", [ctx.apply("multiply", [x, spread])], {"scalar": 2.0}))
+    if not parts:
+        return [None]
+    return [parts[0] if len(parts) == 1 else ctx.apply("add", parts)]
+
+
+def _l2_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    dy, y, square_sum = inputs
+    axis = normalize_axis(attrs["axis"], len(y.shape))
+    if dy.shape != y.shape or square_sum.shape != kept_dims_shape(y.shape, (axis,)):
+        raise ShapeError(f"l2_normalize_grad: dy {dy.shape}, y {y.shape}, square_x_sum {square_sum.shape}")
+    return [y]
+
+
+def _l2_grad_kernel(ctx: KernelContext) -> Any:
+    xp, dx = ctx.xp, ctx.out(0)
+    spec = ctx.inputs[1]
+    axis = normalize_axis(ctx.attrs["axis"], len(spec.shape))
+    eps = spec.dtype.type(ctx.attrs["epsilon"])
+    kept = kept_dims_shape(spec.shape, (axis,))
+    norm = ctx.scratch(kept, spec.dtype)
+    dot = ctx.scratch(kept, spec.dtype)
+    clamped = ctx.scratch(kept, dtype=bool)
+
+    def run(dy: Any, y: Any, square_sum: Any) -> Any:
+        # above epsilon the norm depends on x: (dy - y * sum(y dy)) / norm; below it the norm is the
+        # constant sqrt(epsilon) and dx = dy / norm
+        xp.maximum(square_sum, eps, out=norm)
+        xp.sqrt(norm, out=norm)
+        xp.multiply(y, dy, out=dx)
+        xp.sum(dx, axis=axis, keepdims=True, out=dot)
+        xp.less(square_sum, eps, out=clamped)
+        dot[clamped] = 0
+        xp.multiply(y, dot, out=dx)
+        xp.subtract(dy, dx, out=dx)
+        return xp.divide(dx, norm, out=dx)
+
+    return run
+
+
+L2_NORMALIZE = OpDef("l2_normalize", _l2_infer, kernel=_l2_kernel, grad=_l2_grad, name_prefix="L2Normalize",
+                     doc="y = x / sqrt(max(sum(x^2 over axis), epsilon)); square_x_sum keeps the axis as 1")
+
+
+L2_NORMALIZE_GRAD = OpDef("l2_normalize_grad", _l2_grad_infer, kernel=_l2_grad_kernel, not_differentiable=True,
+                          name_prefix="L2NormalizeGrad", doc="inputs (dy, y, square_x_sum): the gradient of x")
+
+
+# layer_norm_grad, layer_norm_param_grad (legacy exported them) ---------------------------------------
+def _begin_axis(value: Any, rank: int, what: str) -> int:
+    axis = normalize_axis(value, rank, what)
+    if axis < 1:
+        raise ShapeError(f"{what} must leave at least one leading axis (>= 1), got {value!r}")
+    return axis
+
+
+def _layer_norm_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    dy, x, mean, inv_variance = inputs
+    require_floating(inputs, "layer_norm_grad")
+    if dy != x:
+        raise ShapeError(f"layer_norm_grad: dy {dy} must match x {x}")
+    axis = _begin_axis(attrs.get("begin_norm_axis"), len(x.shape), "layer_norm_grad begin_norm_axis")
+    stats = BlobSpec(x.shape[:axis], x.dtype)
+    for what, spec in (("mean", mean), ("inv_variance", inv_variance)):
+        if spec != stats:
+            raise ShapeError(f"layer_norm_grad: {what} {spec} must be x's leading axes {stats}")
+    return [x]
+
+
+def _layer_norm_grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    shape = ctx.inputs[1].shape
+    axis = _begin_axis(ctx.attrs["begin_norm_axis"], len(shape), "begin_norm_axis")
+    axes = tuple(range(axis, len(shape)))
+    kept = shape[:axis] + (1,) * len(axes)
+
+    def run(dy: Any, x: Any, mean: Any, inv_variance: Any) -> Any:
+        # dx = r * (dy - mean(dy) - xhat * mean(dy * xhat)), xhat = (x - mean) * r over the normalized axes
+        r = inv_variance.reshape(kept)
+        xhat = (x - mean.reshape(kept)) * r
+        centred = dy - dy.mean(axis=axes, keepdims=True) - xhat * (dy * xhat).mean(axis=axes, keepdims=True)
+        return xp.multiply(centred, r, out=out)
+
+    return run
+
+
+def _param_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    dy, normalized, gamma = inputs
+    require_floating(inputs, "layer_norm_param_grad")
+    if normalized != dy:
+        raise ShapeError(f"layer_norm_param_grad: normalized {normalized} must match dy {dy}")
+    axis = _begin_axis(attrs.get("begin_params_axis"), len(dy.shape), "layer_norm_param_grad begin_params_axis")
+    param = BlobSpec(dy.shape[axis:], dy.dtype)
+    if gamma != param:
+        raise ShapeError(f"layer_norm_param_grad: gamma {gamma} must be dy's trailing axes {param}")
+    return [dy, param, param]
+
+
+def _param_grad_kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    shape = ctx.inputs[0].shape
+    axis = _begin_axis(ctx.attrs["begin_params_axis"], len(shape), "begin_params_axis")
+    lead = tuple(range(axis))
+    normalized_diff, beta_diff, gamma_diff = ctx.out(0), ctx.out(1), ctx.out(2)
+
+    def run(dy: Any, normalized: Any, gamma: Any) -> tuple[Any, Any, Any]:
+        xp.multiply(dy, gamma, out=normalized_diff)
+        xp.sum(dy, axis=lead, out=beta_diff)
+        xp.sum(dy * normalized, axis=lead, out=gamma_diff)
+        return normalized_diff, beta_diff, gamma_diff
+
+    return run
+
+
+LAYER_NORM_GRAD = OpDef("layer_norm_grad", _layer_norm_grad_infer, kernel=_layer_norm_grad_kernel,
+                        not_differentiable=True, name_prefix="LayerNormGrad",
+                        doc="dx of layer normalization over the axes from begin_norm_axis, from mean and 1/std")
+
+
+LAYER_NORM_PARAM_GRAD = OpDef("layer_norm_param_grad", _param_grad_infer, kernel=_param_grad_kernel,
+                              not_differentiable=True, name_prefix="LayerNormParamGrad",
+                              doc="(dy * gamma, sum of dy, sum of dy * normalized) over the axes before "
+                                  "begin_params_axis")
+
+OPS = (MOMENTS, MOMENTS_GRAD, BATCH_NORM, BATCH_NORM_GRAD, MOVING_UPDATE, L2_NORMALIZE, L2_NORMALIZE_GRAD,
+       LAYER_NORM_GRAD, LAYER_NORM_PARAM_GRAD)

@@ -8,9 +8,9 @@ from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
 
-from flowjob_ops.defs.common import grad_like_second, require_floating, unary_float
-from flowjob_ops.defs.host_blocks import FlatBlocks
-from flowjob_ops.defs.special import NormalCdf
+from flowjob_ops.records.common import grad_like_second, require_floating, unary_float
+from flowjob_ops.kernels.host_blocks import FlatBlocks
+from flowjob_ops.kernels.normal_cdf import NormalCdf
 
 
 # relu ---------------------------------------------------------------------
@@ -513,7 +513,6 @@ SILU = OpDef("silu", _unary_with("silu", "beta"), kernel=_silu_kernel, grad=_sil
              doc="swish: x * sigmoid(beta * x) (SiLU at beta = 1)")
 SILU_GRAD = OpDef("silu_grad", _grad_with("silu_grad", "beta"), kernel=_silu_grad_kernel, not_differentiable=True,
                   name_prefix="SwishGrad", doc="dy * s * (1 + beta x (1 - s)), s = sigmoid(beta x)")
-
 
 
 # prelu (legacy v0.4 flow.layers.prelu) --------------------------------------

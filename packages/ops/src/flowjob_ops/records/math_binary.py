@@ -20,7 +20,7 @@ import numpy as np
 
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
 
-from flowjob_ops.defs.common import broadcast_shape, require_floating, same_dtype
+from flowjob_ops.records.common import broadcast_shape, require_floating, same_dtype
 
 LOGICAL_DTYPE = np.dtype(np.int8)
 

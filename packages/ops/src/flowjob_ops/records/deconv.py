@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
-from flowjob_ops.defs.common import require_floating, same_dtype
+from flowjob_ops.records.common import require_floating, same_dtype
 from flowjob_ops.kernels import conv
 
 _CONV_KEYS = ("strides", "padding", "data_format", "dilations", "groups")

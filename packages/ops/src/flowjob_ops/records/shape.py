@@ -1,7 +1,10 @@
-"""Shape and layout ops: reshape, identity, transpose, concat, split, cast.
+"""Shape and layout ops: reshape, identity, transpose, concat, split, cast, tile, reverse,
+tuple_identity, and ``shape_elem_cnt`` (which reads only the input's shape).
 
 reshape and identity are views (``view=True``): their kernels return the input itself or a
 view of it, and the planner keeps the input's buffer alive as long as the view is read.
+The other gradients are graph nodes of existing ops: tile -> reshape + reduce_sum,
+reverse -> reverse, tuple_identity -> its output gradients.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import numpy as np
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError, dtypes
 
-from flowjob_ops.defs.common import normalize_axis, same_as_first, same_dtype
+from flowjob_ops.records.common import int_list, normalize_axes, normalize_axis, same_as_first, same_dtype
 
 
 # reshape / identity -----------------------------------------------------------
@@ -211,4 +214,138 @@ def _cast_grad(ctx: GradContext) -> list[Any]:
 CAST = OpDef("cast", _cast_infer, kernel=_cast_kernel, grad=_cast_grad, name_prefix="Cast",
              doc="x converted to dtype; differentiable between floating dtypes only")
 
-OPS = (RESHAPE, IDENTITY, TRANSPOSE, CONCAT, SPLIT, CAST)
+
+# tile ------------------------------------------------------------------------------------------------
+def _tile_multiples(attrs: dict, rank: int) -> tuple[int, ...]:
+    """One multiple per axis; a shorter list applies to the trailing axes (numpy's rule)."""
+    multiples = int_list(attrs.get("multiples"), "tile multiples")
+    if any(m < 1 for m in multiples):
+        raise ShapeError(f"tile multiples must be >= 1, got {multiples}")
+    if len(multiples) > rank:
+        raise ShapeError(f"tile multiples {multiples} name more axes than the rank-{rank} input has")
+    return (1,) * (rank - len(multiples)) + multiples
+
+
+def _tile_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    multiples = _tile_multiples(attrs, len(x.shape))
+    return [BlobSpec(tuple(d * m for d, m in zip(x.shape, multiples)), x.dtype)]
+
+
+def _tile_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    shape = ctx.inputs[0].shape
+    multiples = _tile_multiples(ctx.attrs, len(shape))
+    # out seen as (m0, d0, m1, d1, ...): x broadcast over the m axes fills every copy in one call
+    interleaved = out.reshape(tuple(v for m, d in zip(multiples, shape) for v in (m, d)))
+    spread = tuple(v for d in shape for v in (1, d))
+
+    def run(x: Any) -> Any:
+        xp.copyto(interleaved, x.reshape(spread))
+        return out
+
+    return run
+
+
+def _tile_grad(ctx: GradContext) -> list[Any]:
+    shape = ctx.inputs[0].shape
+    multiples = _tile_multiples(ctx.attrs, len(shape))
+    interleaved = tuple(v for m, d in zip(multiples, shape) for v in (m, d))
+    dy = ctx.apply("reshape", [ctx.dy], {"shape": interleaved})
+    summed = ctx.apply("reduce_sum", [dy], {"axis": list(range(0, 2 * len(shape), 2)), "keepdims": False})
+    return [summed]
+
+
+TILE = OpDef("tile", _tile_infer, kernel=_tile_kernel, grad=_tile_grad, name_prefix="Tile",
+             doc="x repeated multiples[i] times along each axis i (a short list counts from the last axis)")
+
+
+# reverse ---------------------------------------------------------------------------------------------
+def _reverse_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    if not x.shape:
+        raise ShapeError("reverse needs an input of rank >= 1")
+    normalize_axes(attrs.get("axis"), len(x.shape))
+    return [x]
+
+
+def _reverse_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    axes = normalize_axes(ctx.attrs.get("axis"), len(ctx.inputs[0].shape))
+
+    def run(x: Any) -> Any:  # a copy: flip alone would hand out a view of the input
+        xp.copyto(out, xp.flip(x, axis=axes))
+        return out
+
+    return run
+
+
+def _reverse_grad(ctx: GradContext) -> list[Any]:
+    return [ctx.apply("reverse", [ctx.dy], {"axis": ctx.attrs.get("axis")})]
+
+
+REVERSE = OpDef("reverse", _reverse_infer, kernel=_reverse_kernel, grad=_reverse_grad, name_prefix="Reverse",
+                doc="x with the order of its elements reversed along axis (an int or a list)")
+
+
+# tuple_identity (flow.identity_n) --------------------------------------------------------------------
+def _tuple_identity_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    if not inputs:
+        raise ShapeError("identity_n needs at least one input")
+    return list(inputs)
+
+
+def _tuple_identity_kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    outs = [ctx.out(i) for i in range(len(ctx.outputs))]
+
+    def run(*xs: Any) -> Any:  # copies: a view may alias input 0 only, and there are several inputs
+        for out, x in zip(outs, xs):
+            xp.copyto(out, x)
+        return tuple(outs) if len(outs) > 1 else outs[0]
+
+    return run
+
+
+def _tuple_identity_grad(ctx: GradContext) -> list[Any]:
+    return list(ctx.out_grads)  # an output nobody differentiates leaves its input without gradient
+
+
+TUPLE_IDENTITY = OpDef("tuple_identity", _tuple_identity_infer, kernel=_tuple_identity_kernel,
+                       grad=_tuple_identity_grad, name_prefix="IdentityN",
+                       doc="each input unchanged, one output per input (flow.identity_n)")
+
+
+# shape_elem_cnt (flow.math.reduced_shape_elem_cnt) ---------------------------------------------------
+def counted_axes(axis: Any, rank: int) -> tuple[int, ...]:
+    """None: every axis; else a list/tuple of axes (negative ones from the end), as legacy's include_axis_conf."""
+    if axis is None:
+        return tuple(range(rank))
+    if not isinstance(axis, (list, tuple)):
+        raise ShapeError(f"reduced_shape_elem_cnt axis must be None, a list or a tuple of ints, got {axis!r}")
+    out = set()
+    for a in axis:
+        if isinstance(a, bool) or not isinstance(a, numbers.Integral) or not -rank <= a < rank:
+            raise ShapeError(f"reduced_shape_elem_cnt axis {a!r} is out of range for a rank-{rank} input")
+        out.add(int(a) % rank)
+    return tuple(sorted(out))
+
+
+def _elem_cnt_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    counted_axes(attrs.get("axis"), len(x.shape))
+    dtype = dtypes.as_dtype(attrs.get("dtype") or np.int32)
+    return [BlobSpec((1,), dtype)]
+
+
+def _elem_cnt_kernel(ctx: KernelContext) -> Any:
+    shape = ctx.inputs[0].shape
+    count = int(np.prod([shape[a] for a in counted_axes(ctx.attrs.get("axis"), len(shape))]))
+    value = ctx.xp.full((1,), count, dtype=ctx.outputs[0].dtype)  # static shapes: known when planned
+    return lambda x: value
+
+
+SHAPE_ELEM_CNT = OpDef("shape_elem_cnt", _elem_cnt_infer, kernel=_elem_cnt_kernel, not_differentiable=True,
+                       name_prefix="ShapeElemCnt", doc="(1,): the product of the input's extents along axis")
+
+OPS = (RESHAPE, IDENTITY, TRANSPOSE, CONCAT, SPLIT, CAST, TILE, REVERSE, TUPLE_IDENTITY, SHAPE_ELEM_CNT)

@@ -1,13 +1,21 @@
-"""Indexing: slice, gather, where, argmax, one_hot; gather_nd, scatter_nd, tensor_scatter_nd_*, batch_gather."""
+"""Indexing: slice, gather, where, argmax, one_hot; gather_nd, scatter_nd, tensor_scatter_nd_*, batch_gather;
+strided slices and their updates (slice_v2, slice_update), diag, dim_gather.
+
+Gradients are graph nodes: slice_v2 <-> slice_update (each one's gradient is the other, with
+zeros), diag <-> diag_grad, dim_gather <-> dim_gather_grad (adjoint pairs).
+"""
 from __future__ import annotations
 
+import builtins
 import math
 import numbers
 from typing import Any, Sequence
 
+import numpy as np
+
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError, dtypes
 
-from flowjob_ops.defs.common import broadcast_shape, normalize_axis, same_dtype
+from flowjob_ops.records.common import broadcast_shape, is_int, normalize_axis, same_dtype
 
 
 # slice ------------------------------------------------------------------------
@@ -458,5 +466,277 @@ BATCH_GATHER_GRAD = OpDef("batch_gather_grad", _batch_gather_grad_infer, kernel=
                           not_differentiable=True, name_prefix="BatchGatherGrad",
                           doc="inputs (indices, dy): dy summed into zeros at the gathered positions")
 
+
+# slice_v2 / slice_update: strided boxes (each one's gradient is the other, with zeros) ---------------
+def strided_bounds(shape: Sequence[int], start: Any, stop: Any, step: Any) -> tuple[slice, ...]:
+    """Legacy ``slice_v2`` bounds: per axis Python slice semantics of (start, stop, step), None = open.
+
+    start must lie in [-size, size) and stop in [-size-1, size] (legacy's check_slice_tup_list);
+    a step of 0 or a box without elements is an error.
+    """
+    rank = len(shape)
+    items = [tuple(v) if v is not None else (None,) * rank for v in (start, stop, step)]
+    if any(len(v) != rank for v in items):
+        raise ShapeError(f"slice start {start}, stop {stop} and step {step} need one entry per axis of the "
+                         f"{rank}-d input {tuple(shape)}")
+    bounds = []
+    for axis, (dim, b, e, s) in enumerate(zip(shape, *items)):
+        if any(v is not None and not is_int(v) for v in (b, e, s)):
+            raise ShapeError(f"slice entries must be ints or None, got ({b!r}, {e!r}, {s!r}) for axis {axis}")
+        s = 1 if s is None else int(s)
+        if s == 0:
+            raise ShapeError(f"slice step of axis {axis} can't be 0")
+        if b is not None and not -dim <= b < dim:
+            raise ShapeError(f"slice start {b} of axis {axis} must be in [-{dim}, {dim})")
+        if e is not None and not -dim - 1 <= e <= dim:
+            raise ShapeError(f"slice stop {e} of axis {axis} must be in [-{dim + 1}, {dim}]")
+        bound = builtins.slice(b, e, s)
+        if len(range(*bound.indices(dim))) == 0:
+            raise ShapeError(f"slice ({b}, {e}, {s}) selects nothing from axis {axis} of size {dim}")
+        bounds.append(bound)
+    return tuple(bounds)
+
+
+def _box(shape: Sequence[int], attrs: dict) -> tuple[slice, ...]:
+    return strided_bounds(shape, attrs.get("start"), attrs.get("stop"), attrs.get("step"))
+
+
+def _box_shape(shape: Sequence[int], bounds: Sequence[slice]) -> tuple[int, ...]:
+    return tuple(len(range(*b.indices(d))) for b, d in zip(bounds, shape))
+
+
+def _slice_attrs(attrs: dict) -> dict:
+    return {k: attrs.get(k) for k in ("start", "stop", "step")}
+
+
+def _slice_v2_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    return [BlobSpec(_box_shape(x.shape, _box(x.shape, attrs)), x.dtype)]
+
+
+def _slice_v2_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    bounds = _box(ctx.inputs[0].shape, ctx.attrs)
+
+    def run(x: Any) -> Any:
+        xp.copyto(out, x[bounds])
+        return out
+
+    return run
+
+
+def _slice_v2_grad(ctx: GradContext) -> list[Any]:
+    zeros = ctx.apply("zeros_like", [ctx.inputs[0]])
+    return [ctx.apply("slice_update", [zeros, ctx.dy], _slice_attrs(ctx.attrs))]
+
+
+def _slice_update_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, update = inputs
+    same_dtype(inputs, "slice_update")
+    box = _box_shape(x.shape, _box(x.shape, attrs))
+    if update.shape != box:
+        raise ShapeError(f"slice_update: update {update.shape} must have the slice's shape {box}")
+    return [x]
+
+
+def _slice_update_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    bounds = _box(ctx.inputs[0].shape, ctx.attrs)
+
+    def run(x: Any, update: Any) -> Any:  # a new blob: x itself is left as it was
+        xp.copyto(out, x)
+        out[bounds] = update
+        return out
+
+    return run
+
+
+def _slice_update_grad(ctx: GradContext) -> list[Any]:
+    attrs = _slice_attrs(ctx.attrs)
+    zeros = ctx.apply("zeros_like", [ctx.inputs[1]])
+    return [ctx.apply("slice_update", [ctx.dy, zeros], attrs), ctx.apply("slice_v2", [ctx.dy], attrs)]
+
+
+SLICE_V2 = OpDef("slice_v2", _slice_v2_infer, kernel=_slice_v2_kernel, grad=_slice_v2_grad, name_prefix="Slice",
+                 doc="x[start:stop:step] per axis (Python slice semantics, None = open)")
+
+
+SLICE_UPDATE = OpDef("slice_update", _slice_update_infer, kernel=_slice_update_kernel, grad=_slice_update_grad,
+                     name_prefix="SliceUpdate", doc="a copy of x whose box x[start:stop:step] holds update")
+
+
+# diag <-> diag_grad (an adjoint pair) ----------------------------------------------------------------
+def _diagonal(attrs: dict) -> int:
+    d = attrs.get("diagonal", 0)
+    if not is_int(d):
+        raise ShapeError(f"diag diagonal must be an int, got {d!r}")
+    return int(d)
+
+
+def _diag_len(shape: Sequence[int], d: int) -> int:
+    rows, cols = shape
+    return min(rows, cols - d) if d >= 0 else min(rows + d, cols)
+
+
+def _diag_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    d = _diagonal(attrs)
+    if len(x.shape) == 1:
+        n = x.shape[0] + abs(d)
+        return [BlobSpec((n, n), x.dtype)]
+    if len(x.shape) != 2:
+        raise ShapeError(f"diag takes a 1-d or 2-d input, got shape {x.shape}")
+    n = _diag_len(x.shape, d)
+    if n <= 0:
+        raise ShapeError(f"diag: diagonal {d} lies outside the {x.shape} matrix")
+    return [BlobSpec((n,), x.dtype)]
+
+
+def _diag_positions(shape: Sequence[int], d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column indices of diagonal ``d`` of a matrix of ``shape``."""
+    n = _diag_len(shape, d)
+    k = np.arange(n)
+    return (k, k + d) if d >= 0 else (k - d, k)
+
+
+def _diag_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    d = _diagonal(ctx.attrs)
+    x_shape = ctx.inputs[0].shape
+    matrix = ctx.outputs[0].shape if len(x_shape) == 1 else x_shape
+    rows, cols = (xp.asarray(p) for p in _diag_positions(matrix, d))
+
+    if len(x_shape) == 1:
+        def run(x: Any) -> Any:
+            out.fill(0)
+            out[rows, cols] = x
+            return out
+    else:
+        def run(x: Any) -> Any:
+            xp.copyto(out, x[rows, cols])
+            return out
+
+    return run
+
+
+def _diag_grad(ctx: GradContext) -> list[Any]:
+    d = _diagonal(ctx.attrs)
+    x = ctx.inputs[0]
+    if len(x.shape) == 1:  # the vector went onto a diagonal: read it back
+        return [ctx.apply("diag", [ctx.dy], {"diagonal": d})]
+    return [ctx.apply("diag_grad", [ctx.dy], {"diagonal": d, "shape": x.shape})]
+
+
+def _diag_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (dy,) = inputs
+    shape = tuple(attrs["shape"])
+    if len(shape) != 2 or len(dy.shape) != 1 or dy.shape[0] != _diag_len(shape, _diagonal(attrs)):
+        raise ShapeError(f"diag_grad: dy {dy.shape} is not diagonal {attrs.get('diagonal')} of a {shape} matrix")
+    return [BlobSpec(shape, dy.dtype)]
+
+
+def _diag_grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    rows, cols = (xp.asarray(p) for p in _diag_positions(ctx.attrs["shape"], _diagonal(ctx.attrs)))
+
+    def run(dy: Any) -> Any:
+        out.fill(0)
+        out[rows, cols] = dy
+        return out
+
+    return run
+
+
+def _diag_grad_grad(ctx: GradContext) -> list[Any]:
+    return [ctx.apply("diag", [ctx.dy], {"diagonal": _diagonal(ctx.attrs)})]
+
+
+DIAG = OpDef("diag", _diag_infer, kernel=_diag_kernel, grad=_diag_grad, name_prefix="Diag",
+             doc="a vector put on diagonal `diagonal` of a square matrix, or a matrix's diagonal read out")
+
+
+DIAG_GRAD = OpDef("diag_grad", _diag_grad_infer, kernel=_diag_grad_kernel, grad=_diag_grad_grad,
+                  name_prefix="DiagGrad", doc="dy placed on diagonal `diagonal` of a zero matrix of `shape`")
+
+
+# dim_gather <-> dim_gather_grad (an adjoint pair) ----------------------------------------------------
+def _dim_gather_check(x: BlobSpec, index: BlobSpec, attrs: dict, op: str) -> int:
+    if index.dtype.kind not in "iu":
+        raise ShapeError(f"{op} index must be an integer blob, got {index.dtype}")
+    if len(x.shape) != len(index.shape) or not x.shape:
+        raise ShapeError(f"{op}: input {x.shape} and index {index.shape} need the same rank (>= 1)")
+    dim = normalize_axis(attrs.get("dim", 0), len(x.shape), "dim")
+    if any(a != b for i, (a, b) in enumerate(zip(x.shape, index.shape)) if i != dim):
+        raise ShapeError(f"{op}: input {x.shape} and index {index.shape} must match except at dim {dim}")
+    return dim
+
+
+def _dim_gather_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, index = inputs
+    _dim_gather_check(x, index, attrs, "dim_gather")
+    return [BlobSpec(index.shape, x.dtype)]
+
+
+def _open_grid(xp: Any, shape: Sequence[int], dim: int, index: Any) -> tuple[Any, ...]:
+    """Index arrays addressing, for each element of ``index``, its own position with axis ``dim``
+    replaced by the element's value."""
+    rank = len(shape)
+    grid = [xp.arange(n).reshape((1,) * a + (n,) + (1,) * (rank - a - 1)) for a, n in enumerate(shape)]
+    grid[dim] = index
+    return tuple(grid)
+
+
+def _dim_gather_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    dim = normalize_axis(ctx.attrs.get("dim", 0), len(ctx.inputs[0].shape), "dim")
+
+    def run(x: Any, index: Any) -> Any:
+        xp.copyto(out, x[_open_grid(xp, index.shape, dim, index)])
+        return out
+
+    return run
+
+
+def _dim_gather_grad(ctx: GradContext) -> list[Any]:
+    x, index = ctx.inputs
+    attrs = {"dim": ctx.attrs.get("dim", 0), "shape": x.shape}
+    return [ctx.apply("dim_gather_grad", [ctx.dy, index], attrs), None]
+
+
+def _dim_gather_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    dy, index = inputs
+    x = BlobSpec(tuple(attrs["shape"]), dy.dtype)
+    _dim_gather_check(x, index, attrs, "dim_gather_grad")
+    if dy.shape != index.shape:
+        raise ShapeError(f"dim_gather_grad: dy {dy.shape} must have the index's shape {index.shape}")
+    return [x]
+
+
+def _dim_gather_grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    dim = normalize_axis(ctx.attrs.get("dim", 0), len(ctx.outputs[0].shape), "dim")
+
+    def run(dy: Any, index: Any) -> Any:
+        out.fill(0)
+        xp.add.at(out, _open_grid(xp, index.shape, dim, index), dy)  # repeated indices accumulate
+        return out
+
+    return run
+
+
+def _dim_gather_grad_grad(ctx: GradContext) -> list[Any]:
+    return [ctx.apply("dim_gather", [ctx.dy, ctx.inputs[1]], {"dim": ctx.attrs.get("dim", 0)}), None]
+
+
+DIM_GATHER = OpDef("dim_gather", _dim_gather_infer, kernel=_dim_gather_kernel, grad=_dim_gather_grad,
+                   name_prefix="DimGather", doc="inputs (input, index): input read at index along dim (the "
+                                                "other axes of index name their own position)")
+
+
+DIM_GATHER_GRAD = OpDef("dim_gather_grad", _dim_gather_grad_infer, kernel=_dim_gather_grad_kernel,
+                        grad=_dim_gather_grad_grad, name_prefix="DimGatherGrad",
+                        doc="inputs (dy, index): dy summed into zeros of `shape` where dim_gather read")
+
 OPS = (SLICE, SLICE_GRAD, GATHER, GATHER_GRAD, WHERE, WHERE_GRAD, ARGMAX, ONE_HOT, GATHER_ND, SCATTER_ND,
-       TENSOR_SCATTER_ND_UPDATE, TENSOR_SCATTER_ND_ADD, BATCH_GATHER, BATCH_GATHER_GRAD)
+       TENSOR_SCATTER_ND_UPDATE, TENSOR_SCATTER_ND_ADD, BATCH_GATHER, BATCH_GATHER_GRAD, SLICE_V2, SLICE_UPDATE,
+       DIAG, DIAG_GRAD, DIM_GATHER, DIM_GATHER_GRAD)

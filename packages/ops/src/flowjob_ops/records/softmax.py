@@ -5,7 +5,7 @@ from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef
 
-from flowjob_ops.defs.common import kept_dims_shape, normalize_axis, require_floating, same_dtype
+from flowjob_ops.records.common import kept_dims_shape, normalize_axis, require_floating, same_dtype
 
 
 def _axis(attrs: dict, rank: int) -> int:

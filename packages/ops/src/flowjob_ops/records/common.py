@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, ShapeError
+from flowjob_core import BlobSpec, ShapeError, dtypes
 
 
 def same_as_first(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -48,6 +48,41 @@ def same_dtype(inputs: Sequence[BlobSpec], op: str) -> np.dtype:
         if spec.dtype != first:
             raise ShapeError(f"{op} needs inputs of one dtype, got {first} and {spec.dtype} (use flow.cast)")
     return first
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def int_list(value: Any, what: str) -> tuple[int, ...]:
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise ShapeError(f"{what} must be a sequence of ints, got {value!r}") from None
+    if any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in items):
+        raise ShapeError(f"{what} must be a sequence of ints, got {value!r}")
+    return tuple(int(v) for v in items)
+
+
+def dtype_attr(value: Any, default: np.dtype = dtypes.float32) -> np.dtype:
+    """A ``dtype`` attribute (None: ``default``) as a numpy dtype."""
+    try:
+        return dtypes.as_dtype(value) if value is not None else default
+    except TypeError as exc:
+        raise ShapeError(str(exc)) from None
+
+
+def shape_attr(value: Any) -> tuple[int, ...]:
+    """A ``shape`` attribute (an int or ints >= 0) as a tuple."""
+    dims = (value,) if isinstance(value, numbers.Integral) else tuple(value)
+    if any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 0 for d in dims):
+        raise ShapeError(f"shape must hold non-negative ints, got {value!r}")
+    return tuple(int(d) for d in dims)
+
+
+def shape_error(op: str, exc: ValueError) -> ShapeError:
+    """A geometry's ValueError as the op's ShapeError."""
+    return ShapeError(f"{op}: {exc}")
 
 
 def normalize_axis(axis: Any, rank: int, what: str = "axis") -> int:

@@ -1,11 +1,13 @@
-"""matmul (plain and batched, optional transposes) and bias_add."""
+"""matmul (plain and batched, optional transposes), bias_add, and the fused self-attention projection
+``fused_self_attention_query_mul_key_and_value`` (legacy v0.4, BERT)."""
 from __future__ import annotations
 
+import numbers
 from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
-from flowjob_ops.defs.common import broadcast_shape, normalize_axis, same_dtype
+from flowjob_ops.records.common import broadcast_shape, normalize_axis, require_floating, same_dtype
 
 
 # matmul -------------------------------------------------------------------
@@ -120,4 +122,100 @@ def _bias_add_grad(ctx: GradContext) -> list[Any]:
 BIAS_ADD = OpDef("bias_add", _bias_add_infer, kernel=_bias_add_kernel, grad=_bias_add_grad, name_prefix="BiasAdd",
                  doc="value + bias along the channel axis (1 by default, the last for N...C formats)")
 
-OPS = (MATMUL, BIAS_ADD)
+
+# fused_self_attention_query_mul_key_and_value --------------------------------------------------------
+def _attention_dims(hidden: BlobSpec, attrs: dict, op: str) -> tuple[int, int, int, int]:
+    head_size = attrs.get("head_size")
+    if isinstance(head_size, bool) or not isinstance(head_size, numbers.Integral) or head_size < 1:
+        raise ShapeError(f"{op}: head_size must be a positive int, got {head_size!r}")
+    alpha = attrs.get("alpha")
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+        raise ShapeError(f"{op}: alpha must be a number, got {alpha!r}")
+    if len(hidden.shape) != 3:
+        raise ShapeError(f"{op}: hidden_states must be (seq_len, batch, hidden), got shape {hidden.shape}")
+    seq, batch, width = hidden.shape
+    if width % (3 * head_size):
+        raise ShapeError(f"{op}: hidden size {width} is not a multiple of 3 * head_size = {3 * head_size}")
+    return seq, batch, width // (3 * head_size), int(head_size)
+
+
+def _attention_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (hidden,) = inputs
+    require_floating(inputs, "fused_self_attention_query_mul_key_and_value")
+    seq, batch, heads, size = _attention_dims(hidden, attrs, "fused_self_attention_query_mul_key_and_value")
+    return [BlobSpec((batch, heads, seq, seq), hidden.dtype), BlobSpec((batch, heads, seq, size), hidden.dtype)]
+
+
+def _split_heads(xp: Any, hidden: Any, heads: int, size: int) -> tuple[Any, Any, Any]:
+    """q, k, v as (batch, heads, seq, size): each head's 3 * size slice holds q, then k, then v."""
+    seq, batch, _ = hidden.shape
+    per_head = hidden.reshape(seq, batch, heads, 3, size)
+    return tuple(xp.transpose(per_head[:, :, :, i], (1, 2, 0, 3)) for i in range(3))  # type: ignore[return-value]
+
+
+def _attention_kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    qmk_out, v_out = ctx.out(0), ctx.out(1)
+    _, _, heads, size = _attention_dims(ctx.inputs[0], ctx.attrs, ctx.op)
+    alpha = ctx.inputs[0].dtype.type(ctx.attrs["alpha"])
+
+    def run(hidden: Any) -> tuple[Any, Any]:
+        q, k, v = _split_heads(xp, hidden, heads, size)
+        xp.matmul(q, xp.swapaxes(k, -1, -2), out=qmk_out)
+        xp.multiply(qmk_out, alpha, out=qmk_out)
+        xp.copyto(v_out, v)
+        return qmk_out, v_out
+
+    return run
+
+
+def _attention_grad(ctx: GradContext) -> list[Any]:
+    dqmk, dv = ctx.out_grads
+    if dqmk is None and dv is None:
+        return [None]
+    dqmk = dqmk if dqmk is not None else ctx.apply("zeros_like", [ctx.outputs[0]])
+    dv = dv if dv is not None else ctx.apply("zeros_like", [ctx.outputs[1]])
+    attrs = {"head_size": ctx.attrs["head_size"], "alpha": ctx.attrs["alpha"]}
+    return [ctx.apply("fused_self_attention_query_mul_key_and_value_grad", [ctx.inputs[0], dqmk, dv], attrs)]
+
+
+def _attention_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    hidden, dqmk, dv = inputs
+    op = "fused_self_attention_query_mul_key_and_value_grad"
+    require_floating(inputs, op)
+    expected = _attention_infer([hidden], attrs)
+    if [dqmk, dv] != expected:
+        raise ShapeError(f"{op}: the gradients {dqmk}, {dv} must match the outputs {expected[0]}, {expected[1]}")
+    return [hidden]
+
+
+def _attention_grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    seq, batch, heads, size = _attention_dims(ctx.inputs[0], ctx.attrs, ctx.op)
+    alpha = ctx.inputs[0].dtype.type(ctx.attrs["alpha"])
+
+    def run(hidden: Any, dqmk: Any, dv: Any) -> Any:
+        q, k, _ = _split_heads(xp, hidden, heads, size)
+        scaled = dqmk * alpha
+        grads = (xp.matmul(scaled, k), xp.matmul(xp.swapaxes(scaled, -1, -2), q), dv)  # dq, dk, dv
+        per_head = out.reshape(seq, batch, heads, 3, size)
+        for i, grad in enumerate(grads):
+            per_head[:, :, :, i] = xp.transpose(grad, (2, 0, 1, 3))
+        return out
+
+    return run
+
+
+SELF_ATTENTION = OpDef(
+    "fused_self_attention_query_mul_key_and_value", _attention_infer, kernel=_attention_kernel, grad=_attention_grad,
+    name_prefix="FusedSelfAttentionQueryMulKeyAndValue",
+    doc="hidden (seq, batch, heads * 3 * size) -> (alpha * q @ k^T (batch, heads, seq, seq), v (batch, heads, seq, "
+        "size))")
+
+
+SELF_ATTENTION_GRAD = OpDef(
+    "fused_self_attention_query_mul_key_and_value_grad", _attention_grad_infer, kernel=_attention_grad_kernel,
+    not_differentiable=True, name_prefix="FusedSelfAttentionQueryMulKeyAndValueGrad",
+    doc="d hidden from the gradients of query_mul_key and value")
+
+OPS = (MATMUL, BIAS_ADD, SELF_ATTENTION, SELF_ATTENTION_GRAD)

@@ -4,6 +4,12 @@ The op has two outputs, ``y`` and the scaled mask (0 or 1/(1-rate), shaped like
 ``noise_shape``), so the gradient ``dy * mask`` uses exactly the mask of the forward pass.
 The mask comes from the node's own random stream (``ctx.rng(seed)``), created once per plan:
 the same seed gives the same sequence of masks.
+
+``random_mask_like`` (legacy v0.4 ``flow.nn.random_mask_like``) is an int8 keep mask shaped like its
+input: each element is 1 when a uniform draw in [0, 1) exceeds ``rate`` (kept with probability
+1 - rate), else 0, as legacy's generator compared ``uniform > rate``. Only the input's shape is read;
+a fresh mask is drawn at every step, train or predict job, from the node's own random stream, so a
+seed repeats the sequence of masks.
 """
 from __future__ import annotations
 
@@ -12,14 +18,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError, dtypes
 
-from flowjob_ops.defs.common import broadcast_shape, require_floating
+from flowjob_ops.records.common import broadcast_shape, require_floating
 
 
-def check_rate(rate: Any) -> float:
+def check_rate(rate: Any, what: str = "dropout rate") -> float:
     if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0.0 <= float(rate) < 1.0:
-        raise ShapeError(f"dropout rate must be a number in [0, 1), got {rate!r}")
+        raise ShapeError(f"{what} must be a number in [0, 1), got {rate!r}")
     return float(rate)
 
 
@@ -82,4 +88,36 @@ def _grad(ctx: GradContext) -> list[Any]:
 DROPOUT = OpDef("dropout", _infer, kernel=_kernel, grad=_grad, name_prefix="Dropout",
                 doc="out_0 = x * mask (train) or x (predict); out_1 = the mask, 0 or 1/(1-rate)")
 
-OPS = (DROPOUT,)
+
+# random_mask_like (legacy v0.4 flow.nn.random_mask_like) ---------------------------------------------
+def _random_mask_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (like,) = inputs
+    check_rate(attrs.get("rate"), "random_mask_like rate")
+    seed = attrs.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise ShapeError(f"random_mask_like seed must be an int or None, got {seed!r}")
+    return [BlobSpec(like.shape, dtypes.int8)]
+
+
+def _random_mask_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    rng = ctx.rng(ctx.attrs.get("seed"))
+    # float32 draws compared with a float32 rate, as legacy's float uniform_real_distribution
+    uniform = ctx.scratch(ctx.outputs[0].shape, np.float32)
+    keep = ctx.scratch(ctx.outputs[0].shape, bool)
+    rate = np.float32(ctx.attrs["rate"])
+
+    def run(like: Any) -> Any:
+        rng.random(out=uniform, dtype=np.float32)
+        xp.greater(uniform, rate, out=keep)
+        xp.copyto(out, keep, casting="unsafe")
+        return out
+
+    return run
+
+
+RANDOM_MASK_LIKE = OpDef("random_mask_like", _random_mask_infer, kernel=_random_mask_kernel, not_differentiable=True,
+                         name_prefix="RandomMaskLike",
+                         doc="int8 mask like the input: 1 with probability 1 - rate, else 0; fresh every step")
+
+OPS = (DROPOUT, RANDOM_MASK_LIKE)

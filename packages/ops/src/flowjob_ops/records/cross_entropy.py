@@ -1,11 +1,16 @@
-"""Cross-entropy losses with logits: sparse (integer labels), dense (probability labels), sigmoid.
+"""Cross-entropy losses: with logits, sparse (integer labels), dense (probability labels) and sigmoid; of
+probabilities at integer labels (``sparse_cross_entropy``, legacy v0.4).
 
 Sparse labels outside [0, C) add zero loss and zero gradient, with one warning per node
-(``defs/class_labels.py``). Legacy's own gradient kept ``prob * dy`` on such rows; zero is the
+(``kernels/class_labels.py``). Legacy's own gradient kept ``prob * dy`` on such rows; zero is the
 derivative of the zero loss, and the gradient check holds.
 
 The softmax losses are fused: one op computes the per-sample loss and keeps the softmax
 (its second output) for the backward pass, whose gradient is then ``prob - onehot``.
+
+sparse_cross_entropy: loss = -log(max(prediction[label], 1e-20)): legacy clamps the probability (its
+``SafeLog``), so a zero probability gives a large finite loss rather than inf; the gradient
+-dy / max(prediction[label], 1e-20) reaches only the labelled class.
 """
 from __future__ import annotations
 
@@ -13,8 +18,8 @@ from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
-from flowjob_ops.defs.class_labels import ClassLabels, of_forward
-from flowjob_ops.defs.common import require_floating, same_dtype
+from flowjob_ops.kernels.class_labels import ClassLabels, of_forward
+from flowjob_ops.records.common import require_floating, same_dtype
 
 
 def _rows(shape: Sequence[int]) -> int:
@@ -272,5 +277,100 @@ SIGMOID_CROSS_ENTROPY_GRAD = OpDef(
     "sigmoid_cross_entropy_grad", _sigmoid_grad_infer, kernel=_sigmoid_grad_kernel, not_differentiable=True,
     name_prefix="SigmoidCrossEntropyGrad", doc="(sigmoid(logits) - labels) * dy")
 
+
+# of probabilities at integer labels (legacy v0.4's sparse_cross_entropy) -----------------------------
+LOG_THRESHOLD = 1e-20  # legacy's lower bound on a probability before its log
+
+
+def _check_probability_labels(op: str, labels: BlobSpec, prediction: BlobSpec) -> None:
+    if labels.dtype.kind not in "iu":
+        raise ShapeError(f"{op}: labels must be integers (int32 or int64), got {labels.dtype}")
+    if len(prediction.shape) < 1 or labels.shape != prediction.shape[:-1]:
+        raise ShapeError(
+            f"{op}: labels must have the prediction's shape without the class axis: prediction {prediction.shape} "
+            f"needs labels {prediction.shape[:-1]}, got {labels.shape}")
+
+
+def _sparse_ce_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, prediction = inputs
+    require_floating([prediction], "sparse_cross_entropy (prediction)")
+    _check_probability_labels("sparse_cross_entropy", labels, prediction)
+    return [BlobSpec(labels.shape, prediction.dtype)]
+
+
+def _sparse_ce_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    spec = ctx.inputs[1]
+    classes, m = spec.shape[-1], _rows(spec.shape)
+    rows = xp.arange(m)
+    out1 = out.reshape(m)
+    floor = spec.dtype.type(LOG_THRESHOLD)
+    labels = ClassLabels(ctx, m, classes, warn=True).publish(ctx)
+
+    def run(labels_in: Any, prediction: Any) -> Any:
+        lab, valid = labels.split(labels_in)
+        out1[...] = prediction.reshape(m, classes)[rows, lab]
+        xp.maximum(out1, floor, out=out1)
+        xp.log(out1, out=out1)
+        xp.negative(out1, out=out1)
+        if valid is not None:  # a label outside [0, C) adds no loss
+            xp.multiply(out1, valid, out=out1)
+        return out
+
+    return run
+
+
+def _sparse_ce_grad(ctx: GradContext) -> list[Any]:
+    labels, prediction = ctx.inputs
+    return [None, ctx.apply("sparse_cross_entropy_grad", [labels, prediction, ctx.dy],
+                            {"forward": ctx.node.name})]  # reuses the forward's label split
+
+
+def _sparse_ce_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, prediction, dy = inputs
+    _check_probability_labels("sparse_cross_entropy_grad", labels, prediction)
+    if dy.shape != labels.shape or dy.dtype != prediction.dtype:
+        raise ShapeError(
+            f"sparse_cross_entropy_grad: dy {dy.shape}:{dy.dtype} must be {labels.shape}:{prediction.dtype}")
+    return [prediction]
+
+
+def _sparse_ce_grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    spec = ctx.outputs[0]
+    classes, m = spec.shape[-1], _rows(spec.shape)
+    rows = xp.arange(m)
+    out2 = out.reshape(m, classes)
+    picked = ctx.scratch((m,), spec.dtype)
+    floor = spec.dtype.type(LOG_THRESHOLD)
+    forward = of_forward(ctx)
+    own = ClassLabels(ctx, m, classes, warn=False) if forward is None else None  # the forward node warns
+
+    def run(labels_in: Any, prediction: Any, dy: Any) -> Any:  # -dy / p at the label, 0 elsewhere
+        lab, valid = own.split(labels_in) if own is not None else forward.last
+        picked[...] = prediction.reshape(m, classes)[rows, lab]
+        xp.maximum(picked, floor, out=picked)
+        xp.divide(dy.reshape(m), picked, out=picked)
+        xp.negative(picked, out=picked)
+        if valid is not None:  # nothing for a label outside [0, C)
+            xp.multiply(picked, valid, out=picked)
+        out2.fill(0)
+        out2[rows, lab] = picked
+        return out
+
+    return run
+
+
+SPARSE_CROSS_ENTROPY = OpDef(
+    "sparse_cross_entropy", _sparse_ce_infer, kernel=_sparse_ce_kernel, grad=_sparse_ce_grad,
+    name_prefix="SparseCrossEntropy",
+    doc="inputs (labels, prediction): per-sample -log(prediction[label]) of probabilities")
+
+
+SPARSE_CROSS_ENTROPY_GRAD = OpDef(
+    "sparse_cross_entropy_grad", _sparse_ce_grad_infer, kernel=_sparse_ce_grad_kernel, not_differentiable=True,
+    name_prefix="SparseCrossEntropyGrad", doc="-dy / prediction[label] at the label, 0 elsewhere")
+
 OPS = (SPARSE_SOFTMAX_CROSS_ENTROPY, SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD, SOFTMAX_CROSS_ENTROPY,
-       SOFTMAX_CROSS_ENTROPY_GRAD, SIGMOID_CROSS_ENTROPY, SIGMOID_CROSS_ENTROPY_GRAD)
+       SOFTMAX_CROSS_ENTROPY_GRAD, SIGMOID_CROSS_ENTROPY, SIGMOID_CROSS_ENTROPY_GRAD, SPARSE_CROSS_ENTROPY,
+       SPARSE_CROSS_ENTROPY_GRAD)

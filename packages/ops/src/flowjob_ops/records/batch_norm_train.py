@@ -31,9 +31,9 @@ import numpy as np
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
-from flowjob_ops.defs.common import normalize_axis, require_floating, same_dtype
-from flowjob_ops.defs.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
-from flowjob_ops.defs.normalization import check_epsilon
+from flowjob_ops.records.common import normalize_axis, require_floating, same_dtype
+from flowjob_ops.kernels.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
+from flowjob_ops.records.normalization import check_epsilon
 
 
 def _param_names(attrs: dict) -> list[str]:

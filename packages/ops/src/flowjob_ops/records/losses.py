@@ -1,4 +1,5 @@
-"""Legacy v0.4 losses left over: ``smooth_l1_loss``, ``combined_margin_loss`` and ``ctc_loss``, with their gradient ops.
+"""Losses other than cross entropy: ``smooth_l1_loss``, ``combined_margin_loss`` and ``ctc_loss`` (legacy v0.4),
+with their gradient ops.
 
 * smooth_l1_loss(prediction, label, beta): elementwise 0.5 d^2 / beta where |d| < beta, else |d| - beta / 2
   (d = prediction - label); legacy differentiated the prediction only (the label input had no gradient).
@@ -23,7 +24,7 @@ import numpy as np
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
-from flowjob_ops.defs.common import require_floating
+from flowjob_ops.records.common import require_floating
 
 
 def _check_real(value: Any, what: str) -> float:

@@ -37,7 +37,7 @@ def _g(s: float) -> float:
 
 
 @functools.cache
-def _coefficients(degree: int) -> tuple[float, ...]:
+def chebyshev_coefficients(degree: int) -> tuple[float, ...]:
     return tuple(float(c) for c in chebyshev.chebinterpolate(np.vectorize(_g), degree))
 
 
@@ -51,7 +51,7 @@ class NormalCdf:
     def __init__(self, xp: Any, shape: tuple[int, ...], dtype: Any) -> None:
         self.xp = xp
         self.dtype = dt = np.dtype(dtype)
-        self.coefficients = [dt.type(c) for c in _coefficients(degree_for(dt))]
+        self.coefficients = [dt.type(c) for c in chebyshev_coefficients(degree_for(dt))]
         self._z, self._t, self._s2 = (xp.empty(shape, dtype=dt) for _ in range(3))
         self._ring = [xp.empty(shape, dtype=dt) for _ in range(3)]  # Clenshaw's b_k, b_k+1, b_k+2
 

@@ -1,7 +1,12 @@
-"""Ops whose values do not depend on their inputs' values: constants, *_like fills, random numbers.
+"""Random draws, fresh at every step from the node's own random stream: random_uniform, random_normal,
+bernoulli, coin_flip, batch permutations, and ``decode_random`` (legacy ``flow.data.decode_random``).
 
-Constant kernels build their array once and return it every step: kernels never write
-their inputs, so nobody can change it (returned values are copied out of the step).
+decode_random gives a fresh batch of random data at every step: the benchmarks' synthetic-data mode reads
+its images and labels from it instead of OFRecord files. The output is ``(batch_size, *shape)`` in
+``dtype``; each step fills it from ``initializer`` (any flowjob initializer: legacy's default
+``random_uniform_initializer()`` is uniform in [0, 1), ``zeros_initializer`` gives constant labels)
+drawing from the node's own host random stream, so an initializer's seed repeats the sequence of
+batches and no seed gives fresh entropy. An optional ``tick`` input only orders the node.
 """
 from __future__ import annotations
 
@@ -10,82 +15,63 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError, dtypes
+from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError, dtypes
+
+from flowjob_ops.records.common import dtype_attr, shape_attr
 
 
-def _dtype(value: Any, default: np.dtype = dtypes.float32) -> np.dtype:
-    try:
-        return dtypes.as_dtype(value) if value is not None else default
-    except TypeError as exc:
-        raise ShapeError(str(exc)) from None
+def _decode_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    if len(inputs) > 1:
+        raise ShapeError(f"decode_random takes at most one input (tick), got {len(inputs)}")
+    shape, batch = attrs.get("shape"), attrs.get("batch_size")
+    if not isinstance(shape, tuple) or not all(isinstance(d, numbers.Integral) and d >= 0 for d in shape):
+        raise ShapeError(f"decode_random shape must be a tuple of non-negative ints, got {shape!r}")
+    if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1:
+        raise ShapeError(f"decode_random batch_size must be an int >= 1, got {batch!r}")
+    if not callable(attrs.get("initializer")):
+        raise ShapeError(f"decode_random initializer must be an initializer such as "
+                         f"flow.random_uniform_initializer(), got {attrs.get('initializer')!r}")
+    return [BlobSpec((int(batch), *(int(d) for d in shape)), np.dtype(attrs["dtype"]))]
 
 
-def _shape(value: Any) -> tuple[int, ...]:
-    dims = (value,) if isinstance(value, numbers.Integral) else tuple(value)
-    if any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 0 for d in dims):
-        raise ShapeError(f"shape must hold non-negative ints, got {value!r}")
-    return tuple(int(d) for d in dims)
+def stream(attrs: dict) -> tuple[Any, np.random.Generator]:
+    """The initializer drawing from the node's stream, and that stream: an initializer's own seed seeds
+    the stream (it would otherwise draw the same batch every step)."""
+    init = attrs["initializer"]
+    seed = attrs.get("seed")
+    own = getattr(init, "seed", None)
+    if own is not None and hasattr(init, "with_seed"):
+        seed, init = (own if seed is None else seed), init.with_seed(None)
+    return init, np.random.default_rng(seed)
 
 
-def _zero_grad(ctx: GradContext) -> list[Any]:
-    """The output does not change with the input's values: no gradient flows back."""
-    return [None] * len(ctx.inputs)
+def _decode_kernel(ctx: KernelContext) -> Any:
+    xp, out, spec = ctx.xp, ctx.out(0), ctx.outputs[0]
+    init, rng = stream(ctx.attrs)
+    to_device = ctx.backend.from_host
+
+    def run(*tick: Any) -> Any:
+        # drawn on the host (initializers are numpy code), then one copy into the output
+        xp.copyto(out, to_device(np.asarray(init(spec.shape, spec.dtype, rng), dtype=spec.dtype)))
+        return out
+
+    return run
 
 
-# constant -----------------------------------------------------------------------
-def _constant_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
-    value = np.asarray(attrs.get("value"))
-    if value.dtype.kind not in "biuf":
-        raise ShapeError(f"constant value must be a number or an array of numbers, got {attrs.get('value')!r}")
-    shape = _shape(attrs["shape"]) if attrs.get("shape") is not None else value.shape
-    try:
-        np.broadcast_to(value, shape)
-    except ValueError:
-        raise ShapeError(f"constant value of shape {value.shape} does not broadcast to shape {shape}") from None
-    return [BlobSpec(shape, _dtype(attrs.get("dtype")))]
+DECODE_RANDOM = OpDef("decode_random", _decode_infer, kernel=_decode_kernel, not_differentiable=True,
+                      name_prefix="DecodeRandom",
+                      doc="(batch_size, *shape) values drawn from the initializer, fresh every step")
 
 
-def _constant_kernel(ctx: KernelContext) -> Any:
-    spec = ctx.outputs[0]
-    host = np.broadcast_to(np.asarray(ctx.attrs["value"]).astype(spec.dtype), spec.shape)
-    value = ctx.xp.array(host, copy=True)
-    return lambda: value
-
-
-CONSTANT = OpDef("constant", _constant_infer, kernel=_constant_kernel, not_differentiable=True,
-                 name_prefix="Constant", doc="a fixed array: value broadcast to shape, in dtype (default float32)")
-
-
-# fills shaped like an input -----------------------------------------------------
-def _like_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
-    (like,) = inputs
-    value = attrs.get("value", 0)
-    if isinstance(value, bool) or not isinstance(value, numbers.Number):
-        raise ShapeError(f"the fill value must be a number, got {value!r}")
-    return [BlobSpec(like.shape, _dtype(attrs.get("dtype"), like.dtype))]
-
-
-def _like_kernel(ctx: KernelContext) -> Any:
-    spec = ctx.outputs[0]
-    value = ctx.xp.full(spec.shape, ctx.attrs.get("value", 0), dtype=spec.dtype)
-    return lambda like: value
-
-
-ZEROS_LIKE = OpDef("zeros_like", _like_infer, kernel=_like_kernel, grad=_zero_grad, name_prefix="ZerosLike",
-                   doc="zeros of the input's shape and dtype")
-CONSTANT_LIKE = OpDef("constant_like", _like_infer, kernel=_like_kernel, grad=_zero_grad,
-                      name_prefix="ConstantLike", doc="value in the input's shape (and its dtype unless given)")
-
-
-# random -------------------------------------------------------------------------
+# random_uniform, random_normal -----------------------------------------------------------------------
 def _random_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
-    dtype = _dtype(attrs.get("dtype"))
+    dtype = dtype_attr(attrs.get("dtype"))
     if dtype.kind != "f":
         raise ShapeError(f"random values need a floating dtype, got {dtype}")
     seed = attrs.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise ShapeError(f"seed must be an int or None, got {seed!r}")
-    return [BlobSpec(_shape(attrs.get("shape", ())), dtype)]
+    return [BlobSpec(shape_attr(attrs.get("shape", ())), dtype)]
 
 
 def _random_kernel(kind: str) -> Any:
@@ -118,11 +104,13 @@ def _random_kernel(kind: str) -> Any:
 
 RANDOM_UNIFORM = OpDef("random_uniform", _random_infer, kernel=_random_kernel("uniform"), not_differentiable=True,
                        name_prefix="RandomUniform", doc="uniform in [minval, maxval), fresh every step")
+
+
 RANDOM_NORMAL = OpDef("random_normal", _random_infer, kernel=_random_kernel("normal"), not_differentiable=True,
                       name_prefix="RandomNormal", doc="normal(mean, stddev), fresh every step")
 
 
-# legacy flow.random: bernoulli, coin_flip, batch permutation ------------------------
+# bernoulli, coin_flip, batch permutations ------------------------------------------------------------
 def _check_seed(attrs: dict, op: str) -> None:
     seed = attrs.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
@@ -134,7 +122,7 @@ def _bernoulli_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     if x.dtype.kind != "f":
         raise ShapeError(f"bernoulli needs floating probabilities, got {x.dtype}")
     _check_seed(attrs, "bernoulli")
-    dtype = _dtype(attrs.get("dtype"), x.dtype)
+    dtype = dtype_attr(attrs.get("dtype"), x.dtype)
     if dtype.kind not in "biuf":
         raise ShapeError(f"bernoulli dtype must be numeric, got {dtype}")
     return [BlobSpec(x.shape, dtype)]
@@ -207,11 +195,15 @@ def _permutation_kernel(ctx: KernelContext) -> Any:
 
 BERNOULLI = OpDef("bernoulli", _bernoulli_infer, kernel=_bernoulli_kernel, not_differentiable=True,
                   name_prefix="Bernoulli", doc="1 with probability x, else 0, in dtype (default x's)")
+
+
 COIN_FLIP = OpDef("coin_flip", _coin_flip_infer, kernel=_coin_flip_kernel, not_differentiable=True,
                   name_prefix="CoinFlip", doc="(batch_size,) int8: 1 with the given probability, else 0")
+
+
 BATCH_PERMUTATION = OpDef("generate_random_batch_permutation_indices", _permutation_infer,
                           kernel=_permutation_kernel, not_differentiable=True,
                           name_prefix="RandomBatchPermutationIndices",
                           doc="int32 random permutation of range(x.shape[0]), fresh every step")
 
-OPS = (CONSTANT, ZEROS_LIKE, CONSTANT_LIKE, RANDOM_UNIFORM, RANDOM_NORMAL, BERNOULLI, COIN_FLIP, BATCH_PERMUTATION)
+OPS = (DECODE_RANDOM, RANDOM_UNIFORM, RANDOM_NORMAL, BERNOULLI, COIN_FLIP, BATCH_PERMUTATION)
