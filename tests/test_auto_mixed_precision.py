@@ -14,7 +14,7 @@ import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import ConfigError
 from flowjob_core.testing.modules import sibling
-from flowjob_ops.amp_pass import AutoMixedPrecisionWarning
+from flowjob_ops.passes.auto_mixed_precision import AutoMixedPrecisionWarning
 
 fresh_session = sibling(__file__, "legacy_helpers").fresh_session
 sgd = sibling(__file__, "legacy_helpers").sgd

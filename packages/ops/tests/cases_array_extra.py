@@ -1,5 +1,6 @@
 """Op cases of slice_v2, slice_update, diag, dim_gather (records/indexing.py), pad2d (records/padding.py),
-range (records/constants.py), assign (records/assign.py) and their gradient ops. op_cases.py appends ``CASES`` to its table.
+range (records/constants.py), assign (records/assign.py) and their gradient ops. op_cases.py appends
+``CASES`` to its table.
 
 References are numpy written apart from the kernels: element loops over index ranges, ``np.pad``'s
 own reflect / edge modes, ``np.arange``.

@@ -1,4 +1,4 @@
-"""The fusion pass (flowjob_ops.fusion): fused jobs give the unfused job's losses and gradients
+"""The fusion pass (flowjob_ops.passes.fuse_conv): fused jobs give the unfused job's losses and gradients
 within float32 tolerance, fused kernels match their unfused chains, and a value a fusion would
 swallow stays observable (a probe or fetch of it turns that fusion off)."""
 
@@ -9,7 +9,8 @@ import pytest
 
 import flowjob_core as fc
 import flowjob_typing as tp
-from flowjob_ops import fusion, initializers, layers, nn
+from flowjob_ops import initializers, layers, nn
+from flowjob_ops.passes import fuse_conv
 from flowjob_ops.array_ops import reshape
 from flowjob_ops.kernels import conv, pool
 from flowjob_core.testing.modules import sibling
@@ -165,9 +166,9 @@ def test_pool_relu_grad_equals_relu_grad_of_pool_grad(fmt: str, ksize: int, stri
 
 def test_fusion_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLOWJOB_FUSION", "0")
-    assert not fusion.enabled()
+    assert not fuse_conv.enabled()
     monkeypatch.setenv("FLOWJOB_FUSION", "1")
-    assert fusion.enabled()
+    assert fuse_conv.enabled()
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])

@@ -1,4 +1,4 @@
-"""The dense fusion (flowjob_ops.fusion_dense): ``matmul -> bias_add (-> relu)`` becomes one
+"""The dense fusion (flowjob_ops.passes.fuse_dense): ``matmul -> bias_add (-> relu)`` becomes one
 ``matmul_bias`` node whose results are bitwise the unfused nodes' (losses, gradients, a training
 trajectory), and a value the fusion would swallow (the raw product, the pre-activation) stays
 observable: a fetch or return of it turns that part of the fusion off."""
@@ -13,7 +13,8 @@ import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_core import BlobSpec, KernelContext
 from flowjob_core.testing.modules import sibling
-from flowjob_ops import fusion_dense, initializers, layers, nn
+from flowjob_ops import initializers, layers, nn
+from flowjob_ops.passes import fuse_dense
 from flowjob_ops.array_ops import reshape
 from flowjob_ops.records.fused import MATMUL_BIAS
 
@@ -233,9 +234,9 @@ def test_switched_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> Non
     job.returns = ["z/out_0"]
     monkeypatch.setenv("FLOWJOB_FUSION", "0")
     off = job.copy()
-    fusion_dense.run(off)
+    fuse_dense.run(off)
     assert [n.op for n in off.nodes][-2:] == ["matmul", "bias_add"]
     monkeypatch.setenv("FLOWJOB_FUSION", "1")
-    fusion_dense.run(job)
+    fuse_dense.run(job)
     assert [n.op for n in job.nodes][-1] == "matmul_bias" and "m/out_0" not in job.specs
     assert job.nodes[-1].name == "m" and job.nodes[-1].outputs == ("z/out_0",)

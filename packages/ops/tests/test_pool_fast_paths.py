@@ -1,7 +1,7 @@
 """The cpu backend's tiled, cache-blocked max pooling against the reference kernels, bit for bit.
 
 When the windows tile the (padded) plane (ksize == strides, e.g. LeNet's 2x2 / stride 2
-pooling), ``TiledMaxPool2d`` and ``TiledMaxPool2dBackward`` (``flowjob_ops.cpu.pool``, the cpu
+pooling), ``TiledMaxPool2d`` and ``TiledMaxPool2dBackward`` (``flowjob_ops.overrides.cpu.pool``, the cpu
 overrides of max_pool2d / max_pool2d_grad / max_pool2d_relu_grad) take a blocked path; everywhere
 else they run the reference tap-by-tap path of ``flowjob_ops.kernels.pool``.  Each fast result
 is compared with the reference kernel's (and a few with the nested-loop references).  Equality
@@ -23,10 +23,10 @@ from flowjob_core.backends.host_threads import HostThreads
 from flowjob_core.testing.modules import sibling
 
 try:
-    from flowjob_ops.cpu import pool as tiled
+    from flowjob_ops.overrides.cpu import pool as tiled
 except ModuleNotFoundError:  # package not installed yet: use the source tree
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
-    from flowjob_ops.cpu import pool as tiled
+    from flowjob_ops.overrides.cpu import pool as tiled
 from flowjob_ops.kernels import pool as reference
 
 ref = sibling(__file__, "reference_loops")
@@ -459,10 +459,10 @@ def test_one_channel_nhwc_tiling(shape, dtype):
 @pytest.mark.parametrize("geometry", TILED[:3] + GENERIC[:2], ids=str)
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 def test_the_registered_overrides_match_the_records_kernels(geometry: tuple, fmt: str) -> None:
-    """The builders ``flowjob_ops.cpu`` registers for the cpu tag against the op records' own kernels,
+    """The builders ``flowjob_ops.overrides.cpu`` registers for the cpu tag against the op records' own kernels,
     built from the same KernelContext: bit for bit, for the three max-pooling ops."""
     from flowjob_core import BlobSpec, KernelContext
-    from flowjob_ops import cpu
+    from flowjob_ops.overrides import cpu
     from flowjob_ops.records import pool as pool_records
 
     ksize, strides, padding, h, w = geometry

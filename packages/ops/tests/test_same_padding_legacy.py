@@ -20,8 +20,8 @@ import flowjob_typing as tp
 from flowjob_core.checkpoint import load_variables
 from flowjob_core.testing.modules import sibling
 from flowjob_ops import initializers, layers, math, nn
-from flowjob_ops.cpu import conv as cpu_conv
-from flowjob_ops.cpu import pool as cpu_pool
+from flowjob_ops.overrides.cpu import conv as cpu_conv
+from flowjob_ops.overrides.cpu import pool as cpu_pool
 from flowjob_ops.kernels import conv, padding, pool, winograd
 
 probe = sibling(__file__, "grad_probe")

@@ -16,8 +16,8 @@ import flowjob_typing.plugin
 from flowjob_core.testing.modules import sibling
 from flowjob_ops import initializers, layers, nn
 from flowjob_ops.array_ops import reshape
-import flowjob_ops.cpu as cpu_overrides
-from flowjob_ops.cpu import conv as cpu_conv
+import flowjob_ops.overrides.cpu as cpu_overrides
+from flowjob_ops.overrides.cpu import conv as cpu_conv
 from flowjob_ops.kernels import conv, winograd
 
 probe = sibling(__file__, "grad_probe")
@@ -295,7 +295,7 @@ def test_a_plugin_backend_runs_the_reference_kernels(monkeypatch: pytest.MonkeyP
     losses, grads, kernels = _train("auto", monkeypatch)
     xpu_losses, xpu_grads, xpu_kernels = _train("auto", monkeypatch, device="xpu")
     assert not {winograd.WinogradForward, winograd.WinogradBackwardData} & {type(k) for k in xpu_kernels}
-    assert not any(type(k).__module__ == "flowjob_ops.cpu.pool" for k in xpu_kernels)
+    assert not any(type(k).__module__ == "flowjob_ops.overrides.cpu.pool" for k in xpu_kernels)
     for got, want in zip(xpu_losses, losses):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for key in grads:
@@ -325,7 +325,7 @@ def test_without_the_cpu_overrides_a_job_runs_the_reference_kernels(algorithm: s
     winograd_kinds = {winograd.WinogradForward, winograd.WinogradBackwardData}
     assert winograd_kinds <= {type(k) for k in kernels}
     assert not winograd_kinds & {type(k) for k in ref_kernels}
-    assert not any(type(k).__module__ == "flowjob_ops.cpu.pool" for k in ref_kernels)
+    assert not any(type(k).__module__ == "flowjob_ops.overrides.cpu.pool" for k in ref_kernels)
     for got, want in zip(losses, ref_losses):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for key in grads:

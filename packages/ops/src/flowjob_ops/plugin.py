@@ -6,8 +6,9 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_ops import array_ops, comparisons, cpu, fusion, fusion_dense, initializers, math
-from flowjob_ops import amp_pass, repeat_pass
+from flowjob_ops import array_ops, comparisons, initializers, math
+from flowjob_ops.overrides import cpu
+from flowjob_ops.passes import auto_mixed_precision, fuse_conv, fuse_dense, repeat_acc
 from flowjob_ops.records import (
     activations, arithmetic, assign, batch_norm_train, categorical, comparisons as comparison_records, constants,
     conv, cross_entropy, data_dependent, deconv, dropout, fused, indexing, losses, math_binary, math_unary, matmul,
@@ -57,14 +58,14 @@ def flowjob_add_ops(registry: Any) -> None:
 
 @hookimpl
 def flowjob_add_passes(registry: Any) -> None:
-    registry.add("fuse-conv", fusion.run, phase="fuse")
+    registry.add("fuse-conv", fuse_conv.run, phase="fuse")
     # optim-fusion (the optimizer package, when installed) claims the matmuls an SGD update reads
     # and the gradient scales; fuse-dense then fuses what is left
-    registry.add("fuse-dense", fusion_dense.run, phase="fuse", after="fuse-conv", after_if_present="optim-fusion")
+    registry.add("fuse-dense", fuse_dense.run, phase="fuse", after="fuse-conv", after_if_present="optim-fusion")
     # after autodiff and the optimizer (their repeat/acc gradient nodes tick too), before dce drops unused clones
-    registry.add("repeat-acc", repeat_pass.run, phase="transform")
+    registry.add("repeat-acc", repeat_acc.run, phase="transform")
     # on the forward graph, so that autodiff differentiates the casts it inserts
-    registry.add("auto-mixed-precision", amp_pass.run, phase="differentiate", before="autodiff")
+    registry.add("auto-mixed-precision", auto_mixed_precision.run, phase="differentiate", before="autodiff")
 
 
 @hookimpl

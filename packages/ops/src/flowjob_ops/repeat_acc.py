@@ -2,7 +2,7 @@
 several times within one call (on the same value, or on successive slices of a batch).
 
 Re-exported at top level through ``flowjob_ops.extra_toplevel``; the ``repeat-acc`` pass
-(``flowjob_ops.repeat_pass``) unrolls the ticks.
+(``flowjob_ops.passes.repeat_acc``) unrolls the ticks.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ output pixel per plane (global pooling), where it reduces long contiguous rows.
 
 These are the kernels of the op records (``flowjob_ops.records.pool``), which every backend can
 run. The cpu backend overrides max pooling with the cache-blocked tiled variant of
-``flowjob_ops.cpu.pool`` (same results bit for bit) where the windows tile the plane.
+``flowjob_ops.overrides.cpu.pool`` (same results bit for bit) where the windows tile the plane.
 
 Semantics (TF / legacy OneFlow):
 

@@ -19,7 +19,7 @@ to ``KEEP_COLUMNS_BYTES`` (in build order, i.e. forward order); past that the fo
 its matrix in scratch memory and the filter gradient builds it again, as PyTorch does (ResNet-50
 at batch 16: 871 MB of matrices, about 140 ms of im2col copies per step to rebuild them all).
 
-The cpu backend overrides these kernels with Winograd where it pays (``flowjob_ops.cpu.conv``,
+The cpu backend overrides these kernels with Winograd where it pays (``flowjob_ops.overrides.cpu.conv``,
 ``FLOWJOB_CONV_ALGORITHM``); its kernels share the forward's transformed input the same way.
 
 The 3-D op takes ``strides`` and ``dilations`` as an int or 1 or 3 ints; ``padding`` as "SAME"
@@ -136,7 +136,7 @@ def _conv_grad(ctx: GradContext) -> list[Any]:
     return [dx, dw]
 
 
-# conv2d + bias_add (+ relu), made by the fusion pass (flowjob_ops.fusion) ----------------
+# conv2d + bias_add (+ relu), made by the fusion pass (flowjob_ops.passes.fuse_conv) -----
 ACTIVATIONS = (None, "relu")
 
 

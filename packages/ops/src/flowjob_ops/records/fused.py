@@ -1,4 +1,4 @@
-"""Ops made by the dense / elementwise fusion pass (``flowjob_ops.fusion_dense``), never by user code.
+"""Ops made by the dense / elementwise fusion pass (``flowjob_ops.passes.fuse_dense``), never by user code.
 
 * ``matmul_bias`` (inputs a, b, bias; attributes ``transpose_a``, ``transpose_b`` as matmul has,
   ``data_format`` as bias_add has, ``activation`` None or "relu"): ``matmul -> bias_add (-> relu)``.

@@ -5,7 +5,7 @@ Attributes: ``ksize``, ``strides``, ``padding`` ("SAME" = "SAME_LOWER" as legacy
 "VALID" or explicit pads) and ``data_format``. Max pooling pads with -inf and sends each window's
 gradient to its first maximal element; average pooling leaves padding out of the divisor (TF and legacy OneFlow).
 These kernels are the reference; the cpu backend overrides max pooling with the cache-blocked
-variant of ``flowjob_ops.cpu.pool`` (same results bit for bit).
+variant of ``flowjob_ops.overrides.cpu.pool`` (same results bit for bit).
 
 The 3-D ops take ``ksize`` and ``strides`` as an int or 1 or 3 ints; ``padding`` as "SAME" (= "SAME_LOWER"
 as legacy), "SAME_LOWER", "SAME_UPPER", "VALID", 3 spatial (before, after) pairs, or 5 per-dimension

@@ -3,7 +3,7 @@
 
 Legacy ran the ops downstream of ``repeat(x, n)`` n times per call (its "time shape" gained an axis
 of n) and ``acc(y, n)`` summed n ticks of ``y`` into one. Here a value's ticks are a graph fact:
-the ``repeat-acc`` pass (``flowjob_ops.repeat_pass``) counts them after autodiff and unrolls each
+the ``repeat-acc`` pass (``flowjob_ops.passes.repeat_acc``) counts them after autodiff and unrolls each
 repeated region, so the planner only sees plain nodes. The records therefore describe one tick:
 ``repeat`` is its input (a view), ``acc`` of one tick is a copy of it. Their gradients are each
 other's, as in legacy: the gradient of a repeated value is accumulated, that of an accumulated one

@@ -1,5 +1,5 @@
 """Cache-blocked, tiled max pooling: the cpu backend's overrides of ``max_pool2d``,
-``max_pool2d_grad`` and ``max_pool2d_relu_grad`` (registered by ``flowjob_ops.cpu``).
+``max_pool2d_grad`` and ``max_pool2d_relu_grad`` (registered by ``flowjob_ops.overrides.cpu``).
 
 The reference kernels (``flowjob_ops.kernels.pool``) take kh*kw passes over the output, each
 an inner loop of only ow strided elements, and the backward several passes over full-size

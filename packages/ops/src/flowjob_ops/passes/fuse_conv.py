@@ -43,7 +43,7 @@ def enabled() -> bool:
     return switches.current().fusion
 
 
-def _rewrite(job: Job, groups: list[tuple[list[Node], Node]], dropped_lbns: set[str]) -> None:
+def rewrite(job: Job, groups: list[tuple[list[Node], Node]], dropped_lbns: set[str]) -> None:
     """Replace each group of nodes by its fused node, placed where the group's last node was."""
     if not groups:
         return
@@ -123,7 +123,7 @@ def fuse_conv_bias_act(job: Job) -> int:
         fused = Node("conv2d_bias", node.name, (node.inputs[0], node.inputs[1], members[0].inputs[1]), (out,),
                      dict(node.attrs) | {"activation": activation}, node.device, node.source)
         groups.append(([node] + members, fused))
-    _rewrite(job, groups, dropped)
+    rewrite(job, groups, dropped)
     return len(groups)
 
 
@@ -158,7 +158,7 @@ def fuse_conv_pool(job: Job) -> int:
         fused = Node("conv2d_bias_pool", node.name, node.inputs, pool.outputs, attrs, node.device, node.source)
         groups.append(([node, pool], fused))
         dropped.add(a)
-    _rewrite(job, groups, dropped)
+    rewrite(job, groups, dropped)
     return len(groups)
 
 
@@ -182,7 +182,7 @@ def fuse_pool_relu_grad(job: Job) -> int:
                      pool.source)
         groups.append(([pool, node], fused))
         dropped.add(dx)
-    _rewrite(job, groups, dropped)
+    rewrite(job, groups, dropped)
     return len(groups)
 
 
@@ -225,7 +225,7 @@ def fuse_batch_norm_relu(job: Job) -> int:
                      dict(node.attrs) | {"activation": "relu"}, node.device, node.source)
         groups.append(([mask, node], fused))
         dropped.add(dz)
-    _rewrite(job, groups, dropped)
+    rewrite(job, groups, dropped)
     return len(fused_forward)
 
 

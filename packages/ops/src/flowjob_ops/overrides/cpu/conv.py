@@ -24,7 +24,7 @@ from typing import Any
 
 from flowjob_core import KernelContext, switches
 
-from flowjob_ops.cpu.pool import TiledMaxPool2d
+from flowjob_ops.overrides.cpu.pool import TiledMaxPool2d
 from flowjob_ops.records import conv as conv_records
 from flowjob_ops.kernels import conv, pointwise, winograd
 

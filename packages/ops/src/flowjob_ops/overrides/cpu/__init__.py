@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from flowjob_core.opdef import KernelBuilder
 
-from flowjob_ops.cpu import conv, pool
+from flowjob_ops.overrides.cpu import conv, pool
 
 CPU_TAG = "cpu"
 

@@ -21,7 +21,7 @@ read by any other node, that fusion is not made. Fused nodes keep the lbn of the
 output (consumers, returns and watchers see the same names): ``matmul_bias`` takes the matmul's
 node name, a chain its last member's. Only ops whose kernel on the pass's backend is the op's own
 one are fused (a backend that overrides a kernel keeps its own). ``FLOWJOB_FUSION=0`` turns this
-pass off too (``flowjob_ops.fusion.enabled``).
+pass off too (``flowjob_ops.passes.fuse_conv.enabled``).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from flowjob_core.analysis import observed_values, value_readers
 from flowjob_core.ir import Job, Node
 
 from flowjob_ops.records.fused import ELEMENTWISE_CHAIN, MATMUL_ATTRS, MATMUL_BIAS, RUNNING, registry_lookup
-from flowjob_ops.fusion import _rewrite, bias_act_tail, enabled
+from flowjob_ops.passes.fuse_conv import bias_act_tail, enabled, rewrite
 
 
 def _own_kernels(ctx: Any, *ops: str) -> bool:
@@ -72,7 +72,7 @@ def fuse_dense(job: Job, ctx: Any = None) -> int:
         fused = Node(MATMUL_BIAS.name, node.name, (node.inputs[0], node.inputs[1], add.inputs[1]), (out,), attrs,
                      node.device, node.source)
         groups.append(([node] + members, fused))
-    _rewrite(job, groups, dropped)
+    rewrite(job, groups, dropped)
     return len(groups)
 
 
@@ -140,7 +140,7 @@ def fuse_elementwise_chains(job: Job, ctx: Any = None) -> int:
         fused = Node(ELEMENTWISE_CHAIN.name, last.name, tuple(inputs), last.outputs, {"steps": tuple(steps)},
                      last.device, head.source)
         groups.append((members, fused))
-    _rewrite(job, groups, dropped)
+    rewrite(job, groups, dropped)
     return len(groups)
 
 
