@@ -13,7 +13,7 @@ import pytest
 import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_core.testing.modules import sibling
-from flowjob_ops import initializers, layers, math, nn
+from flowjob_ops.api import activations, conv, initializers, layers, pool, reduce
 
 run_job = sibling(__file__, "jobs").run_job
 probe = sibling(__file__, "grad_probe")
@@ -69,7 +69,7 @@ def _train(session: Any, shapes: list[tuple[int, ...]], body: Callable[..., Any]
     """A train job over float32 placeholders of ``shapes``; body returns the output, its loss is sum(y)."""
     def job(*blobs: Any) -> Any:
         y = body(*blobs)
-        fc.add_loss(math.reduce_sum(y))
+        fc.add_loss(reduce.reduce_sum(y))
         for i, blob in enumerate(blobs):
             probe.probe(blob, f"d{i}")
         return y
@@ -91,7 +91,7 @@ def session() -> Any:
 # conv1d ---------------------------------------------------------------------------------------
 def test_conv1d_legacy_docstring_shape() -> None:
     x, w = _normal(1, 64, 32), _normal(32, 64, 3)
-    assert run_job(lambda a, b: nn.conv1d(a, b, 1, "SAME"), x, w).shape == (1, 32, 32)
+    assert run_job(lambda a, b: conv.conv1d(a, b, 1, "SAME"), x, w).shape == (1, 32, 32)
 
 
 @pytest.mark.parametrize("strides, padding, pads, dilations, groups", [
@@ -105,7 +105,7 @@ def test_conv1d_values_and_gradients_ncw(session: Any, strides: Any, padding: An
                                          dilations: Any, groups: int) -> None:
     x, w = _normal(2, 4, 7), _normal(4, 4 // groups, 2)
     train = _train(session, [x.shape, w.shape],
-                   lambda a, b: nn.conv1d(a, b, strides, padding, dilations=dilations, groups=groups))
+                   lambda a, b: conv.conv1d(a, b, strides, padding, dilations=dilations, groups=groups))
     s = strides if isinstance(strides, int) else strides[0]
     d = 1 if dilations is None else dilations if isinstance(dilations, int) else dilations[0]
     y, dx, dw = conv1d_ref(x, w, s, pads, d, groups)
@@ -117,7 +117,7 @@ def test_conv1d_values_and_gradients_ncw(session: Any, strides: Any, padding: An
 def test_conv1d_nwc_matches_ncw(session: Any) -> None:
     x, w = _normal(2, 3, 5), _normal(4, 3, 3)  # NCW x: 3 channels, 5 wide; weight (F, C, k)
     x_nwc, w_nwc = x.transpose(0, 2, 1).copy(), w.transpose(0, 2, 1).copy()
-    train = _train(session, [x_nwc.shape, w_nwc.shape], lambda a, b: nn.conv1d(a, b, 1, "SAME", "NWC"))
+    train = _train(session, [x_nwc.shape, w_nwc.shape], lambda a, b: conv.conv1d(a, b, 1, "SAME", "NWC"))
     y, dx, dw = conv1d_ref(x, w, 1, (1, 1), 1, 1)
     np.testing.assert_allclose(train(x_nwc, w_nwc), y.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(probe.RESULTS["d0"], dx.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
@@ -128,7 +128,7 @@ def test_conv1d_names_and_errors() -> None:
     x, w = _normal(1, 2, 5), _normal(3, 2, 2)
 
     def body(a: Any, b: Any) -> Any:
-        y = nn.conv1d(a, b, 1, "VALID", name="c1")
+        y = conv.conv1d(a, b, 1, "VALID", name="c1")
         assert y.lbn == "c1_reshape_out/out_0" and y.shape == (1, 3, 4)
         return y
 
@@ -140,9 +140,9 @@ def test_conv1d_names_and_errors() -> None:
                           ({"dilations": 0}, "dilations must be a positive int")]:
         args = {"strides": 1, "padding": "VALID"} | kwargs
         with pytest.raises(fc.OpBuildError, match=r"flow\.nn\.conv1d.*" + match):
-            run_job(lambda a, b: nn.conv1d(a, b, **args), x, w)  # noqa: B023 - traced at once
+            run_job(lambda a, b: conv.conv1d(a, b, **args), x, w)  # noqa: B023 - traced at once
     with pytest.raises(fc.OpBuildError, match="filters must be 3-d"):
-        run_job(lambda a, b: nn.conv1d(a, b, 1, "VALID"), x, _normal(3, 2, 1, 2))
+        run_job(lambda a, b: conv.conv1d(a, b, 1, "VALID"), x, _normal(3, 2, 1, 2))
 
 
 # pool1d ---------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def test_conv1d_names_and_errors() -> None:
 def test_pool1d_values_and_gradients_ncw(session: Any, kind: str, ksize: Any, strides: Any, padding: Any,
                                          pads: tuple[int, int]) -> None:
     x = RNG.permutation(2 * 3 * 7).reshape(2, 3, 7).astype(np.float32)  # distinct: no ties for max
-    fn = nn.max_pool1d if kind == "max" else nn.avg_pool1d
+    fn = pool.max_pool1d if kind == "max" else pool.avg_pool1d
     train = _train(session, [x.shape], lambda a: fn(a, ksize, strides, padding, data_format="NCW"))
     k = ksize if isinstance(ksize, int) else ksize[-1]
     s = strides if isinstance(strides, int) else strides[-1]
@@ -168,20 +168,20 @@ def test_pool1d_values_and_gradients_ncw(session: Any, kind: str, ksize: Any, st
 
 def test_pool1d_legacy_default_formats() -> None:
     x = _normal(2, 6, 4)  # NWC for max_pool1d's default, NCW for avg_pool1d's
-    got = run_job(lambda a: nn.max_pool1d(a, 2, 2, "VALID"), x)
+    got = run_job(lambda a: pool.max_pool1d(a, 2, 2, "VALID"), x)
     np.testing.assert_array_equal(got, x.reshape(2, 3, 2, 4).max(axis=2))
-    got = run_job(lambda a: nn.avg_pool1d(a, 2, 2, "VALID"), x)
+    got = run_job(lambda a: pool.avg_pool1d(a, 2, 2, "VALID"), x)
     np.testing.assert_allclose(got, x.reshape(2, 6, 2, 2).mean(axis=3), rtol=1e-6)
     with pytest.raises(fc.OpBuildError, match=r"flow\.nn\.max_pool1d.*batch and channel entries must be 1"):
-        run_job(lambda a: nn.max_pool1d(a, [2, 2, 1], 1, "VALID"), x)
+        run_job(lambda a: pool.max_pool1d(a, [2, 2, 1], 1, "VALID"), x)
     with pytest.raises(fc.OpBuildError, match=r"flow\.nn\.avg_pool1d.*input must be 3-d"):
-        run_job(lambda a: nn.avg_pool1d(a, 2, 1, "VALID"), _normal(2, 3, 4, 4))
+        run_job(lambda a: pool.avg_pool1d(a, 2, 1, "VALID"), _normal(2, 3, 4, 4))
 
 
 # conv2d_transpose -----------------------------------------------------------------------------
 def test_conv2d_transpose_legacy_docstring_shape() -> None:
     x, w = _normal(1, 32, 32, 32), _normal(32, 32, 3, 3)
-    got = run_job(lambda a, b: nn.conv2d_transpose(value=a, filter=b, output_shape=(1, 32, 64, 64), strides=2,
+    got = run_job(lambda a, b: conv.conv2d_transpose(value=a, filter=b, output_shape=(1, 32, 64, 64), strides=2,
                                                    padding="SAME"), x, w)
     assert got.shape == (1, 32, 64, 64)
     np.testing.assert_allclose(got[:, :, :4, :4], deconv_ref(x, w, 2, "SAME_UPPER", "NCHW", None, 1,
@@ -203,7 +203,7 @@ def test_conv2d_transpose_values_and_gradients(session: Any, fmt: str, strides: 
     out_shape = (n, c, *out_hw) if fmt == "NCHW" else (n, *out_hw, c)
     x, w = _normal(*x_shape), _normal(*w_shape)
     train = _train(session, [x.shape, w.shape],
-                   lambda a, b: nn.conv2d_transpose(a, b, out_shape, strides, padding, fmt, dilations=dilations))
+                   lambda a, b: conv.conv2d_transpose(a, b, out_shape, strides, padding, fmt, dilations=dilations))
     mode = "VALID" if padding.upper() == "VALID" else "SAME_UPPER"
     want = deconv_ref(x, w, strides, mode, fmt, dilations, 1, out_shape)
     np.testing.assert_allclose(train(x, w), want, rtol=1e-5, atol=1e-5)
@@ -229,7 +229,7 @@ def _unit(shape: tuple[int, ...], index: tuple[int, ...]) -> np.ndarray:
 
 def test_conv2d_transpose_aliases_and_errors() -> None:
     x, w = _normal(1, 2, 3, 3), _normal(2, 4, 2, 2)
-    got = run_job(lambda a, b: nn.conv2d_transpose(input=a, filters=b, output_shape=[1, 4, 4, 4], strides=1,
+    got = run_job(lambda a, b: conv.conv2d_transpose(input=a, filters=b, output_shape=[1, 4, 4, 4], strides=1,
                                                    name="up"), x, w)
     np.testing.assert_allclose(got, deconv_ref(x, w, 1, "VALID", "NCHW", None, 1, (1, 4, 4, 4)), rtol=1e-5,
                                atol=1e-5)
@@ -241,7 +241,7 @@ def test_conv2d_transpose_aliases_and_errors() -> None:
     for kwargs, match in cases:
         def body(a: Any, b: Any, kwargs: dict = kwargs) -> Any:
             args = {"value": a, "filter": b, "output_shape": (1, 4, 4, 4), "strides": 1} | kwargs
-            return nn.conv2d_transpose(**args)
+            return conv.conv2d_transpose(**args)
 
         with pytest.raises(fc.OpBuildError, match=match):
             run_job(body, x, w)
@@ -250,10 +250,10 @@ def test_conv2d_transpose_aliases_and_errors() -> None:
 # compat_conv2d --------------------------------------------------------------------------------
 def test_compat_conv2d_reads_same_as_same_upper() -> None:
     x, w = _normal(1, 2, 4, 4), _normal(3, 2, 2, 2)
-    got = run_job(lambda a, b: nn.compat_conv2d(a, b, 1, "same"), x, w)
-    want = run_job(lambda a, b: nn.conv2d(a, b, 1, ((0, 1), (0, 1))), x, w)
+    got = run_job(lambda a, b: conv.compat_conv2d(a, b, 1, "same"), x, w)
+    want = run_job(lambda a, b: conv.conv2d(a, b, 1, ((0, 1), (0, 1))), x, w)
     np.testing.assert_array_equal(got, want)
-    assert run_job(lambda a, b: nn.compat_conv2d(a, b, 2, "SAME"), _normal(1, 2, 32, 32), w).shape == (1, 3, 16, 16)
+    assert run_job(lambda a, b: conv.compat_conv2d(a, b, 2, "SAME"), _normal(1, 2, 32, 32), w).shape == (1, 3, 16, 16)
 
 
 # layers.conv1d (and conv2d's legacy dilation_rate=None) ----------------------------------------
@@ -261,7 +261,7 @@ def test_layers_conv1d_legacy_shape_names_and_values() -> None:
     x = _normal(1, 64, 32)
 
     def body(a: Any) -> Any:
-        y = layers.conv1d(a, 128, kernel_size=3, padding="SAME", name="Conv1d", activation=nn.relu)
+        y = layers.conv1d(a, 128, kernel_size=3, padding="SAME", name="Conv1d", activation=activations.relu)
         assert y.lbn == "Conv1d-activation/out_0"
         return y
 
@@ -296,7 +296,7 @@ def _torch_ref(x: np.ndarray, w: np.ndarray, s: int, needed: tuple[int, int], ex
 
 def test_torch_conv2d_transpose_values_and_gradients(session: Any) -> None:
     x, w = _normal(2, 3, 3, 4), _normal(3, 2, 3, 3)
-    body = lambda a, b: nn.torch_conv2d_transpose(a, b, output_padding=(1, 0), strides=2,  # noqa: E731
+    body = lambda a, b: conv.torch_conv2d_transpose(a, b, output_padding=(1, 0), strides=2,  # noqa: E731
                                                   padding_needed=(2, 2))
     train = _train(session, [x.shape, w.shape], body)
     want = _torch_ref(x, w, 2, (2, 2), (1, 0))
@@ -308,6 +308,6 @@ def test_torch_conv2d_transpose_values_and_gradients(session: Any) -> None:
         dx[idx] = _torch_ref(_unit(x.shape, idx), w, 2, (2, 2), (1, 0)).sum()
     np.testing.assert_allclose(probe.RESULTS["d0"], dx, rtol=1e-5, atol=1e-5)
     with pytest.raises(fc.OpBuildError, match="padding_needed must be even"):
-        run_job(lambda a, b: nn.torch_conv2d_transpose(a, b, strides=1, padding_needed=(1, 0)), x, w)
+        run_job(lambda a, b: conv.torch_conv2d_transpose(a, b, strides=1, padding_needed=(1, 0)), x, w)
     with pytest.raises(fc.OpBuildError, match="output_padding"):
-        run_job(lambda a, b: nn.torch_conv2d_transpose(a, b, 2, 2, (0, 0)), x, w)
+        run_job(lambda a, b: conv.torch_conv2d_transpose(a, b, 2, 2, (0, 0)), x, w)

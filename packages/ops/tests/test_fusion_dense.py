@@ -13,9 +13,10 @@ import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_core import BlobSpec, KernelContext
 from flowjob_core.testing.modules import sibling
-from flowjob_ops import initializers, layers, nn
+from flowjob_ops.api import activations, bias_add, initializers, layers
+from flowjob_ops.api import losses as losses_api
 from flowjob_ops.passes import fuse_dense
-from flowjob_ops.array_ops import reshape
+from flowjob_ops.api.array import reshape
 from flowjob_ops.records.fused import MATMUL_BIAS
 
 probe = sibling(__file__, "grad_probe")
@@ -29,9 +30,10 @@ def _mlp_job(session: Any, watch: str | None = None) -> Any:
                   labels: tp.Numpy.Placeholder((BATCH,), dtype=np.int32)) -> tp.Numpy:
         init = initializers.random_normal_initializer(stddev=0.3)
         flat = reshape(images, [BATCH, -1])
-        hidden = layers.dense(flat, 20, activation=nn.relu, kernel_initializer=init, bias_initializer=init, name="h")
+        hidden = layers.dense(flat, 20, activation=activations.relu, kernel_initializer=init, bias_initializer=init,
+                              name="h")
         logits = layers.dense(hidden, 5, kernel_initializer=init, bias_initializer=init, name="o")
-        loss = nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        loss = losses_api.sparse_softmax_cross_entropy_with_logits(labels, logits)
         fc.add_loss(loss)
         for name, shape in VARIABLES.items():
             probe.probe(fc.get_variable(name, shape=shape), name)  # the same name gives the layer's variable
@@ -129,8 +131,9 @@ def test_returned_pre_activation_blocks_the_relu(monkeypatch: pytest.MonkeyPatch
         def infer(x: tp.Numpy.Placeholder((4, 7))) -> tuple[tp.Numpy, tp.Numpy, tp.Numpy]:
             init = initializers.random_normal_initializer(stddev=0.5)
             z = layers.dense(x, 6, kernel_initializer=init, bias_initializer=init, name="d1")  # returned
-            a = nn.relu(z)
-            b = layers.dense(a, 3, activation=nn.relu, kernel_initializer=init, bias_initializer=init, name="d2")
+            a = activations.relu(z)
+            b = layers.dense(a, 3, activation=activations.relu, kernel_initializer=init, bias_initializer=init,
+                             name="d2")
             return z, a, b
 
         results[fused] = (infer(x), {n.name: n for n in infer.plan().order})
@@ -151,7 +154,7 @@ def test_matmul_read_twice_stays_unfused(monkeypatch: pytest.MonkeyPatch) -> Non
         w = fc.get_variable("w", shape=(4, 5), initializer=initializers.random_normal_initializer())
         b = fc.get_variable("b", shape=(5,), initializer=initializers.random_normal_initializer())
         y = fc.apply("matmul", [x, w], {"transpose_a": False, "transpose_b": False})
-        return nn.relu(nn.bias_add(y, b)) + y  # y has a second reader
+        return activations.relu(bias_add.bias_add(y, b)) + y  # y has a second reader
 
     got = infer(x)
     ops = [n.op for n in infer.plan().order]
@@ -203,7 +206,7 @@ def test_bias_along_a_middle_axis_of_a_batched_matmul(monkeypatch: pytest.Monkey
         @fc.global_function()
         def infer(a: tp.Numpy.Placeholder((2, 3, 4)), b: tp.Numpy.Placeholder((4, 5)),
                   bias: tp.Numpy.Placeholder((3,))) -> tp.Numpy:
-            return nn.relu(nn.bias_add(fc.apply("matmul", [a, b], {}), bias))  # data_format None: axis 1
+            return activations.relu(bias_add.bias_add(fc.apply("matmul", [a, b], {}), bias))  # data_format None: axis 1
 
         results[fused] = (infer(a, b, bias), [n.op for n in infer.plan().order])
     assert "matmul_bias" in results[True][1] and "matmul_bias" not in results[False][1]

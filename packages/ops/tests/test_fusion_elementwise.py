@@ -14,7 +14,7 @@ import flowjob_typing as tp
 from flowjob_core import BlobSpec, KernelContext, OpDef
 from flowjob_core.ir import Job, Node
 from flowjob_core.testing.modules import sibling
-from flowjob_ops import initializers, layers, math, nn
+from flowjob_ops.api import activations, initializers, layers, math
 from flowjob_ops.passes import fuse_dense
 from flowjob_ops.records.fused import ELEMENTWISE_CHAIN, STEPS
 
@@ -97,7 +97,7 @@ def _chains(nodes: list[Node]) -> list[list[str]]:
 
 def test_scalar_ops_and_relu_make_one_chain(monkeypatch: pytest.MonkeyPatch) -> None:
     x = np.random.default_rng(0).standard_normal((5, 9)).astype(np.float32)
-    got, nodes = _both(lambda x: math.square(nn.relu(x * 2.0 + 1.0)) / 3.0, [x], monkeypatch)
+    got, nodes = _both(lambda x: math.square(activations.relu(x * 2.0 + 1.0)) / 3.0, [x], monkeypatch)
     assert _chains(nodes) == [["scalar_mul", "scalar_add", "relu", "square", "scalar_div"]]
     (chain,) = [n for n in nodes if n.op == "elementwise_chain"]
     assert len([n for n in nodes if n.op not in ("input", "return")]) == 1
@@ -169,7 +169,7 @@ def test_returned_intermediate_stays_a_value(monkeypatch: pytest.MonkeyPatch) ->
         @fc.global_function()
         def infer(x: tp.Numpy.Placeholder((3, 4))) -> tuple[tp.Numpy, tp.Numpy]:
             doubled = math.negative(x * 2.0)  # returned: ends its chain
-            return doubled, math.tanh(nn.relu(doubled) + 1.0)
+            return doubled, math.tanh(activations.relu(doubled) + 1.0)
 
         results[fused] = (infer(x), infer.plan().order)
     (got, nodes), (want, _) = results[True], results[False]

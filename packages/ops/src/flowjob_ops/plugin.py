@@ -6,43 +6,20 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_ops import array_ops, comparisons, initializers, math
+from flowjob_ops.api._initializers import from_initializer_conf
+from flowjob_ops.operators import OPERATORS
 from flowjob_ops.overrides import cpu
 from flowjob_ops.passes import auto_mixed_precision, fuse_conv, fuse_dense, repeat_acc
 from flowjob_ops.records import (
-    activations, arithmetic, assign, batch_norm_train, categorical, comparisons as comparison_records, constants,
-    conv, cross_entropy, data_dependent, deconv, dropout, fused, indexing, losses, math_binary, math_unary, matmul,
-    normalization, padding, pool, random, reduce, segment, shape, softmax, sorting, time_shape, triangular, unique,
-    upsample)
+    activations, arithmetic, assign, batch_norm_train, categorical, comparisons, constants, conv, cross_entropy,
+    data_dependent, deconv, dropout, fused, indexing, losses, math_binary, math_unary, matmul, normalization,
+    padding, pool, random, reduce, segment, shape, softmax, sorting, time_shape, triangular, unique, upsample)
 
 RECORD_MODULES = (
-    activations, arithmetic, assign, batch_norm_train, categorical, comparison_records, constants, conv,
-    cross_entropy, data_dependent, deconv, dropout, fused, indexing, losses, math_binary, math_unary, matmul,
-    normalization, padding, pool, random, reduce, segment, shape, softmax, sorting, time_shape, triangular, unique,
-    upsample)
+    activations, arithmetic, assign, batch_norm_train, categorical, comparisons, constants, conv, cross_entropy,
+    data_dependent, deconv, dropout, fused, indexing, losses, math_binary, math_unary, matmul, normalization,
+    padding, pool, random, reduce, segment, shape, softmax, sorting, time_shape, triangular, unique, upsample)
 """The modules of ``flowjob_ops.records``; each lists its op records in ``OPS``."""
-
-# Python operators on symbolic blobs: ``x + y``, ``2.0 * x``, ``-x``, ``a @ b``, ``x ** 2``, ``x[0, 1:3]``
-OPERATORS = {
-    "__add__": math.add,
-    "__radd__": lambda a, b: math.add(b, a),
-    "__sub__": math.subtract,
-    "__rsub__": lambda a, b: math.subtract(b, a),
-    "__mul__": math.multiply,
-    "__rmul__": lambda a, b: math.multiply(b, a),
-    "__truediv__": math.divide,
-    "__rtruediv__": lambda a, b: math.divide(b, a),
-    "__neg__": math.negative,
-    "__pow__": math.pow,
-    "__rpow__": lambda a, b: math.pow(b, a),
-    "__mod__": math.mod,  # legacy Blob % (floor modulo); legacy had no // on blobs
-    # ``2 % x`` and ``2.0 ** x``: legacy v0.4's blobs lacked these reflected forms (a TypeError there)
-    "__rmod__": lambda a, b: math.mod(b, a),
-    "__matmul__": array_ops.matmul,
-    "__rmatmul__": lambda a, b: array_ops.matmul(b, a),
-    "__getitem__": array_ops.getitem,
-    **comparisons.OPERATORS,
-}
 
 
 @hookimpl
@@ -80,5 +57,5 @@ def flowjob_add_kernels(registry: Any) -> None:
 def flowjob_read_initializer(value: Any, owner: str) -> Any:
     """Legacy InitializerConf messages (their initializers were such messages) as flowjob initializers."""
     if hasattr(value, "WhichOneof"):
-        return initializers.from_initializer_conf(value, owner)
+        return from_initializer_conf(value, owner)
     return None

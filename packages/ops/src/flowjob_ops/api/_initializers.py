@@ -1,4 +1,5 @@
-"""Variable initializers with legacy OneFlow names and arguments.
+"""The initializer values ``flow.get_variable`` calls (``api.initializers`` makes them under legacy's names;
+the layers take their defaults from here), and legacy ``InitializerConf`` messages read as them.
 
 An initializer is a callable ``init(shape, dtype, rng) -> numpy.ndarray`` (the contract of
 ``flow.get_variable``): it draws from ``rng``, the session's per-variable generator, unless it
@@ -20,15 +21,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = [
-    "Initializer", "constant_initializer", "empty_initializer", "glorot_normal_initializer",
-    "glorot_uniform_initializer", "kaiming_initializer", "ones_initializer", "random_normal_initializer",
-    "random_uniform_initializer",
-    "truncated_normal", "truncated_normal_initializer", "variance_scaling_initializer", "xavier_normal_initializer",
-    "xavier_uniform_initializer", "zeros_initializer",
-]
 
 _DISTRIBUTIONS = ("truncated_normal", "random_normal", "random_uniform")
+
+
 _MODES = ("fan_in", "fan_out", "fan_avg")
 
 
@@ -210,130 +206,17 @@ def _check_choice(value: str, choices: Sequence[str], what: str) -> str:
     return value.lower()
 
 
-# legacy constructors ------------------------------------------------------------
-def constant_initializer(value: float = 0, dtype: Any = None) -> Initializer:
-    """Every element ``value``.
-
-    Args:
-        value: the fill value.
-        dtype: ignored (the variable's dtype decides).
-
-    Returns:
-        An initializer.
-    """
-    return Constant(value=value)
-
-
-def zeros_initializer(dtype: Any = None) -> Initializer:
-    """Zeros.
-
-    Args:
-        dtype: ignored (the variable's dtype decides).
-
-    Returns:
-        An initializer.
-    """
-    return Constant(value=0.0)
-
-
-def ones_initializer(dtype: Any = None) -> Initializer:
-    """Ones.
-
-    Args:
-        dtype: ignored (the variable's dtype decides).
-
-    Returns:
-        An initializer.
-    """
-    return Constant(value=1.0)
-
-
-def empty_initializer(dtype: Any = None) -> Initializer:
-    """No particular initial value, for a variable a checkpoint or ``flow.load_variables`` fills.
-
-    Legacy left the variable's memory as it was; here it starts at zeros, one of the values that
-    memory could have held, so a job reading it before a load is at least repeatable.
-
-    Args:
-        dtype: ignored (the variable's dtype decides).
-
-    Returns:
-        An initializer.
-    """
-    return Constant(value=0.0)
-
-
-def random_uniform_initializer(minval: float = 0, maxval: float = 1, dtype: Any = None) -> Initializer:
-    """Uniform in [minval, maxval) (integers in that range for integer variables).
-
-    Args:
-        minval: the lower bound.
-        maxval: the upper bound.
-        dtype: ignored (the variable's dtype decides).
-
-    Returns:
-        An initializer.
-    """
+# checked constructors ----------------------------------------------------------------------------
+def uniform(minval: float, maxval: float) -> Initializer:
+    """``RandomUniform`` with its bounds checked (``flow.random_uniform_initializer``)."""
     if maxval < minval:
         raise ValueError(f"random_uniform_initializer: maxval {maxval} is below minval {minval}")
     return RandomUniform(minval=minval, maxval=maxval)
 
 
-def random_normal_initializer(mean: float = 0.0, stddev: float = 1.0, seed: int | None = None,
-                              dtype: Any = None) -> Initializer:
-    """Normal(mean, stddev).
-
-    Args:
-        mean: the mean.
-        stddev: the standard deviation.
-        seed: draw from this seed instead of the session's per-variable stream.
-        dtype: ignored (the variable's dtype decides).
-
-    Returns:
-        An initializer.
-    """
-    return RandomNormal(mean=mean, stddev=stddev, seed=seed)
-
-
-def truncated_normal_initializer(mean: float = 0.0, stddev: float = 1.0) -> Initializer:
-    """Normal(mean, stddev) redrawn outside mean +- 2 stddev (legacy argument order: mean first).
-
-    Args:
-        mean: the mean.
-        stddev: the standard deviation before truncation.
-
-    Returns:
-        An initializer.
-    """
-    return TruncatedNormal(mean=mean, stddev=stddev)
-
-
-def truncated_normal(stddev: float = 1.0, mean: float = 0.0) -> Initializer:
-    """``flow.truncated_normal(0.1)``: like truncated_normal_initializer, but stddev comes first (legacy).
-
-    Args:
-        stddev: the standard deviation before truncation.
-        mean: the mean.
-
-    Returns:
-        An initializer.
-    """
-    return TruncatedNormal(mean=mean, stddev=stddev)
-
-
-def variance_scaling_initializer(scale: float = 1.0, mode: str = "fan_in", distribution: str = "truncated_normal",
-                                 data_format: str = "") -> Initializer:
-    """Values with variance scale / fan (fan by ``mode``).
-
-    Args:
-        scale: the variance scale, positive.
-        mode: "fan_in", "fan_out" or "fan_avg".
-        distribution: "truncated_normal", "random_normal" or "random_uniform".
-        data_format: "NCHW"/"channels_first", "NHWC"/"channels_last" or "" (conv weights read as NCHW).
-
-    Returns:
-        An initializer.
-    """
+def variance_scaling(scale: float, mode: str, distribution: str, data_format: str) -> Initializer:
+    """``VarianceScaling`` with its arguments checked (``flow.variance_scaling_initializer``; xavier is
+    ``variance_scaling(1.0, "fan_avg", "random_uniform" or "random_normal", data_format)``)."""
     if not scale > 0:
         raise ValueError(f"variance_scaling_initializer: scale must be positive, got {scale!r}")
     _layout(data_format)
@@ -342,67 +225,23 @@ def variance_scaling_initializer(scale: float = 1.0, mode: str = "fan_in", distr
                            data_format=data_format)
 
 
-def xavier_uniform_initializer(data_format: str = "") -> Initializer:
-    """Glorot uniform: variance scaling with scale 1, fan_avg, uniform.
-
-    Args:
-        data_format: the weight layout for conv weights (see variance_scaling_initializer).
-
-    Returns:
-        An initializer.
-    """
-    return variance_scaling_initializer(1.0, "fan_avg", "random_uniform", data_format)
-
-
-def xavier_normal_initializer(data_format: str = "") -> Initializer:
-    """Glorot normal: variance scaling with scale 1, fan_avg, normal.
-
-    Args:
-        data_format: the weight layout for conv weights (see variance_scaling_initializer).
-
-    Returns:
-        An initializer.
-    """
-    return variance_scaling_initializer(1.0, "fan_avg", "random_normal", data_format)
-
-
-glorot_uniform_initializer = xavier_uniform_initializer
-glorot_normal_initializer = xavier_normal_initializer
-
-
-def kaiming_initializer(shape: Sequence[int] | str | None = None, distribution: str = "random_normal",
-                        mode: str = "fan_in", nonlinearity: str | None = "leaky_relu", negative_slope: float = 0.0,
-                        data_format: str = "NCHW") -> Initializer:
-    """He initialization: std = gain(nonlinearity) / sqrt(fan).
-
-    Legacy took the weight ``shape`` first and fixed the fan from it; here it may be left out
-    (the fan then comes from the variable's shape), and a first argument that is a string is
-    read as ``distribution``.
-
-    Args:
-        shape: the weight shape the fan is computed from, or None.
-        distribution: "random_normal" or "random_uniform".
-        mode: "fan_in", "fan_out" or "fan_avg".
-        nonlinearity: None, "linear", "sigmoid", "tanh", "relu" or "leaky_relu".
-        negative_slope: the leaky_relu slope.
-        data_format: "NCHW"/"channels_first" or "NHWC"/"channels_last".
-
-    Returns:
-        An initializer.
-    """
-    if isinstance(shape, str):
-        shape, distribution = None, shape
+def kaiming(distribution: str, mode: str, nonlinearity: str | None, negative_slope: float, data_format: str,
+            shape: tuple[int, ...] | None) -> Initializer:
+    """``Kaiming`` with its arguments checked (``flow.kaiming_initializer``)."""
     _gain(nonlinearity, negative_slope)
     _layout(data_format)
     return Kaiming(distribution=_check_choice(distribution, _DISTRIBUTIONS[1:], "distribution"),
                    mode=_check_choice(mode, _MODES, "mode"), nonlinearity=nonlinearity,
-                   negative_slope=float(negative_slope), data_format=data_format,
-                   shape=None if shape is None else tuple(int(d) for d in shape))
+                   negative_slope=float(negative_slope), data_format=data_format, shape=shape)
 
 
-# legacy InitializerConf messages --------------------------------------------------
+# legacy InitializerConf messages ------------------------------------------------------------
 # VarianceNorm and RandomDistribution numbers of legacy initializer_conf.proto
+
+
 _VARIANCE_NORMS = {0: "fan_in", 1: "fan_out", 2: "fan_avg"}
+
+
 _CONF_DISTRIBUTIONS = {0: "random_uniform", 1: "random_normal", 2: "truncated_normal"}
 
 
@@ -443,7 +282,7 @@ def from_initializer_conf(conf: Any, owner: str = "an initializer") -> Initializ
     if kind in ("constant_conf", "constant_int_conf"):
         return Constant(value=member.value)
     if kind in ("random_uniform_conf", "random_uniform_int_conf"):
-        return random_uniform_initializer(member.min, member.max)
+        return uniform(member.min, member.max)
     if kind == "random_normal_conf":
         return RandomNormal(mean=member.mean, stddev=member.std)
     if kind == "truncated_normal_conf":
@@ -451,14 +290,12 @@ def from_initializer_conf(conf: Any, owner: str = "an initializer") -> Initializ
     if kind in ("xavier_conf", "msra_conf"):
         mode = choice(_VARIANCE_NORMS, member.variance_norm, "variance_norm")
         scale, distribution = (1.0, "random_uniform") if kind == "xavier_conf" else (2.0, "random_normal")
-        return variance_scaling_initializer(scale, mode, distribution, member.data_format)
+        return variance_scaling(scale, mode, distribution, member.data_format)
     if kind == "variance_scaling_conf":
-        return variance_scaling_initializer(member.scale, choice(_VARIANCE_NORMS, member.variance_norm,
-                                                                 "variance_norm"),
-                                            choice(_CONF_DISTRIBUTIONS, member.distribution, "distribution"),
-                                            member.data_format)
+        return variance_scaling(member.scale, choice(_VARIANCE_NORMS, member.variance_norm, "variance_norm"),
+                                choice(_CONF_DISTRIBUTIONS, member.distribution, "distribution"), member.data_format)
     if kind in ("range_conf", "int_range_conf"):
         return Range(start=member.start, stride=member.stride, axis=int(member.axis))
     if kind == "empty_conf":
-        return empty_initializer()
+        return Constant(value=0.0)  # empty_initializer: legacy left the memory as it was
     raise ValueError(f"{owner}: InitializerConf.{kind} is not an initializer flowjob knows")

@@ -1,7 +1,7 @@
 """Legacy v0.3/v0.4 ``flow.repeat``, ``flow.acc``, ``flow.unpack`` and ``flow.pack``: run part of a job
 several times within one call (on the same value, or on successive slices of a batch).
 
-Re-exported at top level through ``flowjob_ops.extra_toplevel``; the ``repeat-acc`` pass
+Top-level ``flow`` names; the ``repeat-acc`` pass
 (``flowjob_ops.passes.repeat_acc``) unrolls the ticks.
 """
 from __future__ import annotations
@@ -10,7 +10,8 @@ import numbers
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.records.common import build_error
+from flowjob_ops.api._common import build_error
+
 
 __all__ = ["acc", "pack", "repeat", "unpack"]
 

@@ -1,4 +1,5 @@
-"""``flow.math``: elementwise arithmetic, reductions, matmul and activations.
+"""``flow.math``'s elementwise functions: arithmetic, the unary functions, logical ops, clip_by_value,
+matmul, polyval and the gradient functions legacy exported (gelu_grad, sigmoid_grad).
 
 Binary functions broadcast like numpy; either side may be a Python number, which becomes a
 scalar op (``x * 2.0`` is one ``scalar_mul`` node), never a promotion of the blob's dtype.
@@ -10,27 +11,23 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, ShapeError, apply
 
-from flowjob_ops.comparisons import equal, greater, greater_equal, less, less_equal, not_equal
-from flowjob_ops.comparisons import _as_blob as _number_as_blob
-from flowjob_ops.records.common import build_error, check_scalar, op_name
-from flowjob_ops.sorting_ops import (
-    fused_scale_tril, in_top_k, polyval, top_k, tril, unsorted_batch_segment_sum, unsorted_segment_sum,
-    unsorted_segment_sum_like)
+from flowjob_ops.api._common import build_error, number_as_blob, op_name
+from flowjob_ops.records.common import check_scalar
 
-__all__ = [
-    "abs", "acos", "acosh", "add", "add_n", "argmax", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "cos",
-    "cosh", "divide", "equal", "erf", "erfc", "exp", "expm1", "floor", "floordiv", "gelu", "greater",
-    "greater_equal", "less", "less_equal", "lgamma", "log", "log1p", "log_sigmoid", "logical_and", "logical_not",
-    "logical_or", "logical_xor", "matmul", "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "pow",
-    "reciprocal", "reciprocal_no_nan", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum",
-    "l2_normalize", "reduce_all", "reduce_any", "reduce_euclidean_norm", "reduce_logsumexp", "reduce_prod",
-    "reduce_std", "reduce_variance", "relu", "rint",
-    "round", "rsqrt", "sigmoid", "sigmoid_v2", "sign", "sin", "sinh", "softplus", "sqrt", "square",
-    "squared_difference", "subtract", "tan", "tanh", "tanh_v2", "xdivy", "xlogy",
-]
-__all__ += [  # sorting, segment sums, tril, polyval (flowjob_ops.sorting_ops)
-    "fused_scale_tril", "in_top_k", "polyval", "top_k", "tril", "unsorted_batch_segment_sum", "unsorted_segment_sum",
-    "unsorted_segment_sum_like"]
+
+NAMESPACES = {
+    "flow.math": ["abs", "acos", "acosh", "add", "add_n", "asin", "asinh", "atan", "atan2", "atanh", "ceil",
+                  "clip_by_value", "cos", "cosh", "divide", "erf", "erfc", "exp", "expm1", "floor", "floordiv",
+                  "gelu", "gelu_grad", "lgamma", "log", "log1p", "log_sigmoid", "logical_and", "logical_not",
+                  "logical_or", "logical_xor", "matmul", "maximum", "minimum", "mod", "multiply", "negative",
+                  "polyval", "pow", "reciprocal", "reciprocal_no_nan", "relu", "rint", "round", "rsqrt", "sigmoid",
+                  "sigmoid_grad", "sigmoid_v2", "sign", "sin", "sinh", "softplus", "sqrt", "square",
+                  "squared_difference", "subtract", "tan", "tanh", "tanh_v2", "xdivy", "xlogy"],
+    "flow": ["clamp", "clip", "clip_by_scalar", "clip_by_value", "matmul"],
+}
+"""The face namespaces legacy exported these names in; the oneflow face reads this literal."""
+__all__ = sorted({name for names in NAMESPACES.values() for name in names})
+
 
 Operand = Blob | float | int
 
@@ -124,7 +121,7 @@ def divide(x: Operand, y: Operand, name: str | None = None) -> Blob:
     if isinstance(like, Blob) and like.dtype.kind in "iu" and (isinstance(y, Blob) or _is_number(y)):
         if not isinstance(y, Blob) and y == 0:
             raise build_error("flow.math.divide", f"integer division of {like.lbn!r} by the number 0")
-        return apply("int_divide", [_number_as_blob("divide", x, like), _number_as_blob("divide", y, like)],
+        return apply("int_divide", [number_as_blob("divide", x, like), number_as_blob("divide", y, like)],
                      name=name)
     return _scalar_or_binary("divide", x, y, name, with_scalar="scalar_div", scalar_first="scalar_rdiv")
 
@@ -179,7 +176,7 @@ def _blobs_or_numbers(op: str, x: Operand, y: Operand, name: str | None) -> Blob
         raise TypeError(f"flow.math.{op} needs at least one blob, got {type(x).__name__} and {type(y).__name__}")
     like = x if isinstance(x, Blob) else y
     assert isinstance(like, Blob)  # one of them is
-    return apply(op, [_number_as_blob(op, x, like), _number_as_blob(op, y, like)], name=name)
+    return apply(op, [number_as_blob(op, x, like), number_as_blob(op, y, like)], name=name)
 
 
 def mod(x: Operand, y: Operand, name: str | None = None) -> Blob:
@@ -227,13 +224,6 @@ def xlogy(x: Operand, y: Operand, name: str | None = None) -> Blob:
     return _blobs_or_numbers("xlogy", x, y, name)
 
 
-_binary_doc(floordiv, "floor(x / y), elementwise with broadcasting; its gradient is zero.", "floordiv")
-_binary_doc(atan2, "The angle of the point (y, x), arctan(x / y) placed by quadrant, in (-pi, pi].", "atan2")
-_binary_doc(xdivy, "x / y, elementwise with broadcasting, and 0 wherever x == 0 (even where y == 0).", "xdivy")
-_binary_doc(xlogy, "x * log(y), elementwise with broadcasting, and 0 wherever x == 0 (even where y == 0).",
-            "xlogy")
-
-
 def squared_difference(x: Operand, y: Operand, name: str | None = None) -> Blob:
     """(x - y) ** 2, elementwise with broadcasting: a ``subtract`` node, then a ``square`` node.
 
@@ -270,7 +260,11 @@ def _logical(op: str, symbol: str, prefix: str) -> Any:
 
 
 logical_and = _logical("logical_and", "and", "broadcast_logical_and")
+
+
 logical_or = _logical("logical_or", "or", "broadcast_logical_or")
+
+
 logical_xor = _logical("logical_xor", "xor", "broadcast_logical_xor")
 
 
@@ -320,42 +314,110 @@ def _unary(op: str, doc: str) -> Any:
 
 
 negative = _unary("negative", "-x")
+
+
 square = _unary("square", "x * x")
+
+
 sqrt = _unary("sqrt", "The square root of x")
+
+
 exp = _unary("exp", "e ** x")
+
+
 log = _unary("log", "The natural logarithm of x")
+
+
 abs = _unary("abs", "|x|, with gradient sign(x)")  # noqa: A001 - legacy name
+
+
 reciprocal = _unary("reciprocal", "1 / x")
+
+
 sign = _unary("sign", "-1, 0 or 1 by the sign of x (its gradient is zero)")
+
+
 sigmoid = _unary("sigmoid", "1 / (1 + exp(-x))")
+
+
 tanh = _unary("tanh", "The hyperbolic tangent of x")
+
+
 gelu = _unary("gelu", "x * Phi(x), Phi the standard normal CDF (the exact erf form)")
 
-# legacy math_unary_elementwise ops (records in records/math_unary.py): floating blobs only
+
 sin = _unary("sin", "sin(x)")
+
+
 cos = _unary("cos", "cos(x)")
+
+
 tan = _unary("tan", "tan(x)")
+
+
 asin = _unary("asin", "arcsin(x), for x in [-1, 1]")
+
+
 acos = _unary("acos", "arccos(x), for x in [-1, 1]")
+
+
 atan = _unary("atan", "arctan(x)")
+
+
 sinh = _unary("sinh", "The hyperbolic sine of x")
+
+
 cosh = _unary("cosh", "The hyperbolic cosine of x")
+
+
 asinh = _unary("asinh", "The inverse hyperbolic sine of x")
+
+
 acosh = _unary("acosh", "The inverse hyperbolic cosine of x, for x >= 1")
+
+
 atanh = _unary("atanh", "The inverse hyperbolic tangent of x, for x in (-1, 1)")
+
+
 erf = _unary("erf", "The error function 2/sqrt(pi) * integral_0^x exp(-t^2) dt")
+
+
 erfc = _unary("erfc", "1 - erf(x), accurate where erf(x) is close to 1")
+
+
 lgamma = _unary("lgamma", "log |Gamma(x)| (gradient digamma(x))")
+
+
 rint = _unary("rint", "The nearest integer, halves to even (its gradient is zero)")
+
+
 round = _unary("round", "The nearest integer, halves to even (its gradient is zero)")  # noqa: A001 - legacy name
+
+
 floor = _unary("floor", "The largest integer <= x (its gradient is zero)")
+
+
 ceil = _unary("ceil", "The smallest integer >= x (its gradient is zero)")
+
+
 rsqrt = _unary("rsqrt", "1 / sqrt(x)")
+
+
 softplus = _unary("softplus", "log(1 + exp(x)), without overflow for large x")
+
+
 log1p = _unary("log1p", "log(1 + x), accurate for small x")
+
+
 expm1 = _unary("expm1", "exp(x) - 1, accurate for small x")
+
+
 reciprocal_no_nan = _unary("reciprocal_no_nan", "1 / x, and 0 where x == 0 (the gradient too)")
+
+
 log_sigmoid = _unary("log_sigmoid", "log(1 / (1 + exp(-x))), without overflow for large -x")
+
+
 relu = _unary("relu", "max(x, 0) (the op of flow.nn.relu)")
 
 
@@ -378,154 +440,83 @@ def _renamed(op: str, legacy: str, doc: str) -> Any:
 
 
 sigmoid_v2 = _renamed("sigmoid", "sigmoid_v2", "1 / (1 + exp(-x))")
+
+
 tanh_v2 = _renamed("tanh", "tanh_v2", "The hyperbolic tangent of x")
 
 
-def _legacy_axis(op: str, axis: Any) -> Any:
-    """None, an int, or a list/tuple of ints (the axis forms legacy accepted) as the op's attribute."""
-    if axis is None:
-        return None
-    if isinstance(axis, numbers.Integral) and not isinstance(axis, bool):
-        return int(axis)
-    if isinstance(axis, (list, tuple)) and all(isinstance(a, numbers.Integral) and not isinstance(a, bool)
-                                               for a in axis):
-        return tuple(int(a) for a in axis)
-    raise build_error(op, f"axis must be None, an int or a list of ints, got {axis!r}")
-
-
-def _reduce(op: str, what: str, arg: str = "input_tensor", empty_axis: str = "input") -> Any:
-    """A legacy reduction; ``arg`` is legacy's name of the input (``x`` for max/min/prod/any/all).
-
-    An empty axis list reduces nothing: legacy returned the input itself (``empty_axis="input"``), or
-    for reduce_any/reduce_all its elementwise truth ``x != 0`` (``empty_axis="truth"``).
-    """
-    def reduce(input_tensor: Blob, axis: Any, keepdims: bool, name: str | None) -> Blob:
-        axes = _legacy_axis(op, axis)
-        if axes == ():
-            if empty_axis == "truth":
-                return not_equal(input_tensor, 0, name=name)
-            return input_tensor
-        return apply(op, [input_tensor], {"axis": axes, "keepdims": bool(keepdims)}, name=name)
-
-    if arg == "x":
-        def fn(x: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-               name: str | None = None) -> Blob:
-            return reduce(x, axis, keepdims, name)
-    else:
-        def fn(input_tensor: Blob, axis: int | Sequence[int] | None = None,  # type: ignore[misc]
-               keepdims: bool = False, name: str | None = None) -> Blob:
-            return reduce(input_tensor, axis, keepdims, name)
-
-    fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"""The {what} of the elements along ``axis``.
+def clip_by_value(values: Blob, min_value: float | None = None, max_value: float | None = None,
+                  name: str | None = None) -> Blob:
+    """``values`` limited to [min_value, max_value].
 
     Args:
-        {arg}: a blob.
-        axis: None (all axes), an int or a list of ints; negative counts from the end; an empty list
-            reduces nothing.
-        keepdims: keep the reduced axes with size 1.
-        name: the op name; default from the op's legacy prefix.
+        values: a blob.
+        min_value: the lower bound, or None.
+        max_value: the upper bound, or None.
+        name: the op name; default ``ClipByValue_<n>``.
 
     Returns:
-        The reduced blob.
+        A blob like values; the gradient passes where min_value <= x <= max_value.
     """
-    return fn
+    if min_value is None and max_value is None:
+        raise build_error("flow.clip_by_value", "min_value and max_value cannot both be None")
+    if isinstance(values, Blob) and values.dtype.kind in "iu":
+        # legacy passed integer blobs int(bound): a fractional bound is truncated toward zero
+        min_value, max_value = (b if b is None or isinstance(b, bool) or not isinstance(b, numbers.Real)
+                                else int(b) for b in (min_value, max_value))
+    return apply("clip_by_value", [values], {"min_value": min_value, "max_value": max_value}, name=name)
 
 
-reduce_sum = _reduce("reduce_sum", "sum")
-reduce_mean = _reduce("reduce_mean", "mean")
-reduce_max = _reduce("reduce_max", "maximum (gradient split evenly among ties)", arg="x")
-reduce_min = _reduce("reduce_min", "minimum (gradient split evenly among ties)", arg="x")
-reduce_prod = _reduce("reduce_prod", "product (gradient exact where elements are zero)", arg="x")
-reduce_any = _reduce("reduce_any", "logical or, as int8 (1 where some element is nonzero)", arg="x",
-                     empty_axis="truth")
-reduce_all = _reduce("reduce_all", "logical and, as int8 (1 where every element is nonzero)", arg="x",
-                     empty_axis="truth")
-reduce_logsumexp = _reduce("reduce_logsumexp", "log(sum(exp)), computed shifted by the maximum (no overflow)")
+clip = clamp = clip_by_scalar = clip_by_value  # legacy exported these names for the same function
 
 
-def reduce_euclidean_norm(input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-                          name: str | None = None) -> Blob:
-    """sqrt(sum(x ** 2)) along ``axis``: legacy's square, reduce_sum and sqrt nodes.
+def gelu_grad(x: Blob, dy: Blob, name: str | None = None) -> Blob:
+    """dy * gelu'(x) = dy * (Phi(x) + x phi(x)).
 
     Args:
-        input_tensor: a floating blob.
-        axis: None (all axes), an int or a list of ints.
-        keepdims: keep the reduced axes with size 1.
-        name: the stem of the node names; default ``ReduceEuclideanNorm_<n>``.
-
-    Returns:
-        The norm; its gradient x / norm is not finite where the norm is 0, as legacy's.
+        x: gelu's input.
+        dy: the gradient of gelu's output, shaped like x.
+        name: the op name; default ``GeluGrad_<n>``.
     """
-    node = op_name(name, "ReduceEuclideanNorm")
-    total = reduce_sum(square(input_tensor, name=f"{node}_square"), axis, keepdims, name=f"{node}_reduce_sum")
-    return sqrt(total, name=f"{node}_sqrt")
+    return apply("gelu_grad", [x, dy], name=name)
 
 
-def reduce_variance(input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-                    name: str | None = None) -> Blob:
-    """The population variance mean((x - mean(x)) ** 2) along ``axis``.
-
-    Legacy computed mean(x^2) - mean(x)^2, which cancels catastrophically (and can go negative) when the
-    mean is large against the spread; centring first gives the same value without that loss.
+def sigmoid_grad(y: Blob, dy: Blob, name: str | None = None) -> Blob:
+    """dy * y * (1 - y), from sigmoid's output y.
 
     Args:
-        input_tensor: a floating blob.
-        axis: None (all axes), an int or a list of ints; an empty list gives zeros like the input.
-        keepdims: keep the reduced axes with size 1.
-        name: the stem of the node names; default ``ReduceVariance_<n>``.
-
-    Returns:
-        The variance.
+        y: sigmoid's output.
+        dy: its gradient, shaped like y.
+        name: the op name; default ``SigmoidGrad_<n>``.
     """
-    node = op_name(name, "ReduceVariance")
-    axes = _legacy_axis("reduce_variance", axis)
-    if axes == ():
-        return apply("zeros_like", [input_tensor], name=f"{node}_zeros_like")
-    centre = reduce_mean(input_tensor, axes, True, name=f"{node}_reduce_mean_centre")
-    deviation = subtract(input_tensor, centre, name=f"{node}_subtract")
-    return reduce_mean(square(deviation, name=f"{node}_square"), axes, keepdims, name=f"{node}_reduce_mean")
+    return apply("sigmoid_grad", [y, dy], name=name)
 
 
-def reduce_std(input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-               name: str | None = None) -> Blob:
-    """The population standard deviation sqrt(reduce_variance) along ``axis``.
+def _number(what: str, arg: str, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise build_error(what, f"{arg} must be a Python number, got {value!r}")
+    return value
+
+
+def polyval(coeffs: Sequence[float | int], x: Blob, name: str | None = None) -> Blob:
+    """The polynomial ``coeffs[0] * x**(n-1) + ... + coeffs[-1]`` at every element of ``x``.
+
+    As in legacy, Horner's rule in graph nodes: ``p = zeros_like(x)`` (named ``name``), then
+    ``p = c + p * x`` for each coefficient, so the gradient comes from those nodes.
 
     Args:
-        input_tensor: a floating blob.
-        axis: None (all axes), an int or a list of ints; an empty list gives zeros like the input.
-        keepdims: keep the reduced axes with size 1.
-        name: the stem of the node names; default ``ReduceStd_<n>``.
-
-    Returns:
-        The standard deviation (its gradient is not finite where it is 0).
+        coeffs: a list or tuple of Python numbers, highest power first; empty gives zeros.
+        x: a blob.
+        name: the name of the zeros node; default ``Polyval_<n>``.
     """
-    node = op_name(name, "ReduceStd")
-    axes = _legacy_axis("reduce_std", axis)
-    if axes == ():
-        return apply("zeros_like", [input_tensor], name=f"{node}_zeros_like")
-    return sqrt(reduce_variance(input_tensor, axes, keepdims, name=f"{node}_reduce_variance"), name=f"{node}_sqrt")
-
-
-def l2_normalize(input: Blob, axis: int | None = None, epsilon: float = 1e-12,  # noqa: A002 - legacy name
-                 name: str | None = None) -> Blob:
-    """x / sqrt(max(sum(x ** 2 along axis), epsilon)).
-
-    Args:
-        input: a floating blob.
-        axis: the axis to normalise along (negative counts from the end); legacy required one.
-        epsilon: the floor of the sum of squares, so a zero slice stays zero.
-        name: the op name; default ``L2Normalize_<n>``.
-
-    Returns:
-        A blob like input.
-    """
-    if axis is None or isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
-        raise build_error("l2_normalize", f"axis must be an int, got {axis!r}")
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not epsilon >= 0:
-        raise build_error("l2_normalize", f"epsilon must be a number >= 0, got {epsilon!r}")
-    y, _square_x_sum = apply("l2_normalize", [input], {"axis": int(axis), "epsilon": float(epsilon)}, name=name)
-    return y
+    if not isinstance(coeffs, (list, tuple)):
+        raise ValueError(f"flow.math.polyval: coeffs must be a list or tuple, got {type(coeffs).__name__}")
+    for c in coeffs:
+        _number("flow.math.polyval", "each of coeffs", c)
+    p = apply("zeros_like", [x], name=op_name(name, "Polyval"))
+    for c in coeffs:
+        p = add(c, multiply(p, x))
+    return p
 
 
 def matmul(a: Blob, b: Blob, transpose_a: bool = False, transpose_b: bool = False, name: str | None = None) -> Blob:
@@ -542,27 +533,3 @@ def matmul(a: Blob, b: Blob, transpose_a: bool = False, transpose_b: bool = Fals
         A blob of shape batch + (rows of op(a), columns of op(b)).
     """
     return apply("matmul", [a, b], {"transpose_a": bool(transpose_a), "transpose_b": bool(transpose_b)}, name=name)
-
-
-def argmax(input: Blob, axis: int = -1, name: str | None = None) -> Blob:  # noqa: A002 - legacy name
-    """The index (int32) of the first maximum along ``axis``.
-
-    Args:
-        input: a blob of rank >= 1.
-        axis: the axis to search (default the last).
-        name: the op name; default ``Argmax_<n>``.
-
-    Returns:
-        An int32 blob without that axis.
-    """
-    return apply("argmax", [input], {"axis": -1 if axis is None else axis}, name=name)
-
-
-# legacy v0.4 leftovers (clip_by_value, two_stage_reduce_max/_min, gelu_grad, sigmoid_grad,
-# fused_scale_tril_softmax_dropout, reduced_shape_elem_cnt), written in flowjob_ops.extra_math
-from flowjob_ops.extra_math import (  # noqa: E402
-    clip_by_value, fused_scale_tril_softmax_dropout, gelu_grad, reduced_shape_elem_cnt, sigmoid_grad,
-    two_stage_reduce_max, two_stage_reduce_min)
-
-__all__ += ["clip_by_value", "fused_scale_tril_softmax_dropout", "gelu_grad", "reduced_shape_elem_cnt",
-            "sigmoid_grad", "two_stage_reduce_max", "two_stage_reduce_min"]

@@ -7,8 +7,9 @@ from typing import Any
 
 from flowjob_core import Blob, apply, dtypes
 
-from flowjob_ops.records.common import build_error
-from flowjob_ops.initializers import from_initializer_conf, random_uniform_initializer
+from flowjob_ops.api._common import build_error
+from flowjob_ops.api._initializers import from_initializer_conf, uniform
+
 
 __all__ = ["decode_random"]
 
@@ -21,7 +22,7 @@ def decode_random(shape: Sequence[int], dtype: Any, batch_size: int = 1, initial
         shape: the shape of one example (a list or tuple; ``()`` for scalars such as labels).
         dtype: the element type (``flow.float``, ``flow.int32``, ...).
         batch_size: the number of examples per step.
-        initializer: what to draw from; default ``flow.random_uniform_initializer()`` (uniform in [0, 1)).
+        initializer: what to draw from; default ``flow.uniform(0, 1)`` (uniform in [0, 1)).
             An initializer's ``seed`` repeats the sequence of batches.
         tick: a blob the node waits for (legacy's ordering input); its value is not read.
         name: the op name; default ``DecodeRandom_<n>``.
@@ -37,7 +38,7 @@ def decode_random(shape: Sequence[int], dtype: Any, batch_size: int = 1, initial
         raise build_error(what, "dtype is required (legacy asserted it): e.g. flow.float or flow.int32")
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise build_error(what, f"batch_size must be an int >= 1, got {batch_size!r}")
-    init = random_uniform_initializer() if initializer is None else initializer
+    init = uniform(0, 1) if initializer is None else initializer
     if hasattr(init, "WhichOneof"):  # a legacy InitializerConf message
         try:
             init = from_initializer_conf(init, what)

@@ -5,7 +5,8 @@ from typing import Any
 
 from flowjob_core import Blob, apply, dtypes
 
-from flowjob_ops.records.common import build_error
+from flowjob_ops.api._common import build_error
+
 
 __all__ = ["unique_with_counts"]
 

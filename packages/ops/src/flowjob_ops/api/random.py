@@ -13,7 +13,8 @@ from typing import Any
 
 from flowjob_core import Blob, apply, dtypes
 
-from flowjob_ops.records.common import build_error, op_name
+from flowjob_ops.api._common import build_error, op_name
+
 
 __all__ = ["CoinFlip", "bernoulli", "coin_flip", "gen_seed", "generate_random_batch_permutation_indices", "shuffle"]
 
