@@ -1,12 +1,14 @@
 """Helpers shared by the tests of the legacy op surface (loaded with ``sibling(__file__, "legacy_helpers")``)."""
 from __future__ import annotations
 
-from typing import Any, Iterator
+import inspect
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
 
 import oneflow as flow
+import oneflow.typing as tp
 from flowjob_core import get_default_session
 
 
@@ -27,3 +29,29 @@ def value(name: str) -> np.ndarray:
 def sgd(loss: Any) -> None:
     """Plain SGD at learning rate 0.1 (no momentum), as a legacy program writes it."""
     flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+
+
+def train_grad(shape: tuple[int, ...], body: Callable[..., Any], *feeds: np.ndarray) -> tuple[Any, np.ndarray]:
+    """Run one train step of ``body(x_plus_zero_variable, *feeds)``; return (its result, d loss / d x)."""
+    got: dict[str, np.ndarray] = {}
+    placeholders = [tp.Numpy.Placeholder(f.shape, dtype=flow.float32 if f.dtype.kind == "f" else flow.int32)
+                    for f in feeds]
+
+    def job_fn(x: Any, *rest: Any) -> Any:
+        v = flow.get_variable("v", shape=shape, initializer=flow.zeros_initializer())
+        xv = x + v
+        flow.watch_diff(xv, lambda d: got.setdefault("dx", d.numpy()))
+        y = body(xv, *rest)
+        sgd(flow.math.reduce_sum(y))
+        return y
+
+    def job(*args: Any) -> Any:
+        return job_fn(*args)
+
+    # one annotated parameter per feed, as a global function's signature declares its placeholders
+    job.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(f"a{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=p)
+         for i, p in enumerate(placeholders)], return_annotation=tp.Numpy)
+    result = flow.global_function(type="train")(job)(*feeds)
+    flow.sync_default_session()
+    return result, got["dx"]

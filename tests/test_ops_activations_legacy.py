@@ -10,6 +10,8 @@ import pytest
 
 import flowjob_core as fc
 import oneflow as flow
+import oneflow.typing as tp
+from flowjob_core import FlowjobError, get_default_session
 from flowjob_ops.api import activations, softmax
 from flowjob_core.testing.modules import sibling
 
@@ -21,6 +23,9 @@ OPS_TESTS = str(pathlib.Path(__file__).resolve().parents[1] / "packages" / "ops"
 
 run_job = sibling(OPS_TESTS, "jobs").run_job
 RNG = np.random.default_rng(11)
+
+_helpers = sibling(__file__, "legacy_helpers")
+fresh_session, value, sgd = _helpers.fresh_session, _helpers.value, _helpers.sgd
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -109,3 +114,64 @@ def test_bad_arguments_name_the_op_and_argument(call: Callable[[Any], Any], patt
 def test_integer_input_is_refused() -> None:
     with pytest.raises(fc.OpBuildError, match="floating"):
         run_job(activations.relu6, np.zeros(3, np.int32))
+
+
+def test_prelu_defaults_start_as_relu_with_one_alpha_per_element():
+    x = RNG.normal(size=(2, 3, 4)).astype(np.float32)
+
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2, 3, 4))) -> tp.Numpy:
+        y = flow.layers.prelu(x)
+        assert y.op_name == "PRelu"
+        return y
+
+    np.testing.assert_array_equal(job(x), np.maximum(x, 0))
+    assert value("PRelu-alpha").shape == (3, 4)
+    assert get_default_session().variables["PRelu-alpha"].trainable
+
+
+def test_prelu_shared_axes_values_and_alpha_update():
+    x = RNG.normal(size=(2, 3, 2, 2)).astype(np.float32)
+    t = RNG.normal(size=(2, 3, 2, 2)).astype(np.float32)
+
+    @flow.global_function(type="train")
+    def job(x: tp.Numpy.Placeholder((2, 3, 2, 2)), t: tp.Numpy.Placeholder((2, 3, 2, 2))) -> tp.Numpy:
+        y = flow.layers.prelu(x, alpha_initializer=flow.constant_initializer(0.25), shared_axes=[2, 3],
+                              name="p1")
+        sgd(flow.math.reduce_sum(y * t))
+        return y
+
+    y = job(x, t)
+    np.testing.assert_allclose(y, np.where(x > 0, x, 0.25 * x), rtol=1e-6)
+    # d loss / d alpha[c] = sum over the batch and the shared axes of t * x where x <= 0
+    grad = np.where(x > 0, 0.0, t * x).sum(axis=(0, 2, 3)).reshape(3, 1, 1)
+    np.testing.assert_allclose(value("p1-alpha"), 0.25 - 0.1 * grad, rtol=1e-5, atol=1e-6)
+
+
+def test_prelu_gradient_of_x():
+    x = np.array([[-2.0, -0.5, 0.5, 3.0]], np.float32)
+    got = {}
+
+    @flow.global_function(type="train")
+    def job(x: tp.Numpy.Placeholder((1, 4))) -> tp.Numpy:
+        v = flow.get_variable("v", shape=(1, 4), initializer=flow.zeros_initializer())
+        xv = x + v
+        flow.watch_diff(xv, lambda d: got.setdefault("dx", d.numpy()))
+        y = flow.layers.prelu(xv, alpha_initializer=flow.constant_initializer(0.5), trainable=False)
+        sgd(flow.math.reduce_sum(y * 3.0))
+        return y
+
+    job(x)
+    flow.sync_default_session()
+    np.testing.assert_allclose(got["dx"], [[1.5, 1.5, 3.0, 3.0]])
+    np.testing.assert_array_equal(value("PRelu-alpha"), np.full((4,), 0.5, np.float32))
+
+
+@pytest.mark.parametrize("axes", [[0], [3], "2"])
+def test_prelu_rejects_bad_shared_axes(axes):
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2, 3, 4))) -> tp.Numpy:
+        return flow.layers.prelu(x, shared_axes=axes)
+
+    with pytest.raises(FlowjobError, match="prelu at .*: shared_axes must"):
+        job(np.zeros((2, 3, 4), np.float32))

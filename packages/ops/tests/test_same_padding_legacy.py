@@ -1,4 +1,4 @@
-"""Legacy OneFlow v0.3/v0.4 reads padding="SAME" of conv_api.conv2d, layers.conv2d, max_pool2d and
+"""Legacy OneFlow v0.3/v0.4 reads padding="SAME" of nn.conv2d, layers.conv2d, max_pool2d and
 avg_pool2d as "SAME_LOWER": an odd total padding puts its extra pixel before (top / left).
 "SAME_UPPER" (TensorFlow's reading) stays available by name.
 

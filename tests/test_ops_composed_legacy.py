@@ -1,6 +1,6 @@
-"""Legacy v0.4's lazy flow.nn losses (L1Loss, MSELoss, BCELoss, BCEWithLogitsLoss, MarginRankingLoss,
-TripletMarginLoss, KLDivLoss), GroupNorm / InstanceNorm1d-3d, PixelShuffle / PixelShufflev2, flow.Size and
-integer flow.math.divide, against numpy.
+"""Legacy v0.4's flow.nn functions composed from existing ops: the lazy losses (L1Loss, MSELoss, BCELoss,
+BCEWithLogitsLoss, MarginRankingLoss, TripletMarginLoss, KLDivLoss), GroupNorm / InstanceNorm1d-3d and
+PixelShuffle / PixelShufflev2, against numpy.
 
 Gradients come from a train job (``flow.watch_diff`` on the input) and are compared with float64 central
 differences of the numpy reference, so a wrong composition shows in either values or gradients.
@@ -331,63 +331,3 @@ def test_bad_arguments_name_the_function_and_argument(fn, shapes, message):
 def test_a_non_blob_argument_is_a_type_error():
     with pytest.raises(TypeError, match="flow.nn.L1Loss: target must be a blob of this job, got ndarray"):
         run(lambda a: flow.nn.L1Loss(a, np.ones(2)), np.ones(2, np.float32))
-
-
-# flow.Size ------------------------------------------------------------------------------------------------
-def test_size_behaves_like_legacy_shape():
-    size = flow.Size([2, 3, 4])
-    assert size == (2, 3, 4) and size == flow.Size((2, 3, 4)) and size != [2, 3, 4]
-    assert isinstance(size[1:], flow.Size) and size[1:] == (3, 4) and size[-1] == 4
-    assert size.numel() == 24 and flow.Size(()).numel() == 1
-    assert size.index(4, start=1) == 2 and size.count(3) == 1
-    assert repr(size) == str(size) == "flow.Size([2, 3, 4])"
-    assert hash(size) == hash((2, 3, 4))
-    with pytest.raises(ValueError):
-        size.index(2, start=1)
-    with pytest.raises(IndexError, match="out of range"):
-        size[3]
-    with pytest.raises(TypeError, match="flow.Size needs a tuple, a list or a flow.Size, got int"):
-        flow.Size(3)
-    with pytest.raises(TypeError, match="integer dims"):
-        flow.Size([2.5])
-
-
-def test_size_is_a_shape_in_lazy_programs():
-    x = _f32(2, 6)
-
-    @flow.global_function()
-    def job(x: tp.Numpy.Placeholder(flow.Size([2, 6]))) -> tp.Numpy:
-        return flow.reshape(x, flow.Size([3, 4]))
-
-    np.testing.assert_array_equal(job(x), x.reshape(3, 4))
-
-
-# integer divide ------------------------------------------------------------------------------------------
-def test_integer_divide_truncates_toward_zero_with_broadcasting():
-    a = np.array([[-7, 7, -1, 1, 0, 9]], np.int32).repeat(2, 0)
-    b = np.array([[2], [-3]], np.int32)
-    out = run(lambda x, y: flow.math.divide(x, y), a, b)
-    assert out.dtype == np.int32
-    np.testing.assert_array_equal(out, [[-3, 3, 0, 0, 0, 4], [2, -2, 0, 0, 0, -3]])
-    np.testing.assert_array_equal(run(lambda x: x / 2, a[:1]), [[-3, 3, 0, 0, 0, 4]])
-    np.testing.assert_array_equal(run(lambda x: -9 / x, b), [[-4], [3]])
-
-
-def test_integer_division_by_zero_is_a_clear_error():
-    a, zero = np.array([4, 5], np.int32), np.array([1, 0], np.int32)
-
-    @flow.global_function()
-    def job(x: tp.Numpy.Placeholder((2,), dtype=flow.int32), y: tp.Numpy.Placeholder((2,), dtype=flow.int32)
-            ) -> tp.Numpy:
-        return flow.math.divide(x, y, name="quotient")
-
-    with pytest.raises(FlowjobError, match=r"job 'job', op 'quotient' \(int_divide\).*integer division by zero"):
-        job(a, zero)
-    np.testing.assert_array_equal(job(a, np.array([2, -2], np.int32)), [2, -2])  # the session still runs
-    with pytest.raises(FlowjobError, match="flow.math.divide at .*integer division of .* by the number 0"):
-        run(lambda x: x / 0, a)
-
-
-def test_float_divide_is_unchanged():
-    x, y = _f32(2, 3), _f32(2, 3, low=0.5, high=2.0)
-    np.testing.assert_allclose(run(lambda a, b: flow.math.divide(a, b), x, y), x / y, rtol=1e-6)

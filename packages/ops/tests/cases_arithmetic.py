@@ -2,7 +2,7 @@
 
 The reference is C's integer division, truncated toward zero, written without numpy's ``//`` (which
 floors): the quotient of the magnitudes with the sign of the operands' product. Divisors are nonzero
-(a zero fails the step; tests/test_nn_v04_legacy.py checks that error).
+(a zero fails the step; tests/test_ops_math_legacy.py checks that error).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from flowjob_ops.api import activations, conv, initializers, layers, pool, reduc
 
 run_job = sibling(__file__, "jobs").run_job
 probe = sibling(__file__, "grad_probe")
-deconv_ref = sibling(__file__, "cases_conv_more").deconv_ref
+deconv_ref = sibling(__file__, "cases_deconv").deconv_ref
 RNG = np.random.default_rng(7)
 
 

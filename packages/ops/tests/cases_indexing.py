@@ -1,9 +1,9 @@
-"""Op cases of slice_v2, slice_update, diag, dim_gather (records/indexing.py), pad2d (records/padding.py),
-range (records/constants.py), assign (records/assign.py) and their gradient ops. op_cases.py appends
-``CASES`` to its table.
+"""Op cases of the indexing records beyond op_cases.py's table: the nd gathers and scatters, batch_gather,
+the strided slices and their updates (slice_v2, slice_update), diag, dim_gather and their gradient ops.
+op_cases.py appends ``CASES`` to its table.
 
-References are numpy written apart from the kernels: element loops over index ranges, ``np.pad``'s
-own reflect / edge modes, ``np.arange``.
+References are plain numpy written apart from the kernels: loops over index rows and element loops over
+index ranges, not the kernels' vectorised indexing.
 """
 from __future__ import annotations
 
@@ -15,24 +15,116 @@ from hypothesis import strategies as st
 
 from flowjob_core.testing import OpCase
 from flowjob_core.testing import strategies as fst
+from flowjob_core.testing.modules import sibling
 
+base = sibling(__file__, "op_cases")
 Draw = Any
 Case = tuple[list[np.ndarray], dict]
 
 
-def _shape(draw: Draw, min_dims: int = 1, max_dims: int = 3, max_side: int = 4) -> tuple[int, ...]:
-    return tuple(draw(fst.small_shapes(min_dims, max_dims, max_side)))
+_shape, _array = base._shape, base._array
 
 
-def _array(draw: Draw, shape: tuple[int, ...]) -> np.ndarray:
-    return draw(fst.arrays(shape, st.floats(-3.0, 3.0, allow_subnormal=False)))
+def _nd_indices(draw: Draw, shape: tuple[int, ...], unique: bool) -> np.ndarray:
+    """Rows of k leading coordinates into ``shape`` (k drawn), arranged in a batch of rank 1 or 2."""
+    k = draw(st.integers(1, len(shape)))
+    cells = list(itertools.product(*(range(d) for d in shape[:k])))
+    if unique:
+        rows = draw(st.lists(st.sampled_from(cells), min_size=1, max_size=min(len(cells), 4), unique=True))
+    else:  # repeats allowed: scatter_nd and tensor_scatter_nd_add must add them up
+        rows = draw(st.lists(st.sampled_from(cells), min_size=1, max_size=4))
+    indices = np.array(rows, dtype=draw(st.sampled_from([np.int32, np.int64])))
+    if len(rows) % 2 == 0 and draw(st.booleans()):
+        indices = indices.reshape(2, len(rows) // 2, k)
+    return indices
+
+
+def _updates_shape(indices: np.ndarray, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return indices.shape[:-1] + shape[indices.shape[-1]:]
+
+
+def _rows(indices: np.ndarray) -> list[tuple[int, ...]]:
+    return [tuple(int(v) for v in row) for row in indices.reshape(-1, indices.shape[-1])]
+
+
+def gather_nd_case(draw: Draw) -> Case:
+    shape = _shape(draw)
+    return [_array(draw, shape), _nd_indices(draw, shape, unique=False)], {}
+
+
+def gather_nd_ref(params: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    out = np.stack([params[row] for row in _rows(indices)])
+    return out.reshape(_updates_shape(indices, params.shape))
+
+
+def scatter_nd_case(draw: Draw) -> Case:
+    shape = _shape(draw)
+    indices = _nd_indices(draw, shape, unique=False)
+    return [indices, _array(draw, _updates_shape(indices, shape))], {"shape": shape}
+
+
+def scatter_nd_ref(indices: np.ndarray, updates: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.zeros(shape, updates.dtype)
+    flat = updates.reshape((-1,) + tuple(shape[indices.shape[-1]:]))
+    for row, value in zip(_rows(indices), flat):
+        out[row] += value
+    return out
+
+
+def tensor_scatter_case(unique: bool) -> Any:
+    def make(draw: Draw) -> Case:
+        shape = _shape(draw)
+        indices = _nd_indices(draw, shape, unique=unique)
+        return [_array(draw, shape), indices, _array(draw, _updates_shape(indices, shape))], {}
+
+    return make
+
+
+def tensor_scatter_ref(add: bool) -> Any:
+    def ref(params: np.ndarray, indices: np.ndarray, updates: np.ndarray) -> np.ndarray:
+        out = params.copy()
+        flat = updates.reshape((-1,) + params.shape[indices.shape[-1]:])
+        for row, value in zip(_rows(indices), flat):
+            out[row] = out[row] + value if add else value
+        return out
+
+    return ref
+
+
+def batch_gather_case(draw: Draw) -> Case:
+    shape = _shape(draw, 1, 3)
+    m = draw(st.integers(1, len(shape)))  # indices rank: m - 1 batch axes, then the gathered axis
+    count = draw(st.integers(1, 3))
+    dim = shape[m - 1]
+    indices = np.asarray(draw(fst.arrays(shape[:m - 1] + (count,), st.integers(0, dim - 1), dtype=np.int64)))
+    return [_array(draw, shape), indices], {}
+
+
+def batch_gather_ref(params: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    m = indices.ndim
+    out = np.empty(params.shape[:m - 1] + (indices.shape[-1],) + params.shape[m:], params.dtype)
+    for index in itertools.product(*(range(d) for d in indices.shape)):
+        out[index] = params[index[:-1] + (indices[index],)]
+    return out
+
+
+def batch_gather_grad_case(draw: Draw) -> Case:
+    (params, indices), _ = batch_gather_case(draw)
+    dy = _array(draw, batch_gather_ref(params, indices).shape)
+    return [indices, dy], {"shape": params.shape}
+
+
+def batch_gather_grad_ref(indices: np.ndarray, dy: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.zeros(shape, dy.dtype)
+    for index in itertools.product(*(range(d) for d in indices.shape)):
+        out[index[:-1] + (indices[index],)] += dy[index]
+    return out
 
 
 def _cells(shape: tuple[int, ...]) -> Any:
     return itertools.product(*(range(d) for d in shape))
 
 
-# slice_v2 / slice_update ----------------------------------------------------------------------
 def _axis_slice(draw: Draw, dim: int) -> tuple[Any, Any, Any]:
     """(start, stop, step) selecting at least one element; None, negative values and steps drawn."""
     while True:
@@ -87,7 +179,6 @@ def slice_update_ref(x: np.ndarray, update: np.ndarray, start: Any, stop: Any, s
     return out
 
 
-# diag --------------------------------------------------------------------------------------------
 def _on_diagonal(rows: int, cols: int, d: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(rows) for j in range(cols) if j - i == d]
 
@@ -124,7 +215,6 @@ def diag_grad_ref(dy: np.ndarray, diagonal: int, shape: tuple[int, int]) -> np.n
     return out
 
 
-# dim_gather -------------------------------------------------------------------------------------------
 def _index(draw: Draw, shape: tuple[int, ...], dim: int, size: int) -> np.ndarray:
     """Indices in [0, size) of ``shape`` with axis ``dim`` of any length 1..4 (repeats allowed)."""
     shape = shape[:dim] + (draw(st.integers(1, 4)),) + shape[dim + 1:]
@@ -163,77 +253,17 @@ def dim_gather_grad_ref(dy: np.ndarray, index: np.ndarray, dim: int, shape: tupl
     return out
 
 
-# pad2d ---------------------------------------------------------------------------------------------------
-_NP_MODE = {"reflect": "reflect", "replicate": "edge"}
-
-
-def _pad2d_attrs(draw: Draw, h: int, w: int) -> dict:
-    padding = (draw(st.integers(0, w - 1)), draw(st.integers(0, w - 1)), draw(st.integers(0, h - 1)),
-               draw(st.integers(0, h - 1)))
-    return {"mode": draw(st.sampled_from(sorted(_NP_MODE))), "padding": padding}
-
-
-def pad2d_case(draw: Draw) -> Case:
-    n, c, h, w = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    return [_array(draw, (n, c, h, w))], _pad2d_attrs(draw, h, w)
-
-
-def _np_pad_width(padding: tuple[int, int, int, int]) -> tuple[tuple[int, int], ...]:
-    left, right, top, bottom = padding
-    return (0, 0), (0, 0), (top, bottom), (left, right)
-
-
-def pad2d_ref(x: np.ndarray, mode: str, padding: tuple[int, int, int, int]) -> np.ndarray:
-    return np.pad(x, _np_pad_width(padding), mode=_NP_MODE[mode])
-
-
-def pad2d_grad_case(draw: Draw) -> Case:
-    n, c, h, w = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    attrs = _pad2d_attrs(draw, h, w)
-    left, right, top, bottom = attrs["padding"]
-    return [_array(draw, (n, c, h + top + bottom, w + left + right))], {**attrs, "shape": (n, c, h, w)}
-
-
-def pad2d_grad_ref(dy: np.ndarray, mode: str, padding: tuple[int, int, int, int],
-                   shape: tuple[int, ...]) -> np.ndarray:
-    h, w = shape[2], shape[3]
-    # where each padded element came from: np.pad applied to the flat positions of the plane
-    source = np.pad(np.arange(h * w).reshape(1, 1, h, w), _np_pad_width(padding), mode=_NP_MODE[mode])[0, 0]
-    out = np.zeros(shape, dy.dtype)
-    for i, j in _cells(source.shape):
-        out[:, :, source[i, j] // w, source[i, j] % w] += dy[:, :, i, j]
-    return out
-
-
-# range / assign ---------------------------------------------------------------------------------------------
-def range_case(draw: Draw) -> Case:
-    start = draw(st.integers(-5, 5))
-    limit = start + draw(st.integers(1, 9))
-    attrs = {"start": start, "limit": limit, "delta": draw(st.integers(1, limit - start)),
-             "dtype": draw(st.sampled_from([np.dtype(t) for t in (np.int64, np.int32, np.float32, np.float64)]))}
-    return [], attrs
-
-
-def range_ref(start: int, limit: int, delta: int, dtype: Any) -> np.ndarray:
-    return np.array(list(range(start, limit, delta)), dtype=dtype)
-
-
-def assign_case(draw: Draw) -> Case:
-    shape = _shape(draw)
-    return [_array(draw, shape), _array(draw, shape)], {}
-
-
 CASES = [
+    OpCase("gather_nd", gather_nd_case, reference=gather_nd_ref, wrt=(0,)),
+    OpCase("scatter_nd", scatter_nd_case, reference=scatter_nd_ref, wrt=(1,)),
+    OpCase("tensor_scatter_nd_update", tensor_scatter_case(True), reference=tensor_scatter_ref(False), wrt=(0, 2)),
+    OpCase("tensor_scatter_nd_add", tensor_scatter_case(False), reference=tensor_scatter_ref(True), wrt=(0, 2)),
+    OpCase("batch_gather", batch_gather_case, reference=batch_gather_ref, wrt=(0,)),
+    OpCase("batch_gather_grad", batch_gather_grad_case, reference=batch_gather_grad_ref, wrt=()),
     OpCase("slice_v2", slice_v2_case, reference=slice_v2_ref),
     OpCase("slice_update", slice_update_case, reference=slice_update_ref),
     OpCase("diag", diag_case, reference=diag_ref),
     OpCase("diag_grad", diag_grad_case, reference=diag_grad_ref),
     OpCase("dim_gather", dim_gather_case, reference=dim_gather_ref, wrt=(0,)),
     OpCase("dim_gather_grad", dim_gather_grad_case, reference=dim_gather_grad_ref, wrt=(0,)),
-    OpCase("pad2d", pad2d_case, reference=pad2d_ref),
-    OpCase("pad2d_grad", pad2d_grad_case, reference=pad2d_grad_ref),
-    OpCase("range", range_case, reference=range_ref, wrt=()),
-    # no outputs: the case runs the kernel under the contract (value stays read-only, ref is the
-    # declared mutated input); the assigned values are checked in tests/test_array_extra_legacy.py
-    OpCase("assign", assign_case, reference=lambda ref, value: (), wrt=()),
 ]

@@ -1,7 +1,7 @@
 """Legacy v0.4 array names against numpy and legacy's documented outputs: slice_v2 / slice_update /
 slice, zeros / ones / range / elem_cnt, expand, diag, masked_fill, dim_gather, reshape_like /
 dynamic_reshape / reshape(-1), broadcast_to_compatible_with, the 2-d paddings and same_padding,
-assign / system.assign, transpose's legacy arguments, one_hot's dtypes and the dtype names."""
+assign / system.assign, transpose's legacy arguments, one_hot's dtypes, the dtype names and flow.Size."""
 from __future__ import annotations
 
 from typing import Tuple
@@ -147,7 +147,6 @@ def test_range_legacy_examples_dtypes_and_errors():
     assert a.dtype == np.int64 and a.tolist() == list(range(10))
     assert b.dtype == np.int64 and b.tolist() == [1, 4, 7]
     assert c.dtype == np.float32 and c.tolist() == [-2.0, 0.0, 2.0]
-
 
 
 @pytest.mark.parametrize("args", [(3, 1), (0, 4, 5), (0.5, 4), (0, 4, 0)])
@@ -511,3 +510,35 @@ def test_session_stays_usable_after_a_refused_call():
         return flow.diag(x)
 
     np.testing.assert_array_equal(good(np.eye(2, dtype=np.float32)), [1, 1])
+
+
+def _f32(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
+    return RNG.uniform(low, high, size=shape).astype(np.float32)
+
+
+def test_size_behaves_like_legacy_shape():
+    size = flow.Size([2, 3, 4])
+    assert size == (2, 3, 4) and size == flow.Size((2, 3, 4)) and size != [2, 3, 4]
+    assert isinstance(size[1:], flow.Size) and size[1:] == (3, 4) and size[-1] == 4
+    assert size.numel() == 24 and flow.Size(()).numel() == 1
+    assert size.index(4, start=1) == 2 and size.count(3) == 1
+    assert repr(size) == str(size) == "flow.Size([2, 3, 4])"
+    assert hash(size) == hash((2, 3, 4))
+    with pytest.raises(ValueError):
+        size.index(2, start=1)
+    with pytest.raises(IndexError, match="out of range"):
+        size[3]
+    with pytest.raises(TypeError, match="flow.Size needs a tuple, a list or a flow.Size, got int"):
+        flow.Size(3)
+    with pytest.raises(TypeError, match="integer dims"):
+        flow.Size([2.5])
+
+
+def test_size_is_a_shape_in_lazy_programs():
+    x = _f32(2, 6)
+
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder(flow.Size([2, 6]))) -> tp.Numpy:
+        return flow.reshape(x, flow.Size([3, 4]))
+
+    np.testing.assert_array_equal(job(x), x.reshape(3, 4))
