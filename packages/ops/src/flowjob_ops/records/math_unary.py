@@ -72,35 +72,6 @@ def _erf_slope(ctx: GradContext, sign: float) -> Any:
     return _mul(ctx, ctx.dy, _scalar(ctx, "scalar_mul", gauss, sign * _TWO_OVER_SQRT_PI))
 
 
-GRADS: dict[str, GradRule] = {
-    "sin": _grad(lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "cos", ctx.inputs[0]))),
-    "cos": _grad(lambda ctx: _unary(ctx, "negative", _mul(ctx, ctx.dy, _unary(ctx, "sin", ctx.inputs[0])))),
-    # tan' = 1 + tan^2, from the output
-    "tan": _grad(lambda ctx: _mul(ctx, ctx.dy, _scalar(ctx, "scalar_add", _unary(ctx, "square", ctx.outputs[0]),
-                                                           1.0))),
-    "asin": _grad(lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "rsqrt", _one_minus_x2(ctx)))),
-    "acos": _grad(lambda ctx: _unary(ctx, "negative", _mul(ctx, ctx.dy, _unary(ctx, "rsqrt", _one_minus_x2(ctx))))),
-    "atan": _grad(lambda ctx: ctx.apply("divide", [ctx.dy, _x2_plus(ctx, 1.0)])),
-    "sinh": _grad(lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "cosh", ctx.inputs[0]))),
-    "cosh": _grad(lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "sinh", ctx.inputs[0]))),
-    "asinh": _grad(lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "rsqrt", _x2_plus(ctx, 1.0)))),
-    "acosh": _grad(lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "rsqrt", _x2_plus(ctx, -1.0)))),
-    "atanh": _grad(lambda ctx: ctx.apply("divide", [ctx.dy, _one_minus_x2(ctx)])),
-    "log1p": _grad(lambda ctx: ctx.apply("divide", [ctx.dy, _scalar(ctx, "scalar_add", ctx.inputs[0], 1.0)])),
-    "expm1": _grad(lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "exp", ctx.inputs[0]))),
-    # d(x^-1/2)/dx = -y^3 / 2, from the output
-    "rsqrt": _grad(lambda ctx: _mul(ctx, ctx.dy, _scalar(ctx, "scalar_mul", _mul(
-        ctx, _unary(ctx, "square", ctx.outputs[0]), ctx.outputs[0]), -0.5))),
-    # -dy * y^2: y is 0 where x is 0, so the gradient is 0 there, as legacy's
-    "reciprocal_no_nan": _grad(lambda ctx: _unary(ctx, "negative", _mul(
-        ctx, ctx.dy, _unary(ctx, "square", ctx.outputs[0])))),
-    "softplus": _grad(lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "sigmoid", ctx.inputs[0]))),
-    "log_sigmoid": _grad(lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "sigmoid", _unary(ctx, "negative",
-                                                                                         ctx.inputs[0])))),
-    "erf": _grad(lambda ctx: _erf_slope(ctx, 1.0)),
-    "erfc": _grad(lambda ctx: _erf_slope(ctx, -1.0)),
-    "lgamma": _grad(lambda ctx: ctx.apply("lgamma_grad", [ctx.inputs[0], ctx.dy])),
-}
 
 
 # kernels of the ops that are more than one ufunc call --------------------------------------------
@@ -184,38 +155,59 @@ def _lgamma_grad_kernel(ctx: KernelContext) -> Any:
 
 # the records -------------------------------------------------------------------------------------
 def _record(op: str, doc: str, *, ufunc: str | None = None, kernel: Callable[[KernelContext], Any] | None = None,
-            step: bool = False) -> OpDef:
-    grad = _zero_grad if step else GRADS[op]
+            grad: Callable[[GradContext], Any] | None = None, step: bool = False) -> OpDef:
+    """``grad`` gives the input's whole gradient as one blob; a step function (``step``) passes a zero one."""
+    rule = _zero_grad if step else _grad(grad) if grad is not None else None
     elementwise = Elementwise(ufunc) if ufunc is not None else None
-    return OpDef(op, _floating(op), kernel=kernel, elementwise=elementwise, grad=grad, name_prefix=op, doc=doc)
+    return OpDef(op, _floating(op), kernel=kernel, elementwise=elementwise, grad=rule, name_prefix=op, doc=doc)
 
 
 OPS = (
-    _record("sin", "sin(x)", ufunc="sin"),
-    _record("cos", "cos(x)", ufunc="cos"),
-    _record("tan", "tan(x)", ufunc="tan"),
-    _record("asin", "arcsin(x), x in [-1, 1]", ufunc="arcsin"),
-    _record("acos", "arccos(x), x in [-1, 1]", ufunc="arccos"),
-    _record("atan", "arctan(x)", ufunc="arctan"),
-    _record("sinh", "sinh(x)", ufunc="sinh"),
-    _record("cosh", "cosh(x)", ufunc="cosh"),
-    _record("asinh", "arsinh(x)", ufunc="arcsinh"),
-    _record("acosh", "arcosh(x), x >= 1", ufunc="arccosh"),
-    _record("atanh", "artanh(x), x in (-1, 1)", ufunc="arctanh"),
-    _record("log1p", "log(1 + x), accurate for small x", ufunc="log1p"),
-    _record("expm1", "exp(x) - 1, accurate for small x", ufunc="expm1"),
+    _record("sin", "sin(x)", ufunc="sin", grad=lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "cos", ctx.inputs[0]))),
+    _record("cos", "cos(x)", ufunc="cos",
+            grad=lambda ctx: _unary(ctx, "negative", _mul(ctx, ctx.dy, _unary(ctx, "sin", ctx.inputs[0])))),
+    # tan' = 1 + tan^2, from the output
+    _record("tan", "tan(x)", ufunc="tan",
+            grad=lambda ctx: _mul(ctx, ctx.dy, _scalar(ctx, "scalar_add", _unary(ctx, "square", ctx.outputs[0]), 1.0))),
+    _record("asin", "arcsin(x), x in [-1, 1]", ufunc="arcsin",
+            grad=lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "rsqrt", _one_minus_x2(ctx)))),
+    _record("acos", "arccos(x), x in [-1, 1]", ufunc="arccos",
+            grad=lambda ctx: _unary(ctx, "negative", _mul(ctx, ctx.dy, _unary(ctx, "rsqrt", _one_minus_x2(ctx))))),
+    _record("atan", "arctan(x)", ufunc="arctan", grad=lambda ctx: ctx.apply("divide", [ctx.dy, _x2_plus(ctx, 1.0)])),
+    _record("sinh", "sinh(x)", ufunc="sinh", grad=lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "cosh", ctx.inputs[0]))),
+    _record("cosh", "cosh(x)", ufunc="cosh", grad=lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "sinh", ctx.inputs[0]))),
+    _record("asinh", "arsinh(x)", ufunc="arcsinh",
+            grad=lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "rsqrt", _x2_plus(ctx, 1.0)))),
+    _record("acosh", "arcosh(x), x >= 1", ufunc="arccosh",
+            grad=lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "rsqrt", _x2_plus(ctx, -1.0)))),
+    _record("atanh", "artanh(x), x in (-1, 1)", ufunc="arctanh",
+            grad=lambda ctx: ctx.apply("divide", [ctx.dy, _one_minus_x2(ctx)])),
+    _record("log1p", "log(1 + x), accurate for small x", ufunc="log1p",
+            grad=lambda ctx: ctx.apply("divide", [ctx.dy, _scalar(ctx, "scalar_add", ctx.inputs[0], 1.0)])),
+    _record("expm1", "exp(x) - 1, accurate for small x", ufunc="expm1",
+            grad=lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "exp", ctx.inputs[0]))),
     _record("floor", "the largest integer <= x (gradient zero)", ufunc="floor", step=True),
     _record("ceil", "the smallest integer >= x (gradient zero)", ufunc="ceil", step=True),
     _record("rint", "the nearest integer, halves to even (gradient zero)", ufunc="rint", step=True),
     _record("round", "the nearest integer, halves to even like C's nearbyint (gradient zero)", ufunc="rint",
             step=True),
-    _record("rsqrt", "1 / sqrt(x)", kernel=_rsqrt_kernel),
-    _record("reciprocal_no_nan", "1 / x, and 0 where x == 0", kernel=_reciprocal_no_nan_kernel),
-    _record("softplus", "log(1 + exp(x))", kernel=_softplus_kernel(log_sigmoid=False)),
-    _record("log_sigmoid", "log(1 / (1 + exp(-x)))", kernel=_softplus_kernel(log_sigmoid=True)),
-    _record("erf", "2/sqrt(pi) * integral_0^x exp(-t^2) dt", kernel=_special_kernel(ErrorFunctions, "erf")),
-    _record("erfc", "1 - erf(x), accurate where erf(x) is near 1", kernel=_special_kernel(ErrorFunctions, "erfc")),
-    _record("lgamma", "log |Gamma(x)|", kernel=_special_kernel(GammaFunctions, "lgamma")),
+    # d(x^-1/2)/dx = -y^3 / 2, from the output
+    _record("rsqrt", "1 / sqrt(x)", kernel=_rsqrt_kernel,
+            grad=lambda ctx: _mul(ctx, ctx.dy, _scalar(ctx, "scalar_mul", _mul(
+                ctx, _unary(ctx, "square", ctx.outputs[0]), ctx.outputs[0]), -0.5))),
+    # -dy * y^2: y is 0 where x is 0, so the gradient is 0 there, as legacy's
+    _record("reciprocal_no_nan", "1 / x, and 0 where x == 0", kernel=_reciprocal_no_nan_kernel,
+            grad=lambda ctx: _unary(ctx, "negative", _mul(ctx, ctx.dy, _unary(ctx, "square", ctx.outputs[0])))),
+    _record("softplus", "log(1 + exp(x))", kernel=_softplus_kernel(log_sigmoid=False),
+            grad=lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "sigmoid", ctx.inputs[0]))),
+    _record("log_sigmoid", "log(1 / (1 + exp(-x)))", kernel=_softplus_kernel(log_sigmoid=True),
+            grad=lambda ctx: _mul(ctx, ctx.dy, _unary(ctx, "sigmoid", _unary(ctx, "negative", ctx.inputs[0])))),
+    _record("erf", "2/sqrt(pi) * integral_0^x exp(-t^2) dt", kernel=_special_kernel(ErrorFunctions, "erf"),
+            grad=lambda ctx: _erf_slope(ctx, 1.0)),
+    _record("erfc", "1 - erf(x), accurate where erf(x) is near 1", kernel=_special_kernel(ErrorFunctions, "erfc"),
+            grad=lambda ctx: _erf_slope(ctx, -1.0)),
+    _record("lgamma", "log |Gamma(x)|", kernel=_special_kernel(GammaFunctions, "lgamma"),
+            grad=lambda ctx: ctx.apply("lgamma_grad", [ctx.inputs[0], ctx.dy])),
     OpDef("lgamma_grad", grad_like_second, kernel=_lgamma_grad_kernel, not_differentiable=True,
           name_prefix="lgamma_grad", doc="inputs (x, dy): dy * digamma(x)"),
 )
