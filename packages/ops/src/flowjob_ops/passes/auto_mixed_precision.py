@@ -3,9 +3,10 @@
 Legacy's rewrite, on this IR (phase ``differentiate``, before ``autodiff``, so the casts it adds get
 their gradients like any op):
 
-* ops are sorted into lists: *white* (GEMM-like: they gain most from float16), *gray* (elementwise
-  and normalizing ops that may run in float16 between white ops), *clear* (ops that only move data);
-  every other op runs in float32;
+* each op's record declares its class (``OpDef.amp``, so a plugin's op takes part as the built-in ones
+  do): *white* (GEMM-like: they gain most from float16), *gray* (elementwise and normalizing ops that
+  may run in float16 between white ops), *clear* (ops that only move data), *black* (float32); an op
+  that declares none runs in float32;
 * the float16 set is every white op, plus every gray or clear op lying on a path from one white op to
   another through gray and clear ops only, plus the clear ops next to that set (transitively);
 * a float32 value entering the set is cast to float16 once (``<lbn>-cast_f2h``, shared by its
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -31,16 +33,8 @@ from flowjob_core.analysis import observed_values, value_producers, value_reader
 from flowjob_core.ir import Job, Node
 
 OPTION = "enable_auto_mixed_precision"
-WHITE = frozenset({"matmul", "conv2d", "fused_self_attention_query_mul_key_and_value"})
-GRAY = frozenset({
-    "add_n", "avg_pool2d", "avg_pool3d", "bias_add", "multiply", "sigmoid", "tanh", "sqrt", "scalar_mul",
-    "scalar_add", "add", "subtract", "divide", "dropout", "softmax", "gelu", "batch_norm", "batch_norm_train",
-    "sparse_softmax_cross_entropy", "fused_scale_tril", "bias_add_gelu", "acc",
-})
-CLEAR = frozenset({
-    "gather", "max_pool2d", "max_pool3d", "reshape", "relu", "transpose", "random_mask_like", "concat", "pad",
-    "pad2d", "tril", "slice", "slice_v2", "identity", "repeat", "unpack", "pack",
-})
+# core's own records of these predate OpDef.amp; their legacy class, until they declare it themselves
+CORE_CLASSES = {"add_n": "gray", "scalar_mul": "gray"}
 _F32, _F16 = np.dtype(np.float32), np.dtype(np.float16)
 
 
@@ -53,9 +47,16 @@ def _enabled(job: Job) -> bool:
     return bool(get(OPTION)) if get is not None else False
 
 
-def half_set(job: Job) -> set[str]:
+def amp_class(ops: Any, op: str) -> str | None:
+    """The op's declared class (``OpDef.amp``), None when it declares none or is not registered."""
+    declared = ops[op].amp if op in ops else None
+    return declared if declared is not None else CORE_CLASSES.get(op)
+
+
+def half_set(job: Job, ops: Any) -> set[str]:
     """The names of the nodes that run in float16 (legacy's white set), by legacy's three traversals."""
     producers, readers = value_producers(job), value_readers(job)
+    kind = {node.name: amp_class(ops, node.op) for node in job.nodes}
     observed = observed_values(job)
 
     def allowed(node: Node) -> bool:  # some float32 output, none observed from outside the job
@@ -68,10 +69,10 @@ def half_set(job: Job) -> set[str]:
     def children(node: Node) -> list[Node]:
         return [r for o in node.outputs for r in readers.get(o, [])]
 
-    white = {n.name for n in job.nodes if n.op in WHITE and allowed(n)}
+    white = {n.name for n in job.nodes if kind[n.name] == "white" and allowed(n)}
     upstream = set(white)  # white ops and the gray/clear ops feeding one through gray/clear ops
     for node in reversed(job.nodes):
-        if node.op in GRAY | CLEAR and allowed(node) and any(c.name in upstream for c in children(node)):
+        if kind[node.name] in ("gray", "clear") and allowed(node) and any(c.name in upstream for c in children(node)):
             upstream.add(node.name)
     half = set(white)  # ... of which those reached from a white op
     for node in job.nodes:
@@ -79,7 +80,7 @@ def half_set(job: Job) -> set[str]:
             half.add(node.name)
     for order, neighbours in ((job.nodes, fathers), (list(reversed(job.nodes)), children)):
         for node in order:  # clear ops next to the set join it, in both directions
-            if node.op in CLEAR and allowed(node) and any(m.name in half for m in neighbours(node)):
+            if kind[node.name] == "clear" and allowed(node) and any(m.name in half for m in neighbours(node)):
                 half.add(node.name)
     return half
 
@@ -89,9 +90,9 @@ def _cast(lbn: str, suffix: str, dtype: np.dtype, device: str, source: str) -> N
     return Node("cast", name, (lbn,), (f"{name}/out_0",), {"dtype": dtype}, device, source)
 
 
-def rewrite(job: Job, ops: object) -> None:
+def rewrite(job: Job, ops: Any) -> None:
     """Insert the casts around the float16 set and re-infer the set's outputs as float16."""
-    half = half_set(job)
+    half = half_set(job, ops)
     if not half:
         return
     readers = value_readers(job)
@@ -117,7 +118,7 @@ def rewrite(job: Job, ops: object) -> None:
             else:
                 inputs.append(lbn)
         node = dataclasses.replace(node, inputs=tuple(inputs))
-        specs = ops[node.op].infer(tuple(job.specs[i] for i in node.inputs), node.attrs)  # type: ignore[index]
+        specs = ops[node.op].infer(tuple(job.specs[i] for i in node.inputs), node.attrs)
         nodes.append(node)
         for lbn, spec in zip(node.outputs, specs):
             was = job.specs[lbn]

@@ -31,7 +31,7 @@ def _relu_grad_kernel(ctx: KernelContext) -> Any:
 
 
 RELU = OpDef("relu", unary_float, grad=_relu_grad, name_prefix="Relu", elementwise=Elementwise("maximum", fixed=0),
-             doc="max(x, 0)")
+             doc="max(x, 0)", amp="clear")
 RELU_GRAD = OpDef("relu_grad", grad_like_second, kernel=_relu_grad_kernel, not_differentiable=True,
                   name_prefix="ReluGrad", doc="dy where y > 0, else 0")
 
@@ -68,7 +68,7 @@ def _sigmoid_grad_kernel(ctx: KernelContext) -> Any:
 
 
 SIGMOID = OpDef("sigmoid", unary_float, kernel=_sigmoid_kernel, grad=_sigmoid_grad, name_prefix="Sigmoid",
-                doc="1 / (1 + exp(-x))")
+                doc="1 / (1 + exp(-x))", amp="gray")
 SIGMOID_GRAD = OpDef("sigmoid_grad", grad_like_second, kernel=_sigmoid_grad_kernel, not_differentiable=True,
                      name_prefix="SigmoidGrad", doc="dy * y * (1 - y) from the sigmoid output y")
 
@@ -91,7 +91,7 @@ def _tanh_grad_kernel(ctx: KernelContext) -> Any:
 
 
 TANH = OpDef("tanh", unary_float, grad=_tanh_grad, name_prefix="Tanh", elementwise=Elementwise("tanh"),
-             doc="tanh(x)")
+             doc="tanh(x)", amp="gray")
 TANH_GRAD = OpDef("tanh_grad", grad_like_second, kernel=_tanh_grad_kernel, not_differentiable=True,
                   name_prefix="TanhGrad", doc="dy * (1 - y^2) from the tanh output y")
 
@@ -149,7 +149,7 @@ def _gelu_grad_kernel(ctx: KernelContext) -> Any:
 
 
 GELU = OpDef("gelu", unary_float, kernel=_gelu_kernel, grad=_gelu_grad, name_prefix="Gelu",
-             doc="x * Phi(x) = x/2 * (1 + erf(x / sqrt(2))), the exact (erf) form")
+             doc="x * Phi(x) = x/2 * (1 + erf(x / sqrt(2))), the exact (erf) form", amp="gray")
 GELU_GRAD = OpDef("gelu_grad", grad_like_second, kernel=_gelu_grad_kernel, not_differentiable=True,
                   name_prefix="GeluGrad", doc="dy * (Phi(x) + x phi(x))")
 
@@ -236,7 +236,8 @@ def _leaky_relu_grad_kernel(ctx: KernelContext) -> Any:
 
 
 LEAKY_RELU = OpDef("leaky_relu", _unary_with("leaky_relu", "alpha"), kernel=_leaky_relu_kernel,
-                   grad=_leaky_relu_grad, name_prefix="LeakyRelu", doc="x where x > 0, alpha * x elsewhere")
+                   grad=_leaky_relu_grad, name_prefix="LeakyRelu", doc="x where x > 0, alpha * x elsewhere",
+                   amp="black")
 LEAKY_RELU_GRAD = OpDef("leaky_relu_grad", _grad_with("leaky_relu_grad", "alpha"), kernel=_leaky_relu_grad_kernel,
                         not_differentiable=True, name_prefix="LeakyReluGrad",
                         doc="dy where x > 0, alpha * dy elsewhere")
@@ -277,12 +278,12 @@ def _relu6_grad(ctx: GradContext) -> list[Any]:
 
 
 HARDTANH = OpDef("hardtanh", _hardtanh_infer, kernel=_clip_kernel("min_val", "max_val"), grad=_hardtanh_grad,
-                 name_prefix="Hardtanh", doc="clip(x, min_val, max_val)")
+                 name_prefix="Hardtanh", doc="clip(x, min_val, max_val)", amp="black")
 HARDTANH_GRAD = OpDef("hardtanh_grad", _grad_with("hardtanh_grad", "min_val", "max_val"), kernel=_hardtanh_grad_kernel,
                       not_differentiable=True, name_prefix="HardtanhGrad",
                       doc="dy where min_val < y < max_val, from the output y")
 RELU6 = OpDef("relu6", unary_float, kernel=_clip_kernel(None, None, 0.0, 6.0), grad=_relu6_grad,
-              name_prefix="Relu6", doc="min(max(x, 0), 6)")
+              name_prefix="Relu6", doc="min(max(x, 0), 6)", amp="black")
 
 
 # hardsigmoid and hardswish ------------------------------------------------------------
@@ -357,11 +358,11 @@ def _grad_from_input(op: str) -> Any:
 
 HARDSIGMOID = OpDef("hardsigmoid", unary_float, kernel=_hardsigmoid_kernel,
                     grad=_grad_from_input("hardsigmoid_grad"), name_prefix="HardSigmoid",
-                    doc="clip(x / 6 + 1/2, 0, 1)")
+                    doc="clip(x / 6 + 1/2, 0, 1)", amp="black")
 HARDSIGMOID_GRAD = OpDef("hardsigmoid_grad", _grad_with("hardsigmoid_grad"), kernel=_hardsigmoid_grad_kernel,
                          not_differentiable=True, name_prefix="HardSigmoidGrad", doc="dy / 6 where -3 < x < 3")
 HARDSWISH = OpDef("hardswish", unary_float, kernel=_hardswish_kernel, grad=_grad_from_input("hardswish_grad"),
-                  name_prefix="HardSwish", doc="x * clip(x / 6 + 1/2, 0, 1)")
+                  name_prefix="HardSwish", doc="x * clip(x / 6 + 1/2, 0, 1)", amp="black")
 HARDSWISH_GRAD = OpDef("hardswish_grad", _grad_with("hardswish_grad"), kernel=_hardswish_grad_kernel,
                        not_differentiable=True, name_prefix="HardSwishGrad",
                        doc="dy * (0 below -3, x/3 + 1/2 between, 1 above 3)")
@@ -408,9 +409,9 @@ def _elu_grad(ctx: GradContext) -> list[Any]:
 
 
 ELU = OpDef("elu", _unary_with("elu", "alpha", "scale"), kernel=_elu_kernel, grad=_elu_grad, name_prefix="Elu",
-            doc="scale * (x where x > 0, alpha * (exp(x) - 1) elsewhere); flow.nn.elu fixes scale = 1")
+            doc="scale * (x where x > 0, alpha * (exp(x) - 1) elsewhere); flow.nn.elu fixes scale = 1", amp="black")
 SELU = OpDef("selu", _unary_with("selu", "alpha", "scale"), kernel=_elu_kernel, grad=_elu_grad, name_prefix="Selu",
-             doc="elu scaled: scale * (x where x > 0, alpha * (exp(x) - 1) elsewhere)")
+             doc="elu scaled: scale * (x where x > 0, alpha * (exp(x) - 1) elsewhere)", amp="black")
 ELU_GRAD = OpDef("elu_grad", _grad_with("elu_grad", "alpha", "scale"), kernel=_elu_grad_kernel, not_differentiable=True,
                  name_prefix="EluGrad", doc="dy * scale * (1 where x > 0, alpha * exp(x) elsewhere)")
 
@@ -461,7 +462,7 @@ def _mish_grad_kernel(ctx: KernelContext) -> Any:
 
 
 MISH = OpDef("mish", unary_float, kernel=_mish_kernel, grad=_grad_from_input("mish_grad"), name_prefix="Mish",
-             doc="x * tanh(log(1 + exp(x)))")
+             doc="x * tanh(log(1 + exp(x)))", amp="black")
 MISH_GRAD = OpDef("mish_grad", _grad_with("mish_grad"), kernel=_mish_grad_kernel, not_differentiable=True,
                   name_prefix="MishGrad", doc="dy * (tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2)), sp = softplus(x)")
 
@@ -510,7 +511,7 @@ def _silu_grad(ctx: GradContext) -> list[Any]:
 
 
 SILU = OpDef("silu", _unary_with("silu", "beta"), kernel=_silu_kernel, grad=_silu_grad, name_prefix="Swish",
-             doc="swish: x * sigmoid(beta * x) (SiLU at beta = 1)")
+             doc="swish: x * sigmoid(beta * x) (SiLU at beta = 1)", amp="black")
 SILU_GRAD = OpDef("silu_grad", _grad_with("silu_grad", "beta"), kernel=_silu_grad_kernel, not_differentiable=True,
                   name_prefix="SwishGrad", doc="dy * s * (1 + beta x (1 - s)), s = sigmoid(beta x)")
 
@@ -573,7 +574,7 @@ def _prelu_grad_kernel(ctx: KernelContext) -> Any:
 
 
 PRELU = OpDef("prelu", _prelu_infer, kernel=_prelu_kernel, grad=_prelu_grad, name_prefix="PRelu",
-              doc="x where x > 0, else alpha * x; alpha shaped x.shape[1:] (1 on shared axes)")
+              doc="x where x > 0, else alpha * x; alpha shaped x.shape[1:] (1 on shared axes)", amp="black")
 PRELU_GRAD = OpDef("prelu_grad", _prelu_grad_infer, kernel=_prelu_grad_kernel, not_differentiable=True,
                    name_prefix="PReluGrad",
                    doc="(dx, dalpha at x's shape): dy or alpha * dy; 0 or dy * x (the alpha side where x <= 0)")

@@ -88,17 +88,19 @@ def _extremum_grad_kernel(compare: str) -> Callable[[KernelContext], Any]:
 
 
 ADD = OpDef("add", _binary_infer("add"), grad=_add_grad, name_prefix="Add",
-            elementwise=Elementwise("add", arity=2), doc="a + b with numpy broadcasting")
+            elementwise=Elementwise("add", arity=2), doc="a + b with numpy broadcasting", amp="gray")
 SUBTRACT = OpDef("subtract", _binary_infer("subtract"), grad=_subtract_grad, name_prefix="Subtract",
-                 elementwise=Elementwise("subtract", arity=2), doc="a - b with numpy broadcasting")
+                 elementwise=Elementwise("subtract", arity=2), doc="a - b with numpy broadcasting", amp="gray")
 MULTIPLY = OpDef("multiply", _binary_infer("multiply"), grad=_multiply_grad, name_prefix="Multiply",
-                 elementwise=Elementwise("multiply", arity=2), doc="a * b with numpy broadcasting")
+                 elementwise=Elementwise("multiply", arity=2), doc="a * b with numpy broadcasting", amp="gray")
 DIVIDE = OpDef("divide", _binary_infer("divide", floating=True), grad=_divide_grad, name_prefix="Divide",
-               elementwise=Elementwise("divide", arity=2), doc="a / b with numpy broadcasting (floating)")
+               elementwise=Elementwise("divide", arity=2), doc="a / b with numpy broadcasting (floating)", amp="gray")
 MAXIMUM = OpDef("maximum", _binary_infer("maximum"), grad=_extremum_grad("maximum_grad"), name_prefix="Maximum",
-                elementwise=Elementwise("maximum", arity=2), doc="elementwise max; where a == b the gradient goes to a")
+                elementwise=Elementwise("maximum", arity=2), doc="elementwise max; where a == b the gradient goes to a",
+                amp="black")
 MINIMUM = OpDef("minimum", _binary_infer("minimum"), grad=_extremum_grad("minimum_grad"), name_prefix="Minimum",
-                elementwise=Elementwise("minimum", arity=2), doc="elementwise min; where a == b the gradient goes to a")
+                elementwise=Elementwise("minimum", arity=2), doc="elementwise min; where a == b the gradient goes to a",
+                amp="black")
 MAXIMUM_GRAD = OpDef("maximum_grad", _extremum_grad_infer, kernel=_extremum_grad_kernel("greater_equal"),
                      not_differentiable=True, name_prefix="MaximumGrad",
                      doc="(dy where a >= b, dy where a < b), in the broadcast shape")
@@ -154,15 +156,16 @@ def _scalar_pow_grad(ctx: GradContext) -> list[Any]:
 
 
 SCALAR_ADD = OpDef("scalar_add", _scalar_infer("scalar_add"), grad=_scalar_add_grad, name_prefix="ScalarAdd",
-                   elementwise=_with_scalar("add"), doc="x + scalar")
+                   elementwise=_with_scalar("add"), doc="x + scalar", amp="gray")
 SCALAR_RSUB = OpDef("scalar_rsub", _scalar_infer("scalar_rsub"), grad=_scalar_rsub_grad, name_prefix="ScalarSub",
-                    elementwise=_with_scalar("subtract", scalar_first=True), doc="scalar - x")
+                    elementwise=_with_scalar("subtract", scalar_first=True), doc="scalar - x", amp="black")
 SCALAR_DIV = OpDef("scalar_div", _scalar_infer("scalar_div", floating=True), grad=_scalar_div_grad,
-                   name_prefix="ScalarDiv", elementwise=_with_scalar("divide"), doc="x / scalar")
+                   name_prefix="ScalarDiv", elementwise=_with_scalar("divide"), doc="x / scalar", amp="black")
 SCALAR_RDIV = OpDef("scalar_rdiv", _scalar_infer("scalar_rdiv", floating=True), grad=_scalar_rdiv_grad,
-                    name_prefix="ScalarDiv", elementwise=_with_scalar("divide", scalar_first=True), doc="scalar / x")
+                    name_prefix="ScalarDiv", elementwise=_with_scalar("divide", scalar_first=True), doc="scalar / x",
+                    amp="black")
 SCALAR_POW = OpDef("scalar_pow", _scalar_infer("scalar_pow", floating=True), grad=_scalar_pow_grad,
-                   name_prefix="ScalarPow", elementwise=_with_scalar("power"), doc="x ** scalar")
+                   name_prefix="ScalarPow", elementwise=_with_scalar("power"), doc="x ** scalar", amp="black")
 
 
 # unary ----------------------------------------------------------------------
@@ -201,20 +204,21 @@ def _zero_grad(ctx: GradContext) -> list[Any]:
 
 
 NEGATIVE = OpDef("negative", unary_numeric, elementwise=Elementwise("negative"), grad=_negative_grad,
-                 name_prefix="Negative", doc="-x")
+                 name_prefix="Negative", doc="-x", amp="black")
 SQUARE = OpDef("square", unary_numeric, elementwise=Elementwise("square"), grad=_square_grad, name_prefix="Square",
-               doc="x * x")
+               doc="x * x", amp="black")
 SQRT = OpDef("sqrt", unary_float, elementwise=Elementwise("sqrt"), grad=_sqrt_grad, name_prefix="Sqrt",
-             doc="square root")
-EXP = OpDef("exp", unary_float, elementwise=Elementwise("exp"), grad=_exp_grad, name_prefix="Exp", doc="e ** x")
+             doc="square root", amp="gray")
+EXP = OpDef("exp", unary_float, elementwise=Elementwise("exp"), grad=_exp_grad, name_prefix="Exp", doc="e ** x",
+            amp="black")
 LOG = OpDef("log", unary_float, elementwise=Elementwise("log"), grad=_log_grad, name_prefix="Log",
-            doc="natural logarithm")
+            doc="natural logarithm", amp="black")
 ABS = OpDef("abs", unary_numeric, elementwise=Elementwise("abs"), grad=_abs_grad, name_prefix="Abs",
-            doc="|x| (gradient sign(x), 0 at 0)")
+            doc="|x| (gradient sign(x), 0 at 0)", amp="black")
 RECIPROCAL = OpDef("reciprocal", unary_float, elementwise=Elementwise("reciprocal"), grad=_reciprocal_grad,
-                   name_prefix="Reciprocal", doc="1 / x")
+                   name_prefix="Reciprocal", doc="1 / x", amp="black")
 SIGN = OpDef("sign", unary_numeric, elementwise=Elementwise("sign"), grad=_zero_grad, name_prefix="Sign",
-             doc="-1, 0 or 1; its gradient is zero")
+             doc="-1, 0 or 1; its gradient is zero", amp="black")
 
 
 # clip -----------------------------------------------------------------------
@@ -268,7 +272,7 @@ def _clip_grad_kernel(ctx: KernelContext) -> Any:
 
 
 CLIP = OpDef("clip_by_value", _clip_infer, kernel=_clip_kernel, grad=_clip_grad, name_prefix="ClipByValue",
-             doc="x limited to [min_value, max_value] (either may be None)")
+             doc="x limited to [min_value, max_value] (either may be None)", amp="black")
 CLIP_GRAD = OpDef("clip_grad", _clip_infer, kernel=_clip_grad_kernel, not_differentiable=True,
                   name_prefix="ClipGrad", doc="inputs (x, dy): dy where x lies within the bounds, else 0")
 

@@ -25,6 +25,6 @@ def _assign_kernel(ctx: KernelContext) -> Any:
 
 ASSIGN = OpDef("assign", _assign_infer, kernel=_assign_kernel, not_differentiable=True, mutates=(0,), effect=True,
                name_prefix="Assign", doc="inputs (ref, value): the variable ref overwritten with value, in place, "
-                                         "after every other reader of ref in the step")
+                                         "after every other reader of ref in the step", amp="black")
 
 OPS = (ASSIGN,)

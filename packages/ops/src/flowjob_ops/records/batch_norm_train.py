@@ -405,7 +405,7 @@ BATCH_NORM_TRAIN = OpDef(
     output_names=("y", "mean", "variance"),
     doc="train-mode batch normalization over every axis but `axis`: (y, batch mean, biased batch variance), "
         "y = (x - mean) / sqrt(variance + epsilon) * gamma + beta with gamma, beta of shape (channels,), then "
-        "max(y, 0) with activation='relu' (the fusion pass folds a following relu in)")
+        "max(y, 0) with activation='relu' (the fusion pass folds a following relu in)", amp="gray")
 BATCH_NORM_TRAIN_GRAD = OpDef(
     "batch_norm_train_grad", _grad_infer, kernel=_grad_kernel, not_differentiable=True,
     name_prefix="BatchNormTrainGrad",

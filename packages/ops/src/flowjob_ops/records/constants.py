@@ -60,9 +60,10 @@ def _like_kernel(ctx: KernelContext) -> Any:
 
 
 ZEROS_LIKE = OpDef("zeros_like", _like_infer, kernel=_like_kernel, grad=_zero_grad, name_prefix="ZerosLike",
-                   doc="zeros of the input's shape and dtype")
+                   doc="zeros of the input's shape and dtype", amp="black")
 CONSTANT_LIKE = OpDef("constant_like", _like_infer, kernel=_like_kernel, grad=_zero_grad,
-                      name_prefix="ConstantLike", doc="value in the input's shape (and its dtype unless given)")
+                      name_prefix="ConstantLike", doc="value in the input's shape (and its dtype unless given)",
+                      amp="black")
 
 
 # range -----------------------------------------------------------------------------------------------

@@ -273,7 +273,7 @@ def _grad_filter_kernel(ctx: KernelContext) -> Any:
 
 CONV2D = OpDef("conv2d", _conv_infer, kernel=_conv_kernel, grad=_conv_grad, name_prefix="Conv2D",
                doc="inputs (x, weight): 2-D convolution (im2col + GEMM; Winograd on the cpu backend where it "
-                   "pays)")
+                   "pays)", amp="white")
 CONV2D_GRAD_DATA = OpDef("conv2d_grad_data", _grad_data_infer, kernel=_grad_data_kernel, not_differentiable=True,
                          name_prefix="Conv2DGradData", doc="inputs (dy, weight): d loss / d x")
 CONV2D_GRAD_FILTER = OpDef("conv2d_grad_filter", _grad_filter_infer, kernel=_grad_filter_kernel,
@@ -283,13 +283,13 @@ CONV2D_GRAD_FILTER = OpDef("conv2d_grad_filter", _grad_filter_infer, kernel=_gra
 CONV2D_BIAS = OpDef("conv2d_bias", _conv_bias_infer, kernel=_conv_kernel, grad=_conv_bias_grad,
                     name_prefix="Conv2DBias",
                     doc="inputs (x, weight, bias): conv2d -> bias_add (-> relu with activation='relu') in one "
-                        "kernel; made by the fusion pass")
+                        "kernel; made by the fusion pass", amp="white")
 
 CONV2D_BIAS_POOL = OpDef("conv2d_bias_pool", _conv_bias_pool_infer, kernel=_conv_bias_pool_kernel,
                          grad=_conv_bias_pool_grad, name_prefix="Conv2DBiasPool",
                          doc="inputs (x, weight, bias): conv2d_bias followed by max_pool2d (attributes pool_ksize, "
                              "pool_strides, pool_padding); bias and relu run at the pooled size; made by the "
-                             "fusion pass when nothing else reads the activation")
+                             "fusion pass when nothing else reads the activation", amp="white")
 
 
 # 3-D convolution (legacy v0.4 flow.nn.conv3d), on kernels.conv3d -------------------------------------
@@ -396,7 +396,7 @@ def _conv3d_grad_filter_kernel(ctx: KernelContext) -> Any:
 
 
 CONV3D = OpDef("conv3d", _conv3d_infer, kernel=_conv3d_kernel, grad=_conv3d_grad, name_prefix="Conv3d",
-               doc="inputs (x, weight): 3-D convolution (im2col + one batched GEMM over the groups)")
+               doc="inputs (x, weight): 3-D convolution (im2col + one batched GEMM over the groups)", amp="black")
 
 
 CONV3D_GRAD_DATA = OpDef("conv3d_grad_data", _conv3d_grad_data_infer, kernel=_conv3d_grad_data_kernel,

@@ -123,7 +123,7 @@ SPARSE_SOFTMAX_CROSS_ENTROPY = OpDef(
     "sparse_softmax_cross_entropy", _sparse_infer, kernel=_sparse_kernel, grad=_sparse_grad,
     name_prefix="SparseSoftmaxCrossEntropy",
     doc="inputs (labels, logits): out_0 per-sample loss -log softmax(logits)[label] (0 for a label outside "
-        "[0, C)), out_1 the softmax")
+        "[0, C)), out_1 the softmax", amp="gray")
 SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
     "sparse_softmax_cross_entropy_grad", _sparse_grad_infer, kernel=_sparse_grad_kernel, not_differentiable=True,
     name_prefix="SparseSoftmaxCrossEntropyGrad", doc="(prob - onehot(labels)) * dy; 0 rows for labels outside [0, C)")
@@ -200,7 +200,8 @@ def _dense_grad_kernel(ctx: KernelContext) -> Any:
 SOFTMAX_CROSS_ENTROPY = OpDef(
     "softmax_cross_entropy", _dense_infer, kernel=_dense_kernel, grad=_dense_grad,
     name_prefix="SoftmaxCrossEntropy",
-    doc="inputs (labels, logits) of one shape: out_0 -sum(labels * log_softmax(logits)), out_1 the softmax")
+    doc="inputs (labels, logits) of one shape: out_0 -sum(labels * log_softmax(logits)), out_1 the softmax",
+    amp="black")
 SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
     "softmax_cross_entropy_grad", _dense_grad_infer, kernel=_dense_grad_kernel, not_differentiable=True,
     name_prefix="SoftmaxCrossEntropyGrad", doc="(prob * sum(labels) - labels) * dy")
@@ -272,7 +273,7 @@ def _sigmoid_grad_kernel(ctx: KernelContext) -> Any:
 SIGMOID_CROSS_ENTROPY = OpDef(
     "sigmoid_cross_entropy", _sigmoid_infer, kernel=_sigmoid_kernel, grad=_sigmoid_grad,
     name_prefix="SigmoidCrossEntropy",
-    doc="inputs (labels, logits): elementwise -z log sigmoid(x) - (1 - z) log(1 - sigmoid(x))")
+    doc="inputs (labels, logits): elementwise -z log sigmoid(x) - (1 - z) log(1 - sigmoid(x))", amp="black")
 SIGMOID_CROSS_ENTROPY_GRAD = OpDef(
     "sigmoid_cross_entropy_grad", _sigmoid_grad_infer, kernel=_sigmoid_grad_kernel, not_differentiable=True,
     name_prefix="SigmoidCrossEntropyGrad", doc="(sigmoid(logits) - labels) * dy")
@@ -364,7 +365,7 @@ def _sparse_ce_grad_kernel(ctx: KernelContext) -> Any:
 SPARSE_CROSS_ENTROPY = OpDef(
     "sparse_cross_entropy", _sparse_ce_infer, kernel=_sparse_ce_kernel, grad=_sparse_ce_grad,
     name_prefix="SparseCrossEntropy",
-    doc="inputs (labels, prediction): per-sample -log(prediction[label]) of probabilities")
+    doc="inputs (labels, prediction): per-sample -log(prediction[label]) of probabilities", amp="black")
 
 
 SPARSE_CROSS_ENTROPY_GRAD = OpDef(

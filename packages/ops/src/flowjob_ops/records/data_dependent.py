@@ -41,7 +41,7 @@ def _argwhere_kernel(ctx: KernelContext) -> Any:
 ARGWHERE = OpDef("argwhere", _argwhere_infer, kernel=_argwhere_kernel, not_differentiable=True,
                  name_prefix="ArgWhere", dynamic_extent=True,
                  doc="coordinates of the nonzero elements, one row each in row-major order; as many rows as "
-                     "the data hold (the planned shape is one row per element)")
+                     "the data hold (the planned shape is one row per element)", amp="black")
 
 
 # sync_dynamic_resize ----------------------------------------------------------------------
@@ -71,6 +71,7 @@ def _resize_kernel(ctx: KernelContext) -> Any:
 
 SYNC_DYNAMIC_RESIZE = OpDef("sync_dynamic_resize", _resize_infer, kernel=_resize_kernel, not_differentiable=True,
                             name_prefix="SyncDynamicResize", view=True, dynamic_extent=True,
-                            doc="the first size[0] rows of the input (a view); planned at the input's shape")
+                            doc="the first size[0] rows of the input (a view); planned at the input's shape",
+                            amp="black")
 
 OPS = (ARGWHERE, SYNC_DYNAMIC_RESIZE)

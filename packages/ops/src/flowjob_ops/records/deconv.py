@@ -69,6 +69,6 @@ def _grad(ctx: GradContext) -> list[Any]:
 
 DECONV2D = OpDef("deconv2d", _infer, kernel=_kernel, grad=_grad, name_prefix="Deconv2d",
                  doc="inputs (value, weight), attribute x_shape (the output): 2-D transposed convolution, the "
-                     "data gradient of conv2d with the same attributes")
+                     "data gradient of conv2d with the same attributes", amp="black")
 
 OPS = (DECONV2D,)

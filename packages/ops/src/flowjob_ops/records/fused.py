@@ -112,7 +112,7 @@ def _matmul_bias_grad(ctx: GradContext) -> list[Any]:
 MATMUL_BIAS = OpDef("matmul_bias", _matmul_bias_infer, kernel=_matmul_bias_kernel, grad=_matmul_bias_grad,
                     name_prefix="MatmulBias",
                     doc="inputs (a, b, bias): matmul -> bias_add (-> relu with activation='relu') on one buffer; "
-                        "made by the fusion pass")
+                        "made by the fusion pass", amp="white")
 
 
 # elementwise_chain ---------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def _slice_grad_kernel(ctx: KernelContext) -> Any:
 
 
 SLICE = OpDef("slice", _slice_infer, kernel=_slice_kernel, grad=_slice_grad, name_prefix="Slice",
-              doc="a box of x: per axis begin (None = 0) and size (None or -1 = to the end)")
+              doc="a box of x: per axis begin (None = 0) and size (None or -1 = to the end)", amp="clear")
 SLICE_GRAD = OpDef("slice_grad", _slice_grad_infer, kernel=_slice_grad_kernel, not_differentiable=True,
                    name_prefix="SliceGrad", doc="dy placed in the box of zeros shaped like the sliced input")
 
@@ -140,7 +140,7 @@ def _gather_grad_kernel(ctx: KernelContext) -> Any:
 
 
 GATHER = OpDef("gather", _gather_infer, kernel=_gather_kernel, grad=_gather_grad, name_prefix="Gather",
-               doc="inputs (params, indices): params indexed along axis")
+               doc="inputs (params, indices): params indexed along axis", amp="clear")
 GATHER_GRAD = OpDef("gather_grad", _gather_grad_infer, kernel=_gather_grad_kernel, not_differentiable=True,
                     name_prefix="GatherGrad", traced_shape_from=(),
                     doc="inputs (indices, dy): dy scattered (summed) into zeros")
@@ -199,7 +199,7 @@ def _where_grad_kernel(ctx: KernelContext) -> Any:
 
 
 WHERE = OpDef("where", _where_infer, kernel=_where_kernel, grad=_where_grad, name_prefix="Where",
-              doc="inputs (condition, x, y): x where condition, else y (broadcasting)")
+              doc="inputs (condition, x, y): x where condition, else y (broadcasting)", amp="black")
 WHERE_GRAD = OpDef("where_grad", _where_grad_infer, kernel=_where_grad_kernel, not_differentiable=True,
                    name_prefix="WhereGrad", doc="inputs (condition, dy): (dy where condition, dy elsewhere)")
 
@@ -261,7 +261,7 @@ def _one_hot_kernel(ctx: KernelContext) -> Any:
 
 
 ARGMAX = OpDef("argmax", _argmax_infer, kernel=_argmax_kernel, not_differentiable=True, name_prefix="Argmax",
-               doc="int32 index of the (first) maximum along axis (default -1)")
+               doc="int32 index of the (first) maximum along axis (default -1)", amp="black")
 ONE_HOT = OpDef("one_hot", _one_hot_infer, kernel=_one_hot_kernel, not_differentiable=True, name_prefix="OneHot",
                 doc="on_value at each index along a new axis of length depth, off_value elsewhere")
 
@@ -379,20 +379,21 @@ def _tensor_scatter_add_grad(ctx: GradContext) -> list[Any]:
 
 
 GATHER_ND = OpDef("gather_nd", _gather_nd_infer, kernel=_gather_nd_kernel, grad=_gather_nd_grad,
-                  name_prefix="GatherNd", doc="inputs (params, indices): the elements or slices indices name")
+                  name_prefix="GatherNd", doc="inputs (params, indices): the elements or slices indices name",
+                  amp="black")
 SCATTER_ND = OpDef("scatter_nd", _scatter_nd_infer, kernel=_scatter_nd_kernel, grad=_scatter_nd_grad,
                    name_prefix="ScatterNd", traced_shape_from=(),
-                   doc="inputs (indices, updates): updates summed into zeros of shape")
+                   doc="inputs (indices, updates): updates summed into zeros of shape", amp="black")
 TENSOR_SCATTER_ND_UPDATE = OpDef(
     "tensor_scatter_nd_update", _tensor_scatter_infer("tensor_scatter_nd_update"),
     kernel=_tensor_scatter_kernel(False), grad=_tensor_scatter_update_grad, name_prefix="TensorScatterNdUpdate",
     traced_shape_from=(0,),
-    doc="inputs (params, indices, updates): params with the named elements or slices replaced by updates")
+    doc="inputs (params, indices, updates): params with the named elements or slices replaced by updates", amp="black")
 TENSOR_SCATTER_ND_ADD = OpDef(
     "tensor_scatter_nd_add", _tensor_scatter_infer("tensor_scatter_nd_add"),
     kernel=_tensor_scatter_kernel(True), grad=_tensor_scatter_add_grad, name_prefix="TensorScatterNdAdd",
     traced_shape_from=(0,),
-    doc="inputs (params, indices, updates): params with updates added at the named elements or slices")
+    doc="inputs (params, indices, updates): params with updates added at the named elements or slices", amp="black")
 
 
 # batch_gather ------------------------------------------------------------------------
@@ -461,7 +462,8 @@ def _batch_gather_grad_kernel(ctx: KernelContext) -> Any:
 
 BATCH_GATHER = OpDef("batch_gather", _batch_gather_infer, kernel=_batch_gather_kernel, grad=_batch_gather_grad,
                      name_prefix="BatchGather",
-                     doc="inputs (params, indices): params indexed along axis rank(indices)-1, per batch position")
+                     doc="inputs (params, indices): params indexed along axis rank(indices)-1, per batch position",
+                     amp="black")
 BATCH_GATHER_GRAD = OpDef("batch_gather_grad", _batch_gather_grad_infer, kernel=_batch_gather_grad_kernel,
                           not_differentiable=True, name_prefix="BatchGatherGrad",
                           doc="inputs (indices, dy): dy summed into zeros at the gathered positions")
@@ -558,11 +560,12 @@ def _slice_update_grad(ctx: GradContext) -> list[Any]:
 
 
 SLICE_V2 = OpDef("slice_v2", _slice_v2_infer, kernel=_slice_v2_kernel, grad=_slice_v2_grad, name_prefix="Slice",
-                 doc="x[start:stop:step] per axis (Python slice semantics, None = open)")
+                 doc="x[start:stop:step] per axis (Python slice semantics, None = open)", amp="clear")
 
 
 SLICE_UPDATE = OpDef("slice_update", _slice_update_infer, kernel=_slice_update_kernel, grad=_slice_update_grad,
-                     name_prefix="SliceUpdate", doc="a copy of x whose box x[start:stop:step] holds update")
+                     name_prefix="SliceUpdate", doc="a copy of x whose box x[start:stop:step] holds update",
+                     amp="black")
 
 
 # diag <-> diag_grad (an adjoint pair) ----------------------------------------------------------------
@@ -652,7 +655,7 @@ def _diag_grad_grad(ctx: GradContext) -> list[Any]:
 
 
 DIAG = OpDef("diag", _diag_infer, kernel=_diag_kernel, grad=_diag_grad, name_prefix="Diag",
-             doc="a vector put on diagonal `diagonal` of a square matrix, or a matrix's diagonal read out")
+             doc="a vector put on diagonal `diagonal` of a square matrix, or a matrix's diagonal read out", amp="black")
 
 
 DIAG_GRAD = OpDef("diag_grad", _diag_grad_infer, kernel=_diag_grad_kernel, grad=_diag_grad_grad,
@@ -730,7 +733,7 @@ def _dim_gather_grad_grad(ctx: GradContext) -> list[Any]:
 
 DIM_GATHER = OpDef("dim_gather", _dim_gather_infer, kernel=_dim_gather_kernel, grad=_dim_gather_grad,
                    name_prefix="DimGather", doc="inputs (input, index): input read at index along dim (the "
-                                                "other axes of index name their own position)")
+                                                "other axes of index name their own position)", amp="black")
 
 
 DIM_GATHER_GRAD = OpDef("dim_gather_grad", _dim_gather_grad_infer, kernel=_dim_gather_grad_kernel,

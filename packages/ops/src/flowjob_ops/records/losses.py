@@ -102,7 +102,7 @@ def _smooth_l1_grad_kernel(ctx: KernelContext) -> Any:
 
 SMOOTH_L1_LOSS = OpDef("smooth_l1_loss", _smooth_l1_infer, kernel=_smooth_l1_kernel, grad=_smooth_l1_grad,
                        name_prefix="SmoothL1Loss",
-                       doc="0.5 d^2 / beta where |d| < beta, else |d| - beta/2 (d = prediction - label)")
+                       doc="0.5 d^2 / beta where |d| < beta, else |d| - beta/2 (d = prediction - label)", amp="black")
 SMOOTH_L1_LOSS_GRAD = OpDef("smooth_l1_loss_grad", _smooth_l1_grad_infer, kernel=_smooth_l1_grad_kernel,
                             not_differentiable=True, name_prefix="SmoothL1LossGrad",
                             doc="dy * (d / beta where |d| < beta, else sign(d))")
@@ -198,7 +198,7 @@ def _margin_grad_kernel(ctx: KernelContext) -> Any:
 COMBINED_MARGIN_LOSS = OpDef(
     "combined_margin_loss", _margin_infer, kernel=_margin_kernel, grad=_margin_grad,
     name_prefix="CombinedMarginLoss",
-    doc="y = x except cos(m1 * acos(x) + m2) - m3 at each row's label")
+    doc="y = x except cos(m1 * acos(x) + m2) - m3 at each row's label", amp="black")
 COMBINED_MARGIN_LOSS_GRAD = OpDef(
     "combined_margin_loss_grad", _margin_grad_infer, kernel=_margin_grad_kernel, not_differentiable=True,
     name_prefix="CombinedMarginLossGrad",
@@ -386,7 +386,7 @@ def _ctc_beta(xp: Any, lattice: _Lattice, emit: Any) -> Any:
 
 
 CTC_LOSS = OpDef("ctc_loss", _ctc_infer, kernel=_ctc_kernel, grad=_ctc_grad, name_prefix="CTCLoss",
-                 doc="per-sample CTC negative log-likelihood (N,)")
+                 doc="per-sample CTC negative log-likelihood (N,)", amp="black")
 CTC_LOSS_GRAD = OpDef("ctc_loss_grad", _ctc_grad_infer, kernel=_ctc_grad_kernel, not_differentiable=True,
                       name_prefix="CTCLossGrad",
                       doc="d loss / d log_probs: -dy * (posterior occupancy of each label) / exp(log_probs)")

@@ -166,23 +166,26 @@ def _xlogy_grad(ctx: GradContext) -> list[Any]:
 
 MOD = OpDef("mod", _binary_infer("mod", "fiu"), not_differentiable=True, name_prefix="broadcast_floor_mod",
             elementwise=Elementwise("remainder", arity=2),
-            doc="floor modulo with broadcasting: x - floor(x / y) * y, the sign of y (Python's %)")
+            doc="floor modulo with broadcasting: x - floor(x / y) * y, the sign of y (Python's %)", amp="black")
 FLOORDIV = OpDef("floordiv", _binary_infer("floordiv", "f"), kernel=_floordiv_kernel, grad=_no_gradient_flows,
-                 name_prefix="floordiv", doc="floor(x / y) with broadcasting (floating); zero gradient")
+                 name_prefix="floordiv", doc="floor(x / y) with broadcasting (floating); zero gradient", amp="black")
 ATAN2 = OpDef("atan2", _binary_infer("atan2", "f"), grad=_atan2_grad, name_prefix="atan2",
-              elementwise=Elementwise("arctan2", arity=2), doc="the angle of (y, x): arctan(x / y) by quadrant")
+              elementwise=Elementwise("arctan2", arity=2), doc="the angle of (y, x): arctan(x / y) by quadrant",
+              amp="black")
 POW = OpDef("pow", _binary_infer("pow", "f"), grad=_pow_grad, name_prefix="Pow",
-            elementwise=Elementwise("power", arity=2), doc="x ** y, both blobs, with broadcasting (floating)")
+            elementwise=Elementwise("power", arity=2), doc="x ** y, both blobs, with broadcasting (floating)",
+            amp="black")
 XDIVY = OpDef("xdivy", _binary_infer("xdivy", "f"), kernel=_xdivy_kernel, grad=_xdivy_grad, name_prefix="xdivy",
-              doc="x / y, and 0 where x == 0 (floating, broadcasting)")
+              doc="x / y, and 0 where x == 0 (floating, broadcasting)", amp="black")
 XLOGY = OpDef("xlogy", _binary_infer("xlogy", "f"), kernel=_xlogy_kernel, grad=_xlogy_grad, name_prefix="xlogy",
-              doc="x * log(y), and 0 where x == 0 (floating, broadcasting)")
+              doc="x * log(y), and 0 where x == 0 (floating, broadcasting)", amp="black")
 
 
 def _logical(op: str, ufunc: str, arity: int, prefix: str) -> OpDef:
     # the ufunc writes its bool result into the int8 output buffer (a safe cast), as the comparisons do
     return OpDef(op, _logical_infer(op), not_differentiable=True, name_prefix=prefix,
-                 elementwise=Elementwise(ufunc, arity=arity), doc=f"{ufunc} of nonzero elements, as int8 (1 or 0)")
+                 elementwise=Elementwise(ufunc, arity=arity), doc=f"{ufunc} of nonzero elements, as int8 (1 or 0)",
+                 amp="black")
 
 
 LOGICAL_AND = _logical("logical_and", "logical_and", 2, "broadcast_logical_and")

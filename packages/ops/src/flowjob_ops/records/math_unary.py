@@ -159,7 +159,8 @@ def _record(op: str, doc: str, *, ufunc: str | None = None, kernel: Callable[[Ke
     """``grad`` gives the input's whole gradient as one blob; a step function (``step``) passes a zero one."""
     rule = _zero_grad if step else _grad(grad) if grad is not None else None
     elementwise = Elementwise(ufunc) if ufunc is not None else None
-    return OpDef(op, _floating(op), kernel=kernel, elementwise=elementwise, grad=rule, name_prefix=op, doc=doc)
+    return OpDef(op, _floating(op), kernel=kernel, elementwise=elementwise, grad=rule, name_prefix=op, doc=doc,
+                 amp="black")
 
 
 OPS = (

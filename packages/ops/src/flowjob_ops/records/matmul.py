@@ -68,7 +68,7 @@ def _matmul_grad(ctx: GradContext) -> list[Any]:
 
 
 MATMUL = OpDef("matmul", _matmul_infer, kernel=_matmul_kernel, grad=_matmul_grad, name_prefix="Matmul",
-               doc="op(a) @ op(b), op = transpose of the last two axes when asked; batch axes broadcast")
+               doc="op(a) @ op(b), op = transpose of the last two axes when asked; batch axes broadcast", amp="white")
 
 
 # bias_add -----------------------------------------------------------------
@@ -120,7 +120,7 @@ def _bias_add_grad(ctx: GradContext) -> list[Any]:
 
 
 BIAS_ADD = OpDef("bias_add", _bias_add_infer, kernel=_bias_add_kernel, grad=_bias_add_grad, name_prefix="BiasAdd",
-                 doc="value + bias along the channel axis (1 by default, the last for N...C formats)")
+                 doc="value + bias along the channel axis (1 by default, the last for N...C formats)", amp="gray")
 
 
 # fused_self_attention_query_mul_key_and_value --------------------------------------------------------
@@ -210,7 +210,7 @@ SELF_ATTENTION = OpDef(
     "fused_self_attention_query_mul_key_and_value", _attention_infer, kernel=_attention_kernel, grad=_attention_grad,
     name_prefix="FusedSelfAttentionQueryMulKeyAndValue",
     doc="hidden (seq, batch, heads * 3 * size) -> (alpha * q @ k^T (batch, heads, seq, seq), v (batch, heads, seq, "
-        "size))")
+        "size))", amp="white")
 
 
 SELF_ATTENTION_GRAD = OpDef(

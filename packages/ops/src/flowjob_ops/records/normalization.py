@@ -122,7 +122,7 @@ def _moments_grad_kernel(ctx: KernelContext) -> Any:
 
 MOMENTS = OpDef("moments", _moments_infer, kernel=_moments_kernel, grad=_moments_grad, name_prefix="Moments",
                 output_names=("mean", "variance"),
-                doc="(mean, biased variance) of x over axes, keeping the reduced axes when keepdims")
+                doc="(mean, biased variance) of x over axes, keeping the reduced axes when keepdims", amp="black")
 MOMENTS_GRAD = OpDef("moments_grad", _moments_grad_infer, kernel=_moments_grad_kernel, not_differentiable=True,
                      name_prefix="MomentsGrad",
                      doc="dmean / n + dvar * 2 (x - mean) / n, broadcast over the reduced axes")
@@ -264,7 +264,8 @@ def _batch_norm_grad_kernel(ctx: KernelContext) -> Any:
 
 BATCH_NORM = OpDef("batch_norm", _batch_norm_infer, kernel=_batch_norm_kernel, grad=_batch_norm_grad,
                    name_prefix="BatchNorm",
-                   doc="(x - mean) / sqrt(variance + epsilon) * scale + offset, parameters broadcast against x")
+                   doc="(x - mean) / sqrt(variance + epsilon) * scale + offset, parameters broadcast against x",
+                   amp="gray")
 BATCH_NORM_GRAD = OpDef("batch_norm_grad", _batch_norm_grad_infer, kernel=_batch_norm_grad_kernel,
                         not_differentiable=True, name_prefix="BatchNormGrad",
                         doc="(dx, dmean, dvariance[, dscale]) of batch_norm from x, its statistics, scale and dy")
@@ -306,7 +307,7 @@ def _moving_kernel(ctx: KernelContext) -> Any:
 MOVING_UPDATE = OpDef("batch_norm_moving_update", _moving_infer, kernel=_moving_kernel, not_differentiable=True,
                       mutates=(0,), effect=True, name_prefix="MovingUpdate",
                       doc="moving = momentum * moving + (1 - momentum) * batch_statistic, in place, after "
-                          "every other reader of moving in the step")
+                          "every other reader of moving in the step", amp="black")
 
 
 # l2_normalize (out_0 legacy's y, out_1 its square_x_sum: the per-slice sum of squares) ---------------
@@ -390,7 +391,8 @@ def _l2_grad_kernel(ctx: KernelContext) -> Any:
 
 
 L2_NORMALIZE = OpDef("l2_normalize", _l2_infer, kernel=_l2_kernel, grad=_l2_grad, name_prefix="L2Normalize",
-                     doc="y = x / sqrt(max(sum(x^2 over axis), epsilon)); square_x_sum keeps the axis as 1")
+                     doc="y = x / sqrt(max(sum(x^2 over axis), epsilon)); square_x_sum keeps the axis as 1",
+                     amp="black")
 
 
 L2_NORMALIZE_GRAD = OpDef("l2_normalize_grad", _l2_grad_infer, kernel=_l2_grad_kernel, not_differentiable=True,

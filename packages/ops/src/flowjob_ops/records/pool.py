@@ -108,7 +108,7 @@ def _avg_grad_kernel(ctx: KernelContext) -> Any:
 
 
 MAX_POOL2D = OpDef("max_pool2d", _infer, kernel=_max_kernel, grad=_max_grad, name_prefix="MaxPool2D",
-                   doc="max over each window (padding never wins)")
+                   doc="max over each window (padding never wins)", amp="clear")
 MAX_POOL2D_GRAD = OpDef("max_pool2d_grad", _max_grad_infer, kernel=_max_grad_kernel, not_differentiable=True,
                         name_prefix="MaxPool2DGrad",
                         doc="inputs (x, y, dy): each window's dy to its first maximal element")
@@ -117,7 +117,7 @@ MAX_POOL2D_RELU_GRAD = OpDef("max_pool2d_relu_grad", _max_grad_infer, kernel=_ma
                              doc="inputs (x, y, dy): max_pool2d_grad followed by relu_grad(x, .) in one kernel "
                                  "(the mask taken at the pooled size); made by the fusion pass")
 AVG_POOL2D = OpDef("avg_pool2d", _infer, kernel=_avg_kernel, grad=_avg_grad, name_prefix="AvgPool2D",
-                   doc="mean over each window's real (unpadded) elements")
+                   doc="mean over each window's real (unpadded) elements", amp="gray")
 AVG_POOL2D_GRAD = OpDef("avg_pool2d_grad", _avg_grad_infer, kernel=_avg_grad_kernel, not_differentiable=True,
                         name_prefix="AvgPool2DGrad", doc="input dy: dy / count spread over each window")
 
@@ -198,7 +198,7 @@ def _avg3d_grad_kernel(ctx: KernelContext) -> Any:
 
 
 MAX_POOL3D = OpDef("max_pool3d", _pool3d_infer("max_pool3d"), kernel=_max3d_kernel, grad=_max3d_grad,
-                   name_prefix="MaxPool3D", doc="max over each 3-D window (padding never wins)")
+                   name_prefix="MaxPool3D", doc="max over each 3-D window (padding never wins)", amp="clear")
 
 
 MAX_POOL3D_GRAD = OpDef("max_pool3d_grad", _max3d_grad_infer, kernel=_max3d_grad_kernel, not_differentiable=True,
@@ -207,7 +207,7 @@ MAX_POOL3D_GRAD = OpDef("max_pool3d_grad", _max3d_grad_infer, kernel=_max3d_grad
 
 
 AVG_POOL3D = OpDef("avg_pool3d", _pool3d_infer("avg_pool3d"), kernel=_avg3d_kernel, grad=_avg3d_grad,
-                   name_prefix="AvgPool3D", doc="mean over each 3-D window's real (unpadded) elements")
+                   name_prefix="AvgPool3D", doc="mean over each 3-D window's real (unpadded) elements", amp="gray")
 
 
 AVG_POOL3D_GRAD = OpDef("avg_pool3d_grad", _avg3d_grad_infer, kernel=_avg3d_grad_kernel, not_differentiable=True,

@@ -194,7 +194,7 @@ def _permutation_kernel(ctx: KernelContext) -> Any:
 
 
 BERNOULLI = OpDef("bernoulli", _bernoulli_infer, kernel=_bernoulli_kernel, not_differentiable=True,
-                  name_prefix="Bernoulli", doc="1 with probability x, else 0, in dtype (default x's)")
+                  name_prefix="Bernoulli", doc="1 with probability x, else 0, in dtype (default x's)", amp="black")
 
 
 COIN_FLIP = OpDef("coin_flip", _coin_flip_infer, kernel=_coin_flip_kernel, not_differentiable=True,
@@ -204,6 +204,6 @@ COIN_FLIP = OpDef("coin_flip", _coin_flip_infer, kernel=_coin_flip_kernel, not_d
 BATCH_PERMUTATION = OpDef("generate_random_batch_permutation_indices", _permutation_infer,
                           kernel=_permutation_kernel, not_differentiable=True,
                           name_prefix="RandomBatchPermutationIndices",
-                          doc="int32 random permutation of range(x.shape[0]), fresh every step")
+                          doc="int32 random permutation of range(x.shape[0]), fresh every step", amp="black")
 
 OPS = (DECODE_RANDOM, RANDOM_UNIFORM, RANDOM_NORMAL, BERNOULLI, COIN_FLIP, BATCH_PERMUTATION)

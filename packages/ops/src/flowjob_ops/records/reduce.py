@@ -104,13 +104,13 @@ def _extremum_grad_kernel(ctx: KernelContext) -> Any:
 
 
 REDUCE_SUM = OpDef("reduce_sum", _infer("reduce_sum"), kernel=_kernel("sum"), grad=_sum_grad,
-                   name_prefix="ReduceSum", doc="sum over axes")
+                   name_prefix="ReduceSum", doc="sum over axes", amp="black")
 REDUCE_MEAN = OpDef("reduce_mean", _infer("reduce_mean", floating=True), kernel=_kernel("mean"), grad=_mean_grad,
-                    name_prefix="ReduceMean", doc="mean over axes")
+                    name_prefix="ReduceMean", doc="mean over axes", amp="black")
 REDUCE_MAX = OpDef("reduce_max", _infer("reduce_max"), kernel=_kernel("max"), grad=_extremum_grad,
-                   name_prefix="ReduceMax", doc="max over axes; gradient split among ties")
+                   name_prefix="ReduceMax", doc="max over axes; gradient split among ties", amp="black")
 REDUCE_MIN = OpDef("reduce_min", _infer("reduce_min"), kernel=_kernel("min"), grad=_extremum_grad,
-                   name_prefix="ReduceMin", doc="min over axes; gradient split among ties")
+                   name_prefix="ReduceMin", doc="min over axes; gradient split among ties", amp="black")
 REDUCE_EXTREMUM_GRAD = OpDef("reduce_extremum_grad", _extremum_grad_infer, kernel=_extremum_grad_kernel,
                              not_differentiable=True, name_prefix="ReduceExtremumGrad",
                              doc="dy / (number of ties) at every element equal to the reduced value")
@@ -237,7 +237,7 @@ def _logsumexp_grad(ctx: GradContext) -> list[Any]:
 
 
 REDUCE_PROD = OpDef("reduce_prod", _reduce_infer("reduce_prod", "fiu"), kernel=_prod_kernel, grad=_prod_grad,
-                    name_prefix="ReduceProd", doc="product over axes")
+                    name_prefix="ReduceProd", doc="product over axes", amp="black")
 
 
 REDUCE_PROD_GRAD = OpDef("reduce_prod_grad", _prod_grad_infer, kernel=_prod_grad_kernel, not_differentiable=True,
@@ -246,17 +246,17 @@ REDUCE_PROD_GRAD = OpDef("reduce_prod_grad", _prod_grad_infer, kernel=_prod_grad
 
 REDUCE_ANY = OpDef("reduce_any", _reduce_infer("reduce_any", "fiub", LOGICAL_DTYPE), kernel=_logical_kernel("any"),
                    not_differentiable=True, name_prefix="ReduceAny",
-                   doc="1 (int8) where some element over axes is nonzero, else 0")
+                   doc="1 (int8) where some element over axes is nonzero, else 0", amp="black")
 
 
 REDUCE_ALL = OpDef("reduce_all", _reduce_infer("reduce_all", "fiub", LOGICAL_DTYPE), kernel=_logical_kernel("all"),
                    not_differentiable=True, name_prefix="ReduceAll",
-                   doc="1 (int8) where every element over axes is nonzero, else 0")
+                   doc="1 (int8) where every element over axes is nonzero, else 0", amp="black")
 
 
 REDUCE_LOGSUMEXP = OpDef("reduce_logsumexp", _reduce_infer("reduce_logsumexp", "f"), kernel=_logsumexp_kernel,
                          grad=_logsumexp_grad, name_prefix="ReduceLogSumExp",
-                         doc="log(sum(exp(x))) over axes, shifted by the maximum")
+                         doc="log(sum(exp(x))) over axes, shifted by the maximum", amp="black")
 
 
 # count_not_finite, multi_count_not_finite ------------------------------------------------------------
@@ -287,12 +287,12 @@ def _count_kernel(ctx: KernelContext) -> Any:
 
 
 COUNT_NOT_FINITE = OpDef("count_not_finite", _count_infer, kernel=_count_kernel, not_differentiable=True,
-                         name_prefix="CountNotFinite", doc="int64 (1,): how many elements are inf or nan")
+                         name_prefix="CountNotFinite", doc="int64 (1,): how many elements are inf or nan", amp="black")
 
 
 MULTI_COUNT_NOT_FINITE = OpDef("multi_count_not_finite", _count_infer, kernel=_count_kernel, not_differentiable=True,
                                name_prefix="MultiCountNotFinite",
-                               doc="int64 (1,): how many elements of all the inputs are inf or nan")
+                               doc="int64 (1,): how many elements of all the inputs are inf or nan", amp="black")
 
 OPS = (REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_EXTREMUM_GRAD, REDUCE_PROD, REDUCE_PROD_GRAD,
        REDUCE_ANY, REDUCE_ALL, REDUCE_LOGSUMEXP, COUNT_NOT_FINITE, MULTI_COUNT_NOT_FINITE)

@@ -77,7 +77,7 @@ def _gather_grad(ctx: GradContext) -> Any:
 UNSORTED_SEGMENT_SUM = OpDef(
     "unsorted_segment_sum", _sum_infer, kernel=lambda ctx: _segment_sum_kernel(ctx, ctx.attrs.get("axis", 0)),
     grad=lambda ctx: [_gather_grad(ctx), None], name_prefix="UnsortedSegmentSum", traced_shape_from=(),
-    doc="inputs (data, segment_ids): data summed by segment id into num_segments rows along axis")
+    doc="inputs (data, segment_ids): data summed by segment id into num_segments rows along axis", amp="black")
 
 
 # unsorted_segment_sum_like ----------------------------------------------------------
@@ -101,7 +101,7 @@ UNSORTED_SEGMENT_SUM_LIKE = OpDef(
     "unsorted_segment_sum_like", _like_infer,
     kernel=lambda ctx: _segment_sum_kernel(ctx, ctx.attrs.get("axis", 0)),
     grad=lambda ctx: [_gather_grad(ctx), None, None], name_prefix="UnsortedSegmentSumLike",
-    doc="inputs (data, segment_ids, like): unsorted_segment_sum shaped like `like` (num_segments from it)")
+    doc="inputs (data, segment_ids, like): unsorted_segment_sum shaped like `like` (num_segments from it)", amp="black")
 
 
 # unsorted_batch_segment_sum ----------------------------------------------------------
@@ -125,6 +125,7 @@ UNSORTED_BATCH_SEGMENT_SUM = OpDef(
     "unsorted_batch_segment_sum", _batch_infer, kernel=_batch_kernel,
     grad=lambda ctx: [ctx.apply("batch_gather", [ctx.dy, ctx.inputs[1]]), None],
     name_prefix="UnsortedBatchSegmentSum",
-    doc="inputs (data, segment_ids of rank m): per batch position (the first m-1 axes) a segment sum along axis m-1")
+    doc="inputs (data, segment_ids of rank m): per batch position (the first m-1 axes) a segment sum along axis m-1",
+    amp="black")
 
 OPS = (UNSORTED_SEGMENT_SUM, UNSORTED_SEGMENT_SUM_LIKE, UNSORTED_BATCH_SEGMENT_SUM)

@@ -68,9 +68,9 @@ def _identity_grad(ctx: GradContext) -> list[Any]:
 
 
 RESHAPE = OpDef("reshape", _reshape_infer, kernel=_reshape_kernel, grad=_reshape_grad, name_prefix="Reshape",
-                view=True, doc="the same elements in a new shape (one -1 is inferred); a view")
+                view=True, doc="the same elements in a new shape (one -1 is inferred); a view", amp="clear")
 IDENTITY = OpDef("identity", same_as_first, kernel=_identity_kernel, grad=_identity_grad, name_prefix="Identity",
-                 view=True, doc="x itself")
+                 view=True, doc="x itself", amp="clear")
 
 
 # transpose ------------------------------------------------------------------
@@ -106,7 +106,7 @@ def _transpose_grad(ctx: GradContext) -> list[Any]:
 
 
 TRANSPOSE = OpDef("transpose", _transpose_infer, kernel=_transpose_kernel, grad=_transpose_grad,
-                  name_prefix="Transpose", doc="axes permuted by perm (default: reversed)")
+                  name_prefix="Transpose", doc="axes permuted by perm (default: reversed)", amp="clear")
 
 
 # concat / split -----------------------------------------------------------------
@@ -179,9 +179,9 @@ def _split_grad(ctx: GradContext) -> list[Any]:
 
 
 CONCAT = OpDef("concat", _concat_infer, kernel=_concat_kernel, grad=_concat_grad, name_prefix="Concat",
-               doc="inputs joined along axis")
+               doc="inputs joined along axis", amp="clear")
 SPLIT = OpDef("split", _split_infer, kernel=_split_kernel, grad=_split_grad, name_prefix="Split",
-              doc="the input cut along axis into pieces of the given sizes (one output each)")
+              doc="the input cut along axis into pieces of the given sizes (one output each)", amp="black")
 
 
 # cast -------------------------------------------------------------------------
@@ -212,7 +212,7 @@ def _cast_grad(ctx: GradContext) -> list[Any]:
 
 
 CAST = OpDef("cast", _cast_infer, kernel=_cast_kernel, grad=_cast_grad, name_prefix="Cast",
-             doc="x converted to dtype; differentiable between floating dtypes only")
+             doc="x converted to dtype; differentiable between floating dtypes only", amp="black")
 
 
 # tile ------------------------------------------------------------------------------------------------
@@ -257,7 +257,8 @@ def _tile_grad(ctx: GradContext) -> list[Any]:
 
 
 TILE = OpDef("tile", _tile_infer, kernel=_tile_kernel, grad=_tile_grad, name_prefix="Tile",
-             doc="x repeated multiples[i] times along each axis i (a short list counts from the last axis)")
+             doc="x repeated multiples[i] times along each axis i (a short list counts from the last axis)",
+             amp="black")
 
 
 # reverse ---------------------------------------------------------------------------------------------
@@ -285,7 +286,7 @@ def _reverse_grad(ctx: GradContext) -> list[Any]:
 
 
 REVERSE = OpDef("reverse", _reverse_infer, kernel=_reverse_kernel, grad=_reverse_grad, name_prefix="Reverse",
-                doc="x with the order of its elements reversed along axis (an int or a list)")
+                doc="x with the order of its elements reversed along axis (an int or a list)", amp="black")
 
 
 # tuple_identity (flow.identity_n) --------------------------------------------------------------------
@@ -313,7 +314,7 @@ def _tuple_identity_grad(ctx: GradContext) -> list[Any]:
 
 TUPLE_IDENTITY = OpDef("tuple_identity", _tuple_identity_infer, kernel=_tuple_identity_kernel,
                        grad=_tuple_identity_grad, name_prefix="IdentityN",
-                       doc="each input unchanged, one output per input (flow.identity_n)")
+                       doc="each input unchanged, one output per input (flow.identity_n)", amp="black")
 
 
 # shape_elem_cnt (flow.math.reduced_shape_elem_cnt) ---------------------------------------------------
@@ -346,6 +347,7 @@ def _elem_cnt_kernel(ctx: KernelContext) -> Any:
 
 
 SHAPE_ELEM_CNT = OpDef("shape_elem_cnt", _elem_cnt_infer, kernel=_elem_cnt_kernel, not_differentiable=True,
-                       name_prefix="ShapeElemCnt", doc="(1,): the product of the input's extents along axis")
+                       name_prefix="ShapeElemCnt", doc="(1,): the product of the input's extents along axis",
+                       amp="black")
 
 OPS = (RESHAPE, IDENTITY, TRANSPOSE, CONCAT, SPLIT, CAST, TILE, REVERSE, TUPLE_IDENTITY, SHAPE_ELEM_CNT)

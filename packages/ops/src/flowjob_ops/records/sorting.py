@@ -86,9 +86,10 @@ def _arg_sort_kernel(ctx: KernelContext) -> Any:
 
 
 SORT = OpDef("sort", _sort_infer, kernel=_sort_kernel, grad=_sort_grad, name_prefix="Sort",
-             doc="x sorted along its last axis (direction ASCENDING or DESCENDING; stable)")
+             doc="x sorted along its last axis (direction ASCENDING or DESCENDING; stable)", amp="black")
 ARG_SORT = OpDef("arg_sort", _arg_sort_infer, kernel=_arg_sort_kernel, not_differentiable=True,
-                 name_prefix="ArgSort", doc="int32 indices sorting x along its last axis; ties by lower index")
+                 name_prefix="ArgSort", doc="int32 indices sorting x along its last axis; ties by lower index",
+                 amp="black")
 
 
 # top_k -------------------------------------------------------------------------
@@ -119,7 +120,8 @@ def _top_k_kernel(ctx: KernelContext) -> Any:
 
 
 TOP_K = OpDef("top_k", _top_k_infer, kernel=_top_k_kernel, not_differentiable=True, name_prefix="TopK",
-              doc="int32 indices of the k largest values along the last axis, largest first; ties by lower index")
+              doc="int32 indices of the k largest values along the last axis, largest first; ties by lower index",
+              amp="black")
 
 
 # in_top_k ------------------------------------------------------------------------
@@ -156,6 +158,7 @@ def _in_top_k_kernel(ctx: KernelContext) -> Any:
 
 
 IN_TOP_K = OpDef("in_top_k", _in_top_k_infer, kernel=_in_top_k_kernel, not_differentiable=True,
-                 name_prefix="InTopK", doc="inputs (targets, predictions): int8 1 where the target is in the top k")
+                 name_prefix="InTopK", doc="inputs (targets, predictions): int8 1 where the target is in the top k",
+                 amp="black")
 
 OPS = (SORT, ARG_SORT, TOP_K, IN_TOP_K)

@@ -108,14 +108,17 @@ def _pack_grad(ctx: GradContext) -> list[Any]:
 
 
 REPEAT = OpDef("repeat", _repeat_infer, kernel=_repeat_kernel, grad=_repeat_grad, name_prefix="Repeat", view=True,
-               doc="the input, once per tick for repeat_num ticks of each input tick (unrolled by the repeat-acc pass)")
+               doc="the input, once per tick for repeat_num ticks of each input tick (unrolled by the repeat-acc pass)",
+               amp="clear")
 ACC = OpDef("acc", _acc_infer, kernel=_acc_kernel, grad=_acc_grad, name_prefix="Acc",
-            doc="the sum of each max_acc_num consecutive ticks of the input (unrolled by the repeat-acc pass)")
+            doc="the sum of each max_acc_num consecutive ticks of the input (unrolled by the repeat-acc pass)",
+            amp="gray")
 
 UNPACK = OpDef("unpack", _unpack_infer, kernel=_unpack_kernel, grad=_unpack_grad, name_prefix="Unpack", view=True,
                 doc="rows [part*m, (part+1)*m) of the input, m = shape[0] / unpack_num: one of unpack_num ticks per "
-                    "input tick (unrolled by the repeat-acc pass)")
+                    "input tick (unrolled by the repeat-acc pass)", amp="clear")
 PACK = OpDef("pack", _pack_infer, kernel=_pack_kernel, grad=_pack_grad, name_prefix="Pack",
-             doc="pack_num consecutive ticks of the input joined along axis 0 (unrolled by the repeat-acc pass)")
+             doc="pack_num consecutive ticks of the input joined along axis 0 (unrolled by the repeat-acc pass)",
+             amp="clear")
 
 OPS = (REPEAT, ACC, UNPACK, PACK)

@@ -80,9 +80,9 @@ def _fused_scale_tril_grad(ctx: GradContext) -> list[Any]:
 
 
 TRIL = OpDef("tril", _infer("tril"), kernel=_tril_kernel, grad=_tril_grad, name_prefix="Tril",
-             doc="lower triangle of the last two axes (j <= i + diagonal), fill_value above")
+             doc="lower triangle of the last two axes (j <= i + diagonal), fill_value above", amp="clear")
 FUSED_SCALE_TRIL = OpDef("fused_scale_tril", _infer("fused_scale_tril"), kernel=_fused_scale_tril_kernel,
                          grad=_fused_scale_tril_grad, name_prefix="FusedScaleTril",
-                         doc="scale * x in the lower triangle of the last two axes, fill_value above")
+                         doc="scale * x in the lower triangle of the last two axes, fill_value above", amp="gray")
 
 OPS = (TRIL, FUSED_SCALE_TRIL)

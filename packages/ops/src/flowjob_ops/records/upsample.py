@@ -125,7 +125,8 @@ def _upsample_grad_kernel(ctx: KernelContext) -> Any:
 
 
 UPSAMPLE = OpDef("upsample", _upsample_infer, kernel=_upsample_kernel, grad=_upsample_grad, name_prefix="Upsample2D",
-                 doc="NCHW nearest or bilinear upsampling by (height_scale, width_scale), legacy's source indices")
+                 doc="NCHW nearest or bilinear upsampling by (height_scale, width_scale), legacy's source indices",
+                 amp="black")
 UPSAMPLE_GRAD = OpDef("upsample_grad", _upsample_grad_infer, kernel=_upsample_grad_kernel, not_differentiable=True,
                       name_prefix="UpsampleGrad", doc="dx: each output's gradient added back to the inputs it read")
 
