@@ -55,3 +55,22 @@ def train_grad(shape: tuple[int, ...], body: Callable[..., Any], *feeds: np.ndar
     result = flow.global_function(type="train")(job)(*feeds)
     flow.sync_default_session()
     return result, got["dx"]
+
+
+def job_of(body: Callable[..., Any], feeds: list[np.ndarray], train: bool = False) -> Any:
+    """A global function of one placeholder per array of ``feeds`` (its signature built, not written)."""
+    def job(*blobs: Any) -> Any:
+        return body(*blobs)
+
+    params = [inspect.Parameter(f"a{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation=tp.Numpy.Placeholder(a.shape, dtype=flow.int32 if a.dtype == np.int32
+                                                                else flow.float32))
+              for i, a in enumerate(feeds)]
+    job.__signature__ = inspect.Signature(params, return_annotation=tp.Numpy)  # type: ignore[attr-defined]
+    return flow.global_function(type="train" if train else "predict")(job)
+
+
+def run_job(fn: Callable[..., Any], *arrays: np.ndarray) -> Any:
+    """fn(*blobs) in a predict job fed ``arrays``."""
+    flow.clear_default_session()
+    return job_of(fn, list(arrays))(*arrays)

@@ -7,7 +7,6 @@ differences of the numpy reference, so a wrong composition shows in either value
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable
 
 import numpy as np
@@ -22,29 +21,11 @@ RNG = np.random.default_rng(4)
 
 _helpers = sibling(__file__, "legacy_helpers")
 fresh_session, value, sgd = _helpers.fresh_session, _helpers.value, _helpers.sgd
+job_of, run_job = _helpers.job_of, _helpers.run_job
 
 
 def _f32(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
     return RNG.uniform(low, high, size=shape).astype(np.float32)
-
-
-def _job(body: Callable[..., Any], feeds: list[np.ndarray], train: bool = False) -> Any:
-    """A global function of one placeholder per array of ``feeds`` (its signature built, not written)."""
-    def job(*blobs: Any) -> Any:
-        return body(*blobs)
-
-    params = [inspect.Parameter(f"a{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                annotation=tp.Numpy.Placeholder(a.shape, dtype=flow.int32 if a.dtype == np.int32
-                                                                else flow.float32))
-              for i, a in enumerate(feeds)]
-    job.__signature__ = inspect.Signature(params, return_annotation=tp.Numpy)  # type: ignore[attr-defined]
-    return flow.global_function(type="train" if train else "predict")(job)
-
-
-def run(fn: Callable[..., Any], *arrays: np.ndarray) -> Any:
-    """fn(*blobs) in a predict job fed ``arrays``."""
-    flow.clear_default_session()
-    return _job(fn, list(arrays))(*arrays)
 
 
 def grad_from_job(fn: Callable[..., Any], arrays: list[np.ndarray], wrt: int, w: np.ndarray
@@ -63,7 +44,7 @@ def grad_from_job(fn: Callable[..., Any], arrays: list[np.ndarray], wrt: int, w:
         return out
 
     feeds = [*arrays, w.astype(np.float32)]
-    out = _job(body, feeds, train=True)(*feeds)
+    out = job_of(body, feeds, train=True)(*feeds)
     flow.sync_default_session()
     return out, seen["grad"]
 
@@ -121,7 +102,7 @@ def test_reduced_losses_have_legacy_shape_and_node_names():
         names["mean"], names["sum"] = mean.op_name, total.op_name
         return mean + total
 
-    out = run(fn, _f32(2, 3), _f32(2, 3))
+    out = run_job(fn, _f32(2, 3), _f32(2, 3))
     assert out.shape == (1,)  # legacy's reduce ops gave (1,) for a full reduction, never 0-d
     assert names["mean"] == "mse_reduce_mean"
     assert names["sum"].startswith("L1Loss_") and names["sum"].endswith("_reduce_sum")
@@ -298,7 +279,7 @@ def test_pixel_shuffle_v2_moves_channels_into_space(h, w):
 
 def test_pixel_shuffle_uses_one_factor():
     x = _f32(1, 8, 2, 2)
-    np.testing.assert_array_equal(run(lambda a: flow.nn.PixelShuffle(a, 2), x), _pixel_shuffle(x, 2, 2))
+    np.testing.assert_array_equal(run_job(lambda a: flow.nn.PixelShuffle(a, 2), x), _pixel_shuffle(x, 2, 2))
 
 
 # bad arguments: a clear error, and the session stays usable ------------------------------------------
@@ -324,10 +305,10 @@ def test_pixel_shuffle_uses_one_factor():
 ])
 def test_bad_arguments_name_the_function_and_argument(fn, shapes, message):
     with pytest.raises(FlowjobError, match=message):
-        run(fn, *[np.zeros(s, np.float32) for s in shapes])
-    np.testing.assert_allclose(run(lambda a: flow.nn.MSELoss(a, a * 2.0), np.ones(3, np.float32)), [1.0])
+        run_job(fn, *[np.zeros(s, np.float32) for s in shapes])
+    np.testing.assert_allclose(run_job(lambda a: flow.nn.MSELoss(a, a * 2.0), np.ones(3, np.float32)), [1.0])
 
 
 def test_a_non_blob_argument_is_a_type_error():
     with pytest.raises(TypeError, match="flow.nn.L1Loss: target must be a blob of this job, got ndarray"):
-        run(lambda a: flow.nn.L1Loss(a, np.ones(2)), np.ones(2, np.float32))
+        run_job(lambda a: flow.nn.L1Loss(a, np.ones(2)), np.ones(2, np.float32))

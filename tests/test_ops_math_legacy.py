@@ -4,9 +4,7 @@ function), the counts of non-finite elements, the two-stage reductions, the grad
 ``2 % x`` and ``2.0 ** x``, and integer flow.math.divide."""
 from __future__ import annotations
 
-import inspect
 import math
-from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -20,6 +18,7 @@ RNG = np.random.default_rng(5)
 
 _helpers = sibling(__file__, "legacy_helpers")
 fresh_session, sgd, train_grad = _helpers.fresh_session, _helpers.sgd, _helpers.train_grad
+run_job = _helpers.run_job
 
 
 def test_math_clip_by_value_is_the_top_level_function():
@@ -123,33 +122,14 @@ def _f32(*shape: int, low: float = -1.0, high: float = 1.0) -> np.ndarray:
     return RNG.uniform(low, high, size=shape).astype(np.float32)
 
 
-def _job(body: Callable[..., Any], feeds: list[np.ndarray], train: bool = False) -> Any:
-    """A global function of one placeholder per array of ``feeds`` (its signature built, not written)."""
-    def job(*blobs: Any) -> Any:
-        return body(*blobs)
-
-    params = [inspect.Parameter(f"a{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                annotation=tp.Numpy.Placeholder(a.shape, dtype=flow.int32 if a.dtype == np.int32
-                                                                else flow.float32))
-              for i, a in enumerate(feeds)]
-    job.__signature__ = inspect.Signature(params, return_annotation=tp.Numpy)  # type: ignore[attr-defined]
-    return flow.global_function(type="train" if train else "predict")(job)
-
-
-def run(fn: Callable[..., Any], *arrays: np.ndarray) -> Any:
-    """fn(*blobs) in a predict job fed ``arrays``."""
-    flow.clear_default_session()
-    return _job(fn, list(arrays))(*arrays)
-
-
 def test_integer_divide_truncates_toward_zero_with_broadcasting():
     a = np.array([[-7, 7, -1, 1, 0, 9]], np.int32).repeat(2, 0)
     b = np.array([[2], [-3]], np.int32)
-    out = run(lambda x, y: flow.math.divide(x, y), a, b)
+    out = run_job(lambda x, y: flow.math.divide(x, y), a, b)
     assert out.dtype == np.int32
     np.testing.assert_array_equal(out, [[-3, 3, 0, 0, 0, 4], [2, -2, 0, 0, 0, -3]])
-    np.testing.assert_array_equal(run(lambda x: x / 2, a[:1]), [[-3, 3, 0, 0, 0, 4]])
-    np.testing.assert_array_equal(run(lambda x: -9 / x, b), [[-4], [3]])
+    np.testing.assert_array_equal(run_job(lambda x: x / 2, a[:1]), [[-3, 3, 0, 0, 0, 4]])
+    np.testing.assert_array_equal(run_job(lambda x: -9 / x, b), [[-4], [3]])
 
 
 def test_integer_division_by_zero_is_a_clear_error():
@@ -164,9 +144,9 @@ def test_integer_division_by_zero_is_a_clear_error():
         job(a, zero)
     np.testing.assert_array_equal(job(a, np.array([2, -2], np.int32)), [2, -2])  # the session still runs
     with pytest.raises(FlowjobError, match="flow.math.divide at .*integer division of .* by the number 0"):
-        run(lambda x: x / 0, a)
+        run_job(lambda x: x / 0, a)
 
 
 def test_float_divide_is_unchanged():
     x, y = _f32(2, 3), _f32(2, 3, low=0.5, high=2.0)
-    np.testing.assert_allclose(run(lambda a, b: flow.math.divide(a, b), x, y), x / y, rtol=1e-6)
+    np.testing.assert_allclose(run_job(lambda a, b: flow.math.divide(a, b), x, y), x / y, rtol=1e-6)

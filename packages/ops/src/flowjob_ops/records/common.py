@@ -1,4 +1,4 @@
-"""Helpers shared by op records (dtype checks, broadcasting, axes) and by public functions (names, errors)."""
+"""Helpers shared by op records: dtype checks, broadcasting, axes, attributes, scalars."""
 from __future__ import annotations
 
 import numbers
@@ -121,22 +121,3 @@ def typed_scalar(value: Any, dtype: np.dtype) -> Any:
 
 def kept_dims_shape(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
     return tuple(1 if i in axes else d for i, d in enumerate(shape))
-
-
-def op_name(name: str | None, prefix: str) -> str:
-    """``name``, or ``prefix_<n>`` from the process-wide counter: for public functions whose node
-    name should not carry the op type's own prefix (``expand_dims`` builds a ``reshape``)."""
-    from flowjob_core import naming
-
-    return name if name is not None else naming.unique_name(prefix)
-
-
-def build_error(what: str, message: str) -> Exception:
-    """An ``OpBuildError`` for a check a public function makes itself (before any node exists),
-    worded like the tracer's: the job, the function and the user's source line."""
-    from flowjob_core import OpBuildError, maybe_builder
-    from flowjob_core.tracing import user_source
-
-    builder = maybe_builder()
-    job = f"job {builder.job.name!r}, " if builder is not None else ""
-    return OpBuildError(f"{job}{what} at {user_source(2)}: {message}")
