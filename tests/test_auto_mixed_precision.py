@@ -15,7 +15,7 @@ import oneflow.typing as tp
 from flowjob_core import ConfigError
 from flowjob_core.passes import PassContext, run_passes
 from flowjob_core.testing.modules import sibling
-from flowjob_ops.amp_pass import AutoMixedPrecisionWarning
+from flowjob_ops.passes.auto_mixed_precision import AutoMixedPrecisionWarning
 
 fresh_session = sibling(__file__, "legacy_helpers").fresh_session
 sgd = sibling(__file__, "legacy_helpers").sgd
@@ -85,6 +85,26 @@ def test_the_float16_set_and_its_casts(monkeypatch):
         if var.trainable:
             assert var.spec.dtype == np.float32
             assert graph.specs[ctx.variable_grads[var.name]].dtype == np.float32
+
+
+def test_a_plugin_op_takes_part_by_the_class_its_record_declares(monkeypatch):
+    """flowjob-swish's records declare their class (OpDef.amp): bias_add_gelu ("gray") between two GEMMs runs
+    in float16 as the built-in gray ops do; swish ("black") stays float32 between the next two."""
+    plugin = pytest.importorskip("flowjob_swish")
+    monkeypatch.setenv("FLOWJOB_AMP_ON_CPU", "1")
+    rng = np.random.default_rng(1)
+    x, w, b = rng.random((4, 8), np.float32), rng.random((8, 8), np.float32), np.zeros(8, np.float32)
+
+    @flow.global_function("predict", config())
+    def job(x: tp.Numpy.Placeholder((4, 8)), w: tp.Numpy.Placeholder((8, 8)),
+            b: tp.Numpy.Placeholder((8,))) -> tp.Numpy:
+        hidden = plugin.bias_add_gelu(flow.matmul(x, w), b)
+        return flow.matmul(plugin.swish(flow.matmul(hidden, w)), w)
+
+    job(x, w, b)
+    graph = job._plan.job
+    dtypes = {n.op: graph.specs[n.outputs[0]].dtype for n in graph.nodes}
+    assert dtypes["bias_add_gelu"] == np.float16 and dtypes["swish"] == np.float32, str(graph)
 
 
 def test_training_through_the_casts_stays_close_to_float32(monkeypatch):

@@ -14,7 +14,7 @@ RNG = np.random.default_rng(5)
 
 
 _helpers = sibling(__file__, "legacy_helpers")
-fresh_session, value, sgd = _helpers.fresh_session, _helpers.value, _helpers.sgd
+fresh_session, value, sgd, train_grad = _helpers.fresh_session, _helpers.value, _helpers.sgd, _helpers.train_grad
 
 
 def test_moments_mean_and_biased_variance():
@@ -208,3 +208,157 @@ def test_layer_norm_without_parameters_creates_no_variables():
                                rtol=1e-4, atol=1e-5)
     store = get_default_session().variables
     assert "LayerNorm-gamma" not in store and "LayerNorm-beta" not in store
+
+
+def _layer_norm(x, gamma, beta, norm_axis, params_axis, eps):
+    axes = tuple(range(norm_axis % x.ndim, x.ndim))
+    y = (x - x.mean(axes, keepdims=True)) / np.sqrt(x.var(axes, keepdims=True) + eps)
+    nd = (1,) * (params_axis % x.ndim) + x.shape[params_axis:]
+    if gamma is not None:
+        y = y * gamma.reshape(nd)
+    if beta is not None:
+        y = y + beta.reshape(nd)
+    return y
+
+
+def test_nn_layer_norm_defaults_without_parameters():
+    x = RNG.normal(size=(2, 3, 4)).astype(np.float32)
+
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2, 3, 4))) -> tp.Numpy:
+        y = flow.nn.layer_norm(x)
+        assert y.op_name.startswith("LayerNorm_")
+        return y
+
+    np.testing.assert_allclose(job(x), _layer_norm(x, None, None, 1, -1, 1e-5), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_axis, params_axis", [(1, -1), (-1, -1), (2, 1), (1, 2)])
+def test_nn_layer_norm_with_gamma_and_beta(norm_axis, params_axis):
+    x = RNG.normal(size=(2, 3, 4)).astype(np.float32)
+    pshape = x.shape[params_axis:]
+    gamma = RNG.normal(size=pshape).astype(np.float32)
+    beta = RNG.normal(size=pshape).astype(np.float32)
+
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2, 3, 4)), g: tp.Numpy.Placeholder(pshape),
+            b: tp.Numpy.Placeholder(pshape)) -> tp.Numpy:
+        return flow.nn.layer_norm(x, g, b, begin_norm_axis=norm_axis, begin_params_axis=params_axis,
+                                  epsilon=1e-3, name="ln")
+
+    want = _layer_norm(x, gamma, beta, norm_axis, params_axis, 1e-3)
+    np.testing.assert_allclose(job(x, gamma, beta), want, rtol=1e-4, atol=1e-5)
+
+
+def test_nn_layer_norm_gradient_reaches_gamma_and_beta():
+    x = RNG.normal(size=(3, 4)).astype(np.float32)
+    t = RNG.normal(size=(3, 4)).astype(np.float32)
+
+    @flow.global_function(type="train")
+    def job(x: tp.Numpy.Placeholder((3, 4)), t: tp.Numpy.Placeholder((3, 4))) -> tp.Numpy:
+        g = flow.get_variable("g", shape=(4,), initializer=flow.ones_initializer())
+        b = flow.get_variable("b", shape=(4,), initializer=flow.zeros_initializer())
+        y = flow.nn.layer_norm(x, g, b)
+        sgd(flow.math.reduce_sum(y * t))
+        return y
+
+    job(x, t)
+    xhat = _layer_norm(x, None, None, 1, -1, 1e-5)
+    np.testing.assert_allclose(value("g"), 1 - 0.1 * (xhat * t).sum(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(value("b"), -0.1 * t.sum(0), rtol=1e-5, atol=1e-6)
+
+
+def test_nn_layer_norm_rejects_a_gamma_of_the_wrong_size():
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2, 3)), g: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+        return flow.nn.layer_norm(x, gamma=g)
+
+    with pytest.raises(FlowjobError, match=r"layer_norm at .*: gamma must hold inputs.shape\[-1:\] = \(3,\)"):
+        job(np.zeros((2, 3), np.float32), np.zeros(2, np.float32))
+
+
+def test_nn_layer_norm_rejects_an_axis_out_of_range():
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2, 3))) -> tp.Numpy:
+        return flow.nn.layer_norm(x, begin_norm_axis=2)
+
+    with pytest.raises(FlowjobError, match="layer_norm at .*: begin_norm_axis must be an int in"):
+        job(np.zeros((2, 3), np.float32))
+
+
+def test_batch_normalization_add_relu_train_step_as_legacy():
+    x = RNG.normal(size=(4, 3)).astype(np.float32)
+    a = RNG.normal(size=(4, 3)).astype(np.float32)
+    t = RNG.normal(size=(4, 3)).astype(np.float32)
+
+    @flow.global_function(type="train")
+    def job(x: tp.Numpy.Placeholder((4, 3)), a: tp.Numpy.Placeholder((4, 3)),
+            t: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        y = flow.layers.batch_normalization_add_relu(x, a, name="bn", gamma_name="my_gamma")
+        assert y.op_name.startswith("BatchNormAddRelu-Relu_")
+        sgd(flow.math.reduce_sum(y * t))
+        return y
+
+    y = job(x, a, t)
+    xhat = (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-3)
+    np.testing.assert_allclose(y, np.maximum(xhat + a, 0), rtol=1e-4, atol=1e-5)
+    names = sorted(n for n in get_default_session().variables.names() if "bn" in n or "gamma" in n)
+    assert names == ["bn-beta", "bn-moving_mean", "bn-moving_variance", "my_gamma"]
+    live = (xhat + a > 0) * t  # the relu passes the gradient where its input is positive
+    np.testing.assert_allclose(value("my_gamma"), 1 - 0.1 * (live * xhat).sum(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(value("bn-beta"), -0.1 * live.sum(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(value("bn-moving_mean"), 0.01 * x.mean(0), rtol=1e-5, atol=1e-7)
+
+
+def test_batch_normalization_relu_predict_uses_moving_statistics():
+    x = RNG.normal(size=(2, 3, 2, 2)).astype(np.float32)
+
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2, 3, 2, 2))) -> tp.Numpy:
+        return flow.layers.batch_normalization_relu(x, axis=1, epsilon=0.5, name="bnr")
+
+    # fresh moving statistics: mean 0, variance 1
+    np.testing.assert_allclose(job(x), np.maximum(x / np.sqrt(1.5), 0), rtol=1e-6)
+    assert value("bnr-moving_variance").shape == (3,)
+
+
+def test_batch_normalization_add_relu_rejects_an_addend_of_another_shape():
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2, 3)), a: tp.Numpy.Placeholder((1, 3))) -> tp.Numpy:
+        return flow.layers.batch_normalization_add_relu(x, a)
+
+    with pytest.raises(FlowjobError, match=r"batch_normalization_add_relu at .*: addend must be like inputs"):
+        job(np.zeros((2, 3), np.float32), np.zeros((1, 3), np.float32))
+
+
+def test_layer_norm_grad_agrees_with_the_gradient_of_nn_layer_norm():
+    x = RNG.normal(size=(2, 3, 4)).astype(np.float32)
+    w = RNG.normal(size=(2, 3, 4)).astype(np.float32)
+    _, want = train_grad((2, 3, 4), lambda v, w: flow.nn.layer_norm(v, begin_norm_axis=1) * w, x, w)
+    flow.clear_default_session()
+    mean = x.mean((1, 2))
+    inv = 1 / np.sqrt(x.var((1, 2)) + 1e-5)
+
+    @flow.global_function()
+    def job(dy: tp.Numpy.Placeholder((2, 3, 4)), x: tp.Numpy.Placeholder((2, 3, 4)), m: tp.Numpy.Placeholder((2,)),
+            r: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+        return flow.layers.layer_norm_grad(dy, x, m, r, begin_norm_axis=1)
+
+    np.testing.assert_allclose(job(w, x, mean.astype(np.float32), inv.astype(np.float32)), want, rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_layer_norm_param_grad():
+    dy = RNG.normal(size=(2, 3, 4)).astype(np.float32)
+    norm = RNG.normal(size=(2, 3, 4)).astype(np.float32)
+    gamma = RNG.normal(size=(4,)).astype(np.float32)
+
+    @flow.global_function()
+    def job(dy: tp.Numpy.Placeholder((2, 3, 4)), n: tp.Numpy.Placeholder((2, 3, 4)),
+            g: tp.Numpy.Placeholder((4,))) -> tuple[tp.Numpy, tp.Numpy, tp.Numpy]:
+        return flow.layers.layer_norm_param_grad(dy, n, g)  # begin_params_axis=-1: the last axis
+
+    nd, beta, gam = job(dy, norm, gamma)
+    np.testing.assert_allclose(nd, dy * gamma, rtol=1e-6)
+    np.testing.assert_allclose(beta, dy.sum((0, 1)), rtol=1e-5)
+    np.testing.assert_allclose(gam, (dy * norm).sum((0, 1)), rtol=1e-5)

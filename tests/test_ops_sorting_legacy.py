@@ -12,6 +12,7 @@ from flowjob_core.testing import check_grads
 from flowjob_core.testing.modules import sibling
 
 fresh_session = sibling(__file__, "legacy_helpers").fresh_session  # each test in its own session
+RNG = np.random.default_rng(11)
 
 
 def test_legacy_examples_of_sort_argsort_top_k_in_top_k() -> None:
@@ -124,3 +125,16 @@ def test_polyval_refuses_coefficients_that_are_not_a_list() -> None:
 
     with pytest.raises(ValueError, match="coeffs must be a list or tuple"):
         job(np.zeros(2, np.float32))
+
+
+def test_nn_exports_the_math_triangles():
+    # legacy exported one function under both names
+    assert flow.nn.tril is flow.math.tril
+    assert flow.nn.fused_scale_tril is flow.math.fused_scale_tril
+    x = RNG.normal(size=(2, 3, 3)).astype(np.float32)
+
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2, 3, 3))) -> tp.Numpy:
+        return flow.nn.fused_scale_tril(x, diagonal=-1, fill_value=5, scale=2.0) + flow.nn.tril(x)
+
+    np.testing.assert_allclose(job(x), np.where(np.tril(np.ones((3, 3)), -1) > 0, 2 * x, 5) + np.tril(x), rtol=1e-6)

@@ -263,7 +263,7 @@ def test_the_planner_sees_a_plain_graph_of_clones() -> None:
 
 
 def test_a_job_without_repeat_or_acc_is_left_as_traced() -> None:
-    from flowjob_ops import repeat_pass
+    from flowjob_ops.passes import repeat_acc
 
     @flow.global_function()
     def plain(x: tp.Numpy.Placeholder((3,))) -> tp.Numpy:
@@ -272,5 +272,5 @@ def test_a_job_without_repeat_or_acc_is_left_as_traced() -> None:
     plain(np.ones(3, np.float32))
     job = plain.plan().job.copy()
     before = list(job.nodes)
-    repeat_pass.run(job, None)
+    repeat_acc.run(job, None)
     assert job.nodes == before

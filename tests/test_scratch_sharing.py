@@ -64,7 +64,7 @@ def test_shared_scratch_trains_like_private_temporaries(monkeypatch, algorithm):
 
 
 def test_columns_past_the_budget_are_rebuilt_with_the_same_values(monkeypatch):
-    from flowjob_ops.defs import conv as conv_defs
+    from flowjob_ops.records import conv as conv_records
     from flowjob_ops.kernels import conv as conv_kernels
 
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "im2col")
@@ -82,7 +82,7 @@ def test_columns_past_the_budget_are_rebuilt_with_the_same_values(monkeypatch):
     losses, variables, _ = _train(x, labels)
     assert reused and all(reused)  # the default budget keeps these small matrices
     reused.clear()
-    monkeypatch.setattr(conv_defs, "KEEP_COLUMNS_BYTES", 0)
+    monkeypatch.setattr(conv_records, "KEEP_COLUMNS_BYTES", 0)
     rebuilt_losses, rebuilt_variables, _ = _train(x, labels)
     assert reused and not any(reused)
     for got, want in zip(rebuilt_losses, losses):

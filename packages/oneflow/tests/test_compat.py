@@ -84,7 +84,7 @@ def test_refusals_are_real():
 def test_info_api_for_one_name(capsys):
     assert main(["info", "--api", "flow.math.reduce_sum"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("flow.math.reduce_sum: supported (from flowjob_ops.math)")
+    assert out.startswith("flow.math.reduce_sum: supported (from flowjob_ops.api.reduce)")
     assert "legacy v0.3/v0.4 name" in out and "reduce_sum(input_tensor" in out
     # other spellings of the same name, and an option
     assert main(["info", "--api", "oneflow.math.reduce_sum"]) == 0

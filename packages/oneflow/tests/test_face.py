@@ -11,7 +11,7 @@ import pytest
 import oneflow as flow
 from flowjob_core import MissingPackageError
 from oneflow import _lazy
-from oneflow._exports import LazyNamespace, Source, export
+from oneflow._exports import LazyNamespace, Source, export, ops
 
 def test_info_lists_plugins_backends_and_ops():
     run = subprocess.run([sys.executable, "-m", "oneflow", "info"], capture_output=True, text=True, timeout=120)
@@ -60,7 +60,7 @@ def test_a_name_while_a_distribution_is_missing_names_what_to_install():
 
 def test_a_legacy_name_of_a_missing_distribution_names_that_distribution():
     space = LazyNamespace("oneflow", [], aliases={}, sources=(
-        Source("flowjob_ops.array_ops", "flowjob-ops"),
+        ops("array", "flow"),
         Source("flowjob_not_a_real_package", "flowjob-fancy", legacy=("fancy",))))
     with pytest.raises(MissingPackageError, match=r"oneflow\.fancy needs the flowjob-fancy distribution, which is "
                                                   r"not installed: pip install flowjob-fancy"):
@@ -89,13 +89,13 @@ def test_every_name_of_every_source_reaches_its_face_namespace():
     for face, sources in _namespaces():
         for source in sources:
             module = source.load("test")
-            assert source.names() == tuple(module.__all__), source.module  # the static read agrees
-            for name in module.__all__:
+            assert source.names() == source.names_of(module), source.module  # the static read agrees
+            for name in source.names_of(module):
                 assert getattr(face, name) is getattr(module, name), f"{face.__name__}.{name}"
                 assert name in face.__all__ and name in dir(face)
                 checked += 1
     assert checked > 100
-    assert flow.math.greater is flow.math.__dict__["greater"] and flow.reshape.__module__ == "flowjob_ops.array_ops"
+    assert flow.math.greater is flow.math.__dict__["greater"] and flow.reshape.__module__ == "flowjob_ops.api.array"
 
 
 def test_no_face_name_is_provided_twice_or_listed_by_hand():
@@ -145,3 +145,13 @@ def test_a_face_module_keeps_the_names_of_its_installed_sources_when_another_is_
         getattr_("__wrapped__")
     with pytest.raises(MissingPackageError, match="flow.demo needs the flowjob-xyz distribution"):
         export({}, "flow.demo", Source("flowjob_not_installed_xyz", "flowjob-xyz"))
+
+
+def test_a_namespaced_source_gives_that_namespace_read_without_importing_its_module():
+    from oneflow._exports import _literal_names
+
+    source = ops("sorting", "flow")
+    module = source.load("test")
+    assert _literal_names(source._path(), "flow") == tuple(module.NAMESPACES["flow"]) == source.names()
+    assert set(source.names()) < set(module.__all__)  # flow.math.top_k is not a top-level name
+    assert _literal_names(source._path(), "flow.nn") is None

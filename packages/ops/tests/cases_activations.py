@@ -120,6 +120,27 @@ def swish_case(draw: Draw) -> Case:
     return [_x(draw, low=-6.0, high=6.0)], {"beta": draw(st.sampled_from([1.0, 0.5, 2.0]))}
 
 
+def prelu_case(draw: Draw) -> Case:
+    shape = base._shape(draw, 2, 4)
+    # alpha covers x.shape[1:], shared (extent 1) on a drawn subset of those axes
+    alpha_shape = tuple(1 if draw(st.booleans()) else d for d in shape[1:])
+    return [base._away(draw, shape, (0.0,), 0.1), base._array(draw, alpha_shape, -1.0, 1.0)], {}
+
+
+def prelu_ref(x: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, x, alpha * x)
+
+
+def prelu_grad_case(draw: Draw) -> Case:
+    (x, alpha), attrs = prelu_case(draw)
+    return [x, alpha, base._array(draw, x.shape)], attrs
+
+
+def prelu_grad_ref(x: np.ndarray, alpha: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    negative = x <= 0
+    return np.where(negative, alpha * dy, dy), np.where(negative, dy * x, 0.0)
+
+
 CASES = [
     OpCase("leaky_relu", leaky_relu_case, reference=leaky_relu_ref),
     OpCase("leaky_relu_grad", _with_dy(leaky_relu_case), wrt=(),
@@ -139,4 +160,6 @@ CASES = [
     OpCase("mish_grad", _with_dy(mish_case), wrt=(), reference=mish_grad_ref),
     OpCase("silu", swish_case, reference=lambda x, beta: x * _sigmoid(beta * x)),
     OpCase("silu_grad", _with_dy(swish_case), wrt=(), reference=swish_grad_ref),
+    OpCase("prelu", prelu_case, reference=prelu_ref),
+    OpCase("prelu_grad", prelu_grad_case, reference=prelu_grad_ref, wrt=()),
 ]

@@ -1,4 +1,4 @@
-"""Op cases of defs/data_dependent.py: argwhere and sync_dynamic_resize, whose row count the data decide.
+"""Op cases of records/data_dependent.py: argwhere and sync_dynamic_resize, whose row count the data decide.
 op_cases.py appends ``CASES`` to its table.
 
 References walk the elements in row-major order and keep the coordinates of the nonzero ones, and

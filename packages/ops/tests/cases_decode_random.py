@@ -13,7 +13,7 @@ from flowjob_core.testing import OpCase
 from flowjob_core.testing import strategies as fst
 from hypothesis import strategies as st
 
-from flowjob_ops import initializers as inits
+from flowjob_ops.api import initializers as inits
 
 Draw = Any
 Case = tuple[list[np.ndarray], dict]

@@ -1,7 +1,7 @@
 """Op cases of the sparse losses with labels outside [0, C): legacy's split-class semantics.
 
 Labels are drawn from [-C-2, C+2), so negative ones, C itself and beyond all occur; each such
-label adds zero loss and zero gradient (``flowjob_ops/defs/class_labels.py``). The references
+label adds zero loss and zero gradient (``flowjob_ops/kernels/class_labels.py``). The references
 mask those rows in plain numpy. op_cases.py appends ``CASES``.
 """
 from __future__ import annotations

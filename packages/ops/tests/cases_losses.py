@@ -1,196 +1,157 @@
-"""Op cases of the legacy losses and reductions beyond sum/mean/max/min (records in
-``flowjob_ops/defs/losses_more.py`` and ``defs/reduce_more.py``). op_cases.py appends ``CASES``.
+"""Op cases of the losses other than cross entropy (records in ``records/losses.py``): smooth_l1_loss,
+combined_margin_loss, ctc_loss and their gradient ops. op_cases.py appends ``CASES``.
 
-References are plain numpy written from the definitions (a log of a sum of exponentials in float64,
-products of the other elements by explicit deletion), not from the kernels' formulas.
+References are plain numpy loops written from the definitions: CTC sums the probabilities of every
+alignment path (enumerated, so targets stay short). Inputs keep away from kinks (|d| = beta for smooth L1,
+|x| near 1 for the margin's arccos).
 """
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
 
 from flowjob_core.testing import OpCase
-from flowjob_core.testing import strategies as fst
+from flowjob_core.testing.modules import sibling
 
+base = sibling(__file__, "op_cases")
 Draw = Any
 Case = tuple[list[np.ndarray], dict]
 
 
-def _shape(draw: Draw, min_dims: int = 1, max_dims: int = 3, max_side: int = 4) -> tuple[int, ...]:
-    return tuple(draw(fst.small_shapes(min_dims, max_dims, max_side)))
+def smooth_l1_case(draw: Draw) -> Case:
+    shape = base._shape(draw)
+    beta = draw(st.sampled_from([0.0, 0.5, 1.0, 2.0]))
+    label = base._array(draw, shape)
+    # the difference keeps a gap from 0 and from +-beta, where the pieces meet
+    diff = base._away(draw, shape, (0.0, beta, -beta), 0.1, -4.0, 4.0)
+    return [label + diff, label], {"beta": beta}
 
 
-def _array(draw: Draw, shape: tuple[int, ...], low: float = -3.0, high: float = 3.0) -> np.ndarray:
-    return draw(fst.arrays(shape, st.floats(low, high, allow_subnormal=False)))
+def smooth_l1_ref(prediction: np.ndarray, label: np.ndarray, beta: float) -> np.ndarray:
+    d = np.abs(prediction - label)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta)
 
 
-def _axes(draw: Draw, rank: int) -> Any:
-    kind = draw(st.sampled_from(["none", "int", "list"]))
-    if kind == "none":
-        return None
-    if kind == "int":
-        return draw(st.integers(-rank, rank - 1))
-    return sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=rank)))
+def smooth_l1_grad_case(draw: Draw) -> Case:
+    (prediction, label), attrs = smooth_l1_case(draw)
+    return [base._array(draw, prediction.shape), prediction, label], attrs
 
 
-def _np_axes(axis: Any, rank: int) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(rank))
-    return tuple(sorted(a % rank for a in np.atleast_1d(axis)))
+def smooth_l1_grad_ref(dy: np.ndarray, prediction: np.ndarray, label: np.ndarray, beta: float) -> np.ndarray:
+    d = prediction - label
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return dy * np.where(np.abs(d) < beta, d / beta, np.sign(d))
 
 
-def _finish(value: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
-    return value if keepdims else value.reshape([d for i, d in enumerate(value.shape) if i not in axes])
+def margin_case(draw: Draw) -> Case:
+    rows, classes = draw(st.integers(1, 4)), draw(st.integers(1, 5))
+    x = base._array(draw, (rows, classes), -0.9, 0.9)
+    # some labels fall outside [0, classes): legacy leaves those rows unchanged
+    label = np.array([draw(st.integers(-1, classes)) for _ in range(rows)], dtype=draw(st.sampled_from(
+        [np.int32, np.int64])))
+    attrs = {"m1": draw(st.sampled_from([1.0, 2.0])), "m2": draw(st.sampled_from([0.0, 0.3])),
+             "m3": draw(st.sampled_from([0.0, 0.2]))}
+    return [x, label], attrs
 
 
-# reductions ------------------------------------------------------------------------------------
-def reduce_case(low: float = -3.0, high: float = 3.0) -> Any:
-    def make(draw: Draw) -> Case:
-        shape = _shape(draw)
-        return [_array(draw, shape, low, high)], {"axis": _axes(draw, len(shape)), "keepdims": draw(st.booleans())}
-
-    return make
-
-
-def prod_case(draw: Draw) -> Case:
-    """Elements away from 0 for the gradient check (finite differences across 0 are fine, but the
-    product of many values near 0 makes relative errors large); the zeros live in prod_grad_case."""
-    shape = _shape(draw)
-    x = draw(fst.array_away_from(shape, (0.0,), 0.3, -2.0, 2.0))
-    return [x], {"axis": _axes(draw, len(shape)), "keepdims": draw(st.booleans())}
+def margin_ref(x: np.ndarray, label: np.ndarray, m1: float, m2: float, m3: float) -> np.ndarray:
+    y = x.copy()
+    for i, c in enumerate(label):
+        if 0 <= c < x.shape[1]:
+            y[i, c] = math.cos(m1 * math.acos(x[i, c]) + m2) - m3
+    return y
 
 
-def prod_ref(x: np.ndarray, axis: Any, keepdims: bool) -> np.ndarray:
-    return np.prod(x, axis=_np_axes(axis, x.ndim), keepdims=keepdims)
+def margin_grad_case(draw: Draw) -> Case:
+    (x, label), attrs = margin_case(draw)
+    return [base._array(draw, x.shape), label, x], attrs
 
 
-def prod_grad_case(draw: Draw) -> Case:
-    """x with 0, 1 or several exact zeros per slice, and any dy."""
-    (x,), attrs = prod_case(draw)
-    zeros = draw(fst.arrays(x.shape, st.sampled_from([False, False, True]), dtype=bool))
-    x = np.where(zeros, 0.0, x)
-    y = prod_ref(x, **attrs)
-    return [x, _array(draw, y.shape)], attrs
+def margin_grad_ref(dy: np.ndarray, label: np.ndarray, x: np.ndarray, m1: float, m2: float, m3: float) -> np.ndarray:
+    dx = dy.copy()
+    for i, c in enumerate(label):
+        if 0 <= c < x.shape[1]:
+            # d/dx cos(m1 acos x + m2) = m1 sin(m1 acos x + m2) / sqrt(1 - x^2)
+            dx[i, c] = dy[i, c] * m1 * math.sin(m1 * math.acos(x[i, c]) + m2) / math.sqrt(1 - x[i, c] ** 2)
+    return dx
 
 
-def prod_grad_ref(x: np.ndarray, dy: np.ndarray, axis: Any, keepdims: bool) -> np.ndarray:
-    """dy times the product of the slice with this one element left out, element by element."""
-    axes = _np_axes(axis, x.ndim)
-    kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
-    dyk = dy.reshape(kept)
-    out = np.empty_like(x)
-    for index in np.ndindex(*x.shape):
-        picks = tuple(slice(None) if i in axes else index[i] for i in range(x.ndim))
-        block = x[picks].copy()  # the slice through ``index`` (its reduced axes)
-        own = tuple(index[i] for i in range(x.ndim) if i in axes)
-        block[own] = 1.0
-        out[index] = dyk[tuple(0 if i in axes else index[i] for i in range(x.ndim))] * np.prod(block)
+def ctc_case(draw: Draw) -> Case:
+    batch, classes, longest = draw(st.integers(1, 3)), draw(st.integers(2, 4)), draw(st.integers(1, 2))
+    blank = draw(st.integers(0, classes - 1))
+    labels = [c for c in range(classes) if c != blank]
+    target_lengths = np.array([draw(st.integers(0, longest)) for _ in range(batch)], dtype=np.int32)
+    steps = draw(st.integers(2 * longest + 1, 2 * longest + 2))  # every target fits (repeats need a blank)
+    input_lengths = np.array([draw(st.integers(2 * int(n) + 1, steps)) for n in target_lengths],
+                             dtype=draw(st.sampled_from([np.int32, np.int64])))
+    targets = np.array([[draw(st.sampled_from(labels)) for _ in range(longest)] for _ in range(batch)],
+                       dtype=np.int32)
+    logits = base._array(draw, (steps, batch, classes), -2.0, 2.0)
+    log_probs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    return [log_probs, targets, input_lengths, target_lengths], {"blank": blank, "zero_infinity": False}
+
+
+def _collapse(path: tuple[int, ...], blank: int) -> list[int]:
+    out: list[int] = []
+    previous = None
+    for c in path:
+        if c != previous and c != blank:
+            out.append(c)
+        previous = c
     return out
 
 
-def logical_case(draw: Draw) -> Case:
-    shape = _shape(draw)
-    dtype = draw(st.sampled_from([np.float64, np.int32, np.int8]))
-    x = np.asarray(draw(fst.arrays(shape, st.sampled_from([0, 0, 1, -2]), dtype=np.int64))).astype(dtype)
-    return [x], {"axis": _axes(draw, len(shape)), "keepdims": draw(st.booleans())}
+def ctc_ref(log_probs: np.ndarray, targets: np.ndarray, input_lengths: np.ndarray, target_lengths: np.ndarray,
+            blank: int, zero_infinity: bool) -> np.ndarray:
+    """-log of the summed probability of every path that collapses to the target (all paths enumerated)."""
+    _, batch, classes = log_probs.shape
+    loss = np.empty(batch)
+    for b in range(batch):
+        steps, want = int(input_lengths[b]), list(targets[b, :int(target_lengths[b])])
+        total = 0.0
+        for path in itertools.product(range(classes), repeat=steps):
+            if _collapse(path, blank) == want:
+                total += math.exp(sum(log_probs[t, b, c] for t, c in enumerate(path)))
+        loss[b] = -math.log(total) if total > 0 else math.inf
+        if zero_infinity and math.isinf(loss[b]):
+            loss[b] = 0.0
+    return loss.astype(log_probs.dtype)
 
 
-def logical_ref(fn: Any) -> Any:
-    return lambda x, axis, keepdims: fn(x != 0, axis=_np_axes(axis, x.ndim), keepdims=keepdims).astype(np.int8)
+def ctc_grad_case(draw: Draw) -> Case:
+    inputs, attrs = ctc_case(draw)
+    loss = ctc_ref(*inputs, **attrs)
+    return [*inputs, base._array(draw, loss.shape), loss], attrs
 
 
-def logsumexp_case(draw: Draw) -> Case:
-    shape = _shape(draw)
-    scale = draw(st.sampled_from([1.0, 1.0, 300.0]))  # 300: exp overflows float64 unless shifted
-    return [_array(draw, shape) * scale], {"axis": _axes(draw, len(shape)), "keepdims": draw(st.booleans())}
-
-
-def logsumexp_ref(x: np.ndarray, axis: Any, keepdims: bool) -> np.ndarray:
-    axes = _np_axes(axis, x.ndim)
-    peak = np.max(x, axis=axes, keepdims=True)
-    value = np.log(np.sum(np.exp(x - peak), axis=axes, keepdims=True)) + peak
-    return _finish(value, axes, keepdims)
-
-
-# l2_normalize -------------------------------------------------------------------------------------
-def l2_case(draw: Draw) -> Case:
-    """Elements away from 0 (a slice's norm >= 0.2, so finite differences stay well conditioned), and
-    maybe one slice of zeros with epsilon 1e-2: the clamped branch, whose gradient is dy / sqrt(epsilon)
-    (with epsilon 1e-12 a finite-difference step of 1e-6 would cross the kink at sum == epsilon)."""
-    shape = _shape(draw)
-    x = draw(fst.array_away_from(shape, (0.0,), 0.2, -3.0, 3.0))
-    axis = draw(st.integers(-len(shape), len(shape) - 1))
-    epsilon = draw(st.sampled_from([1e-12, 1e-2]))
-    if epsilon == 1e-2 and draw(st.booleans()):
-        x[tuple(slice(None) if i == axis % len(shape) else 0 for i in range(len(shape)))] = 0.0
-    return [x], {"axis": axis, "epsilon": epsilon}
-
-
-def l2_ref(x: np.ndarray, axis: int, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
-    sums = np.sum(x * x, axis=axis, keepdims=True)
-    return x / np.sqrt(np.maximum(sums, epsilon)), sums
-
-
-def l2_grad_case(draw: Draw) -> Case:
-    (x,), attrs = l2_case(draw)
-    y, sums = l2_ref(x, **attrs)
-    return [_array(draw, x.shape), y, sums], attrs
-
-
-def l2_grad_ref(dy: np.ndarray, y: np.ndarray, sums: np.ndarray, axis: int, epsilon: float) -> np.ndarray:
-    """Jacobian-vector product of x / sqrt(max(s, eps)) written from the definition, slice by slice."""
-    norm = np.sqrt(np.maximum(sums, epsilon))
-    x = y * norm
-    moved_x, moved_dy = np.moveaxis(x, axis, -1), np.moveaxis(dy, axis, -1)
-    moved_n, moved_s = np.moveaxis(norm, axis, -1), np.moveaxis(sums, axis, -1)
-    out = np.empty_like(moved_x)
-    for index in np.ndindex(*moved_x.shape[:-1]):
-        v, g, n = moved_x[index], moved_dy[index], moved_n[index][0]
-        jac = np.eye(v.size) / n
-        if moved_s[index][0] >= epsilon:  # d(1/n)/dx = -x / n^3
-            jac -= np.outer(v, v) / n ** 3
-        out[index] = jac.T @ g
-    return np.moveaxis(out, -1, axis)
-
-
-# sparse_cross_entropy ---------------------------------------------------------------------------
-def sparse_ce_case(draw: Draw) -> Case:
-    lead = _shape(draw, 1, 2, 3)
-    classes = draw(st.integers(1, 5))
-    dtype = draw(st.sampled_from([np.int32, np.int64]))
-    labels = np.asarray(draw(fst.arrays(lead, st.integers(0, classes - 1), dtype=dtype)))
-    prediction = draw(fst.arrays(lead + (classes,), st.floats(0.05, 1.0)))
-    return [labels, prediction], {}
-
-
-def sparse_ce_ref(labels: np.ndarray, prediction: np.ndarray) -> np.ndarray:
-    picked = np.take_along_axis(prediction, labels[..., None].astype(np.int64), -1)[..., 0]
-    return -np.log(np.maximum(picked, 1e-20))
-
-
-def sparse_ce_grad_case(draw: Draw) -> Case:
-    (labels, prediction), _ = sparse_ce_case(draw)
-    if draw(st.booleans()):  # a zero probability: clamped at 1e-20, as legacy
-        prediction = prediction.copy()
-        prediction.reshape(-1, prediction.shape[-1])[0, labels.reshape(-1)[0]] = 0.0
-    return [labels, prediction, _array(draw, labels.shape)], {}
-
-
-def sparse_ce_grad_ref(labels: np.ndarray, prediction: np.ndarray, dy: np.ndarray) -> np.ndarray:
-    onehot = np.eye(prediction.shape[-1])[labels]
-    return -onehot * (dy / np.maximum(np.sum(onehot * prediction, axis=-1), 1e-20))[..., None]
+def ctc_grad_ref(log_probs: np.ndarray, targets: np.ndarray, input_lengths: np.ndarray, target_lengths: np.ndarray,
+                 dy: np.ndarray, loss: np.ndarray, blank: int, zero_infinity: bool) -> np.ndarray:
+    """d loss / d log_probs by path enumeration: minus the posterior count of (t, c) on the target's paths."""
+    steps_all, batch, classes = log_probs.shape
+    grad = np.zeros_like(log_probs)
+    for b in range(batch):
+        steps, want = int(input_lengths[b]), list(targets[b, :int(target_lengths[b])])
+        counts, total = np.zeros((steps_all, classes)), 0.0
+        for path in itertools.product(range(classes), repeat=steps):
+            if _collapse(path, blank) == want:
+                p = math.exp(sum(log_probs[t, b, c] for t, c in enumerate(path)))
+                total += p
+                for t, c in enumerate(path):
+                    counts[t, c] += p
+        grad[:, b] = -dy[b] * counts / total
+    return grad
 
 
 CASES = [
-    OpCase("reduce_prod", prod_case, reference=prod_ref),
-    OpCase("reduce_prod_grad", prod_grad_case, reference=prod_grad_ref, wrt=()),
-    OpCase("reduce_any", logical_case, reference=logical_ref(np.any), wrt=()),
-    OpCase("reduce_all", logical_case, reference=logical_ref(np.all), wrt=()),
-    OpCase("reduce_logsumexp", logsumexp_case, reference=logsumexp_ref),
-    OpCase("l2_normalize", l2_case, reference=l2_ref),
-    OpCase("l2_normalize_grad", l2_grad_case, reference=l2_grad_ref, wrt=()),
-    OpCase("sparse_cross_entropy", sparse_ce_case, reference=sparse_ce_ref, wrt=(1,)),
-    OpCase("sparse_cross_entropy_grad", sparse_ce_grad_case, reference=sparse_ce_grad_ref, wrt=()),
+    OpCase("smooth_l1_loss", smooth_l1_case, reference=smooth_l1_ref, wrt=(0,)),
+    OpCase("smooth_l1_loss_grad", smooth_l1_grad_case, reference=smooth_l1_grad_ref, wrt=()),
+    OpCase("combined_margin_loss", margin_case, reference=margin_ref),
+    OpCase("combined_margin_loss_grad", margin_grad_case, reference=margin_grad_ref, wrt=()),
+    OpCase("ctc_loss", ctc_case, reference=ctc_ref),
+    OpCase("ctc_loss_grad", ctc_grad_case, reference=ctc_grad_ref, wrt=()),
 ]

@@ -1,4 +1,4 @@
-"""Op cases for ``flowjob_ops/defs/math_binary.py``: mod, floordiv, atan2, pow, xdivy, xlogy and the
+"""Op cases for ``flowjob_ops/records/math_binary.py``: mod, floordiv, atan2, pow, xdivy, xlogy and the
 logical ops (joined to ``op_cases.CASES``).
 
 Inputs keep away from each op's jumps and poles where gradients are checked; the ``*_zeros`` cases

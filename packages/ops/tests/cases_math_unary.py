@@ -1,4 +1,4 @@
-"""Op cases of the legacy ``flow.math`` unary functions (records in ``flowjob_ops/defs/math_unary.py``).
+"""Op cases of the legacy ``flow.math`` unary functions (records in ``flowjob_ops/records/math_unary.py``).
 
 References are numpy ufuncs, or the standard library's ``math.erf``/``erfc``/``lgamma`` element by
 element; digamma (lgamma's gradient) is a fourth-order central difference of ``math.lgamma``,

@@ -12,6 +12,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from flowjob_core.testing import OpCase
+from flowjob_core.testing import strategies as fst
 from flowjob_core.testing.modules import sibling
 
 base = sibling(__file__, "op_cases")
@@ -120,6 +121,86 @@ def moving_update_case(draw: Draw) -> Case:
                                                                                                      1.0]))}
 
 
+def l2_case(draw: Draw) -> Case:
+    """Elements away from 0 (a slice's norm >= 0.2, so finite differences stay well conditioned), and
+    maybe one slice of zeros with epsilon 1e-2: the clamped branch, whose gradient is dy / sqrt(epsilon)
+    (with epsilon 1e-12 a finite-difference step of 1e-6 would cross the kink at sum == epsilon)."""
+    shape = base._shape(draw)
+    x = draw(fst.array_away_from(shape, (0.0,), 0.2, -3.0, 3.0))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    epsilon = draw(st.sampled_from([1e-12, 1e-2]))
+    if epsilon == 1e-2 and draw(st.booleans()):
+        x[tuple(slice(None) if i == axis % len(shape) else 0 for i in range(len(shape)))] = 0.0
+    return [x], {"axis": axis, "epsilon": epsilon}
+
+
+def l2_ref(x: np.ndarray, axis: int, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    sums = np.sum(x * x, axis=axis, keepdims=True)
+    return x / np.sqrt(np.maximum(sums, epsilon)), sums
+
+
+def l2_grad_case(draw: Draw) -> Case:
+    (x,), attrs = l2_case(draw)
+    y, sums = l2_ref(x, **attrs)
+    return [base._array(draw, x.shape), y, sums], attrs
+
+
+def l2_grad_ref(dy: np.ndarray, y: np.ndarray, sums: np.ndarray, axis: int, epsilon: float) -> np.ndarray:
+    """Jacobian-vector product of x / sqrt(max(s, eps)) written from the definition, slice by slice."""
+    norm = np.sqrt(np.maximum(sums, epsilon))
+    x = y * norm
+    moved_x, moved_dy = np.moveaxis(x, axis, -1), np.moveaxis(dy, axis, -1)
+    moved_n, moved_s = np.moveaxis(norm, axis, -1), np.moveaxis(sums, axis, -1)
+    out = np.empty_like(moved_x)
+    for index in np.ndindex(*moved_x.shape[:-1]):
+        v, g, n = moved_x[index], moved_dy[index], moved_n[index][0]
+        jac = np.eye(v.size) / n
+        if moved_s[index][0] >= epsilon:  # d(1/n)/dx = -x / n^3
+            jac -= np.outer(v, v) / n ** 3
+        out[index] = jac.T @ g
+    return np.moveaxis(out, -1, axis)
+
+
+def layer_norm_grad_case(draw: Draw) -> Case:
+    shape = base._shape(draw, 2, 4)
+    axis = draw(st.integers(1, len(shape) - 1))
+    x = base._array(draw, shape)
+    axes = tuple(range(axis, len(shape)))
+    mean = x.mean(axis=axes)
+    inv = 1.0 / np.sqrt(x.var(axis=axes) + 1e-5)
+    signed = draw(st.sampled_from([axis, axis - len(shape)]))
+    return [base._array(draw, shape), x, mean, inv], {"begin_norm_axis": signed}
+
+
+def layer_norm_grad_ref(dy: np.ndarray, x: np.ndarray, mean: np.ndarray, inv_variance: np.ndarray,
+                        begin_norm_axis: int) -> np.ndarray:
+    """Per normalized group: d/dx of (x - mean(x)) * r with r held at the given 1/std, by the chain rule
+    through the group's mean and variance: r * (dy - mean(dy) - xhat mean(dy xhat))."""
+    axis = begin_norm_axis % x.ndim
+    groups = int(np.prod(x.shape[:axis]))
+    dx = np.empty_like(x)
+    flat_dx, flat_dy, flat_x = dx.reshape(groups, -1), dy.reshape(groups, -1), x.reshape(groups, -1)
+    for g in range(groups):
+        r = inv_variance.reshape(-1)[g]
+        xhat = (flat_x[g] - mean.reshape(-1)[g]) * r
+        flat_dx[g] = r * (flat_dy[g] - flat_dy[g].mean() - xhat * (flat_dy[g] * xhat).mean())
+    return dx
+
+
+def param_grad_case(draw: Draw) -> Case:
+    shape = base._shape(draw, 2, 4)
+    axis = draw(st.integers(1, len(shape) - 1))
+    signed = draw(st.sampled_from([axis, axis - len(shape)]))
+    return [base._array(draw, shape), base._array(draw, shape), base._array(draw, shape[axis:])], \
+        {"begin_params_axis": signed}
+
+
+def param_grad_ref(dy: np.ndarray, normalized: np.ndarray, gamma: np.ndarray,
+                   begin_params_axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lead = tuple(range(begin_params_axis % dy.ndim))
+    return dy * gamma, dy.sum(axis=lead), (dy * normalized).sum(axis=lead)
+
+
 CASES = [
     OpCase("moments", moments_case, reference=moments_ref),
     OpCase("moments_grad", moments_grad_case, wrt=(), reference=moments_grad_ref),
@@ -128,4 +209,8 @@ CASES = [
     # no outputs: the case runs the kernel under the contract (the statistic stays read-only); the
     # updated values are checked in test_normalization_legacy.py
     OpCase("batch_norm_moving_update", moving_update_case, wrt=(), reference=lambda moving, stat, momentum: ()),
+    OpCase("l2_normalize", l2_case, reference=l2_ref),
+    OpCase("l2_normalize_grad", l2_grad_case, reference=l2_grad_ref, wrt=()),
+    OpCase("layer_norm_grad", layer_norm_grad_case, reference=layer_norm_grad_ref, wrt=()),
+    OpCase("layer_norm_param_grad", param_grad_case, reference=param_grad_ref, wrt=()),
 ]

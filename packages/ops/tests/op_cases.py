@@ -524,7 +524,7 @@ def avg_pool_grad_ref(dy: np.ndarray, **attrs: Any) -> np.ndarray:
     return loops.avg_pool_grad_ref(attrs["x_shape"], dy, *_pool_geometry(attrs["x_shape"], attrs))
 
 
-# fused by flowjob_ops.fusion_dense: matmul -> bias_add (-> relu), elementwise chains ----------
+# fused by flowjob_ops.passes.fuse_dense: matmul -> bias_add (-> relu), elementwise chains ----------
 def matmul_bias_case(draw: Draw) -> Case:
     """matmul_bias inputs; with relu, a bias per channel that keeps op(a) @ op(b) + bias away from the kink."""
     (a, b), attrs = matmul_case(draw)
@@ -861,11 +861,11 @@ CASES = [
     OpCase("conv2d_grad_filter", conv_grad_filter_case, reference=conv_grad_filter_ref, wrt=()),
     OpCase("max_pool2d", pool_case, reference=max_pool_ref),
     OpCase("max_pool2d_grad", max_pool_grad_case, reference=max_pool_grad_ref, wrt=()),
-    # fused by flowjob_ops.fusion: conv2d -> bias_add (-> relu), max_pool2d_grad -> relu_grad
+    # fused by flowjob_ops.passes.fuse_conv: conv2d -> bias_add (-> relu), max_pool2d_grad -> relu_grad
     OpCase("conv2d_bias", conv_bias_case, reference=conv_bias_ref),
     OpCase("conv2d_bias_pool", conv_bias_pool_case, reference=conv_bias_pool_ref),
     OpCase("max_pool2d_relu_grad", max_pool_relu_grad_case, reference=max_pool_relu_grad_ref, wrt=()),
-    # fused by flowjob_ops.fusion_dense: matmul -> bias_add (-> relu), runs of elementwise ops
+    # fused by flowjob_ops.passes.fuse_dense: matmul -> bias_add (-> relu), runs of elementwise ops
     OpCase("matmul_bias", matmul_bias_case, reference=matmul_bias_ref),
     OpCase("elementwise_chain", chain_case, reference=chain_ref),
     OpCase("avg_pool2d", pool_case, reference=avg_pool_ref),
@@ -896,23 +896,30 @@ CASES = [
     OpCase("random_normal", random_case("normal"), reference=random_ref("normal"), wrt=()),
 ]
 CASES += sibling(__file__, "cases_activations").CASES
+CASES += sibling(__file__, "cases_arithmetic").CASES
 CASES += sibling(__file__, "cases_math_binary").CASES
-CASES += sibling(__file__, "cases_array").CASES
 CASES += sibling(__file__, "cases_math_unary").CASES
-CASES += sibling(__file__, "cases_conv_more").CASES
-CASES += sibling(__file__, "cases_args").CASES
+CASES += sibling(__file__, "cases_reduce").CASES
+CASES += sibling(__file__, "cases_cross_entropy").CASES
 CASES += sibling(__file__, "cases_losses").CASES
 CASES += sibling(__file__, "cases_norm").CASES
+CASES += sibling(__file__, "cases_dropout").CASES
+CASES += sibling(__file__, "cases_random").CASES
+CASES += sibling(__file__, "cases_shape").CASES
+CASES += sibling(__file__, "cases_padding").CASES
+CASES += sibling(__file__, "cases_indexing").CASES
+CASES += sibling(__file__, "cases_constants").CASES
+CASES += sibling(__file__, "cases_assign").CASES
 CASES += sibling(__file__, "cases_sorting").CASES
-CASES += sibling(__file__, "cases_leftovers").CASES
-CASES += sibling(__file__, "cases_labels").CASES
+CASES += sibling(__file__, "cases_deconv").CASES
 CASES += sibling(__file__, "cases_conv3d").CASES
-CASES += sibling(__file__, "cases_array_extra").CASES
-CASES += sibling(__file__, "cases_nn_extra").CASES
+CASES += sibling(__file__, "cases_upsample").CASES
+CASES += sibling(__file__, "cases_matmul").CASES
+CASES += sibling(__file__, "cases_categorical").CASES
+CASES += sibling(__file__, "cases_labels").CASES
 CASES += sibling(__file__, "cases_data_dependent").CASES
 CASES += sibling(__file__, "cases_repeat").CASES
 CASES += sibling(__file__, "cases_pack").CASES
 CASES += sibling(__file__, "cases_decode_random").CASES
 CASES += sibling(__file__, "cases_models").CASES
-CASES += sibling(__file__, "cases_v04nn").CASES
 CASES += sibling(__file__, "cases_batch_norm_train").CASES

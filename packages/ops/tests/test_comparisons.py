@@ -11,7 +11,7 @@ import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_core import OpBuildError
 from flowjob_core.testing.modules import sibling
-from flowjob_ops import array_ops, math
+from flowjob_ops.api import array, comparisons, math, reduce
 
 probe = sibling(__file__, "grad_probe")
 X = np.array([[-1.0, 0.0, 0.5], [2.0, 0.5, -3.0]], np.float32)
@@ -35,8 +35,9 @@ def test_operators_compare_blobs_and_numbers_as_int8() -> None:
 
 
 def test_public_functions_match_the_operators() -> None:
-    fns = (math.greater, math.greater_equal, math.less, math.less_equal, math.equal, math.not_equal)
-    got = _predict(lambda x, y: [fn(x, y) for fn in fns] + [math.greater(1.0, x)], X, Y)
+    fns = (comparisons.greater, comparisons.greater_equal, comparisons.less, comparisons.less_equal,
+           comparisons.equal, comparisons.not_equal)
+    got = _predict(lambda x, y: [fn(x, y) for fn in fns] + [comparisons.greater(1.0, x)], X, Y)
     refs = (np.greater, np.greater_equal, np.less, np.less_equal, np.equal, np.not_equal)
     for g, ref in zip(got, refs):
         np.testing.assert_array_equal(g, ref(X, Y).astype(np.int8))
@@ -94,8 +95,8 @@ def test_a_comparison_is_marked_not_differentiable_and_a_train_job_flows_around_
         @probe.job(session)
         def train(x: tp.Numpy.Placeholder((2, 3))) -> tp.Numpy:
             w = fc.get_variable("w", shape=(2, 3), initializer=None)
-            mask = array_ops.cast(x > 0, np.float32)  # a gradient stops at the comparison
-            loss = math.reduce_sum(math.multiply(math.multiply(x, w), mask))
+            mask = array.cast(x > 0, np.float32)  # a gradient stops at the comparison
+            loss = reduce.reduce_sum(math.multiply(math.multiply(x, w), mask))
             fc.add_loss(loss)
             probe.probe(x, "x")
             return loss

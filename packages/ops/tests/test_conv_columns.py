@@ -6,7 +6,7 @@ import numpy as np
 
 import flowjob_typing as tp
 from flowjob_core import add_loss
-from flowjob_ops import nn
+from flowjob_ops.api import conv
 from flowjob_ops.kernels import conv as conv_kernels
 from flowjob_core.testing.modules import sibling
 
@@ -31,7 +31,7 @@ def test_filter_gradient_reuses_the_forward_columns(monkeypatch):
     @probe.job(session)
     def train(x_in: tp.Numpy.Placeholder((2, 3, 6, 6), dtype=np.float64),
               w_in: tp.Numpy.Placeholder((4, 3, 3, 3), dtype=np.float64)) -> None:
-        y = nn.conv2d(x_in, w_in, strides=1, padding="SAME")
+        y = conv.conv2d(x_in, w_in, strides=1, padding="SAME")
         probe.probe(w_in, "dw")
         add_loss(y)
 

@@ -1,4 +1,4 @@
-"""The fusion pass (flowjob_ops.fusion): fused jobs give the unfused job's losses and gradients
+"""The fusion pass (flowjob_ops.passes.fuse_conv): fused jobs give the unfused job's losses and gradients
 within float32 tolerance, fused kernels match their unfused chains, and a value a fusion would
 swallow stays observable (a probe or fetch of it turns that fusion off)."""
 
@@ -9,8 +9,12 @@ import pytest
 
 import flowjob_core as fc
 import flowjob_typing as tp
-from flowjob_ops import fusion, initializers, layers, nn
-from flowjob_ops.array_ops import reshape
+from flowjob_ops.api import activations, bias_add, initializers, layers
+from flowjob_ops.api import conv as conv_api
+from flowjob_ops.api import losses as losses_api
+from flowjob_ops.api import pool as pool_api
+from flowjob_ops.passes import fuse_conv
+from flowjob_ops.api.array import reshape
 from flowjob_ops.kernels import conv, pool
 from flowjob_core.testing.modules import sibling
 
@@ -27,15 +31,15 @@ def _net_job(session: Any, fmt: str, watch: str | None = None) -> Any:
     def train_job(images: tp.Numpy.Placeholder(shape), labels: tp.Numpy.Placeholder((N,), dtype=np.int32)) -> tp.Numpy:
         init = initializers.random_normal_initializer(stddev=0.3)
         # conv -> bias -> relu (fused whole), pool; conv -> bias, separate relu (fused whole too)
-        a1 = layers.conv2d(images, 6, 3, padding="SAME", data_format=fmt, activation=nn.relu, name="conv1",
+        a1 = layers.conv2d(images, 6, 3, padding="SAME", data_format=fmt, activation=activations.relu, name="conv1",
                            kernel_initializer=init, bias_initializer=init)
-        p1 = nn.max_pool2d(a1, 2, 2, "SAME", data_format=fmt, name="pool1")
+        p1 = pool_api.max_pool2d(a1, 2, 2, "SAME", data_format=fmt, name="pool1")
         z2 = layers.conv2d(p1, 8, 3, padding="VALID", data_format=fmt, name="conv2", kernel_initializer=init,
                            bias_initializer=init)
-        a2 = nn.relu(z2, name="relu2")
-        p2 = nn.max_pool2d(a2, 2, 2, "VALID", data_format=fmt, name="pool2")
+        a2 = activations.relu(z2, name="relu2")
+        p2 = pool_api.max_pool2d(a2, 2, 2, "VALID", data_format=fmt, name="pool2")
         logits = layers.dense(reshape(p2, [N, -1]), 5, kernel_initializer=init, name="dense")
-        loss = nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        loss = losses_api.sparse_softmax_cross_entropy_with_logits(labels, logits)
         fc.add_loss(loss)
         kernel = (lambda f, c: (f, c, 3, 3)) if fmt == "NCHW" else (lambda f, c: (f, 3, 3, c))
         shapes = {"conv1-weight": kernel(6, 2), "conv1-bias": (6,), "conv2-weight": kernel(8, 6), "conv2-bias": (8,),
@@ -110,8 +114,8 @@ def test_fusion_keeps_returned_values(monkeypatch: pytest.MonkeyPatch) -> None:
     def job(images: tp.Numpy.Placeholder((2, 3, 6, 6))) -> tuple[tp.Numpy, tp.Numpy]:
         w = fc.get_variable("w", shape=(4, 3, 3, 3), initializer=initializers.random_normal_initializer())
         b = fc.get_variable("b", shape=(4,), initializer=initializers.constant_initializer(0.25))
-        c = nn.conv2d(images, w, 1, "SAME")
-        return c, nn.relu(nn.bias_add(c, b))
+        c = conv_api.conv2d(images, w, 1, "SAME")
+        return c, activations.relu(bias_add.bias_add(c, b))
 
     c, a = job(x)
     assert [n.op for n in job.plan().order if n.op in ("conv2d", "conv2d_bias", "bias_add", "relu")] == [
@@ -165,9 +169,9 @@ def test_pool_relu_grad_equals_relu_grad_of_pool_grad(fmt: str, ksize: int, stri
 
 def test_fusion_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLOWJOB_FUSION", "0")
-    assert not fusion.enabled()
+    assert not fuse_conv.enabled()
     monkeypatch.setenv("FLOWJOB_FUSION", "1")
-    assert fusion.enabled()
+    assert fuse_conv.enabled()
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
@@ -182,12 +186,12 @@ def test_predict_job_pools_from_the_convolution(fmt: str, monkeypatch: pytest.Mo
         @fc.global_function()
         def infer(x: tp.Numpy.Placeholder(shape)) -> tp.Numpy:
             init = initializers.random_normal_initializer(stddev=0.3)
-            a = layers.conv2d(x, 6, 3, padding="SAME", data_format=fmt, activation=nn.relu, name="c1",
+            a = layers.conv2d(x, 6, 3, padding="SAME", data_format=fmt, activation=activations.relu, name="c1",
                               kernel_initializer=init, bias_initializer=init)
-            p = nn.max_pool2d(a, 2, 2, "SAME", data_format=fmt)
+            p = pool_api.max_pool2d(a, 2, 2, "SAME", data_format=fmt)
             z = layers.conv2d(p, 4, 2, padding="VALID", data_format=fmt, name="c2", kernel_initializer=init,
                               bias_initializer=init)  # no activation
-            return nn.max_pool2d(z, 3, 1, "VALID", data_format=fmt)
+            return pool_api.max_pool2d(z, 3, 1, "VALID", data_format=fmt)
 
         results[fused] = (infer(images), [n.op for n in infer.plan().order])
     (got, ops), (want, ref_ops) = results[True], results[False]

@@ -1,4 +1,4 @@
-"""The dense fusion (flowjob_ops.fusion_dense): ``matmul -> bias_add (-> relu)`` becomes one
+"""The dense fusion (flowjob_ops.passes.fuse_dense): ``matmul -> bias_add (-> relu)`` becomes one
 ``matmul_bias`` node whose results are bitwise the unfused nodes' (losses, gradients, a training
 trajectory), and a value the fusion would swallow (the raw product, the pre-activation) stays
 observable: a fetch or return of it turns that part of the fusion off."""
@@ -13,9 +13,11 @@ import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_core import BlobSpec, KernelContext
 from flowjob_core.testing.modules import sibling
-from flowjob_ops import fusion_dense, initializers, layers, nn
-from flowjob_ops.array_ops import reshape
-from flowjob_ops.defs.fused import MATMUL_BIAS
+from flowjob_ops.api import activations, bias_add, initializers, layers
+from flowjob_ops.api import losses as losses_api
+from flowjob_ops.passes import fuse_dense
+from flowjob_ops.api.array import reshape
+from flowjob_ops.records.fused import MATMUL_BIAS
 
 probe = sibling(__file__, "grad_probe")
 BATCH = 16
@@ -28,9 +30,10 @@ def _mlp_job(session: Any, watch: str | None = None) -> Any:
                   labels: tp.Numpy.Placeholder((BATCH,), dtype=np.int32)) -> tp.Numpy:
         init = initializers.random_normal_initializer(stddev=0.3)
         flat = reshape(images, [BATCH, -1])
-        hidden = layers.dense(flat, 20, activation=nn.relu, kernel_initializer=init, bias_initializer=init, name="h")
+        hidden = layers.dense(flat, 20, activation=activations.relu, kernel_initializer=init, bias_initializer=init,
+                              name="h")
         logits = layers.dense(hidden, 5, kernel_initializer=init, bias_initializer=init, name="o")
-        loss = nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        loss = losses_api.sparse_softmax_cross_entropy_with_logits(labels, logits)
         fc.add_loss(loss)
         for name, shape in VARIABLES.items():
             probe.probe(fc.get_variable(name, shape=shape), name)  # the same name gives the layer's variable
@@ -128,8 +131,9 @@ def test_returned_pre_activation_blocks_the_relu(monkeypatch: pytest.MonkeyPatch
         def infer(x: tp.Numpy.Placeholder((4, 7))) -> tuple[tp.Numpy, tp.Numpy, tp.Numpy]:
             init = initializers.random_normal_initializer(stddev=0.5)
             z = layers.dense(x, 6, kernel_initializer=init, bias_initializer=init, name="d1")  # returned
-            a = nn.relu(z)
-            b = layers.dense(a, 3, activation=nn.relu, kernel_initializer=init, bias_initializer=init, name="d2")
+            a = activations.relu(z)
+            b = layers.dense(a, 3, activation=activations.relu, kernel_initializer=init, bias_initializer=init,
+                             name="d2")
             return z, a, b
 
         results[fused] = (infer(x), {n.name: n for n in infer.plan().order})
@@ -150,7 +154,7 @@ def test_matmul_read_twice_stays_unfused(monkeypatch: pytest.MonkeyPatch) -> Non
         w = fc.get_variable("w", shape=(4, 5), initializer=initializers.random_normal_initializer())
         b = fc.get_variable("b", shape=(5,), initializer=initializers.random_normal_initializer())
         y = fc.apply("matmul", [x, w], {"transpose_a": False, "transpose_b": False})
-        return nn.relu(nn.bias_add(y, b)) + y  # y has a second reader
+        return activations.relu(bias_add.bias_add(y, b)) + y  # y has a second reader
 
     got = infer(x)
     ops = [n.op for n in infer.plan().order]
@@ -165,8 +169,8 @@ def test_matmul_read_twice_stays_unfused(monkeypatch: pytest.MonkeyPatch) -> Non
 @pytest.mark.parametrize("activation", [None, "relu"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_matmul_bias_kernel_is_bitwise_the_chain_of_kernels(ta: bool, tb: bool, activation: Any, dtype: Any) -> None:
-    from flowjob_ops.defs.activations import RELU
-    from flowjob_ops.defs.matmul import BIAS_ADD, MATMUL
+    from flowjob_ops.records.activations import RELU
+    from flowjob_ops.records.matmul import BIAS_ADD, MATMUL
 
     rng = np.random.default_rng(2)
     a = rng.standard_normal((9, 13) if ta else (13, 9)).astype(dtype)
@@ -202,7 +206,7 @@ def test_bias_along_a_middle_axis_of_a_batched_matmul(monkeypatch: pytest.Monkey
         @fc.global_function()
         def infer(a: tp.Numpy.Placeholder((2, 3, 4)), b: tp.Numpy.Placeholder((4, 5)),
                   bias: tp.Numpy.Placeholder((3,))) -> tp.Numpy:
-            return nn.relu(nn.bias_add(fc.apply("matmul", [a, b], {}), bias))  # data_format None: axis 1
+            return activations.relu(bias_add.bias_add(fc.apply("matmul", [a, b], {}), bias))  # data_format None: axis 1
 
         results[fused] = (infer(a, b, bias), [n.op for n in infer.plan().order])
     assert "matmul_bias" in results[True][1] and "matmul_bias" not in results[False][1]
@@ -233,9 +237,9 @@ def test_switched_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> Non
     job.returns = ["z/out_0"]
     monkeypatch.setenv("FLOWJOB_FUSION", "0")
     off = job.copy()
-    fusion_dense.run(off)
+    fuse_dense.run(off)
     assert [n.op for n in off.nodes][-2:] == ["matmul", "bias_add"]
     monkeypatch.setenv("FLOWJOB_FUSION", "1")
-    fusion_dense.run(job)
+    fuse_dense.run(job)
     assert [n.op for n in job.nodes][-1] == "matmul_bias" and "m/out_0" not in job.specs
     assert job.nodes[-1].name == "m" and job.nodes[-1].outputs == ("z/out_0",)

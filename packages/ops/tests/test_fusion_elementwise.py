@@ -1,4 +1,4 @@
-"""Elementwise chains (flowjob_ops.fusion_dense): runs of single-reader elementwise ops become one
+"""Elementwise chains (flowjob_ops.passes.fuse_dense): runs of single-reader elementwise ops become one
 ``elementwise_chain`` node evaluated in one buffer, bitwise equal to the unfused ops; a chain stops
 at a value that is observed or read twice, and where broadcasting would grow the running value."""
 from __future__ import annotations
@@ -14,8 +14,9 @@ import flowjob_typing as tp
 from flowjob_core import BlobSpec, KernelContext, OpDef
 from flowjob_core.ir import Job, Node
 from flowjob_core.testing.modules import sibling
-from flowjob_ops import fusion_dense, initializers, layers, math, nn
-from flowjob_ops.defs.fused import ELEMENTWISE_CHAIN, STEPS
+from flowjob_ops.api import activations, initializers, layers, math
+from flowjob_ops.passes import fuse_dense
+from flowjob_ops.records.fused import ELEMENTWISE_CHAIN, STEPS
 
 probe = sibling(__file__, "grad_probe")
 SCALARS = {"scalar_add": 0.75, "scalar_rsub": 1.5, "scalar_div": 3.0, "scalar_rdiv": 0.7, "scalar_pow": 1.5,
@@ -96,7 +97,7 @@ def _chains(nodes: list[Node]) -> list[list[str]]:
 
 def test_scalar_ops_and_relu_make_one_chain(monkeypatch: pytest.MonkeyPatch) -> None:
     x = np.random.default_rng(0).standard_normal((5, 9)).astype(np.float32)
-    got, nodes = _both(lambda x: math.square(nn.relu(x * 2.0 + 1.0)) / 3.0, [x], monkeypatch)
+    got, nodes = _both(lambda x: math.square(activations.relu(x * 2.0 + 1.0)) / 3.0, [x], monkeypatch)
     assert _chains(nodes) == [["scalar_mul", "scalar_add", "relu", "square", "scalar_div"]]
     (chain,) = [n for n in nodes if n.op == "elementwise_chain"]
     assert len([n for n in nodes if n.op not in ("input", "return")]) == 1
@@ -168,7 +169,7 @@ def test_returned_intermediate_stays_a_value(monkeypatch: pytest.MonkeyPatch) ->
         @fc.global_function()
         def infer(x: tp.Numpy.Placeholder((3, 4))) -> tuple[tp.Numpy, tp.Numpy]:
             doubled = math.negative(x * 2.0)  # returned: ends its chain
-            return doubled, math.tanh(nn.relu(doubled) + 1.0)
+            return doubled, math.tanh(activations.relu(doubled) + 1.0)
 
         results[fused] = (infer(x), infer.plan().order)
     (got, nodes), (want, _) = results[True], results[False]
@@ -243,11 +244,11 @@ def test_a_gradient_scale_read_by_an_in_place_update_is_not_swallowed() -> None:
              Node("scalar_mul", "s", ("n/out_0",), ("s/out_0",), {"scalar": 0.5}),
              Node("test_update", "u", ("v/out", "s/out_0"), ())]
     job = _job(nodes, specs, [])
-    assert fusion_dense.fuse_elementwise_chains(job, ctx) == 0
+    assert fuse_dense.fuse_elementwise_chains(job, ctx) == 0
     # read by anything else, the same scalar_mul ends a chain
     nodes[-1] = Node("exp", "u", ("s/out_0",), ("u/out_0",))
     job = _job(nodes, specs | {"u/out_0": (3,)}, ["u/out_0"])
-    assert fusion_dense.fuse_elementwise_chains(job, ctx) == 1
+    assert fuse_dense.fuse_elementwise_chains(job, ctx) == 1
     (fused,) = [n for n in job.nodes if n.op == "elementwise_chain"]
     assert fused.name == "u" and fused.outputs == ("u/out_0",) and fused.inputs == ("g/out",)
     assert "n/out_0" not in job.specs and "s/out_0" not in job.specs
@@ -280,7 +281,7 @@ def test_two_chains_meeting_at_one_binary_node_do_not_overlap() -> None:
              Node("exp", "e2", ("m2/out_0",), ("e2/out_0",)),
              Node("add", "b", ("a/out_0", "e2/out_0"), ("b/out_0",))]
     job = _job(nodes, specs, ["b/out_0"])
-    assert fusion_dense.fuse_elementwise_chains(job) == 2
+    assert fuse_dense.fuse_elementwise_chains(job) == 2
     first, second = [n for n in job.nodes if n.op == "elementwise_chain"]
     assert [op for op, _, _ in first.attrs["steps"]] == ["scalar_mul", "exp"] and first.outputs == ("e2/out_0",)
     assert [op for op, _, _ in second.attrs["steps"]] == ["scalar_mul", "add", "add"]
@@ -294,11 +295,11 @@ def test_two_chains_meeting_at_one_binary_node_do_not_overlap() -> None:
 
 def test_a_node_in_two_fused_groups_is_refused() -> None:
     from flowjob_core import FlowjobError
-    from flowjob_ops.fusion import _rewrite
+    from flowjob_ops.passes.fuse_conv import rewrite
 
     nodes = [Node("input", "x", (), ("x/out",)), Node("exp", "e", ("x/out",), ("e/out_0",)),
              Node("negative", "n", ("e/out_0",), ("n/out_0",))]
     job = _job(nodes, {"x/out": (2,), "e/out_0": (2,), "n/out_0": (2,)}, ["n/out_0"])
     one = Node("elementwise_chain", "n", ("x/out",), ("n/out_0",))
     with pytest.raises(FlowjobError, match="'n' \\(negative\\) is in two fused groups"):
-        _rewrite(job, [([nodes[1], nodes[2]], one), ([nodes[2]], one)], set())
+        rewrite(job, [([nodes[1], nodes[2]], one), ([nodes[2]], one)], set())

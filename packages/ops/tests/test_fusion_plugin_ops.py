@@ -12,8 +12,8 @@ import pytest
 import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_core import BlobSpec, Elementwise, JobFunction, OpDef, Session, hookimpl, make_plugin_manager
-from flowjob_ops import math
-from flowjob_ops.defs.fused import ELEMENTWISE_CHAIN, STEPS
+from flowjob_ops.api import math
+from flowjob_ops.records.fused import ELEMENTWISE_CHAIN, STEPS
 
 
 def _same(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:

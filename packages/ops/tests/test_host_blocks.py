@@ -1,4 +1,4 @@
-"""Kernels that run block by block over host threads (flowjob_ops.defs.host_blocks) give exactly the
+"""Kernels that run block by block over host threads (flowjob_ops.kernels.host_blocks) give exactly the
 values of the same kernel run as one block."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 from flowjob_core import BlobSpec, KernelContext
 from flowjob_core.backends.numpy_backend import make_backend
-from flowjob_ops.defs import activations
-from flowjob_ops.defs.host_blocks import BLOCK_ITEMS, FlatBlocks
+from flowjob_ops.records import activations
+from flowjob_ops.kernels.host_blocks import BLOCK_ITEMS, FlatBlocks
 
 
 def _context(backend, shape, op, inputs):

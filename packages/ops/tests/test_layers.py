@@ -11,7 +11,7 @@ import pytest
 
 import flowjob_core as fc
 import flowjob_typing as tp
-from flowjob_ops import initializers, layers, nn
+from flowjob_ops.api import activations, initializers, layers
 
 
 def _sibling(stem: str) -> Any:
@@ -35,7 +35,7 @@ def test_unnamed_dense_uses_one_counter_id_and_the_version_0_1_names() -> None:
     @fc.global_function()
     def job(x: tp.Numpy.Placeholder((8, 784))) -> tp.Numpy:
         with fc.scope.observe_blobs(lambda blob: observed.append(blob.lbn)):
-            seen["hidden"] = layers.dense(x, 16, activation=nn.relu,
+            seen["hidden"] = layers.dense(x, 16, activation=activations.relu,
                                           kernel_initializer=initializers.truncated_normal(0.1))
             seen["logits"] = layers.dense(seen["hidden"], 10)
         return seen["logits"]
@@ -55,7 +55,7 @@ def test_named_dense_in_a_namespace() -> None:
     @fc.global_function()
     def job(x: tp.Numpy.Placeholder((2, 3))) -> tp.Numpy:
         with fc.scope.namespace("net"):
-            y = layers.dense(x, 4, activation=nn.relu, name="hidden")
+            y = layers.dense(x, 4, activation=activations.relu, name="hidden")
         names.append(y.lbn)
         return y
 
@@ -113,8 +113,8 @@ def test_conv2d_layer_names_shapes_and_values(fmt: str) -> None:
 
     @fc.global_function()
     def job(a: tp.Numpy.Placeholder(x.shape)) -> tp.Numpy:
-        y = layers.conv2d(a, 4, 3, strides=2, padding="SAME", data_format=fmt, activation=nn.relu, name="conv1",
-                          kernel_initializer=initializers.random_uniform_initializer(-1, 1),
+        y = layers.conv2d(a, 4, 3, strides=2, padding="SAME", data_format=fmt, activation=activations.relu,
+                          name="conv1", kernel_initializer=initializers.random_uniform_initializer(-1, 1),
                           bias_initializer=initializers.constant_initializer(0.1))
         lbns.append(y.lbn)
         return y

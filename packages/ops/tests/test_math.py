@@ -8,7 +8,7 @@ import pytest
 
 import flowjob_core as fc
 import flowjob_typing as tp
-from flowjob_ops import math as fm
+from flowjob_ops.api import math, reduce
 from flowjob_core.testing.modules import sibling
 
 
@@ -19,8 +19,8 @@ RNG = np.random.default_rng(3)
 def test_binary_ops_broadcast_like_numpy() -> None:
     a = RNG.normal(size=(2, 1, 4)).astype(np.float32)
     b = RNG.uniform(1, 2, size=(3, 1)).astype(np.float32)
-    for fn, ref in ((fm.add, np.add), (fm.subtract, np.subtract), (fm.multiply, np.multiply),
-                    (fm.divide, np.divide), (fm.maximum, np.maximum), (fm.minimum, np.minimum)):
+    for fn, ref in ((math.add, np.add), (math.subtract, np.subtract), (math.multiply, np.multiply),
+                    (math.divide, np.divide), (math.maximum, np.maximum), (math.minimum, np.minimum)):
         got = run_job(fn, a, b)
         assert got.shape == (2, 3, 4) and got.dtype == np.float32
         np.testing.assert_allclose(got, ref(a, b), rtol=1e-6)
@@ -45,9 +45,9 @@ def test_operators_and_python_scalars_keep_the_blob_dtype() -> None:
 def test_matmul_operator_and_function() -> None:
     a, b = RNG.normal(size=(3, 4)), RNG.normal(size=(4, 2))
     np.testing.assert_allclose(run_job(lambda p, q: p @ q, a, b), a @ b)
-    np.testing.assert_allclose(run_job(lambda p, q: fm.matmul(p, q, transpose_a=True), a.T.copy(), b), a @ b)
+    np.testing.assert_allclose(run_job(lambda p, q: math.matmul(p, q, transpose_a=True), a.T.copy(), b), a @ b)
     batched_a, batched_b = RNG.normal(size=(5, 3, 4)), RNG.normal(size=(5, 2, 4))
-    np.testing.assert_allclose(run_job(lambda p, q: fm.matmul(p, q, transpose_b=True), batched_a, batched_b),
+    np.testing.assert_allclose(run_job(lambda p, q: math.matmul(p, q, transpose_b=True), batched_a, batched_b),
                                batched_a @ batched_b.transpose(0, 2, 1))
 
 
@@ -58,8 +58,8 @@ def test_integer_arithmetic() -> None:
     np.testing.assert_array_equal(got, x * 2 + 1)
 
 
-@pytest.mark.parametrize("fn, ref", [(fm.reduce_sum, np.sum), (fm.reduce_mean, np.mean), (fm.reduce_max, np.max),
-                                     (fm.reduce_min, np.min)])
+@pytest.mark.parametrize("fn, ref", [(reduce.reduce_sum, np.sum), (reduce.reduce_mean, np.mean),
+                                     (reduce.reduce_max, np.max), (reduce.reduce_min, np.min)])
 def test_reductions(fn: Any, ref: Any) -> None:
     x = RNG.normal(size=(2, 3, 4))
     for axis in (None, 0, -1, [0, 2]):
@@ -72,22 +72,23 @@ def test_reductions(fn: Any, ref: Any) -> None:
 
 def test_unary_functions() -> None:
     x = RNG.uniform(0.5, 2, size=(2, 3))
-    for fn, ref in ((fm.square, np.square), (fm.sqrt, np.sqrt), (fm.exp, np.exp), (fm.log, np.log),
-                    (fm.negative, np.negative), (fm.reciprocal, np.reciprocal), (fm.tanh, np.tanh)):
+    for fn, ref in ((math.square, np.square), (math.sqrt, np.sqrt), (math.exp, np.exp), (math.log, np.log),
+                    (math.negative, np.negative), (math.reciprocal, np.reciprocal), (math.tanh, np.tanh)):
         np.testing.assert_allclose(run_job(fn, x), ref(x), rtol=1e-12)
     centred = x - 1.0
-    np.testing.assert_array_equal(run_job(fm.abs, centred), np.abs(centred))
-    np.testing.assert_array_equal(run_job(fm.sign, centred), np.sign(centred))
-    np.testing.assert_allclose(run_job(lambda a: fm.pow(a, 1.5), x), x ** 1.5)
-    np.testing.assert_allclose(run_job(lambda a, b: fm.add_n([a, b, a]), x, x), 3 * x)
+    np.testing.assert_array_equal(run_job(math.abs, centred), np.abs(centred))
+    np.testing.assert_array_equal(run_job(math.sign, centred), np.sign(centred))
+    np.testing.assert_allclose(run_job(lambda a: math.pow(a, 1.5), x), x ** 1.5)
+    np.testing.assert_allclose(run_job(lambda a, b: math.add_n([a, b, a]), x, x), 3 * x)
 
 
 @pytest.mark.parametrize("body, pattern", [
     (lambda a, b: a + b, r"\(add\) at .*test_math.py:\d+: add operands do not broadcast: shapes \(2, 3\) and \(4,\)"),
-    (lambda a, b: fm.matmul(a, a), r"matmul inner dimensions differ: a \(2, 3\) has 3 columns, b \(2, 3\) has 2 rows"),
-    (lambda a, b: fm.reduce_sum(a, axis=2), r"\(reduce_sum\).*axis 2 is out of range for a rank-2 input"),
-    (lambda a, b: fm.reduce_sum(a, axis=[0, -2]), r"names an axis twice"),
-    (lambda a, b: fm.divide(a, fm.add(b, b)), r"do not broadcast"),
+    (lambda a, b: math.matmul(a, a),
+     r"matmul inner dimensions differ: a \(2, 3\) has 3 columns, b \(2, 3\) has 2 rows"),
+    (lambda a, b: reduce.reduce_sum(a, axis=2), r"\(reduce_sum\).*axis 2 is out of range for a rank-2 input"),
+    (lambda a, b: reduce.reduce_sum(a, axis=[0, -2]), r"names an axis twice"),
+    (lambda a, b: math.divide(a, math.add(b, b)), r"do not broadcast"),
 ])
 def test_bad_shapes_name_the_op_the_shapes_and_the_users_line(body: Any, pattern: str) -> None:
     @fc.global_function()
@@ -108,7 +109,7 @@ def test_mixed_dtypes_and_non_numbers_are_rejected() -> None:
 
     @fc.global_function()
     def array_operand(a: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
-        return fm.add(a, np.ones(2))
+        return math.add(a, np.ones(2))
 
     with pytest.raises(TypeError, match=r"flow.math.add needs blobs or a blob and a Python number"):
         array_operand(np.zeros(2, np.float32))

@@ -14,7 +14,7 @@ import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_core import FlowjobError, OpBuildError
 from flowjob_core.testing.modules import sibling
-from flowjob_ops import math
+from flowjob_ops.api import math, reduce
 
 probe = sibling(__file__, "grad_probe")
 run_job = sibling(__file__, "jobs").run_job
@@ -88,7 +88,7 @@ def _grads(op: Any, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
     session = probe.session_with_probe()
     try:
         def train(a: Any, b: Any) -> Any:
-            loss = math.reduce_sum(op(a, b))
+            loss = reduce.reduce_sum(op(a, b))
             fc.add_loss(loss)
             probe.probe(a, "x")
             probe.probe(b, "y")

@@ -12,7 +12,7 @@ import pytest
 import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_core.testing.modules import sibling
-from flowjob_ops import initializers, math
+from flowjob_ops.api import initializers, math, reduce
 from flowjob_ops.kernels.special_functions import ErrorFunctions, GammaFunctions
 
 run_job = sibling(__file__, "jobs").run_job
@@ -137,7 +137,7 @@ def _train_grad(fn: Any, x: np.ndarray) -> np.ndarray:
         @probe.job(session)
         def train(a: tp.Numpy.Placeholder((1, 3))) -> tp.Numpy:
             w = fc.get_variable("w", shape=(1, 3), initializer=initializers.ones_initializer())
-            loss = math.reduce_sum(fn(math.multiply(a, w)))
+            loss = reduce.reduce_sum(fn(math.multiply(a, w)))
             fc.add_loss(loss)
             probe.probe(a, "x")
             return loss
@@ -178,7 +178,7 @@ def test_ufunc_ops_fuse_into_one_chain_bitwise(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_ufunc_records_declare_a_descriptor() -> None:
-    from flowjob_ops.defs import math_unary
+    from flowjob_ops.records import math_unary
 
     ufunc_ops = {op.name for op in math_unary.OPS if op.elementwise is not None}
     assert ufunc_ops == {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",

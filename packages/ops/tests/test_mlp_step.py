@@ -17,8 +17,8 @@ import flowjob_ops.plugin
 import flowjob_typing as tp
 import flowjob_typing.plugin
 from flowjob_core import Backend, Session, hookimpl, make_plugin_manager
-from flowjob_ops import initializers, layers, nn
-from flowjob_ops.array_ops import reshape
+from flowjob_ops.api import activations, initializers, layers, losses
+from flowjob_ops.api.array import reshape
 from flowjob_core.testing.modules import sibling
 
 
@@ -81,9 +81,9 @@ def _mlp_job(session: Session) -> Any:
                   labels: tp.Numpy.Placeholder((BATCH,), dtype=np.int32)) -> tp.Numpy:
         initializer = initializers.truncated_normal(0.1)
         flat = reshape(images, [images.shape[0], -1])
-        hidden = layers.dense(flat, 512, activation=nn.relu, kernel_initializer=initializer, name="hidden")
+        hidden = layers.dense(flat, 512, activation=activations.relu, kernel_initializer=initializer, name="hidden")
         logits = layers.dense(hidden, 10, kernel_initializer=initializer, name="output")
-        loss = nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        loss = losses.sparse_softmax_cross_entropy_with_logits(labels, logits)
         fc.add_loss(loss)
         for name, shape in VARIABLES.items():
             probe.probe(fc.get_variable(name, shape=shape), name)  # the same name gives the layer's variable

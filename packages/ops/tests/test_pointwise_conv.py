@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flowjob_ops.cpu import conv as cpu_conv
+from flowjob_ops.overrides.cpu import conv as cpu_conv
 from flowjob_ops.kernels import conv, pointwise
 
 SHAPES = [  # x shape, filters, strides, padding

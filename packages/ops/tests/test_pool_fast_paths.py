@@ -1,7 +1,7 @@
 """The cpu backend's tiled, cache-blocked max pooling against the reference kernels, bit for bit.
 
 When the windows tile the (padded) plane (ksize == strides, e.g. LeNet's 2x2 / stride 2
-pooling), ``TiledMaxPool2d`` and ``TiledMaxPool2dBackward`` (``flowjob_ops.cpu.pool``, the cpu
+pooling), ``TiledMaxPool2d`` and ``TiledMaxPool2dBackward`` (``flowjob_ops.overrides.cpu.pool``, the cpu
 overrides of max_pool2d / max_pool2d_grad / max_pool2d_relu_grad) take a blocked path; everywhere
 else they run the reference tap-by-tap path of ``flowjob_ops.kernels.pool``.  Each fast result
 is compared with the reference kernel's (and a few with the nested-loop references).  Equality
@@ -23,10 +23,10 @@ from flowjob_core.backends.host_threads import HostThreads
 from flowjob_core.testing.modules import sibling
 
 try:
-    from flowjob_ops.cpu import pool as tiled
+    from flowjob_ops.overrides.cpu import pool as tiled
 except ModuleNotFoundError:  # package not installed yet: use the source tree
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
-    from flowjob_ops.cpu import pool as tiled
+    from flowjob_ops.overrides.cpu import pool as tiled
 from flowjob_ops.kernels import pool as reference
 
 ref = sibling(__file__, "reference_loops")
@@ -459,28 +459,28 @@ def test_one_channel_nhwc_tiling(shape, dtype):
 @pytest.mark.parametrize("geometry", TILED[:3] + GENERIC[:2], ids=str)
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 def test_the_registered_overrides_match_the_records_kernels(geometry: tuple, fmt: str) -> None:
-    """The builders ``flowjob_ops.cpu`` registers for the cpu tag against the op records' own kernels,
+    """The builders ``flowjob_ops.overrides.cpu`` registers for the cpu tag against the op records' own kernels,
     built from the same KernelContext: bit for bit, for the three max-pooling ops."""
     from flowjob_core import BlobSpec, KernelContext
-    from flowjob_ops import cpu
-    from flowjob_ops.defs import pool as pool_defs
+    from flowjob_ops.overrides import cpu
+    from flowjob_ops.records import pool as pool_records
 
     ksize, strides, padding, h, w = geometry
     rng = _rng("registered", geometry, fmt)
     shape = _shape(fmt, 3, 2, h, w)
     x = _data("ties", shape, np.float32, rng)
     attrs = {"ksize": ksize, "strides": strides, "padding": padding, "data_format": fmt}
-    y_spec = pool_defs.MAX_POOL2D.infer((BlobSpec(shape, np.float32),), attrs)[0]
+    y_spec = pool_records.MAX_POOL2D.infer((BlobSpec(shape, np.float32),), attrs)[0]
 
     def built(builder: Any, op: Any, specs: tuple) -> Any:
         return builder(KernelContext(np, None, op.name, "pool", attrs, specs, (specs[0],)))
 
     x_spec = BlobSpec(shape, np.float32)
-    fast = built(cpu.KERNEL_BUILDERS["max_pool2d"], pool_defs.MAX_POOL2D, (x_spec,))
+    fast = built(cpu.KERNEL_BUILDERS["max_pool2d"], pool_records.MAX_POOL2D, (x_spec,))
     y = fast(x).copy()
-    _assert_same(y, built(pool_defs.MAX_POOL2D.kernel, pool_defs.MAX_POOL2D, (x_spec,))(x))
+    _assert_same(y, built(pool_records.MAX_POOL2D.kernel, pool_records.MAX_POOL2D, (x_spec,))(x))
     dy = _dy("normal", y.shape, np.float32, rng)
-    for op in (pool_defs.MAX_POOL2D_GRAD, pool_defs.MAX_POOL2D_RELU_GRAD):
+    for op in (pool_records.MAX_POOL2D_GRAD, pool_records.MAX_POOL2D_RELU_GRAD):
         specs = (x_spec, y_spec, y_spec)
         got = built(cpu.KERNEL_BUILDERS[op.name], op, specs)(x, y, dy).copy()
         _assert_same(got, built(op.kernel, op, specs)(x, y, dy))

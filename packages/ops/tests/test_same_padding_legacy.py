@@ -19,9 +19,11 @@ import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_core.checkpoint import load_variables
 from flowjob_core.testing.modules import sibling
-from flowjob_ops import initializers, layers, math, nn
-from flowjob_ops.cpu import conv as cpu_conv
-from flowjob_ops.cpu import pool as cpu_pool
+from flowjob_ops.api import activations, initializers, layers, math, reduce
+from flowjob_ops.api import conv as conv_api
+from flowjob_ops.api import pool as pool_api
+from flowjob_ops.overrides.cpu import conv as cpu_conv
+from flowjob_ops.overrides.cpu import pool as cpu_pool
 from flowjob_ops.kernels import conv, padding, pool, winograd
 
 probe = sibling(__file__, "grad_probe")
@@ -251,7 +253,7 @@ def _train(session: Any, shapes: list[tuple[int, ...]], body: Callable[..., Any]
     def job(*blobs: Any) -> Any:
         *inputs, dy = blobs
         y = body(*inputs)
-        fc.add_loss(math.reduce_sum(math.multiply(y, dy)))
+        fc.add_loss(reduce.reduce_sum(math.multiply(y, dy)))
         for i, blob in enumerate(inputs):
             probe.probe(blob, f"d{i}")
         return y
@@ -276,7 +278,7 @@ def test_nn_conv2d_same_job(session: Any, monkeypatch: pytest.MonkeyPatch, x_sha
     y_ref, dx_ref, dw_ref = conv_ref(x, w, s, pads, (1, 1), dy.astype(np.float64))
     to, back = (lambda a: a, lambda a: a) if fmt == "NCHW" else (_nhwc, _nchw)
     xa, wa, dya = to(x), to(w), to(dy)
-    train = _train(session, [xa.shape, wa.shape, dya.shape], lambda a, b: nn.conv2d(a, b, list(s), "SAME", fmt))
+    train = _train(session, [xa.shape, wa.shape, dya.shape], lambda a, b: conv_api.conv2d(a, b, list(s), "SAME", fmt))
     geom = conv.ConvGeometry.create(xa.shape, wa.shape, s, "SAME", 1, 1, fmt)
     assert cpu_conv.algorithm(geom) == ("winograd" if algorithm == "winograd" and s == (1, 1) else "im2col")
     _close(back(train(xa, wa, dya)), y_ref, 1e-4)
@@ -294,7 +296,7 @@ def test_nn_pool_same_job(session: Any, x_shape: tuple, k: tuple, s: tuple, kind
     dy = _f32(np.random.default_rng(12).standard_normal(y_ref.shape))
     y_ref, dx_ref = pool_ref(x, k, s, pads, kind, dy)
     to, back = (lambda a: a, lambda a: a) if fmt == "NCHW" else (_nhwc, _nchw)
-    op = nn.max_pool2d if kind == "max" else nn.avg_pool2d
+    op = pool_api.max_pool2d if kind == "max" else pool_api.avg_pool2d
     train = _train(session, [to(x).shape, to(dy).shape], lambda a: op(a, list(k), list(s), "SAME", fmt))
     _close(back(train(to(x), to(dy))), y_ref, 1e-5)
     _close(back(probe.RESULTS["d0"]), dx_ref, 1e-5)
@@ -322,9 +324,9 @@ def test_layers_conv2d_relu_pool_jobs(monkeypatch: pytest.MonkeyPatch, algorithm
 
     def block(a: Any) -> Any:
         zero = initializers.constant_initializer(0.0)
-        act = layers.conv2d(a, 4, 4, padding="SAME", data_format=fmt, activation=nn.relu, name="c",
+        act = layers.conv2d(a, 4, 4, padding="SAME", data_format=fmt, activation=activations.relu, name="c",
                             kernel_initializer=zero, bias_initializer=zero)
-        return nn.max_pool2d(act, 3, 2, "SAME", data_format=fmt)
+        return pool_api.max_pool2d(act, 3, 2, "SAME", data_format=fmt)
 
     def train_body(a: Any) -> Any:
         probe.probe(fc.get_variable("c-weight", shape=w_layer.shape), "dw")

@@ -14,10 +14,13 @@ import flowjob_ops.plugin
 import flowjob_typing as tp
 import flowjob_typing.plugin
 from flowjob_core.testing.modules import sibling
-from flowjob_ops import initializers, layers, nn
-from flowjob_ops.array_ops import reshape
-import flowjob_ops.cpu as cpu_overrides
-from flowjob_ops.cpu import conv as cpu_conv
+from flowjob_ops.api import activations, initializers, layers
+from flowjob_ops.api import conv as conv_api
+from flowjob_ops.api import losses as losses_api
+from flowjob_ops.api import pool as pool_api
+from flowjob_ops.api.array import reshape
+import flowjob_ops.overrides.cpu as cpu_overrides
+from flowjob_ops.overrides.cpu import conv as cpu_conv
 from flowjob_ops.kernels import conv, winograd
 
 probe = sibling(__file__, "grad_probe")
@@ -215,12 +218,14 @@ def _train(algorithm: str, monkeypatch: pytest.MonkeyPatch, steps: int = 2, *, c
         def train_job(x: tp.Numpy.Placeholder((N, 1, 12, 12)), y: tp.Numpy.Placeholder((N,), dtype=np.int32)
                       ) -> tp.Numpy:
             init = initializers.random_normal_initializer(stddev=0.2)
-            a1 = layers.conv2d(x, 16, 5, padding="SAME", activation=nn.relu, name="conv1", kernel_initializer=init)
-            p1 = nn.max_pool2d(a1, 2, 2, "SAME", name="pool1")
-            a2 = layers.conv2d(p1, 16, 5, padding="SAME", activation=nn.relu, name="conv2", kernel_initializer=init)
-            p2 = nn.max_pool2d(a2, 2, 2, "SAME", name="pool2")
+            a1 = layers.conv2d(x, 16, 5, padding="SAME", activation=activations.relu, name="conv1",
+                               kernel_initializer=init)
+            p1 = pool_api.max_pool2d(a1, 2, 2, "SAME", name="pool1")
+            a2 = layers.conv2d(p1, 16, 5, padding="SAME", activation=activations.relu, name="conv2",
+                               kernel_initializer=init)
+            p2 = pool_api.max_pool2d(a2, 2, 2, "SAME", name="pool2")
             logits = layers.dense(reshape(p2, [N, -1]), 5, kernel_initializer=init, name="dense")
-            loss = nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+            loss = losses_api.sparse_softmax_cross_entropy_with_logits(y, logits)
             fc.add_loss(loss)
             shapes = {"conv1-weight": (16, 1, 5, 5), "conv1-bias": (16,), "conv2-weight": (16, 16, 5, 5),
                       "conv2-bias": (16,), "dense-weight": (5, 144), "dense-bias": (5,)}
@@ -261,7 +266,7 @@ def test_a_bad_algorithm_name_fails_the_plan_with_a_clear_error(monkeypatch: pyt
         @probe.job(session, "predict")
         def job(x: tp.Numpy.Placeholder((1, 16, 6, 6))) -> tp.Numpy:
             w = fc.get_variable("w", shape=(16, 16, 3, 3), initializer=initializers.random_normal_initializer())
-            return nn.conv2d(x, w, 1, "SAME")
+            return conv_api.conv2d(x, w, 1, "SAME")
 
         with pytest.raises(fc.ConfigError, match="FLOWJOB_CONV_ALGORITHM='fastest': expected one of"):
             job(np.zeros((1, 16, 6, 6), np.float32))
@@ -295,7 +300,7 @@ def test_a_plugin_backend_runs_the_reference_kernels(monkeypatch: pytest.MonkeyP
     losses, grads, kernels = _train("auto", monkeypatch)
     xpu_losses, xpu_grads, xpu_kernels = _train("auto", monkeypatch, device="xpu")
     assert not {winograd.WinogradForward, winograd.WinogradBackwardData} & {type(k) for k in xpu_kernels}
-    assert not any(type(k).__module__ == "flowjob_ops.cpu.pool" for k in xpu_kernels)
+    assert not any(type(k).__module__ == "flowjob_ops.overrides.cpu.pool" for k in xpu_kernels)
     for got, want in zip(xpu_losses, losses):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for key in grads:
@@ -325,7 +330,7 @@ def test_without_the_cpu_overrides_a_job_runs_the_reference_kernels(algorithm: s
     winograd_kinds = {winograd.WinogradForward, winograd.WinogradBackwardData}
     assert winograd_kinds <= {type(k) for k in kernels}
     assert not winograd_kinds & {type(k) for k in ref_kernels}
-    assert not any(type(k).__module__ == "flowjob_ops.cpu.pool" for k in ref_kernels)
+    assert not any(type(k).__module__ == "flowjob_ops.overrides.cpu.pool" for k in ref_kernels)
     for got, want in zip(losses, ref_losses):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for key in grads:

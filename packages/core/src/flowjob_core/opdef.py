@@ -87,6 +87,10 @@ class Elementwise:
         return lambda x: ufunc(x, c, out=out)
 
 
+AMP_CLASSES = ("white", "gray", "clear", "black")
+"""The classes an op declares for automatic mixed precision (``OpDef.amp``), legacy's four lists."""
+
+
 @dataclass(frozen=True)
 class OpDef:
     """One op: what it computes, how its shapes follow, how it differentiates, how it runs.
@@ -114,6 +118,11 @@ class OpDef:
     (``.Input("x", [blob])``, ``.Attr("beta", 1.0)``): inputs are placed in ``input_names``
     order, and a name not listed is an error naming the op. None (the default): inputs are
     taken in the order of the ``Input`` calls and any attribute name is passed through.
+    ``amp``: the op's class under automatic mixed precision (``enable_auto_mixed_precision``), one of
+    ``AMP_CLASSES``, as legacy's lists sorted ops: "white" (gains most from float16, GEMM-like: always in
+    float16), "gray" (elementwise and normalizing: float16 between white ops), "clear" (only moves
+    data: follows its float16 neighbours), "black" (stays float32). None: not declared, which the pass
+    treats as "black"; the ops package's tests list the ops taking floating inputs that declare none.
     """
 
     name: str
@@ -133,8 +142,12 @@ class OpDef:
     fixed_shape: bool = False
     input_names: tuple[str, ...] | None = None
     attr_names: tuple[str, ...] | None = None
+    amp: str | None = None
 
     def __post_init__(self) -> None:
+        if self.amp is not None and self.amp not in AMP_CLASSES:
+            raise ValueError(f"op {self.name!r}: amp must be None or one of {', '.join(AMP_CLASSES)}, "
+                             f"got {self.amp!r}")
         if self.grad is not None and self.not_differentiable:
             raise ValueError(f"op {self.name!r}: a gradient rule and the not-differentiable mark exclude each other")
         if self.elementwise is not None:

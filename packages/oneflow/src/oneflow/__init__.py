@@ -1,7 +1,7 @@
 """``import oneflow as flow``: the legacy OneFlow lazy-mode API, served by flowjob.
 
 Core names are explicit re-exports. Every other name comes from a package module's ``__all__``
-(``_NAMESPACE.sources``: ``flowjob_ops.array_ops`` gives ``flow.reshape``, ...), from the face's
+(``_NAMESPACE.sources``: ``flowjob_ops.api.array`` gives ``flow.reshape``, ...), from the face's
 own submodules (``flow.math``, ``flow.optimizer``) or from the few ``aliases`` that rename; each is
 imported on first use, and a name of a distribution that is not installed says what to install.
 """
@@ -21,6 +21,7 @@ from flowjob_core.user_op import (
     consistent_user_op_builder, consistent_user_op_module_builder, user_op_builder, user_op_module_builder)
 
 from oneflow._exports import LazyNamespace, Source
+from oneflow._exports import ops as _ops
 from oneflow.distributed import current_machine_id  # legacy's top-level name; the session's world answers
 from oneflow.scope import deprecated_placement as device_prior_placement  # legacy's deprecated names of
 from oneflow.scope import deprecated_placement as fixed_placement  # flow.scope.placement
@@ -33,12 +34,14 @@ _NAMESPACE = LazyNamespace(
     "oneflow",
     __path__,
     sources=(
-        Source("flowjob_ops.array_ops", "flowjob-ops"),  # flow.reshape, flow.constant, ...
-        Source("flowjob_ops.initializers", "flowjob-ops"),  # flow.*_initializer
-        Source("flowjob_ops.extra_toplevel", "flowjob-ops"),  # flow.smooth_l1_loss, flow.ctc_loss, ...
+        _ops("array", "flow"), _ops("constants"), _ops("indexing"), _ops("padding"),  # flow.reshape, flow.constant, ...
+        _ops("math", "flow"), _ops("reduce", "flow"), _ops("sorting", "flow"), _ops("segment"),  # flow.matmul, ...
+        _ops("losses", "flow"), _ops("categorical", "flow"),  # flow.smooth_l1_loss, flow.ctc_loss, ...
+        _ops("variables"), _ops("time_shape"),  # flow.assign; flow.repeat, flow.acc, flow.pack, flow.unpack
+        _ops("initializers"),  # flow.*_initializer
         Source("flowjob_watch", "flowjob-watch", legacy=("watch", "watch_diff", "watch_scope")),  # and the sinks
         Source("flowjob_ofrecord.api.image_toplevel", "flowjob-ofrecord", legacy=("image_resize",)),  # flow.image_*
-        Source("flowjob_ops.size", "flowjob-ops"),  # flow.Size
+        _ops("size"),  # flow.Size
     ),
     # legacy names for differently named attributes
     aliases={"FixedTensorDef": (_TYPING, "fixed_tensor_def"), "MirroredTensorDef": (_TYPING, "mirrored_tensor_def"),

@@ -1,7 +1,8 @@
 """How the face fills its namespaces from the packages' ``__all__``, declared per module.
 
 A ``Source`` names a package module and the distribution that provides it; the face reads that
-module's ``__all__`` and never lists the names again. For the top-level ``flow`` namespace the
+module's ``__all__`` (or, for a module whose names legacy spread over several namespaces, its
+``NAMESPACES[namespace]``) and never lists the names again. For the top-level ``flow`` namespace the
 names are read without importing the module (its ``__all__`` literal, parsed), so optional
 distributions are imported on first use of one of their names; a face submodule (``flow.math``)
 is itself imported on first use and copies its sources' names eagerly.
@@ -30,24 +31,36 @@ class Source:
     distribution is installed; these few only let a missing distribution be named precisely
     (``flow.watch needs the flowjob-watch distribution``), and the face's tests check they are
     in that ``__all__``.
+
+    ``namespace``: for a module that declares ``NAMESPACES`` (face namespace -> its names, a literal
+    dict: legacy exported ``argmax`` as ``flow.argmax`` and ``flow.math.argmax``), the key whose names
+    this source gives instead of the whole ``__all__``.
     """
 
     module: str
     distribution: str
     legacy: tuple[str, ...] = ()
+    namespace: str | None = None
 
     def installed(self) -> bool:
         return importlib.util.find_spec(self.module.split(".")[0]) is not None
 
     def names(self) -> tuple[str, ...]:
-        """The module's ``__all__``: read from its source when it is not imported yet (nothing runs)."""
+        """The module's ``__all__`` (or ``NAMESPACES[namespace]``): read from its source when it is not
+        imported yet (nothing runs)."""
         loaded = sys.modules.get(self.module)
         if loaded is None:
-            listed = _literal_all(self._path())
+            listed = _literal_names(self._path(), self.namespace)
             if listed is not None:
                 return listed
             loaded = self.load(self.module)
-        return tuple(loaded.__all__)
+        return self.names_of(loaded)
+
+    def names_of(self, module: Any) -> tuple[str, ...]:
+        """The names this source gives from the imported ``module``."""
+        if self.namespace is None:
+            return tuple(module.__all__)
+        return tuple(module.NAMESPACES[self.namespace])
 
     def load(self, what: str) -> Any:
         return require(self.module, self.distribution, what)
@@ -67,17 +80,26 @@ class Source:
         return None
 
 
-def _literal_all(path: Path | None) -> tuple[str, ...] | None:
-    """``__all__`` when the module assigns it a literal list or tuple of strings, else None."""
+def ops(module: str, namespace: str | None = None) -> Source:
+    """A public module of flowjob-ops, ``flowjob_ops.api.<module>`` (``namespace`` as for ``Source``)."""
+    return Source(f"flowjob_ops.api.{module}", "flowjob-ops", namespace=namespace)
+
+
+def _literal_names(path: Path | None, namespace: str | None) -> tuple[str, ...] | None:
+    """``__all__`` (``namespace`` None) or ``NAMESPACES[namespace]`` when the module assigns it a literal
+    list or tuple of strings (a literal dict of them), else None."""
     if path is None or path.suffix != ".py":
         return None
+    target = "__all__" if namespace is None else "NAMESPACES"
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == target for t in node.targets):
             try:
                 value = ast.literal_eval(node.value)
             except ValueError:
                 return None
+            if namespace is not None:
+                value = value.get(namespace) if isinstance(value, dict) else None
             if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
                 return tuple(value)
             return None
@@ -99,7 +121,7 @@ def export(namespace: dict[str, Any], owner: str, *sources: Source) -> list[str]
     names: list[str] = []
     for source in sources:
         module = source.load(owner)
-        for name in module.__all__:
+        for name in source.names_of(module):
             if name in namespace:
                 raise ImportError(f"{owner}: {name!r} is provided twice (again by {source.module})")
             namespace[name] = getattr(module, name)

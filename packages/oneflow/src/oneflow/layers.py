@@ -1,6 +1,6 @@
 """``flow.layers`` (from flowjob-ops)."""
-from oneflow._exports import Source, export
+from oneflow._exports import export, ops
 
-SOURCES = (Source("flowjob_ops.layers", "flowjob-ops"),)
+SOURCES = (ops("layers"), ops("normalization_layers"), ops("categorical", "flow.layers"))
 
 __all__ = export(globals(), "flow.layers", *SOURCES)

@@ -1,7 +1,7 @@
 """``flow.math`` (from flowjob-ops)."""
-from oneflow._exports import Source, export
+from oneflow._exports import export, ops
 
-SOURCES = (Source("flowjob_ops.math", "flowjob-ops"),)
-SOURCES += (Source("flowjob_ops.math_extra_array", "flowjob-ops"),)  # broadcast_to_compatible_with
+SOURCES = (ops("math", "flow.math"), ops("reduce", "flow.math"), ops("comparisons"), ops("sorting", "flow.math"),
+           ops("segment"), ops("triangular"), ops("array", "flow.math"))
 
 __all__ = export(globals(), "flow.math", *SOURCES)

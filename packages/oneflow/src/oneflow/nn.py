@@ -1,6 +1,7 @@
 """``flow.nn``: neural-network ops (from flowjob-ops)."""
-from oneflow._exports import Source, export
+from oneflow._exports import export, ops
 
-SOURCES = (Source("flowjob_ops.nn", "flowjob-ops"),)
+SOURCES = (ops("activations"), ops("softmax"), ops("dropout"), ops("bias_add"), ops("attention"), ops("conv"),
+           ops("pool"), ops("normalization"), ops("losses", "flow.nn"), ops("pixel_shuffle"), ops("triangular"))
 
 __all__ = export(globals(), "flow.nn", *SOURCES)

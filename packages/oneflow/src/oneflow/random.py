@@ -1,6 +1,6 @@
 """``flow.random``: legacy random ops (from flowjob-ops)."""
-from oneflow._exports import Source, export
+from oneflow._exports import export, ops
 
-SOURCES = (Source("flowjob_ops.random_ops", "flowjob-ops"),)
+SOURCES = (ops("random"),)
 
 __all__ = export(globals(), "flow.random", *SOURCES)

@@ -1,6 +1,6 @@
 """``flow.system``: ``flow.system.assign`` (from flowjob-ops)."""
-from oneflow._exports import Source, export
+from oneflow._exports import export, ops
 
-SOURCES = (Source("flowjob_ops.system_ops", "flowjob-ops"),)
+SOURCES = (ops("system"),)
 
 __all__ = export(globals(), "flow.system", *SOURCES)

@@ -163,14 +163,16 @@ def _bias_add_gelu_grad(ctx: GradContext) -> list[Any]:
     return [du if ctx.needs[0] else None, du if ctx.needs[1] else None]
 
 
-# input_names / attr_names: what flow.user_op_builder("...").Op("swish").Input("x", [x]).Attr("beta", b) accepts
+# input_names / attr_names: what flow.user_op_builder("...").Op("swish").Input("x", [x]).Attr("beta", b) accepts;
+# amp: the class under enable_auto_mixed_precision (flowjob_core.opdef.AMP_CLASSES): swish stays float32,
+# bias_add_gelu may run in float16 between GEMMs, as legacy's lists had it
 SWISH = OpDef("swish", _swish_infer, kernel=_swish_kernel, grad=_swish_grad, name_prefix="Swish",
-              doc="x * sigmoid(beta * x)", input_names=("x",), attr_names=("beta",))
+              doc="x * sigmoid(beta * x)", input_names=("x",), attr_names=("beta",), amp="black")
 SWISH_GRAD = OpDef("swish_grad", _swish_grad_infer, kernel=_swish_grad_kernel, not_differentiable=True,
                    name_prefix="SwishGrad", doc="dy * d swish(x) / dx")
 BIAS_ADD_GELU = OpDef("bias_add_gelu", _bias_add_gelu_infer, kernel=_bias_add_gelu_kernel, grad=_bias_add_gelu_grad,
                       name_prefix="BiasAddGelu", doc="gelu(x + b), b over the last axis, tanh approximation",
-                      input_names=("x", "b"), attr_names=())
+                      input_names=("x", "b"), attr_names=(), amp="gray")
 BIAS_ADD_GELU_GRAD = OpDef("bias_add_gelu_grad", _bias_add_gelu_grad_infer, kernel=_bias_add_gelu_grad_kernel,
                            not_differentiable=True, name_prefix="BiasAddGeluGrad",
                            doc="dy * gelu'(x + b): the gradient of x, and of b before summing")

@@ -37,7 +37,7 @@ What must outlive a call stays the kernel's own either way: the forward's column
 filter gradient reuses it), the zero-bordered padded input (its border is never rewritten) and
 a column matrix with a row of ones.
 
-Fused forms (made by the fusion pass, flowjob_ops.fusion): ``Conv2dForward(bias=True,
+Fused forms (made by the fusion pass, flowjob_ops.passes.fuse_conv): ``Conv2dForward(bias=True,
 relu=...)`` adds the bias and applies the ReLU as the GEMM's epilogue (for "cols" with one
 group the bias rides in the GEMM: a row of ones in the column matrix against a bias column
 in the weights), and ``Conv2dBiasPool`` max-pools the GEMM result in its own layout before

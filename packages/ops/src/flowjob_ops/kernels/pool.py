@@ -12,9 +12,9 @@ reads, but numpy's reduction over small trailing window axes of a strided view
 measured 10-40x slower, so a window-view reduction is only used for a single
 output pixel per plane (global pooling), where it reduces long contiguous rows.
 
-These are the kernels of the op records (``flowjob_ops.defs.pool``), which every backend can
+These are the kernels of the op records (``flowjob_ops.records.pool``), which every backend can
 run. The cpu backend overrides max pooling with the cache-blocked tiled variant of
-``flowjob_ops.cpu.pool`` (same results bit for bit) where the windows tile the plane.
+``flowjob_ops.overrides.cpu.pool`` (same results bit for bit) where the windows tile the plane.
 
 Semantics (TF / legacy OneFlow):
 

@@ -3,7 +3,7 @@ package takes no scipy dependency, and a Python-level ``math.erf`` loop would no
 
 Accuracy, by construction rather than by a copied table:
 
-* ``erfc(|x|)`` is the Chebyshev form of ``flowjob_ops.defs.special`` (``erfc(z) = t exp(-z^2 +
+* ``erfc(|x|)`` is the Chebyshev form of ``flowjob_ops.kernels.normal_cdf`` (``erfc(z) = t exp(-z^2 +
   g(t))``, ``t = 2 / (2 + z)``, coefficients interpolated from ``math.erfc``): about 1e-15 in
   float64, relative even in the tail. ``erf`` for ``|x| < 1/2`` is its Maclaurin series instead,
   since ``1 - erfc(x)`` would lose the relative accuracy of small results.
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjob_ops.defs.special import _coefficients, degree_for
+from flowjob_ops.kernels.normal_cdf import chebyshev_coefficients, degree_for
 
 SHIFT = 10
 _SMALL_ERF = 0.5  # below: the Maclaurin series of erf
@@ -50,7 +50,7 @@ class ErrorFunctions:
         self.xp = xp
         self.dt = np.dtype(dtype)
         cast = self.dt.type
-        self.chebyshev = [cast(c) for c in _coefficients(degree_for(self.dt))]
+        self.chebyshev = [cast(c) for c in chebyshev_coefficients(degree_for(self.dt))]
         self.series = [cast(c) for c in _erf_series(self.dt)]
         self._z, self._t, self._s2, self._b1, self._b2, self._b3 = (xp.empty(shape, dtype=self.dt) for _ in range(6))
         self._mask = xp.empty(shape, dtype=bool)
