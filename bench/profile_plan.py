@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 
 import models_flowjob
-from flowjob_core.session import get_default_session
+from flowjob_core.runtime.session import get_default_session
 
 
 def main() -> None:

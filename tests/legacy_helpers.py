@@ -10,7 +10,7 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import get_default_session, hookimpl
-from flowjob_core.world import OneProcess
+from flowjob_core.runtime.world import OneProcess
 
 
 @pytest.fixture(autouse=True)

@@ -12,8 +12,8 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import FlowjobError, OpBuildError
-from flowjob_core.actual_shapes import DynamicShapeError
-from flowjob_core.planner import StepError
+from flowjob_core.plan.actual_shapes import DynamicShapeError
+from flowjob_core.plan.planner import StepError
 from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(11)

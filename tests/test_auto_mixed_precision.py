@@ -13,7 +13,7 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import ConfigError
-from flowjob_core.passes import PassContext, run_passes
+from flowjob_core.passes.pipeline import PassContext, run_passes
 from flowjob_core.testing.modules import sibling
 from flowjob_ops.passes.auto_mixed_precision import AutoMixedPrecisionWarning
 

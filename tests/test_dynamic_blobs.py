@@ -8,7 +8,7 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import FlowjobError, JobArgumentError
-from flowjob_core.actual_shapes import DynamicShapeError, reshaped
+from flowjob_core.plan.actual_shapes import DynamicShapeError, reshaped
 
 RNG = np.random.default_rng(7)
 

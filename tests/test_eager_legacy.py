@@ -15,7 +15,7 @@ import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import get_default_session
 from flowjob_core.errors import FlowjobError, OpBuildError
-from flowjob_core.planner import StepError
+from flowjob_core.plan.planner import StepError
 
 B, D, H, C = 8, 6, 16, 3
 RNG = np.random.default_rng(11)
@@ -461,7 +461,7 @@ def test_seeded_data_sources_go_on_from_step_to_step():
 
 
 def test_debug_mode_names_the_first_op_giving_nan_in_the_body():
-    from flowjob_core.numerics import NumericsError
+    from flowjob_core.plan.numerics import NumericsError
 
     flow.enable_eager_execution(True)
     flow.config.enable_debug_mode(True)

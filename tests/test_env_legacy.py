@@ -7,8 +7,8 @@ import sys
 import oneflow as flow
 import pytest
 from flowjob_core.errors import ConfigError
-from flowjob_core.options import recorded_options
-from flowjob_core.run_log import close_run_log, current_path
+from flowjob_core.config.options import recorded_options
+from flowjob_core.runtime.run_log import close_run_log, current_path
 
 
 @pytest.fixture

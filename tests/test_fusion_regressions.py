@@ -15,7 +15,7 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import get_default_session
-from flowjob_core.ir import Node
+from flowjob_core.ir.job import Node
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import pytest
 import oneflow as flow
 from oneflow.__main__ import main as oneflow_main
 from flowjob_core import ConfigError
-from flowjob_core.session_options import TopLevel
+from flowjob_core.api.flow_config_options import TopLevel
 
 
 @pytest.fixture(autouse=True)

@@ -10,13 +10,13 @@ import flowjob_swish.plugin
 import flowjob_watch.plugin
 import pytest
 
-import flowjob_core.passes
+import flowjob_core.passes.pipeline
 from flowjob_core import PluginError, hookimpl, make_plugin_manager
-from flowjob_core.pass_registry import PassRegistry
-from flowjob_core.plugin import gather_registries
+from flowjob_core.plugins.pass_order import PassRegistry
+from flowjob_core.plugins.host import gather_registries
 
 PLUGINS: dict[str, ModuleType] = {
-    "core-passes": flowjob_core.passes,
+    "core-passes": flowjob_core.passes.pipeline,
     "ops": flowjob_ops.plugin,
     "optim": flowjob_optim.plugin,
     "watch": flowjob_watch.plugin,

@@ -126,7 +126,7 @@ def test_version_01_mirrored_tensor_def_default():
 
 
 def test_fixed_tensor_def_takes_a_name_id_at_definition_like_legacy():
-    from flowjob_core import naming
+    from flowjob_core.ir import naming
     before = naming.next_id()
     flow.FixedTensorDef((2,))
     assert naming.next_id() == before + 2  # the def took one id; this call the other

@@ -158,7 +158,7 @@ def test_error_left_at_exit_is_printed_and_the_exit_status_says_so():
         job(np.zeros(2, np.float32))(bad)
         print("end of program", flush=True)
     """)], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 1  # flowjob_core/exit_status.py: an error left at exit is not a success
+    assert result.returncode == 1  # flowjob_core/runtime/exit_status.py: an error left at exit is not a success
     assert "end of program" in result.stdout
     assert "RuntimeError: late failure" in result.stderr and "in bad" in result.stderr
     assert "an error was raised by a job callback or handler" in result.stderr  # the flowjob.session logger

@@ -9,7 +9,7 @@ import pytest
 
 import oneflow as flow
 import oneflow.typing as tp
-from flowjob_core.opdef import KernelContext
+from flowjob_core.ir.opdef import KernelContext
 from flowjob_core.testing.modules import sibling
 
 _helpers = sibling(__file__, "legacy_helpers")

@@ -10,7 +10,7 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import JobArgumentError, get_default_session
-from flowjob_core.numerics import NumericsError
+from flowjob_core.plan.numerics import NumericsError
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec
-from flowjob_core import checkpoint as ckpt
-from flowjob_core.session import Session
+from flowjob_core.api import checkpoint as ckpt
+from flowjob_core.runtime.session import Session
 
 VARIABLES = 48  # many small files: a save lasts long enough for the kill to land inside it
 SHAPE = (64,)
@@ -22,8 +22,10 @@ SHAPE = (64,)
 CHILD = textwrap.dedent("""
     import sys
     import numpy as np
-    from flowjob_core import BlobSpec, checkpoint as ckpt, checkpoint_files
-    from flowjob_core.session import Session
+    from flowjob_core import BlobSpec
+    from flowjob_core.api import checkpoint as ckpt
+    from flowjob_core.api import checkpoint_files
+    from flowjob_core.runtime.session import Session
 
     target, mode, generation = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if mode == "fallback":  # the two-rename swap of systems without renameat2(RENAME_EXCHANGE)

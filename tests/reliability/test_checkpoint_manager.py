@@ -8,7 +8,8 @@ import pytest
 
 import oneflow as flow
 import oneflow.typing as tp
-from flowjob_core import CheckpointError, checkpoint_files, get_default_session
+from flowjob_core import CheckpointError, get_default_session
+from flowjob_core.api import checkpoint_files
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,8 @@ import pytest
 
 import oneflow as flow
 import oneflow.typing as tp
-from flowjob_core import CheckpointError, checkpoint_files, get_default_session
+from flowjob_core import CheckpointError, get_default_session
+from flowjob_core.api import checkpoint_files
 
 SHAPE = (3, 4)
 
@@ -113,8 +114,10 @@ def test_an_error_between_the_fallback_renames_puts_the_old_checkpoint_back(tmp_
 KILLED_BETWEEN_RENAMES = textwrap.dedent("""
     import os, sys
     import numpy as np
-    from flowjob_core import BlobSpec, checkpoint as ckpt, checkpoint_files
-    from flowjob_core.session import Session
+    from flowjob_core import BlobSpec
+    from flowjob_core.api import checkpoint as ckpt
+    from flowjob_core.api import checkpoint_files
+    from flowjob_core.runtime.session import Session
 
     checkpoint_files.exchange = lambda a, b: False
     real_fsync_dir = checkpoint_files.fsync_dir
@@ -173,8 +176,9 @@ def test_a_load_while_the_writer_is_alive_between_the_renames_reads_the_old_one(
 KILLED_MIDWAY = textwrap.dedent("""
     import os, sys
     import numpy as np
-    from flowjob_core import BlobSpec, checkpoint as ckpt
-    from flowjob_core.session import Session
+    from flowjob_core import BlobSpec
+    from flowjob_core.api import checkpoint as ckpt
+    from flowjob_core.runtime.session import Session
 
     session = Session()
     for i in range(6):

@@ -1,12 +1,12 @@
-"""flowjob_core.analysis: the graph facts passes and the planner share (observed values, readers,
+"""flowjob_core.ir.analysis: the graph facts passes and the planner share (observed values, readers,
 producers, the buffer each value lives in, in-place writers), on small hand-made jobs."""
 from __future__ import annotations
 
 import numpy as np
 
-from flowjob_core import analysis
-from flowjob_core.ir import BlobSpec, Job, Node, SideOutput
-from flowjob_core.opdef import OpDef
+from flowjob_core.ir import analysis
+from flowjob_core.ir.job import BlobSpec, Job, Node, SideOutput
+from flowjob_core.ir.opdef import OpDef
 
 
 def _op(name: str, **kw: object) -> OpDef:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec, FlowjobError, Intent, JobFunction, SideOutput, add_loss, apply, current_builder
-from flowjob_core.autodiff import differentiate
-from flowjob_core.passes import PassContext, run_passes
+from flowjob_core.passes.autodiff import differentiate
+from flowjob_core.passes.pipeline import PassContext, run_passes
 
 
 def _train(session, toy, body, shape=(3,)):

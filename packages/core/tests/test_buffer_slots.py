@@ -3,7 +3,7 @@
 import numpy as np
 
 from flowjob_core import JobFunction, apply
-from flowjob_core.planner import SLOT_SLACK
+from flowjob_core.plan.planner import SLOT_SLACK
 
 
 def test_a_free_smaller_slot_grows_to_a_larger_value(session, toy):

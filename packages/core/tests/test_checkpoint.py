@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec, CheckpointError, JobFunction, VariableError, get_variable
-from flowjob_core import checkpoint as ckpt
+from flowjob_core.api import checkpoint as ckpt
 
 SPECS = {
     "conv1-weight": BlobSpec((2, 1, 3, 3), np.float32),
@@ -263,7 +263,7 @@ def test_manager_initializes_then_restores_the_latest(session, store, tmp_path):
 
 @pytest.mark.parametrize("exchange", [True, False])
 def test_overwrite_swaps_in_the_new_checkpoint(session, store, tmp_path, monkeypatch, exchange):
-    from flowjob_core import checkpoint_files
+    from flowjob_core.api import checkpoint_files
 
     if not exchange:  # the rename-aside fallback of systems without renameat2(RENAME_EXCHANGE)
         monkeypatch.setattr(checkpoint_files, "exchange", lambda a, b: False)

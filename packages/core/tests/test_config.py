@@ -1,9 +1,12 @@
 """flow.function_config and flow.config: known options, checked values, clear errors."""
 import pytest
 
-from flowjob_core import ConfigError, FunctionConfig, dtypes, global_function, scope, settings
-from flowjob_core.function import JobDefinitionError
-from flowjob_core.placement import placement
+from flowjob_core import ConfigError, FunctionConfig, global_function
+from flowjob_core.ir import dtypes
+from flowjob_core.trace import scope
+from flowjob_core.api import flow_config as settings
+from flowjob_core.api.function import JobDefinitionError
+from flowjob_core.api.placement import placement
 
 
 def test_known_options_are_setters():
@@ -38,7 +41,7 @@ def test_values_are_checked():
 
 
 def test_legacy_positional_config_decides_the_type(monkeypatch):
-    import flowjob_core.function as function_module
+    import flowjob_core.api.function as function_module
     made = []
     monkeypatch.setattr(function_module, "JobFunction",
                         lambda func, job_type, config, *rest: made.append((job_type, config)))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from flowjob_core import JobFunction, Session, apply, hookimpl, make_plugin_manager
-from flowjob_core.passes import VerificationError
+from flowjob_core.passes.pipeline import VerificationError
 
 
 def _drop_first_node(job, ctx):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from flowjob_core import Backend, ConfigError, JobFunction, Session, apply, hookimpl, make_plugin_manager
-from flowjob_core.placement import placement as placement_scope
-from flowjob_core.registry import BackendRegistry
+from flowjob_core.api.placement import placement as placement_scope
+from flowjob_core.plugins.registry import BackendRegistry
 
 
 def _xpu_plugin() -> types.ModuleType:

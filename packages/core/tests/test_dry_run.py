@@ -3,7 +3,7 @@
 import pytest
 
 from flowjob_core import FlowjobError, JobFunction, add_loss, apply, get_variable
-from flowjob_core.dry_run import JobCalled, active, dry_run, job_after, pass_names
+from flowjob_core.api.dry_run import JobCalled, active, dry_run, job_after, pass_names
 
 
 def _define(session, toy, job_type="predict"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec, Elementwise, FlowjobError, JobFunction, KernelContext, OpDef
-from flowjob_core.builtin_ops import SCALAR_MUL
+from flowjob_core.plugins.builtin_ops import SCALAR_MUL
 
 
 def _same(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from flowjob_core import JobFunction, apply
-from flowjob_core.executor import Executor
+from flowjob_core.runtime.executor import Executor
 
 
 def _later_job(session, toy):

@@ -7,9 +7,9 @@ import pytest
 
 from flowjob_core import ConfigError
 from flowjob_core.backends.host_threads import HostThreads, host_thread_count
-from flowjob_core.registry import split_serially
+from flowjob_core.plugins.registry import split_serially
 from flowjob_core.backends.numpy_backend import make_backend
-from flowjob_core.registry import Backend
+from flowjob_core.plugins.registry import Backend
 
 
 def _threads(monkeypatch, count: int) -> HostThreads:

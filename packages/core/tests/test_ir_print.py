@@ -6,9 +6,9 @@ import dataclasses
 import numpy as np
 
 from flowjob_core import BlobSpec, Intent, JobFunction, OpDef, SideOutput, apply
-from flowjob_core.bindings import Bindings
-from flowjob_core.ir import Job, Node, Placeholder, VariableDef
-from flowjob_core.ir_print import format_job, format_value
+from flowjob_core.ir.bindings import Bindings
+from flowjob_core.ir.job import Job, Node, Placeholder, VariableDef
+from flowjob_core.ir.printing import format_job, format_value
 
 F32 = np.dtype(np.float32)
 

@@ -8,10 +8,12 @@ import logging
 
 import pytest
 
-from flowjob_core import ConfigError, FunctionConfig, dtypes, session_options
-from flowjob_core.config import TrainConfig
-from flowjob_core.options import UnknownOptionError, recorded_options
-from flowjob_core.session import clear_default_session, get_default_session
+from flowjob_core import ConfigError, FunctionConfig
+from flowjob_core.ir import dtypes
+from flowjob_core.api import flow_config_options as session_options
+from flowjob_core.config.function_config import TrainConfig
+from flowjob_core.config.options import UnknownOptionError, recorded_options
+from flowjob_core.runtime.session import clear_default_session, get_default_session
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from flowjob_core import PluginError
-from flowjob_core.pass_registry import DEFAULT_PHASE, PHASES, PassRegistry
+from flowjob_core.plugins.pass_order import DEFAULT_PHASE, PHASES, PassRegistry
 
 
 def _noop(job: Any, ctx: Any) -> None:

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from flowjob_core import JobFunction, apply
-from flowjob_core.executor import Executor, PendingCall
+from flowjob_core.runtime.executor import Executor, PendingCall
 
 
 def _later_job(session, toy):

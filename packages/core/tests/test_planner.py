@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec, JobFunction, apply, current_builder
-from flowjob_core.planner import StepError
+from flowjob_core.plan.planner import StepError
 
 
 def _chain(session, toy, length, shape=(8,)):

@@ -8,8 +8,8 @@ import types
 import pytest
 
 from flowjob_core import ConfigError, OpDef, PluginError, Session, hookimpl, make_plugin_manager
-from flowjob_core.plugin import BUILTIN_PLUGINS, describe_plugins, gather_registries
-from flowjob_core.registry import Registries
+from flowjob_core.plugins.host import BUILTIN_PLUGINS, describe_plugins, gather_registries
+from flowjob_core.plugins.registry import Registries
 
 
 def _plugin_module(name: str, **hooks) -> types.ModuleType:

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from flowjob_core import JobFunction, OpDef, Session, apply, hookimpl, make_plugin_manager
-from flowjob_core.opdef import KernelContext
-from flowjob_core.scratch import SLACK, ScratchPool, size_class
+from flowjob_core.ir.opdef import KernelContext
+from flowjob_core.plan.scratch import SLACK, ScratchPool, size_class
 
 SEEN: list[tuple[str, list[Any]]] = []  # (node, its scratch arrays), as the kernels were built
 

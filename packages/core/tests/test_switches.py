@@ -8,25 +8,25 @@ import re
 import pytest
 
 from flowjob_core.errors import ConfigError
-from flowjob_core.switches import Settings, current
+from flowjob_core.switches import Switches, current
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_defaults_when_unset_or_empty() -> None:
-    assert Settings.from_environ({}) == Settings()
-    assert Settings.from_environ({"FLOWJOB_FUSION": "", "FLOWJOB_CONV_ALGORITHM": " "}) == Settings()
-    assert Settings().fusion and not Settings().malloc_tuning  # allocator tuning is opt-in
+    assert Switches.from_environ({}) == Switches()
+    assert Switches.from_environ({"FLOWJOB_FUSION": "", "FLOWJOB_CONV_ALGORITHM": " "}) == Switches()
+    assert Switches().fusion and not Switches().malloc_tuning  # allocator tuning is opt-in
 
 
 @pytest.mark.parametrize("text, value", [("1", True), ("on", True), ("Yes", True), ("0", False), ("off", False),
                                          ("FALSE", False)])
 def test_booleans(text: str, value: bool) -> None:
-    assert Settings.from_environ({"FLOWJOB_FUSION": text}).fusion is value
+    assert Switches.from_environ({"FLOWJOB_FUSION": text}).fusion is value
 
 
 def test_lists_and_choices() -> None:
-    s = Settings.from_environ({"FLOWJOB_PLUGINS": " ops, optim ,", "FLOWJOB_CONV_ALGORITHM": "Winograd"})
+    s = Switches.from_environ({"FLOWJOB_PLUGINS": " ops, optim ,", "FLOWJOB_CONV_ALGORITHM": "Winograd"})
     assert s.plugins == ("ops", "optim") and s.conv_algorithm == "winograd"
 
 
@@ -34,7 +34,7 @@ def test_lists_and_choices() -> None:
                                             ("FLOWJOB_MALLOC_TUNING", "2")])
 def test_a_value_not_understood_names_the_variable(variable: str, text: str) -> None:
     with pytest.raises(ConfigError, match=variable):
-        Settings.from_environ({variable: text})
+        Switches.from_environ({variable: text})
 
 
 def test_read_afresh_from_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,14 +45,14 @@ def test_read_afresh_from_the_process_environment(monkeypatch: pytest.MonkeyPatc
 
 
 def test_describe_lists_every_switch_with_its_value() -> None:
-    rows = Settings.from_environ({"FLOWJOB_BLOCKED_PLUGINS": "a,b"}).describe()
-    assert [r[0] for r in rows] == [f.metadata["env"] for f in dataclasses.fields(Settings)]
+    rows = Switches.from_environ({"FLOWJOB_BLOCKED_PLUGINS": "a,b"}).describe()
+    assert [r[0] for r in rows] == [f.metadata["env"] for f in dataclasses.fields(Switches)]
     assert ("FLOWJOB_BLOCKED_PLUGINS", "a,b") in [r[:2] for r in rows]
     assert all(doc for _, _, doc in rows)
 
 
 def test_no_other_flowjob_variable_is_read_anywhere() -> None:
-    declared = {f.metadata["env"] for f in dataclasses.fields(Settings)}
+    declared = {f.metadata["env"] for f in dataclasses.fields(Switches)}
     sources = [p for p in (REPO / "packages").glob("*/src/**/*.py")]
     used = {m for p in sources for m in re.findall(r"FLOWJOB_[A-Z_]+[A-Z]", p.read_text())}
     assert used - declared == set(), f"FLOWJOB_* names used in sources but not declared: {used - declared}"

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import strategies as st
 
 from flowjob_core import BlobSpec, KernelContext, OpDef, Session, ShapeError, hookimpl, make_plugin_manager
-from flowjob_core.registry import Backend
+from flowjob_core.plugins.registry import Backend
 from flowjob_core.testing import OpCase, check_grads, conformance_suite, run_op
 from flowjob_core.testing import strategies as fst
 from flowjob_core.testing.conformance import check_forward

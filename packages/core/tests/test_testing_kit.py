@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from flowjob_core import BlobSpec, FlowjobError, KernelContext, OpDef, Session, ShapeError, hookimpl, naming
+from flowjob_core import BlobSpec, FlowjobError, KernelContext, OpDef, Session, ShapeError, hookimpl
+from flowjob_core.ir import naming
 from flowjob_core import make_plugin_manager
 from flowjob_core.testing import check_grads, run_op
 from flowjob_core.testing import strategies as fst

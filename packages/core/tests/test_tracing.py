@@ -6,10 +6,11 @@ import re
 import numpy as np
 import pytest
 
-from flowjob_core import (
-    FlowjobError, JobArgumentError, JobDefinitionError, JobFunction, OpBuildError, apply, naming, scope)
-from flowjob_core.passes import PassContext, VerificationError, verify
-from flowjob_core.placement import placement as placement_scope
+from flowjob_core import (FlowjobError, JobArgumentError, JobDefinitionError, JobFunction, OpBuildError, apply)
+from flowjob_core.ir import naming
+from flowjob_core.trace import scope
+from flowjob_core.passes.pipeline import PassContext, VerificationError, verify
+from flowjob_core.api.placement import placement as placement_scope
 
 
 def _job(session, toy, body, ret=None, shapes=((3,),)):
@@ -147,7 +148,7 @@ def test_a_job_may_be_defined_after_another_ran(session, toy):
 
 
 def test_string_annotations_may_name_locals_of_the_decorating_scope(toy, monkeypatch):
-    import flowjob_core.function as function_module
+    import flowjob_core.api.function as function_module
     from flowjob_core import Session, make_plugin_manager
     session = Session(make_plugin_manager(plugins=[toy], autoload=False))
     monkeypatch.setattr(function_module, "get_default_session", lambda: session)
@@ -171,8 +172,8 @@ def test_string_annotations_may_name_locals_of_the_decorating_scope(toy, monkeyp
 def test_side_outputs_name_their_consumer_by_a_key_the_planner_binds(session, toy):
     import copy
     from flowjob_core import SideOutput
-    from flowjob_core.bindings import Bindings
-    from flowjob_core.planner import build_plan
+    from flowjob_core.ir.bindings import Bindings
+    from flowjob_core.plan.planner import build_plan
 
     bindings = Bindings()
     sink = []
@@ -194,7 +195,7 @@ def test_side_outputs_name_their_consumer_by_a_key_the_planner_binds(session, to
 
 
 def test_a_traced_job_keeps_a_frozen_snapshot_of_its_function_config(session, toy):
-    from flowjob_core.ir import ConfigSnapshot
+    from flowjob_core.ir.job import ConfigSnapshot
 
     fn = _job(session, toy, lambda x: apply("twice", [x]))
     fn.config.enable_numerics_check(True)

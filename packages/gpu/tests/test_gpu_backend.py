@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from flowjob_core import Session, make_plugin_manager
-from flowjob_core.plugin import gather_registries
+from flowjob_core.plugins.host import gather_registries
 from flowjob_gpu import available_cupy, plugin
 
 

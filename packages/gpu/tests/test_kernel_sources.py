@@ -54,5 +54,5 @@ def test_a_missing_family_names_itself_and_the_switch(monkeypatch, tmp_path):
 def test_kernel_dir_is_read_through_the_switches(monkeypatch, tmp_path):
     monkeypatch.setenv("FLOWJOB_KERNEL_DIR", "")  # empty means unset, as for every FLOWJOB_* string switch
     assert kernel_dir() == flowjob_kernels.source_dir()
-    monkeypatch.setattr(switches, "current", lambda: switches.Settings(kernel_dir=str(tmp_path)))
+    monkeypatch.setattr(switches, "current", lambda: switches.Switches(kernel_dir=str(tmp_path)))
     assert kernel_dir() == tmp_path

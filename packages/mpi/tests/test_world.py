@@ -4,7 +4,7 @@ import sys
 import pytest
 from flowjob_core import Session
 from flowjob_core.errors import ConfigError
-from flowjob_core.world import world_of
+from flowjob_core.runtime.world import world_of
 
 from flowjob_mpi import launch
 from flowjob_mpi.world import LAUNCHER_VARIABLES, world
@@ -33,7 +33,8 @@ def test_a_world_of_one_registers_no_op_and_no_pass():
 
 
 def test_machine_counts_other_than_the_world_name_the_launcher():
-    from flowjob_core import env, settings
+    from flowjob_core.api import env
+    from flowjob_core.api import flow_config as settings
 
     with pytest.raises(ConfigError, match=r"lists 2 machine\(s\), but this program runs on 1.*launch -n 2"):
         env.machine([{"addr": "10.0.0.1"}, {"addr": "10.0.0.2"}])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import oneflow as flow
-from flowjob_core.config import FunctionConfig
+from flowjob_core.config.function_config import FunctionConfig
 from flowjob_core.errors import ConfigError
 from oneflow import _compat
 from oneflow.__main__ import main

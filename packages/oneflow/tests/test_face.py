@@ -69,7 +69,7 @@ def test_a_legacy_name_of_a_missing_distribution_names_that_distribution():
 
 
 def test_face_has_no_session_at_import():
-    code = "import oneflow, flowjob_core.session as s; print(s._default is None)"
+    code = "import oneflow, flowjob_core.runtime.session as s; print(s._default is None)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.stdout.strip() == "True"
 

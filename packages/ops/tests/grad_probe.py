@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from flowjob_core import FlowjobError, JobFunction, Session, SideOutput, current_builder, hookimpl, make_plugin_manager
-from flowjob_core.tracing import JobBuilder
+from flowjob_core.trace.builder import JobBuilder
 
 INTENT = "ops_test_probe"
 RESULTS: dict[str, np.ndarray] = {}

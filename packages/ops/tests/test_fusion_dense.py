@@ -224,7 +224,7 @@ def test_fuse_dense_pass_runs_after_fuse_conv_and_before_verify_final() -> None:
 
 
 def test_switched_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from flowjob_core.ir import Job, Node
+    from flowjob_core.ir.job import Job, Node
 
     job = Job("j")
     job.specs.update({"a/out": BlobSpec((2, 3), np.float32), "w/out": BlobSpec((3, 4), np.float32),

@@ -12,7 +12,7 @@ import pytest
 import flowjob_core as fc
 import flowjob_typing as tp
 from flowjob_core import BlobSpec, KernelContext, OpDef
-from flowjob_core.ir import Job, Node
+from flowjob_core.ir.job import Job, Node
 from flowjob_core.testing.modules import sibling
 from flowjob_ops.api import activations, initializers, layers, math
 from flowjob_ops.passes import fuse_dense

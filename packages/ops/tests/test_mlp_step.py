@@ -70,7 +70,7 @@ class CountingBackendPlugin:
 
 
 def _session(counting: CountingBackendPlugin) -> Session:
-    builtins = (("core-ops", "flowjob_core.builtin_ops"), ("core-passes", "flowjob_core.passes"))
+    builtins = (("core-ops", "flowjob_core.plugins.builtin_ops"), ("core-passes", "flowjob_core.passes.pipeline"))
     plugins = [flowjob_ops.plugin, flowjob_typing.plugin, probe, counting]
     return Session(make_plugin_manager(builtins=builtins, plugins=plugins, autoload=False))
 

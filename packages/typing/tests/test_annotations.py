@@ -5,7 +5,8 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 import pytest
 
-from flowjob_core import JobDefinitionError, naming
+from flowjob_core import JobDefinitionError
+from flowjob_core.ir import naming
 from flowjob_typing import (
     Bundle, Callback, FixedTensorDef, Future, ListListNumpy, ListNumpy, MirroredTensorDef, Numpy, fixed_tensor_def,
     mirrored_tensor_def)

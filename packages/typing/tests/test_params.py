@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from flowjob_core import JobArgumentError
-from flowjob_core.mirrored import PerDevice
+from flowjob_core.plan.mirrored import PerDevice
 from flowjob_typing import ListListNumpy, ListNumpy, Numpy
 from flowjob_typing.params import ArrayParam, ListParam, TupleParam, match_param
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from flowjob_core.mirrored import PerDevice
+from flowjob_core.plan.mirrored import PerDevice
 from flowjob_typing import FutureResult, LocalBlob
 from flowjob_typing.values import logical, per_device
 

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from flowjob_core import InputSpec, hookimpl
-from flowjob_core.blob import Blob
+from flowjob_core.trace.blob import Blob
 
 
 class Array:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from flowjob_core import FlowjobError
-from flowjob_core.mirrored import PerDevice
+from flowjob_core.plan.mirrored import PerDevice
 from flowjob_watch.sinks import NonFiniteError, Recorder, RecorderFull, Stats, label, logical, read_records
 from flowjob_watch.sinks.base import bind, resolve
 from flowjob_watch.sinks.stats import summarize

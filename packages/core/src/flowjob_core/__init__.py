@@ -3,23 +3,25 @@
 Explicit re-exports only; nothing is created at import (sessions and plugin managers are
 made on first use).
 """
-from flowjob_core import dtypes, scope, settings
-from flowjob_core.autodiff import GradContext
-from flowjob_core.blob import Blob
-from flowjob_core.config import FunctionConfig, function_config
+from flowjob_core.ir import dtypes
+from flowjob_core.trace import scope
+from flowjob_core.api import flow_config as settings
+from flowjob_core.passes.autodiff import GradContext
+from flowjob_core.trace.blob import Blob
+from flowjob_core.config.function_config import FunctionConfig, function_config
 from flowjob_core.errors import (
     CheckpointError, ConfigError, FlowjobError, JobArgumentError, JobDefinitionError, JobReturnError,
     MissingPackageError, OpBuildError, PluginError, ShapeError, VariableError)
-from flowjob_core.executor import PendingCall
-from flowjob_core.function import JobFunction, global_function
-from flowjob_core.ir import BlobSpec, Intent, Job, Node, SideOutput
-from flowjob_core.opdef import Elementwise, KernelContext, OpDef
-from flowjob_core.plugin import ENTRY_POINT_GROUP, hookimpl, make_plugin_manager
-from flowjob_core.registry import Backend
-from flowjob_core.results import InputSpec, ParamKind, ReturnKind
-from flowjob_core.session import Session, clear_default_session, get_default_session, sync_default_session
-from flowjob_core.tracing import apply, current_builder, maybe_builder
-from flowjob_core.variables_api import add_loss, get_variable
+from flowjob_core.runtime.executor import PendingCall
+from flowjob_core.api.function import JobFunction, global_function
+from flowjob_core.ir.job import BlobSpec, Intent, Job, Node, SideOutput
+from flowjob_core.ir.opdef import Elementwise, KernelContext, OpDef
+from flowjob_core.plugins.host import ENTRY_POINT_GROUP, hookimpl, make_plugin_manager
+from flowjob_core.plugins.registry import Backend
+from flowjob_core.runtime.results import InputSpec, ParamKind, ReturnKind
+from flowjob_core.runtime.session import Session, clear_default_session, get_default_session, sync_default_session
+from flowjob_core.trace.builder import apply, current_builder, maybe_builder
+from flowjob_core.api.variables import add_loss, get_variable
 
 __version__ = "0.1.0"
 

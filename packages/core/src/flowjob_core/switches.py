@@ -1,4 +1,4 @@
-"""Every ``FLOWJOB_*`` environment switch, declared once, read into one ``Settings`` object.
+"""Every ``FLOWJOB_*`` environment switch, declared once, read into one ``Switches`` object.
 
 Switches are read when they are used (a session is made, a job is planned), never at import,
 so a test or a program may set them any time before. A value that is not understood is a
@@ -25,8 +25,8 @@ def _switch(env: str, default: Any, doc: str, *, choices: tuple[str, ...] = ()) 
 
 
 @dataclass(frozen=True)
-class Settings:
-    """The values of the ``FLOWJOB_*`` switches; ``Settings()`` holds the defaults."""
+class Switches:
+    """The values of the ``FLOWJOB_*`` switches; ``Switches()`` holds the defaults."""
 
     fusion: bool = _switch("FLOWJOB_FUSION", True, "graph fusion passes (0 gives the unfused reference graph)")
     conv_algorithm: str = _switch(
@@ -52,12 +52,12 @@ class Settings:
     plugins: tuple[str, ...] = _switch("FLOWJOB_PLUGINS", (), "load only these entry-point plugins (a,b)")
     blocked_plugins: tuple[str, ...] = _switch(
         "FLOWJOB_BLOCKED_PLUGINS", (), "block these plugins by name, built-ins included (a,b)")
-    kernel_dir: str = _switch("FLOWJOB_KERNEL_DIR", "", "folder of CUDA sources replacing flowjob-gpu's own")
+    kernel_dir: str = _switch("FLOWJOB_KERNEL_DIR", "", "folder of CUDA sources replacing flowjob-kernels' own")
     data_home: str = _switch(
         "FLOWJOB_DATA_HOME", "", "dataset cache folder (flowjob-data; default ${XDG_CACHE_HOME:-~/.cache}/flowjob)")
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Switches":
         """The settings the environment asks for; an unreadable value is a ConfigError naming it."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
@@ -105,6 +105,6 @@ def _parse(f: "dataclasses.Field[Any]", raw: str) -> Any:
     return text
 
 
-def current() -> Settings:
+def current() -> Switches:
     """The settings of the process environment now (read afresh on every call)."""
-    return Settings.from_environ()
+    return Switches.from_environ()

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowjob_core.ir import Job
-from flowjob_core.tracing import JobBuilder
+from flowjob_core.ir.job import Job
+from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_mpi.consistent import WEIGHT_INTENT
 from flowjob_mpi.world import world

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowjob_core import BlobSpec
-from flowjob_core.tracing import JobBuilder
-from flowjob_core.actual_shapes import DynamicShapeError, reshaped
-from flowjob_core.ir import Intent, Job, Node
+from flowjob_core.trace.builder import JobBuilder
+from flowjob_core.plan.actual_shapes import DynamicShapeError, reshaped
+from flowjob_core.ir.job import Intent, Job, Node
 
 from flowjob_mpi.readers import infer_global, sharded_sources
 from flowjob_mpi.errors import MpiError

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from flowjob_core import BlobSpec
-from flowjob_core.actual_shapes import DynamicShapeError, reshaped
-from flowjob_core.ir import Job
+from flowjob_core.plan.actual_shapes import DynamicShapeError, reshaped
+from flowjob_core.ir.job import Job
 
 from flowjob_mpi.errors import MpiError
 from flowjob_mpi.world import World

@@ -42,7 +42,7 @@ def model(x, y):
 
 if mode == "stale":  # a reader traced without this rank's shard: a plugin answers flowjob_world before flowjob-mpi
     from flowjob_core import get_default_session, hookimpl
-    from flowjob_core.world import ONE_PROCESS
+    from flowjob_core.runtime.world import ONE_PROCESS
 
     class OneProcessWorld:
         @hookimpl

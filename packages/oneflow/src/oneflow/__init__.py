@@ -10,14 +10,14 @@ from typing import Any
 from flowjob_core import (
     FunctionConfig, clear_default_session, function_config, get_variable, global_function,
     sync_default_session)
-from flowjob_core.checkpoint import load_variables
-from flowjob_core.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
-from flowjob_core.dtypes import convert_oneflow_dtype_to_numpy_dtype, dtype, dtypes, half, int, long
-from flowjob_core.env import current_resource  # legacy exported it as flow.env.current_resource too
-from flowjob_core.model_io import get_all_variables, load, save  # legacy model I/O (v0.4; load/save of v0.3)
-from flowjob_core.eager_mode import enable_eager_execution
-from flowjob_core.settings import eager_execution_enabled
-from flowjob_core.user_op import (
+from flowjob_core.api.checkpoint import load_variables
+from flowjob_core.ir.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
+from flowjob_core.ir.dtypes import convert_oneflow_dtype_to_numpy_dtype, dtype, dtypes, half, int, long
+from flowjob_core.api.env import current_resource  # legacy exported it as flow.env.current_resource too
+from flowjob_core.api.model_io import get_all_variables, load, save  # legacy model I/O (v0.4; load/save of v0.3)
+from flowjob_core.trace.eager_mode import enable_eager_execution
+from flowjob_core.api.flow_config import eager_execution_enabled
+from flowjob_core.api.user_op import (
     consistent_user_op_builder, consistent_user_op_module_builder, user_op_builder, user_op_module_builder)
 
 from oneflow._exports import LazyNamespace, Source
@@ -56,10 +56,10 @@ __all__ = [
 __all__ += ["convert_oneflow_dtype_to_numpy_dtype", "dtype", "dtypes", "half", "int", "long"]  # legacy dtype names
 __all__ += ["current_machine_id"]
 __all__ += ["consistent_user_op_builder", "consistent_user_op_module_builder", "user_op_builder",
-            "user_op_module_builder"]  # any registered op by name (flowjob_core/user_op.py)
+            "user_op_module_builder"]  # any registered op by name (flowjob_core/api/user_op.py)
 __all__ += ["current_resource", "get_all_variables", "load", "save"]
 __all__ += ["device_prior_placement", "fixed_placement"]
-__all__ += ["enable_eager_execution"]  # ops run as the body calls them (flowjob_core/eager.py)
+__all__ += ["enable_eager_execution"]  # ops run as the body calls them (flowjob_core/api/eager.py)
 __all__ += _NAMESPACE.names()  # the face's submodules and the installed sources' names, read without importing
 
 

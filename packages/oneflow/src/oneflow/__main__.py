@@ -25,7 +25,7 @@ def info() -> int:
     import numpy
 
     from flowjob_core import Session
-    from flowjob_core.plugin import describe_plugins
+    from flowjob_core.plugins.host import describe_plugins
     from flowjob_core.switches import current
 
     print(f"python {platform.python_version()}  numpy {numpy.__version__}")
@@ -58,7 +58,7 @@ def info() -> int:
     print("switches:")
     for variable, value, doc in current().describe():
         print(f"  {variable:<32} {value:<8} {doc}")
-    from flowjob_core.options import recorded_options
+    from flowjob_core.config.options import recorded_options
 
     # legacy options that only tuned CUDA or the legacy runtime: accepted, recorded, no effect
     recorded = recorded_options()

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from flowjob_core import MissingPackageError
-from flowjob_core.config import FunctionConfig
-from flowjob_core.options import Option, OptionSet
-from flowjob_core.session_options import PLUGIN_HINT, CollectiveBoxing, Cudnn, TopLevel
+from flowjob_core.config.function_config import FunctionConfig
+from flowjob_core.config.options import Option, OptionSet
+from flowjob_core.api.flow_config_options import PLUGIN_HINT, CollectiveBoxing, Cudnn, TopLevel
 
 LEGACY_FILE = Path(__file__).with_name("legacy_api.txt")
 PAGE_COMMAND = "python -m oneflow compat --write docs/compatibility.md"

@@ -1,6 +1,6 @@
 """``python -m oneflow dump SCRIPT.py``: print the jobs a program defines, without running a step.
 
-Each job is printed by ``flowjob_core.ir_print`` with its session's op records (effects are
+Each job is printed by ``flowjob_core.ir.printing`` with its session's op records (effects are
 marked) and its function's bindings (what the keys the job names stand for).
 
 The script is run as a module named ``__flowjob_dump__``, not ``__main__``: a seed-style
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TextIO
 
 from flowjob_core import FlowjobError
-from flowjob_core.dry_run import ALL_PASSES, JobCalled, dry_run, job_after, pass_names
-from flowjob_core.ir_print import format_job
+from flowjob_core.api.dry_run import ALL_PASSES, JobCalled, dry_run, job_after, pass_names
+from flowjob_core.ir.printing import format_job
 
 MODULE_NAME = "__flowjob_dump__"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowjob_core.scope import LogicalView
+from flowjob_core.trace.scope import LogicalView
 
 
 def mirrored_strategy() -> LogicalView:

@@ -1,11 +1,11 @@
 """``flow.distributed``: which process of the run this is (legacy v0.4's ``get_rank`` / ``get_world_size``),
-and ``flow.current_machine_id``. The answers come from the session's world (``flowjob_core.world``, the
+and ``flow.current_machine_id``. The answers come from the session's world (``flowjob_core.runtime.world``, the
 ``flowjob_world`` hook): under ``mpiexec`` flowjob-mpi's MPI ranks, otherwise this one process (rank 0 of 1).
 """
 from __future__ import annotations
 
-from flowjob_core.session import get_default_session
-from flowjob_core.world import World, world_of
+from flowjob_core.runtime.session import get_default_session
+from flowjob_core.runtime.world import World, world_of
 
 
 def _world() -> World:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import warnings
 
-from flowjob_core.placement import placement
-from flowjob_core.scope import Placement, consistent_view, mirrored_view, namespace
+from flowjob_core.api.placement import placement
+from flowjob_core.trace.scope import Placement, consistent_view, mirrored_view, namespace
 
 __all__ = ["consistent_view", "mirrored_view", "namespace", "placement"]
 

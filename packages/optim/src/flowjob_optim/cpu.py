@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import KernelContext, switches
-from flowjob_core.opdef import KernelBuilder
+from flowjob_core.ir.opdef import KernelBuilder
 
 from flowjob_optim import _blas
 from flowjob_optim.update_ops import SGD_MATMUL_UPDATE

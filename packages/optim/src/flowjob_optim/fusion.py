@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from flowjob_core import Job
-from flowjob_core.analysis import buffer_roots, in_place_writers, observed_values, value_producers, value_readers
-from flowjob_core.ir import Node
+from flowjob_core.ir.analysis import buffer_roots, in_place_writers, observed_values, value_producers, value_readers
+from flowjob_core.ir.job import Node
 
 from flowjob_optim.update_ops import SGD_MATMUL_UPDATE, UPDATE_OPS, fused_sgd_available
 

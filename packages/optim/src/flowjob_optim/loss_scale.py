@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import BlobSpec, ConfigError, Job, KernelContext, OpDef, ShapeError
-from flowjob_core.bindings import Bindings
-from flowjob_core.tracing import JobBuilder
+from flowjob_core.ir.bindings import Bindings
+from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_optim.accumulation import COUNTER_SPEC
 

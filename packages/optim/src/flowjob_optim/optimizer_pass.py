@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import BlobSpec, FlowjobError, Job
-from flowjob_core.bindings import Bindings
-from flowjob_core.blob import Blob
-from flowjob_core.tracing import JobBuilder
+from flowjob_core.ir.bindings import Bindings
+from flowjob_core.trace.blob import Blob
+from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_optim import accumulation, loss_scale, sparse_updates
 from flowjob_optim.legacy_conf import optimizer_from_train_config

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flowjob_core import JobDefinitionError, dtypes, naming
+from flowjob_core import JobDefinitionError
+from flowjob_core.ir import dtypes
+from flowjob_core.ir import naming
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ and runs the step once per device slice.
 
 Mirrored placeholders are dynamic as in legacy: the declared shape is a maximum, and an array
 of the same rank with at most the declared number of elements is accepted (legacy checked the
-element count, not each dim); core runs the job on the actual shape (``flowjob_core.dynamic``).
+element count, not each dim); core runs the job on the actual shape (``flowjob_core.plan.dynamic``).
 A ``tp.ListListNumpy`` placeholder takes per device a list of such arrays whose element counts
 add up to at most the declared one (legacy ``MirroredTensorListDef``); several arrays feed a
 ``TensorList``. Fixed placeholders (``tp.Numpy``) need the exact shape.
@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 from flowjob_core import Blob, InputSpec, JobArgumentError
-from flowjob_core.mirrored import PerDevice, TensorList
+from flowjob_core.plan.mirrored import PerDevice, TensorList
 
 from flowjob_typing.annotations import (
     FixedTensorDef, ListListNumpy, ListNumpy, MirroredTensorDef, MirroredTensorListDef, PlaceholderDef)

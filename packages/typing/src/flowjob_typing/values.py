@@ -6,7 +6,7 @@ import threading
 from typing import Any, Callable, Generator
 
 import numpy as np
-from flowjob_core.mirrored import PerDevice, TensorList, dense
+from flowjob_core.plan.mirrored import PerDevice, TensorList, dense
 
 
 def logical(value: Any, blob: Any) -> np.ndarray:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowjob_core import Blob, FlowjobError, current_builder
-from flowjob_core.tracing import JobBuilder
+from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_watch.sinks.base import resolve
 

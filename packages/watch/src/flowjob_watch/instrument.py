@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from flowjob_core import FlowjobError, SideOutput
-from flowjob_core.tracing import JobBuilder
+from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_watch.sinks.base import bind
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from flowjob_core import Blob, FlowjobError, current_builder, scope
+from flowjob_core import Blob, FlowjobError, current_builder
+from flowjob_core.trace import scope
 
 from flowjob_watch.api import add_watch
 from flowjob_watch.sinks.base import Sink, resolve

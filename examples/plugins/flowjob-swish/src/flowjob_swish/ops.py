@@ -164,7 +164,7 @@ def _bias_add_gelu_grad(ctx: GradContext) -> list[Any]:
 
 
 # input_names / attr_names: what flow.user_op_builder("...").Op("swish").Input("x", [x]).Attr("beta", b) accepts;
-# amp: the class under enable_auto_mixed_precision (flowjob_core.opdef.AMP_CLASSES): swish stays float32,
+# amp: the class under enable_auto_mixed_precision (flowjob_core.ir.opdef.AMP_CLASSES): swish stays float32,
 # bias_add_gelu may run in float16 between GEMMs, as legacy's lists had it
 SWISH = OpDef("swish", _swish_infer, kernel=_swish_kernel, grad=_swish_grad, name_prefix="Swish",
               doc="x * sigmoid(beta * x)", input_names=("x",), attr_names=("beta",), amp="black")

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from flowjob_core.backends.host_threads import HostThreads
-from flowjob_core.plugin import hookimpl
-from flowjob_core.registry import Backend, BackendRegistry
+from flowjob_core.plugins.host import hookimpl
+from flowjob_core.plugins.registry import Backend, BackendRegistry
 from flowjob_core.switches import current
 
 

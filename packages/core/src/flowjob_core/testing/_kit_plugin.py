@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from flowjob_core.errors import ShapeError
-from flowjob_core.ir import BlobSpec, Job
-from flowjob_core.opdef import KernelContext, OpDef
-from flowjob_core.plugin import hookimpl
-from flowjob_core.tracing import JobBuilder
+from flowjob_core.ir.job import BlobSpec, Job
+from flowjob_core.ir.opdef import KernelContext, OpDef
+from flowjob_core.plugins.host import hookimpl
+from flowjob_core.trace.builder import JobBuilder
 
 if TYPE_CHECKING:
-    from flowjob_core.autodiff import GradContext
-    from flowjob_core.passes import PassContext
+    from flowjob_core.passes.autodiff import GradContext
+    from flowjob_core.passes.pipeline import PassContext
 
 PLUGIN_NAME = "flowjob-testing"
 FETCH_INTENT = "testing_fetch_grads"

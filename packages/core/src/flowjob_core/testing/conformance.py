@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core.session import Session
+from flowjob_core.runtime.session import Session
 from flowjob_core.testing.gradcheck import check_grads
 from flowjob_core.testing.kernel_probe import override_tags
 from flowjob_core.testing.kit_session import kit_session

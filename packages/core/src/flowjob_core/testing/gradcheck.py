@@ -15,11 +15,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from flowjob_core.errors import FlowjobError, OpBuildError
-from flowjob_core.ir import BlobSpec, Intent
-from flowjob_core.planner import Plan, build_plan
-from flowjob_core.plugin import BUILTIN_PLUGINS
-from flowjob_core.registry import Registries
-from flowjob_core.session import Session
+from flowjob_core.ir.job import BlobSpec, Intent
+from flowjob_core.plan.planner import Plan, build_plan
+from flowjob_core.plugins.host import BUILTIN_PLUGINS
+from flowjob_core.plugins.registry import Registries
+from flowjob_core.runtime.session import Session
 from flowjob_core.testing import _kit_plugin
 from flowjob_core.testing.kernel_probe import with_contract_kernels
 from flowjob_core.testing.kit_session import kit_scope

@@ -15,8 +15,8 @@ from typing import Any, Callable, cast
 import numpy as np
 
 from flowjob_core.errors import FlowjobError
-from flowjob_core.opdef import KernelBuilder, KernelContext, OpDef
-from flowjob_core.registry import ANY_BACKEND, KernelRegistry, Registries
+from flowjob_core.ir.opdef import KernelBuilder, KernelContext, OpDef
+from flowjob_core.plugins.registry import ANY_BACKEND, KernelRegistry, Registries
 
 READ_ONLY_MESSAGES = ("read-only", "not writeable", "not writable")
 

@@ -11,10 +11,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core.blob import Blob
+from flowjob_core.trace.blob import Blob
 from flowjob_core.errors import JobArgumentError, JobReturnError
-from flowjob_core.plugin import hookimpl
-from flowjob_core.results import InputSpec
+from flowjob_core.plugins.host import hookimpl
+from flowjob_core.runtime.results import InputSpec
 
 
 class Array:

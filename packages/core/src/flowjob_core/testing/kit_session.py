@@ -15,8 +15,8 @@ from typing import Any, Iterator
 
 import pluggy
 
-from flowjob_core import hookspecs
-from flowjob_core.session import Session
+from flowjob_core.plugins import hookspecs
+from flowjob_core.runtime.session import Session
 from flowjob_core.testing import _kit_plugin
 
 

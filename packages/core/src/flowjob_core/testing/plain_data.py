@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from flowjob_core.function import JobFunction
-    from flowjob_core.ir import Job
+    from flowjob_core.api.function import JobFunction
+    from flowjob_core.ir.job import Job
 
 LEAVES = (str, bytes, int, float, bool, complex, type(None), np.dtype, np.generic, np.ndarray)
 
@@ -52,7 +52,7 @@ def objects_in(value: Any, path: str = "job") -> list[str]:
 def traced_and_passed(fn: "JobFunction") -> tuple["Job", "Job"]:
     """``fn``'s traced job and its job after every pass (run with ``fn``'s bindings, as planning does),
     each asserted to be plain data: nothing ``objects_in`` finds, and a deep copy equal to it."""
-    from flowjob_core.passes import PassContext, run_passes  # the passes are loaded only by the tests using them
+    from flowjob_core.passes.pipeline import PassContext, run_passes  # loaded by the tests using it only
 
     session = fn.session
     traced = fn.ensure_traced()

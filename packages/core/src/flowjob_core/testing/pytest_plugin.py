@@ -38,7 +38,7 @@ def pytest_configure(config: Any) -> None:
 @pytest.fixture
 def flowjob_session() -> Iterator[Any]:
     """A fresh session for one test; pending work is finished and the session closed afterwards."""
-    from flowjob_core.session import Session
+    from flowjob_core.runtime.session import Session
 
     session = Session()
     try:

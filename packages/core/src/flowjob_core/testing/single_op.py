@@ -11,15 +11,15 @@ from typing import Any, Collection, Iterator, Sequence
 
 import numpy as np
 
-from flowjob_core.blob import Blob
-from flowjob_core.ir import BlobSpec, Job
-from flowjob_core.passes import PassContext, run_passes
-from flowjob_core.planner import Plan, build_plan
-from flowjob_core.registry import Backend, Registries
-from flowjob_core.session import Session
+from flowjob_core.trace.blob import Blob
+from flowjob_core.ir.job import BlobSpec, Job
+from flowjob_core.passes.pipeline import PassContext, run_passes
+from flowjob_core.plan.planner import Plan, build_plan
+from flowjob_core.plugins.registry import Backend, Registries
+from flowjob_core.runtime.session import Session
 from flowjob_core.testing.kernel_probe import with_contract_kernels
-from flowjob_core.tracing import JobBuilder
-from flowjob_core.variables import VariableStore
+from flowjob_core.trace.builder import JobBuilder
+from flowjob_core.runtime.variables import VariableStore
 
 
 @dataclass

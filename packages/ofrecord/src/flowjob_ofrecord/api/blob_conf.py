@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import Blob, OpBuildError, apply, dtypes
+from flowjob_core import Blob, OpBuildError, apply
+from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord.api.data import OFRecordImageDecoder, OFRecordRawDecoder, ofrecord_reader
 from flowjob_ofrecord.api.image import CropMirrorNormalize, Resize

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import Blob, apply, current_builder, dtypes
+from flowjob_core import Blob, apply, current_builder
+from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord.api.inputs import check_crop_args, producer
 from flowjob_ofrecord.images import check_color_space

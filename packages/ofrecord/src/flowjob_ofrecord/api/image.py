@@ -5,7 +5,8 @@ from __future__ import annotations
 import warnings
 from typing import Any, Sequence
 
-from flowjob_core import Blob, apply, dtypes
+from flowjob_core import Blob, apply
+from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord.api.inputs import UINT8_HANDLES, WANTED, channels_of, producer
 from flowjob_ofrecord.images import INTERPOLATIONS, check_color_space

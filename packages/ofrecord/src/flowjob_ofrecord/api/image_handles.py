@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import Blob, OpBuildError, apply, dtypes
+from flowjob_core import Blob, OpBuildError, apply
+from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord.api.inputs import HANDLES, UINT8_HANDLES, WANTED, channels_of, check_crop_args, producer
 from flowjob_ofrecord.images import check_color_space

@@ -12,7 +12,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError, dtypes
+from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord import images
 from flowjob_ofrecord.errors import OFRecordError

@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError, dtypes
+from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord import features
 from flowjob_ofrecord.files import RecordRef, part_paths

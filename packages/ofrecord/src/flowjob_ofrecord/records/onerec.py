@@ -11,7 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError, dtypes
+from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord.errors import OFRecordError
 from flowjob_ofrecord.files import RecordRef

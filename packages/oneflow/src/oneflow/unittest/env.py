@@ -3,7 +3,7 @@
 Legacy test runs were told their size by environment variables; those that mean something to a
 one-process build are read here. ``ONEFLOW_TEST_DEVICE_NUM`` still says how many devices the run
 has; without it, the default session's ``flow.config.cpu_device_num``/``gpu_device_num`` decide.
-The machines and processes of the run are the session's world (``flowjob_core.world``: flowjob-mpi's
+The machines and processes of the run are the session's world (``flowjob_core.runtime.world``: flowjob-mpi's
 ranks under ``mpiexec``, else this one process): ``node_size()`` is its machine count whatever
 ``ONEFLOW_TEST_NODE_LIST`` says (the node list is still reported, for suites that print or check it), and
 ``world_size()`` its process count unless ``ONEFLOW_TEST_WORLD_SIZE`` says otherwise, as legacy read it.
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 
-from flowjob_core import settings
+from flowjob_core.api import flow_config as settings
 from flowjob_core.errors import ConfigError
-from flowjob_core.session import get_default_session
-from flowjob_core.world import World, world_of
+from flowjob_core.runtime.session import get_default_session
+from flowjob_core.runtime.world import World, world_of
 
 __all__ = ["device_num", "eager_execution_enabled", "has_node_list", "has_world_size", "node_list", "node_size",
            "world_size"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numbers
 
-from flowjob_core import Blob, apply, get_variable, scope
+from flowjob_core import Blob, apply, get_variable
+from flowjob_core.trace import scope
 
 from flowjob_ops.api._common import blob_arg, build_error
 from flowjob_ops.api._initializers import Constant

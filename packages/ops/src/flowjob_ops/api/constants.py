@@ -11,7 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import Blob, apply, dtypes
+from flowjob_core import Blob, apply
+from flowjob_core.ir import dtypes
 
 from flowjob_ops.api._common import build_error, op_name
 from flowjob_ops.records.common import is_int

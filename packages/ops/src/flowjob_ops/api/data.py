@@ -5,7 +5,8 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
-from flowjob_core import Blob, apply, dtypes
+from flowjob_core import Blob, apply
+from flowjob_core.ir import dtypes
 
 from flowjob_ops.api._common import build_error
 from flowjob_ops.api._initializers import from_initializer_conf, uniform

@@ -7,7 +7,8 @@ import builtins
 import numbers
 from typing import Any, Sequence
 
-from flowjob_core import Blob, apply, dtypes
+from flowjob_core import Blob, apply
+from flowjob_core.ir import dtypes
 
 from flowjob_ops.api._common import build_error, op_name
 from flowjob_ops.records.common import is_int

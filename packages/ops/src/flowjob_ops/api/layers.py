@@ -22,7 +22,8 @@ import inspect
 import numbers
 from typing import Any, Callable, Sequence
 
-from flowjob_core import Blob, apply, get_variable, naming
+from flowjob_core import Blob, apply, get_variable
+from flowjob_core.ir import naming
 
 from flowjob_ops.api._common import build_error
 from flowjob_ops.api._initializers import Constant, variance_scaling

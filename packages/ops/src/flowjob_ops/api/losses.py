@@ -17,7 +17,8 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from flowjob_core import Blob, apply, dtypes
+from flowjob_core import Blob, apply
+from flowjob_core.ir import dtypes
 
 from flowjob_ops.api._common import (
     build_error, check_same_shape, floating_blob, number_as_blob, op_name, real_number)

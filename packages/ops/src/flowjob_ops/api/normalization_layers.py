@@ -5,7 +5,8 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from flowjob_core import Blob, apply, get_variable, maybe_builder, scope
+from flowjob_core import Blob, apply, get_variable, maybe_builder
+from flowjob_core.trace import scope
 
 from flowjob_ops.api._common import build_error
 from flowjob_ops.api._initializers import Constant

@@ -11,7 +11,8 @@ import random as _py_random
 import sys
 from typing import Any
 
-from flowjob_core import Blob, apply, dtypes
+from flowjob_core import Blob, apply
+from flowjob_core.ir import dtypes
 
 from flowjob_ops.api._common import build_error, op_name
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowjob_core import Blob, apply, dtypes
+from flowjob_core import Blob, apply
+from flowjob_core.ir import dtypes
 
 from flowjob_ops.api._common import build_error
 

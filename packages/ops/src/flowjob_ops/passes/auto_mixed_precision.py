@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import ConfigError, switches
-from flowjob_core.analysis import observed_values, value_producers, value_readers
-from flowjob_core.ir import Job, Node
+from flowjob_core.ir.analysis import observed_values, value_producers, value_readers
+from flowjob_core.ir.job import Job, Node
 
 OPTION = "enable_auto_mixed_precision"
 # core's own records of these predate OpDef.amp; their legacy class, until they declare it themselves

@@ -19,7 +19,7 @@ completed, so forward and gradient nodes are all there. Four rewrites:
 
 A value a fusion would swallow (the raw convolution, the biased pre-activation, the pooling
 gradient) stays observable: if it is returned, fetched or watched (a side output), or read by
-any other node, that fusion is not made (``flowjob_core.analysis.observed_values`` and
+any other node, that fusion is not made (``flowjob_core.ir.analysis.observed_values`` and
 ``value_readers``). Fused nodes keep the lbns of the chain's last output, so consumers, returns
 and watchers see the same names, and each node joins at most one fused group. ``FLOWJOB_FUSION=0``
 (``flowjob_core.switches``, read when a job is planned) turns the pass off, which gives the
@@ -30,9 +30,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from flowjob_core import switches
-from flowjob_core.analysis import observed_values, value_producers, value_readers
+from flowjob_core.ir.analysis import observed_values, value_producers, value_readers
 from flowjob_core.errors import FlowjobError
-from flowjob_core.ir import Job, Node
+from flowjob_core.ir.job import Job, Node
 
 from flowjob_ops.records.conv import channel_axis
 from flowjob_ops.records.matmul import bias_axis

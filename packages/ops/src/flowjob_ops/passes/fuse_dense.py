@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowjob_core.analysis import observed_values, value_readers
-from flowjob_core.ir import Job, Node
+from flowjob_core.ir.analysis import observed_values, value_readers
+from flowjob_core.ir.job import Job, Node
 
 from flowjob_ops.records.fused import ELEMENTWISE_CHAIN, MATMUL_ATTRS, MATMUL_BIAS, RUNNING, registry_lookup
 from flowjob_ops.passes.fuse_conv import bias_act_tail, enabled, rewrite

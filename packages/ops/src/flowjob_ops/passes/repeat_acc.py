@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import OpBuildError
-from flowjob_core.ir import Job, Node
+from flowjob_core.ir.job import Job, Node
 
 # input-less ops whose value is the same in every tick (no state, no randomness)
 _TIMELESS_SOURCES = frozenset({"constant", "range"})

@@ -6,7 +6,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, ShapeError, dtypes
+from flowjob_core import BlobSpec, ShapeError
+from flowjob_core.ir import dtypes
 
 
 def same_as_first(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:

@@ -2,7 +2,7 @@
 
 Each declares ``dynamic_extent``: its spec is the maximum (argwhere: one row per element), and
 its kernel returns a view of the first rows holding data; the planner rebuilds every reader for
-the actual shape (``flowjob_core/extent.py``). Both are index/selection ops without a gradient,
+the actual shape (``flowjob_core/plan/extent.py``). Both are index/selection ops without a gradient,
 as in legacy.
 """
 from __future__ import annotations

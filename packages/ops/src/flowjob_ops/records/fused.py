@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
-from flowjob_core.builtin_ops import CORE_OPS
+from flowjob_core.plugins.builtin_ops import CORE_OPS
 
 from flowjob_ops.records import activations, arithmetic, comparisons
 from flowjob_ops.records.common import normalize_axis, require_floating

@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError, dtypes
+from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core.ir import dtypes
 
 from flowjob_ops.records.common import broadcast_shape, is_int, normalize_axis, same_dtype
 

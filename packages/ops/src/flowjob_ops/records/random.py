@@ -15,7 +15,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError, dtypes
+from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core.ir import dtypes
 
 from flowjob_ops.records.common import dtype_attr, shape_attr
 

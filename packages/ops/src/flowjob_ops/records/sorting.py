@@ -10,7 +10,8 @@ from __future__ import annotations
 import numbers
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError, dtypes
+from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core.ir import dtypes
 
 DIRECTIONS = ("ASCENDING", "DESCENDING")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from flowjob_core import FlowjobError, PluginError
-from flowjob_core.mirrored import PerDevice
+from flowjob_core.plan.mirrored import PerDevice
 
 Consumer = Callable[[Any, Any], None]  # the registry contract: consume(value, blob_def)
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 from flowjob_core import Blob, BlobSpec, FlowjobError, KernelContext, OpDef, ShapeError, current_builder
-from flowjob_core.mirrored import PerDevice
+from flowjob_core.plan.mirrored import PerDevice
 
 from flowjob_watch.api import add_watch
 from flowjob_watch.sinks.base import Sink, logical

@@ -7,7 +7,7 @@ rounding for Winograd). The ops plugin registers ``KERNEL_BUILDERS`` for ``CPU_T
 """
 from __future__ import annotations
 
-from flowjob_core.opdef import KernelBuilder
+from flowjob_core.ir.opdef import KernelBuilder
 
 from flowjob_ops.overrides.cpu import conv, pool
 

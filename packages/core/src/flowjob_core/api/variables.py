@@ -1,0 +1,61 @@
+"""``flow.get_variable`` and ``flow.losses.add_loss``: what a job body declares about variables and losses."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from flowjob_core.ir import dtypes
+from flowjob_core.trace import scope
+from flowjob_core.trace.blob import Blob
+from flowjob_core.errors import FlowjobError, VariableError
+from flowjob_core.ir.job import BlobSpec
+from flowjob_core.trace.builder import current_builder
+
+
+def get_variable(name: str, shape: tuple[int, ...] | list[int] | None = None, dtype: Any = None,
+                 initializer: Any = None, regularizer: Any = None, trainable: bool | None = None,
+                 model_name: str | None = None, random_seed: int | None = None, distribute: Any = None,
+                 reuse: bool = True) -> Any:
+    """``flow.get_variable``: the same name gives the same variable, within a job and across jobs."""
+    builder = current_builder("flow.get_variable")
+    if shape is None:
+        raise VariableError(f"flow.get_variable({name!r}): shape is required")
+    if any(not isinstance(d, (int, np.integer)) or d <= 0 for d in shape):
+        raise VariableError(f"flow.get_variable({name!r}): shape must hold positive ints, got {shape!r}")
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32
+    if initializer is not None and not callable(initializer):
+        initializer = _read_initializer(builder.session, initializer, scope.scoped_name(name))
+    if random_seed is not None and initializer is not None and hasattr(initializer, "with_seed"):
+        initializer = initializer.with_seed(random_seed)
+    full = scope.scoped_name(name)
+    return builder.add_variable(full, BlobSpec(tuple(shape), dt), initializer,
+                                True if trainable is None else bool(trainable), reuse=reuse,
+                                regularizer=regularizer, model_name=model_name)
+
+
+def _read_initializer(session: Any, value: Any, variable: str) -> Any:
+    """A plugin's reading of a non-callable initializer (flowjob-ops reads legacy InitializerConf messages)."""
+    try:
+        init = session.pm.hook.flowjob_read_initializer(value=value, owner=f"variable {variable!r}")
+    except ValueError as exc:
+        raise VariableError(f"flow.get_variable: {exc}") from None
+    if init is None:
+        raise VariableError(f"flow.get_variable({variable!r}): the initializer must be callable as "
+                            f"init(shape, dtype, rng) or a legacy InitializerConf, got {type(value).__name__}")
+    return init
+
+
+def add_loss(loss: Any) -> None:
+    """``flow.losses.add_loss``: mark a blob as a loss of the train job being traced."""
+    builder = current_builder("flow.losses.add_loss")
+    if builder.job.type != "train":
+        raise FlowjobError(
+            f"job {builder.job.name!r}: add_loss/minimize needs type='train', this job is {builder.job.type!r}")
+    for blob in loss if isinstance(loss, (list, tuple)) else [loss]:
+        if not isinstance(blob, Blob):
+            raise FlowjobError(f"job {builder.job.name!r}: a loss must be a blob, got {type(blob).__name__}")
+        if not blob.dtype.kind == "f":
+            raise FlowjobError(f"job {builder.job.name!r}: loss {blob.lbn!r} must be floating, is {blob.dtype}")
+        if blob.lbn not in builder.job.losses:
+            builder.job.losses.append(blob.lbn)

@@ -1,0 +1,1 @@
+"""Job configuration: the checked option machinery and ``flow.function_config()``."""

@@ -1,0 +1,225 @@
+"""The op record: inference, gradient rule and a kernel written once against ``xp``, in one place."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from flowjob_core.ir.job import BlobSpec
+
+if TYPE_CHECKING:
+    from flowjob_core.passes.autodiff import GradContext
+    from flowjob_core.ir.bindings import Bindings
+
+InferFn = Callable[[Sequence[BlobSpec], dict], Sequence[BlobSpec]]
+"""``infer(inputs, attrs) -> outputs``: raise ShapeError (or ValueError) with a plain message."""
+
+KernelBuilder = Callable[["KernelContext"], Callable[..., Any]]
+"""Called once per node when a plan is built; returns the step callable ``run(*inputs) -> out | tuple``."""
+
+GradRule = Callable[["GradContext"], Sequence[Any]]
+"""Emits graph nodes for the input gradients; returns one Blob or None per input."""
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """An elementwise op's arithmetic, declared once: one call ``xp.<ufunc>(operands..., out=out)``.
+
+    The op's kernel is built from it, and the fusion pass evaluates the op as a step of an
+    ``elementwise_chain`` with the very same call, so fused results are bitwise the unfused ones.
+
+    ``ufunc``: the name of the array module's ufunc (``"maximum"``, ``"greater"``).
+    ``arity``: how many blob operands it takes (1 or 2), in the op's input order.
+    ``scalar``: for a unary op, the name of the attribute holding a Python number that enters
+    the call as a second operand (``scalar_add``: ``"scalar"``); ``fixed``: a number the op
+    itself fixes instead (relu: ``maximum(x, 0)``). Either enters as a numpy scalar of the blob
+    operand's dtype, so the call never promotes (float32 stays float32) and CuPy accepts it.
+    ``scalar_first``: the number precedes the blob (``scalar - x``).
+    """
+
+    ufunc: str
+    arity: int = 1
+    scalar: str | None = None
+    fixed: int | float | None = None
+    scalar_first: bool = False
+
+    def __post_init__(self) -> None:
+        if self.arity not in (1, 2):
+            raise ValueError(f"elementwise ufunc {self.ufunc!r}: arity must be 1 or 2, got {self.arity!r}")
+        if self.scalar is not None and self.fixed is not None:
+            raise ValueError(f"elementwise ufunc {self.ufunc!r}: a scalar attribute and a fixed number exclude "
+                             f"each other")
+        if self.has_constant and self.arity != 1:
+            raise ValueError(f"elementwise ufunc {self.ufunc!r}: a number operand needs arity 1")
+        if self.scalar_first and not self.has_constant:
+            raise ValueError(f"elementwise ufunc {self.ufunc!r}: scalar_first without a scalar or fixed number")
+
+    @property
+    def has_constant(self) -> bool:
+        return self.scalar is not None or self.fixed is not None
+
+    def constant(self, attrs: dict, dtype: Any) -> Any:
+        """The number operand as a numpy scalar of ``dtype`` (the blob operand's), or None."""
+        if self.scalar is not None:
+            return np.dtype(dtype).type(attrs[self.scalar])
+        if self.fixed is not None:
+            return np.dtype(dtype).type(self.fixed)
+        return None
+
+    def operands(self, blobs: Sequence[str], constant: str) -> list[str]:
+        """The call's operands in order: the blob operands with ``constant`` placed where it goes
+        (for code that writes the call out, like the chain kernel)."""
+        if not self.has_constant:
+            return list(blobs)
+        return [constant, *blobs] if self.scalar_first else [*blobs, constant]
+
+    def kernel(self, ctx: "KernelContext") -> Callable[..., Any]:
+        """The reference kernel: the one call, into the planned output buffer."""
+        ufunc, out = getattr(ctx.xp, self.ufunc), ctx.out(0)
+        if self.arity == 2:
+            return lambda a, b: ufunc(a, b, out=out)
+        c = self.constant(ctx.attrs, ctx.inputs[0].dtype)
+        if c is None:
+            return lambda x: ufunc(x, out=out)
+        if self.scalar_first:
+            return lambda x: ufunc(c, x, out=out)
+        return lambda x: ufunc(x, c, out=out)
+
+
+AMP_CLASSES = ("white", "gray", "clear", "black")
+"""The classes an op declares for automatic mixed precision (``OpDef.amp``), legacy's four lists."""
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One op: what it computes, how its shapes follow, how it differentiates, how it runs.
+
+    ``view``: outputs may alias input 0 (reshape); the planner extends that buffer's lifetime.
+    ``mutates``: indices of inputs written in place (optimizer updates); such nodes run after
+    every other reader of those values in a step.
+    ``effect``: dead-code elimination keeps the node even when nothing reads its outputs.
+    ``not_differentiable``: the explicit mark for ops without a gradient rule.
+    ``elementwise``: the op is one ufunc call (``Elementwise``); its kernel is built from it
+    (give no ``kernel``), and the fusion pass may run it as a step of an elementwise chain.
+    ``dynamic_extent``: how many leading rows of output 0 hold data depends on the input values
+    (argwhere): ``infer`` gives the maximum, the kernel returns a view of the first rows of its
+    planned buffer, and the planner rebuilds every reader for the actual shape
+    (``flowjob_core/plan/extent.py``).
+    ``traced_shape_from``: the output keeps its traced shape whatever rows its inputs have (a scatter
+    into a fixed shape, a segment sum into ``num_segments`` rows): data-dependent rows stop there
+    unless they come through one of these input positions (tensor_scatter_nd_*: the params, 0).
+    None (the default): the output follows its inputs' rows.
+    ``fixed_shape``: the attribute ``shape`` holds a target shape taken from the traced shapes
+    (broadcast_to, unbroadcast): the op cannot follow inputs whose rows differ from the traced
+    ones (a dynamic placeholder fed fewer rows, a rank's share of the batch), which would be
+    broadcast back to the traced size instead, so those paths refuse it naming the op.
+    ``input_names`` / ``attr_names``: the argument names ``flow.user_op_builder`` accepts
+    (``.Input("x", [blob])``, ``.Attr("beta", 1.0)``): inputs are placed in ``input_names``
+    order, and a name not listed is an error naming the op. None (the default): inputs are
+    taken in the order of the ``Input`` calls and any attribute name is passed through.
+    ``amp``: the op's class under automatic mixed precision (``enable_auto_mixed_precision``), one of
+    ``AMP_CLASSES``, as legacy's lists sorted ops: "white" (gains most from float16, GEMM-like: always in
+    float16), "gray" (elementwise and normalizing: float16 between white ops), "clear" (only moves
+    data: follows its float16 neighbours), "black" (stays float32). None: not declared, which the pass
+    treats as "black"; the ops package's tests list the ops taking floating inputs that declare none.
+    """
+
+    name: str
+    infer: InferFn
+    kernel: KernelBuilder | None = None
+    grad: GradRule | None = None
+    not_differentiable: bool = False
+    name_prefix: str = ""
+    output_names: tuple[str, ...] | None = None
+    view: bool = False
+    mutates: tuple[int, ...] = ()
+    effect: bool = False
+    doc: str = ""
+    elementwise: Elementwise | None = None
+    dynamic_extent: bool = False
+    traced_shape_from: tuple[int, ...] | None = None
+    fixed_shape: bool = False
+    input_names: tuple[str, ...] | None = None
+    attr_names: tuple[str, ...] | None = None
+    amp: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.amp is not None and self.amp not in AMP_CLASSES:
+            raise ValueError(f"op {self.name!r}: amp must be None or one of {', '.join(AMP_CLASSES)}, "
+                             f"got {self.amp!r}")
+        if self.grad is not None and self.not_differentiable:
+            raise ValueError(f"op {self.name!r}: a gradient rule and the not-differentiable mark exclude each other")
+        if self.elementwise is not None:
+            if self.kernel is not None:
+                # one source of truth: a hand kernel could drift from the chain step the fusion pass runs
+                raise ValueError(f"op {self.name!r}: an elementwise descriptor builds the kernel; give no kernel")
+            object.__setattr__(self, "kernel", self.elementwise.kernel)
+        if not self.name_prefix:
+            object.__setattr__(self, "name_prefix", "".join(p.capitalize() for p in self.name.split("_")))
+
+    def out_names(self, count: int) -> tuple[str, ...]:
+        if self.output_names is not None:
+            return self.output_names
+        return tuple(f"out_{i}" for i in range(count))
+
+
+@dataclass
+class KernelContext:
+    """What a kernel builder may use: the array module, attributes, static specs, preallocated buffers."""
+
+    xp: Any
+    backend: Any
+    op: str
+    node_name: str
+    attrs: dict[str, Any]
+    inputs: tuple[BlobSpec, ...]
+    outputs: tuple[BlobSpec, ...]
+    job_type: str = "predict"
+    variable: Callable[[str], Any] | None = None
+    _out_buffer: Callable[[int], Any] | None = field(default=None, repr=False)
+    shared: dict[Any, Any] = field(default_factory=dict, repr=False)
+    """One dict per plan for kernels that cooperate (a filter gradient reusing its forward
+    convolution's im2col matrix); key entries by op and node name."""
+    _scratch: Any = field(default=None, repr=False)
+    """This node's requests to the plan's scratch pool (``flowjob_core.plan.scratch.NodeScratch``);
+    None outside a plan (eager kernels), where ``scratch`` allocates privately."""
+    bindings: "Bindings | None" = field(default=None, repr=False)
+    """The global function's bindings: the objects an attribute names by key (the job is plain data,
+    so a learning-rate schedule is an attribute ``schedule='PiecewiseConstantScheduler#1'``)."""
+
+    @property
+    def training(self) -> bool:
+        return self.job_type == "train"
+
+    def out(self, index: int = 0) -> Any:
+        """The buffer planned for output ``index``: reused across steps, shared by values with disjoint lifetimes."""
+        if self._out_buffer is not None:
+            return self._out_buffer(index)
+        spec = self.outputs[index]
+        return self.xp.empty(spec.shape, dtype=spec.dtype)
+
+    def workspace(self, shape: Sequence[int], dtype: Any = np.float32) -> Any:
+        """A private array for this node, allocated once, kept as long as the plan: for state that
+        outlives one call of ``run`` (accumulators, a value handed to another node through
+        ``shared``). A temporary needed only while ``run`` executes belongs in ``scratch``."""
+        return self.xp.empty(tuple(shape), dtype=dtype)
+
+    def scratch(self, shape: Sequence[int], dtype: Any = np.float32) -> Any:
+        """A temporary valid only during one call of this node's ``run``: its contents are undefined
+        on entry (another node may have written it since), and nothing may keep it, return it or a
+        view of it, or read it in a later call.
+
+        Within a plan the memory is lent by the plan's pool (``flowjob_core.plan.scratch``), shared by
+        all its nodes, which run one at a time: a request gets the smallest pool buffer that this
+        node does not hold yet and that fits it (up to ``scratch.SLACK`` times its size), else a
+        new one. So an array is distinct from this node's other scratch arrays, its inputs and
+        its outputs, and the plan holds about what its most demanding nodes ask for. Outside a
+        plan (eager kernels) the array is private, as ``workspace``'s.
+        """
+        if self._scratch is None:
+            return self.xp.empty(tuple(shape), dtype=dtype)
+        return self._scratch.take(shape, dtype)
+
+    def rng(self, seed: int | None = None) -> Any:
+        return self.backend.make_rng(seed if seed is not None else self.attrs.get("seed"))

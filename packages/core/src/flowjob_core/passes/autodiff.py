@@ -1,0 +1,148 @@
+"""Reverse-mode autodiff as a graph pass: gradient rules emit nodes into the job.
+
+Fan-out is summed and broadcasting undone here, in one place, so rules stay simple.
+Legacy semantics: the seed is ones for every loss element; the raw gradients are what
+watch_diff shows; variable gradients are then scaled by 1/(number of loss elements).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from flowjob_core.trace.blob import Blob
+from flowjob_core.errors import FlowjobError
+from flowjob_core.ir.job import Job, Node
+from flowjob_core.trace.builder import JobBuilder
+
+if TYPE_CHECKING:
+    from flowjob_core.passes.pipeline import PassContext
+
+
+class GradContext:
+    """What a gradient rule sees: the node, blob handles for its values, and a way to emit nodes."""
+
+    def __init__(self, builder: JobBuilder, node: Node, out_grads: Sequence[Blob | None],
+                 needs: Sequence[bool]) -> None:
+        self.builder = builder
+        self.node = node
+        self.attrs = node.attrs
+        self.inputs = tuple(builder.blob(lbn) for lbn in node.inputs)
+        self.outputs = tuple(builder.blob(lbn) for lbn in node.outputs)
+        self.out_grads = tuple(out_grads)
+        self.needs = tuple(needs)
+
+    @property
+    def dy(self) -> Blob:
+        """The gradient of the single (or first) output."""
+        grad = self.out_grads[0]
+        if grad is None:
+            raise FlowjobError(f"op {self.node.name!r}: no gradient reached output 0")
+        return grad
+
+    def apply(self, op_type: str, inputs: Sequence[Blob], attrs: dict[str, Any] | None = None) -> Any:
+        """Emit a node for the gradient; named after the forward node, with no process-wide id."""
+        name = self.builder.local_name(f"{self.node.name}_grad")
+        outs = self.builder.add_op(op_type, inputs, attrs, scoped_name=name, source=self.node.source,
+                                   device=self.node.device)
+        return outs[0] if len(outs) == 1 else outs
+
+
+def _reachable_forward(job: Job, sources: set[str]) -> set[str]:
+    reached = set(sources)
+    for node in job.nodes:
+        if any(lbn in reached for lbn in node.inputs):
+            reached.update(node.outputs)
+    return reached
+
+
+def _reachable_backward(job: Job, targets: set[str]) -> set[str]:
+    reached = set(targets)
+    for node in reversed(job.nodes):
+        if any(lbn in reached for lbn in node.outputs):
+            reached.update(node.inputs)
+    return reached
+
+
+def differentiate(job: Job, ctx: "PassContext") -> None:
+    """Add gradient nodes for every trainable variable and every requested target of a train job."""
+    if job.type != "train":
+        if job.grad_targets:
+            raise FlowjobError(
+                f"job {job.name!r}: watch_diff needs a train job (type='train' with an optimizer), "
+                f"this one is {job.type!r}")
+        return
+    if not job.losses:
+        raise FlowjobError(f"train job {job.name!r} has no loss: call optimizer.minimize(loss) in its body")
+    ops = ctx.registries.ops
+    builder = JobBuilder(job, ctx.session)
+    trainable = {v.lbn for v in job.variables.values() if v.trainable}
+    sources = trainable | set(job.grad_targets)
+    needs_grad = _reachable_forward(job, sources) & _reachable_backward(job, set(job.losses))
+    for lbn in job.grad_targets:
+        if lbn not in needs_grad:
+            raise FlowjobError(
+                f"job {job.name!r}: watch_diff({lbn!r}) has no gradient: the blob is not on the path "
+                f"from a trainable variable or watched blob to the loss {job.losses}")
+
+    pending: dict[str, list[Blob]] = {}
+    for loss in job.losses:
+        seed_name = builder.local_name(f"{loss.split('/')[0]}_grad_seed")
+        seed = builder.add_op("ones_like", [builder.blob(loss)], scoped_name=seed_name)[0]
+        pending.setdefault(loss, []).append(seed)
+
+    def total(lbn: str) -> Blob | None:
+        parts = pending.pop(lbn, None)
+        if not parts:
+            return None
+        if len(parts) == 1:
+            grad = parts[0]
+        else:
+            name = builder.local_name(f"{lbn.split('/')[0]}_grad_sum")
+            grad = builder.add_op("add_n", parts, scoped_name=name)[0]
+        ctx.grads[lbn] = grad.lbn
+        return grad
+
+    forward_nodes = list(job.nodes)
+    for node in reversed(forward_nodes):
+        if not any(out in needs_grad for out in node.outputs) or not any(i in needs_grad for i in node.inputs):
+            for out in node.outputs:
+                if out in needs_grad:
+                    total(out)  # a source's gradient (the variable itself) is complete here
+            continue
+        out_grads = [total(out) for out in node.outputs]
+        if all(g is None for g in out_grads):
+            continue
+        opdef = ops[node.op]
+        if opdef.grad is None:
+            why = "is marked not differentiable" if opdef.not_differentiable else "has no gradient rule"
+            raise FlowjobError(
+                f"job {job.name!r}: op {node.name!r} ({node.op}) at {node.source} {why}, but the loss "
+                f"depends on it through {[i for i in node.inputs if i in needs_grad]}")
+        needs = [lbn in needs_grad for lbn in node.inputs]
+        grad_ctx = GradContext(builder, node, out_grads, needs)
+        in_grads = list(opdef.grad(grad_ctx))
+        if len(in_grads) != len(node.inputs):
+            raise FlowjobError(f"gradient rule of op {node.op!r} returned {len(in_grads)} gradients "
+                               f"for {len(node.inputs)} inputs")
+        for lbn, grad in zip(node.inputs, in_grads):
+            if grad is None or lbn not in needs_grad:
+                continue
+            want = job.specs[lbn]
+            if grad.shape != want.shape:
+                name = builder.local_name(f"{node.name}_grad_unbroadcast")
+                grad = builder.add_op("unbroadcast", [grad], {"shape": want.shape}, scoped_name=name)[0]
+            pending.setdefault(lbn, []).append(grad)
+    for lbn in list(pending):
+        total(lbn)
+
+    loss_elements = sum(job.specs[loss].size for loss in job.losses)
+    for vdef in job.variables.values():
+        raw = ctx.grads.get(vdef.lbn)
+        if raw is None or not vdef.trainable:
+            continue
+        if loss_elements == 1:
+            ctx.variable_grads[vdef.name] = raw
+            continue
+        name = builder.local_name(f"{vdef.name}_grad_scaled")
+        scaled = builder.add_op("scalar_mul", [builder.blob(raw)], {"scalar": 1.0 / loss_elements},
+                                scoped_name=name)[0]
+        ctx.variable_grads[vdef.name] = scaled.lbn

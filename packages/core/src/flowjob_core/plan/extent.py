@@ -1,0 +1,125 @@
+"""Data-dependent extents: values whose row count the data decide (argwhere, sync_dynamic_resize).
+
+Legacy planned such a blob at its maximum shape and carried the actual shape at run time (a
+dynamic blob). Here an op record says so with ``OpDef.dynamic_extent``: its ``infer`` gives the
+maximum, the planner gives it the max-sized buffer, and its kernel returns a view of the first rows
+that hold data. Every node reading such a value, directly or through other nodes, *follows* it: its
+kernel is built when a step first meets its inputs' actual shapes (shape inference again, reshape
+targets realigned as for smaller mirrored feeds, ``flowjob_core.plan.dynamic``), its outputs in views of
+the same arena slots, and kept per input-shape key. So no reader sees the padding rows, returned and
+watched values come back with the actual rows, and a job without such ops gets its plan unchanged:
+the planner only asks whether the job holds one.
+
+A scatter into a traced shape (``tensor_scatter_nd_update`` into static params, ``scatter_nd``, the
+gather gradient, ``unsorted_segment_sum``) follows its inputs but its outputs keep the traced shape,
+so the rows stop there (``OpDef.traced_shape_from``; legacy's hybrid embedding scatters rows argwhere
+selected into a static table).
+An op whose attributes fix a shape at trace time (``broadcast_to``, ``unbroadcast``) cannot follow:
+the plan is refused, naming the job, the op, its source line and the data-dependent op. An op that
+cannot take the actual shapes (a binary op whose other operand keeps the maximum) raises
+``DynamicShapeError`` when the step meets them. A train job's loss must keep its traced shape (its
+1/N gradient scale is fixed when the job is traced).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from flowjob_core.plan.actual_shapes import MAX_SPECIALISED, DynamicShapeError, SpecialisedArena, reshaped
+from flowjob_core.ir.job import BlobSpec, Job, Node
+from flowjob_core.ir.opdef import KernelBuilder, KernelContext
+
+if TYPE_CHECKING:
+    from flowjob_core.plugins.registry import Backend, Registries
+    from flowjob_core.runtime.variables import VariableStore
+
+
+class Followers:
+    """The nodes of a plan that read data-dependent rows, and their kernels built per actual shape."""
+
+    def __init__(self, job: Job, order: list[Node], backend: "Backend", registries: "Registries",
+                 variables: "VariableStore", arena: Any, shared: dict[Any, Any]) -> None:
+        self.job, self.backend, self.registries = job, backend, registries
+        self.variables, self.shared = variables, shared
+        self.arena = SpecialisedArena(arena)  # a view of each slot in the actual shape
+        ops = registries.ops
+        self.source: dict[int, str] = {}  # id(node) -> the data-dependent node whose rows reach it
+        origin: dict[str, str] = {}
+        for node in order:
+            src = next((origin[i] for i in node.inputs if i in origin), None)
+            if src is not None:
+                self.source[id(node)] = src
+                if node.op != "input" and ops[node.op].fixed_shape:
+                    raise DynamicShapeError(
+                        f"{self._where(node, src)}: the op's target shape {node.attrs.get('shape')} was fixed "
+                        f"when the job was traced, so it cannot take the rows the data decide")
+            through = ops[node.op].traced_shape_from if node.op != "input" else None
+            kept = through is not None and not any(node.inputs[k] in origin for k in through if k < len(node.inputs))
+            if src is not None and kept:
+                continue  # it follows its inputs' actual rows, but its outputs keep the traced shape
+            if src is not None or (node.op != "input" and ops[node.op].dynamic_extent):
+                for lbn in node.outputs:
+                    origin[lbn] = src if src is not None else node.name
+
+    def follows(self, node: Node) -> bool:
+        return id(node) in self.source
+
+    def _where(self, node: Node, src: str) -> str:
+        return (f"job {self.job.name!r}, op {node.name!r} ({node.op}) at {node.source}, reading the "
+                f"data-dependent rows of {src!r}")
+
+    def kernel(self, node: Node, builder: KernelBuilder) -> Callable[..., Any]:
+        """The node's step callable: its kernel for the actual input shapes, built on first sight of them."""
+        cache: dict[tuple[tuple[int, ...], ...], Callable[..., Any]] = {}
+        build = self._builder(node, builder, cache)
+
+        def run(*args: Any) -> Any:
+            fn = cache.get(tuple([a.shape for a in args]))
+            if fn is None:
+                fn = build(args)
+            return fn(*args)
+
+        return run
+
+    def _builder(self, node: Node, builder: KernelBuilder, cache: dict) -> Callable[[tuple], Callable[..., Any]]:
+        job, ops = self.job, self.registries.ops
+        declared = tuple(job.specs[i] for i in node.inputs)
+        losses = [k for k, lbn in enumerate(node.outputs) if lbn in job.losses] if job.type == "train" else []
+        where = self._where(node, self.source[id(node)])
+        arena = self.arena
+
+        def build(args: tuple) -> Callable[..., Any]:
+            ins = tuple(BlobSpec(tuple(a.shape), s.dtype) for a, s in zip(args, declared))
+            attrs = node.attrs
+            outs: tuple[BlobSpec, ...] | None = None
+            if node.op == "reshape":
+                target = reshaped(declared[0].shape, ins[0].shape, tuple(attrs["shape"]),
+                                  f"{where}, shapes {[s.shape for s in ins]}")
+                if ins[0].size == 0:  # no rows selected: reshape's own check wants positive sizes
+                    target = tuple(0 if d == -1 else d for d in target)
+                    outs = (BlobSpec(target, ins[0].dtype),)
+                attrs = {**attrs, "shape": target}
+            if outs is None:
+                try:
+                    outs = tuple(ops[node.op].infer(ins, attrs))
+                except Exception as exc:  # ShapeError and the plain checks ops make
+                    raise DynamicShapeError(f"{where}: the op cannot take the actual shapes "
+                                            f"{[s.shape for s in ins]}: {exc}") from None
+            for k in losses:
+                if outs[k].shape != job.specs[node.outputs[k]].shape:
+                    raise DynamicShapeError(
+                        f"{where}: the train job's loss {node.outputs[k]!r} would have shape {outs[k].shape} "
+                        f"instead of the traced {job.specs[node.outputs[k]].shape} (its 1/N gradient scale is "
+                        f"fixed when the job is traced); reduce it to a fixed shape first")
+
+            def out_buffer(k: int) -> Any:
+                return arena.view(node.outputs[k], outs[k])
+
+            ctx = KernelContext(self.backend.xp, self.backend, node.op, node.name, attrs, ins, outs, job.type,
+                                self.variables.array, out_buffer, self.shared)
+            fn = builder(ctx)
+            if len(cache) >= MAX_SPECIALISED:
+                del cache[next(iter(cache))]  # the oldest shape key
+            cache[tuple(s.shape for s in ins)] = fn
+            return fn
+
+        return build

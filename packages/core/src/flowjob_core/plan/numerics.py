@@ -1,0 +1,112 @@
+"""The numerics check: a step stops at the first op whose output holds NaN or Inf.
+
+Turned on for a session by ``flow.config.enable_debug_mode(True)`` (legacy's name) or for one
+global function by ``function_config().enable_numerics_check(True)``; read when the job is
+planned (its first call). The planner then wraps each kernel of a floating output in
+:func:`checked` and the step in :func:`checked_feeds`, so a fed argument holding NaN is named
+before any op runs. Off, nothing is wrapped: the generated step function is the plain one.
+
+The planner learns the choice through :func:`planning`, a context the global function opens
+around building its plan, so ``build_plan`` keeps its signature; a plan built outside it follows
+the job's own option.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from flowjob_core.errors import FlowjobError
+
+if TYPE_CHECKING:
+    from flowjob_core.config.function_config import FunctionConfig, SessionConfig
+    from flowjob_core.ir.job import Job, Node
+
+OPTION = "enable_numerics_check"
+_ACTIVE: contextvars.ContextVar[bool | None] = contextvars.ContextVar("flowjob_numerics_check", default=None)
+
+
+class NumericsError(FlowjobError, ArithmeticError):
+    """A value of a step holds NaN or Inf while the numerics check is on; names the job, op and source line."""
+
+
+def wanted(session_config: "SessionConfig", function_config: "FunctionConfig") -> bool:
+    """The function's own option when it set one, else the session's debug mode."""
+    own = function_config.get(OPTION)
+    if own is not None:
+        return bool(own)
+    return bool(getattr(session_config, "debug_mode", False))
+
+
+@contextlib.contextmanager
+def planning(on: bool) -> Iterator[None]:
+    """Plans built inside check their values when ``on``."""
+    token = _ACTIVE.set(on)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active(job: "Job") -> bool:
+    """Whether a plan of ``job`` built now checks its values: the choice of the enclosing :func:`planning`,
+    else the job's own ``enable_numerics_check`` (plans built elsewhere, such as shape specialisations)."""
+    on = _ACTIVE.get()
+    if on is not None:
+        return on
+    get = getattr(job.config, "get", None)
+    return bool(get(OPTION)) if get is not None else False
+
+
+def _count(xp: Any, value: Any) -> str:
+    nan = int(xp.count_nonzero(xp.isnan(value)))
+    inf = int(xp.count_nonzero(xp.isinf(value)))
+    return f"{nan} NaN and {inf} Inf among {value.size} values"
+
+
+def _floating(spec: Any) -> bool:
+    return spec.dtype.kind in "fc"
+
+
+def checked(run: Callable[..., Any], xp: Any, job: "Job", node: "Node") -> Callable[..., Any]:
+    """``run`` followed by a finiteness check of each floating output (``run`` itself if it has none)."""
+    specs = [job.specs[o] for o in node.outputs]
+    watched = [k for k, s in enumerate(specs) if _floating(s)]
+    if not watched:
+        return run
+    single = len(node.outputs) == 1
+    isfinite = xp.isfinite
+
+    def run_checked(*args: Any) -> Any:
+        out = run(*args)
+        values = (out,) if single else out
+        for k in watched:
+            value = values[k]
+            if not bool(isfinite(value).all()):
+                raise NumericsError(
+                    f"job {job.name!r}, op {node.name!r} ({node.op}) at {node.source or 'an unknown line'}: output "
+                    f"{node.outputs[k]!r} holds {_count(xp, value)} (numerics check on: "
+                    f"flow.config.enable_debug_mode or function_config.{OPTION})")
+        return out
+
+    return run_checked
+
+
+def checked_feeds(step: Callable[[list[Any]], Any], xp: Any, job: "Job") -> Callable[[list[Any]], Any]:
+    """``step`` that first checks each floating fed array, naming the argument a bad one was fed to."""
+    watched = [(i, p) for i, p in enumerate(job.placeholders) if _floating(p.spec)]
+    if not watched:
+        return step
+    isfinite = xp.isfinite
+
+    def step_checked(feeds: list[Any]) -> Any:
+        for i, p in watched:
+            value = feeds[i]
+            if not bool(isfinite(value).all()):
+                what = f"argument {p.param!r}" if p.param else f"input {p.name!r}"
+                raise NumericsError(
+                    f"job {job.name!r}, {what}: the fed array holds {_count(xp, value)} (numerics check on: "
+                    f"flow.config.enable_debug_mode or function_config.{OPTION})")
+        return step(feeds)
+
+    return step_checked

@@ -1,0 +1,190 @@
+"""Ops core needs for its own passes: inputs, variables, returns, fetches and gradient plumbing.
+
+Registered through ``flowjob_add_ops`` like any plugin's ops.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from flowjob_core.errors import ShapeError
+from flowjob_core.ir.job import BlobSpec
+from flowjob_core.ir.opdef import Elementwise, KernelContext, OpDef
+from flowjob_core.plugins.host import hookimpl
+
+
+def _same(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    return [inputs[0]]
+
+
+def _from_attrs(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    return [BlobSpec(attrs["shape"], attrs["dtype"])]
+
+
+# sources ------------------------------------------------------------------
+def _variable_kernel(ctx: KernelContext) -> Any:
+    if ctx.variable is None:
+        raise ValueError(f"node {ctx.node_name!r}: a variable kernel needs the session's variable store")
+    array = ctx.variable(ctx.attrs["name"])  # the session's array itself: updates happen in place
+    return lambda: array
+
+
+INPUT = OpDef("input", _from_attrs, kernel=None, not_differentiable=True, name_prefix="Input",
+              output_names=("out",), doc="A job placeholder; the planner feeds it.")
+VARIABLE = OpDef("variable", _from_attrs, kernel=_variable_kernel, not_differentiable=True,
+                 name_prefix="Variable", output_names=("out",), doc="A session variable, read by reference.")
+
+
+# results ------------------------------------------------------------------
+def _fresh_copy_kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    return lambda x: xp.array(x, copy=True)  # a fresh array: the caller may keep it while the next step runs
+
+
+RETURN = OpDef("return", _same, kernel=_fresh_copy_kernel, not_differentiable=True, name_prefix="Return",
+               effect=True, doc="Copies a returned value out of the step.")
+FETCH = OpDef("fetch", _same, kernel=_fresh_copy_kernel, not_differentiable=True, name_prefix="Fetch",
+              doc="Copies a watched value out of the step.")
+
+
+# gradient plumbing --------------------------------------------------------
+def _ones_like_kernel(ctx: KernelContext) -> Any:
+    spec = ctx.outputs[0]
+    ones = ctx.xp.ones(spec.shape, dtype=spec.dtype)  # constant: kernels never write their inputs
+    return lambda x: ones
+
+
+def _constant_grad(ctx: Any) -> list[Any]:
+    return [None]  # the value does not depend on the input's values: no gradient flows
+
+
+ONES_LIKE = OpDef("ones_like", _same, kernel=_ones_like_kernel, grad=_constant_grad,
+                  doc="Ones of the input's shape (also the loss gradient seed).")
+
+
+def _add_n_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    if not inputs:
+        raise ShapeError("add_n needs at least one input")
+    for spec in inputs[1:]:
+        if spec != inputs[0]:
+            raise ShapeError(f"add_n inputs differ: {inputs[0]} and {spec}")
+    return [inputs[0]]
+
+
+def _add_n_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+
+    def run(first: Any, *rest: Any) -> Any:
+        xp.add(first, rest[0], out=out)
+        for value in rest[1:]:
+            xp.add(out, value, out=out)
+        return out
+
+    if len(ctx.inputs) == 1:
+        return lambda x: xp.copyto(out, x) or out
+    return run
+
+
+def _add_n_grad(ctx: Any) -> list[Any]:
+    return [ctx.dy] * len(ctx.inputs)
+
+
+ADD_N = OpDef("add_n", _add_n_infer, kernel=_add_n_kernel, grad=_add_n_grad, name_prefix="AddN",
+              doc="Sum of same-shaped inputs (gradient accumulation).")
+
+
+def _unbroadcast_axes(shape: tuple[int, ...], target: tuple[int, ...]) -> tuple[int, ...]:
+    lead = len(shape) - len(target)
+    if lead < 0:
+        raise ShapeError(f"cannot reduce {shape} to the larger shape {target}")
+    axes = list(range(lead))
+    for i, t in enumerate(target):
+        if t == 1 and shape[lead + i] != 1:
+            axes.append(lead + i)
+        elif t != shape[lead + i] and t != 1:
+            raise ShapeError(f"shape {shape} does not broadcast from {target}")
+    return tuple(axes)
+
+
+def _unbroadcast_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    _unbroadcast_axes(inputs[0].shape, tuple(attrs["shape"]))
+    return [BlobSpec(attrs["shape"], inputs[0].dtype)]
+
+
+def _unbroadcast_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    target = ctx.outputs[0].shape
+    axes = _unbroadcast_axes(ctx.inputs[0].shape, target)
+    lead = len(ctx.inputs[0].shape) - len(target)
+    kept = {a - lead for a in axes if a >= lead}
+    # summing over ``axes`` drops the size-1 target dims too; write through a view without them
+    squeezed = out.reshape(tuple(d for i, d in enumerate(target) if i not in kept))
+
+    def run(x: Any) -> Any:
+        xp.sum(x, axis=axes, out=squeezed)
+        return out
+
+    return run
+
+
+def _unbroadcast_grad(ctx: Any) -> list[Any]:
+    return [ctx.apply("broadcast_to", [ctx.dy], {"shape": ctx.inputs[0].shape})]
+
+
+UNBROADCAST = OpDef("unbroadcast", _unbroadcast_infer, kernel=_unbroadcast_kernel, grad=_unbroadcast_grad,
+                    name_prefix="Unbroadcast", fixed_shape=True,
+                    doc="Sums a broadcast gradient back to its input's shape.")
+
+
+def _broadcast_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    shape = tuple(attrs["shape"])
+    try:
+        reached = np.broadcast_shapes(inputs[0].shape, shape)
+    except ValueError:
+        reached = None
+    if reached != shape:  # the input must broadcast to the target itself, not to something larger
+        raise ShapeError(f"cannot broadcast {inputs[0].shape} to {shape}")
+    return [BlobSpec(shape, inputs[0].dtype)]
+
+
+def _broadcast_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+
+    def run(x: Any) -> Any:
+        xp.copyto(out, x)  # copyto broadcasts
+        return out
+
+    return run
+
+
+def _broadcast_grad(ctx: Any) -> list[Any]:
+    return [ctx.apply("unbroadcast", [ctx.dy], {"shape": ctx.inputs[0].shape})]
+
+
+BROADCAST_TO = OpDef("broadcast_to", _broadcast_infer, kernel=_broadcast_kernel, grad=_broadcast_grad,
+                     name_prefix="BroadcastTo", fixed_shape=True, doc="Broadcasts to a fixed shape.")
+
+
+def _scalar_mul_grad(ctx: Any) -> list[Any]:
+    return [ctx.apply("scalar_mul", [ctx.dy], {"scalar": ctx.attrs["scalar"]})]
+
+
+def _scalar_mul_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    scalar = attrs["scalar"]
+    if inputs[0].dtype.kind != "f" and not float(scalar).is_integer():
+        raise ShapeError(
+            f"scaling a {inputs[0].dtype} blob by {scalar!r} would truncate; cast it to a float type first")
+    return [inputs[0]]
+
+
+SCALAR_MUL = OpDef("scalar_mul", _scalar_mul_infer, grad=_scalar_mul_grad, name_prefix="ScalarMul",
+                   elementwise=Elementwise("multiply", scalar="scalar"), doc="Multiplies by a Python number.")
+
+CORE_OPS = (INPUT, VARIABLE, RETURN, FETCH, ONES_LIKE, ADD_N, UNBROADCAST, BROADCAST_TO, SCALAR_MUL)
+
+
+@hookimpl
+def flowjob_add_ops(registry: Any) -> None:
+    for op in CORE_OPS:
+        registry.add(op)

@@ -1,0 +1,216 @@
+"""Typed registries handed to plugins by the registration hooks, gathered once per session."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from flowjob_core.errors import PluginError
+from flowjob_core.ir.opdef import KernelBuilder, OpDef
+from flowjob_core.plugins.pass_order import PassRegistry, PassSpec  # noqa: F401 - re-exported
+
+ANY_BACKEND = "*"
+
+
+class OpRegistry:
+    """Op records by name, plus the Python operators (``+``, ``*``) symbolic blobs dispatch to."""
+
+    def __init__(self) -> None:
+        self._ops: dict[str, OpDef] = {}
+        self._owner: dict[str, str] = {}
+        self.operators: dict[str, Callable[..., Any]] = {}
+        self.current_plugin = ""
+
+    def add(self, op: OpDef) -> None:
+        if op.name in self._ops:
+            raise PluginError(
+                f"op {op.name!r} registered twice: by {self._owner[op.name]!r} and by {self.current_plugin!r}")
+        self._ops[op.name] = op
+        self._owner[op.name] = self.current_plugin
+
+    def add_operator(self, dunder: str, fn: Callable[..., Any]) -> None:
+        """Make ``Blob.<dunder>`` (e.g. ``__add__``) call ``fn(blob, other)``."""
+        self.operators[dunder] = fn
+
+    def __getitem__(self, name: str) -> OpDef:
+        try:
+            return self._ops[name]
+        except KeyError:
+            raise PluginError(f"no op {name!r} is registered (is the package that provides it installed?)") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._ops
+
+    def __iter__(self) -> Iterator[OpDef]:
+        return iter(self._ops.values())
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def owner(self, name: str) -> str:
+        return self._owner.get(name, "")
+
+
+class KernelRegistry:
+    """Kernel builders keyed by (op, backend tag); an op's own kernel serves every backend by default."""
+
+    def __init__(self) -> None:
+        self._kernels: dict[tuple[str, str], KernelBuilder] = {}
+
+    def add(self, op: str, backend: str, builder: KernelBuilder) -> None:
+        self._kernels[(op, backend)] = builder
+
+    def lookup(self, op: OpDef, backend: str) -> KernelBuilder | None:
+        return self._kernels.get((op.name, backend)) or self._kernels.get((op.name, ANY_BACKEND)) or op.kernel
+
+    def overrides(self, backend: str) -> list[str]:
+        return sorted(op for op, tag in self._kernels if tag == backend)
+
+    def remove(self, op: str, backend: str) -> None:
+        """Drop the builder registered for (op, backend): the op's own kernel (or a ``"*"`` one) serves
+        again there. Unknown pairs are an error naming them."""
+        if self._kernels.pop((op, backend), None) is None:
+            raise PluginError(f"no kernel override of op {op!r} is registered for backend {backend!r}")
+
+
+LEGACY_DEVICE_TAGS = ("cpu", "gpu")
+"""Legacy OneFlow's device tags: valid in every session. A job placed on one without a backend runs
+on the cpu backend (core's ``flowjob_select_backend``), with one warning for ``gpu``."""
+
+
+def split_serially(body: Callable[[int, int], None], count: int) -> None:
+    """The default ``Backend.parallel``: the whole range on the calling thread."""
+    body(0, count)
+
+
+@dataclass
+class Backend:
+    """A device kind: its tag (``cpu``, ``gpu``, or a plugin's own), array module and host transfers.
+
+    ``host_arrays``: the backend's arrays are the host's numpy arrays, so feeds and results need no
+    transfer (the numpy backend; calls then take a shorter path).
+    ``parallel(body, count)``: run ``body(start, stop)`` over parts of ``range(count)``, concurrently
+    where the backend can (the numpy backend's host threads); the default runs it whole, serially.
+    """
+
+    tag: str
+    name: str
+    xp: Any
+    device_count: Callable[[], int] = lambda: 1
+    to_host: Callable[[Any], Any] = lambda a: a
+    from_host: Callable[[Any], Any] = lambda a: a
+    make_rng: Callable[[int | None], Any] = None  # type: ignore[assignment]
+    synchronize: Callable[[], None] = lambda: None
+    description: str = ""
+    host_arrays: bool = False
+    parallel: Callable[[Callable[[int, int], None], int], None] = split_serially
+
+
+class BackendRegistry:
+    """Backends by device tag; the tags ``flow.scope.placement`` and ``FLOWJOB_DEVICE`` accept."""
+
+    def __init__(self) -> None:
+        self._backends: dict[str, Backend] = {}
+
+    def add(self, backend: Backend) -> None:
+        self._backends[backend.tag] = backend
+
+    def get(self, tag: str) -> Backend | None:
+        return self._backends.get(tag)
+
+    def tags(self) -> list[str]:
+        """The registered device tags, sorted."""
+        return sorted(self._backends)
+
+    def accepts(self, tag: str) -> bool:
+        """Whether a job may be placed on ``tag``: a registered backend's, or a legacy tag."""
+        return tag in self._backends or tag in LEGACY_DEVICE_TAGS
+
+    def unknown_tag_message(self, tag: Any) -> str:
+        """Why ``tag`` names no device, listing the tags that do."""
+        legacy = [t for t in LEGACY_DEVICE_TAGS if t not in self._backends]
+        also = f" (and the legacy {', '.join(map(repr, legacy))})" if legacy else ""
+        return f"{tag!r} names no registered backend; registered: {self.tags()}{also}"
+
+    def __iter__(self) -> Iterator[Backend]:
+        return iter(self._backends.values())
+
+
+class ResultKindRegistry:
+    """Annotation matchers: parameter kinds (placeholders), return kinds, and value converters.
+
+    Each matcher is called with an annotation and returns a kind object or None; the first
+    match wins, trying later registrations first so a plugin can refine a built-in.
+    """
+
+    def __init__(self) -> None:
+        self.param_matchers: list[Callable[[Any], Any]] = []
+        self.default_matchers: list[Callable[[Any], Any]] = []
+        self.return_matchers: list[Callable[[Any], Any]] = []
+        self.value_converters: list[Callable[[Any], Any]] = []
+
+    def add_param_kind(self, matcher: Callable[[Any], Any]) -> None:
+        """``matcher(annotation) -> ParamKind | None`` for annotated parameters."""
+        self.param_matchers.append(matcher)
+
+    def add_default_kind(self, matcher: Callable[[Any], Any]) -> None:
+        """``matcher(default_value) -> ParamKind | None`` for legacy ``x=flow.FixedTensorDef(...)`` parameters."""
+        self.default_matchers.append(matcher)
+
+    def add_return_kind(self, matcher: Callable[[Any], Any]) -> None:
+        """``matcher(annotation) -> ReturnKind | None``; the annotation may be ``inspect.Signature.empty``."""
+        self.return_matchers.append(matcher)
+
+    def add_value_converter(self, matcher: Callable[[Any], Any]) -> None:
+        """``matcher(annotation) -> (callable(host_value, blob) -> object) | None`` for watch handlers."""
+        self.value_converters.append(matcher)
+
+    @staticmethod
+    def _first(matchers: list[Callable[[Any], Any]], key: Any) -> Any:
+        for matcher in reversed(matchers):
+            found = matcher(key)
+            if found is not None:
+                return found
+        return None
+
+    def param_kind(self, annotation: Any) -> Any:
+        return self._first(self.param_matchers, annotation)
+
+    def default_kind(self, default: Any) -> Any:
+        return self._first(self.default_matchers, default)
+
+    def return_kind(self, annotation: Any) -> Any:
+        return self._first(self.return_matchers, annotation)
+
+    def value_converter(self, annotation: Any) -> Any:
+        return self._first(self.value_converters, annotation)
+
+
+class WatchSinkRegistry:
+    """Watch sinks by name: ``factory(target, **options) -> callable(value, blob_def)``."""
+
+    def __init__(self) -> None:
+        self._sinks: dict[str, Callable[..., Any]] = {}
+
+    def add(self, name: str, factory: Callable[..., Any]) -> None:
+        if name in self._sinks:
+            raise PluginError(f"watch sink {name!r} registered twice")
+        self._sinks[name] = factory
+
+    def get(self, name: str) -> Callable[..., Any]:
+        try:
+            return self._sinks[name]
+        except KeyError:
+            raise PluginError(f"no watch sink {name!r}; registered: {sorted(self._sinks)}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._sinks)
+
+
+@dataclass
+class Registries:
+    ops: OpRegistry = field(default_factory=OpRegistry)
+    kernels: KernelRegistry = field(default_factory=KernelRegistry)
+    backends: BackendRegistry = field(default_factory=BackendRegistry)
+    passes: PassRegistry = field(default_factory=PassRegistry)
+    result_kinds: ResultKindRegistry = field(default_factory=ResultKindRegistry)
+    watch_sinks: WatchSinkRegistry = field(default_factory=WatchSinkRegistry)

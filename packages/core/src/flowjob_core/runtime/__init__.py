@@ -1,0 +1,1 @@
+"""Running plans: the session, its executor and variable store, results contracts, the world, logs."""

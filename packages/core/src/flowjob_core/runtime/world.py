@@ -1,0 +1,67 @@
+"""The processes a session's program runs in, as a plugin describes them (``flowjob_world``).
+
+Core never talks to a transport: it asks the world only what legacy's multi-machine API and
+checkpoints need to know. Without a plugin answering, the world is this one process.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from flowjob_core.runtime.session import Session
+
+T = TypeVar("T")
+
+
+class World(Protocol):
+    """``size`` ranks running the same program on ``machines`` machines; this process is ``rank``."""
+
+    size: int
+    rank: int
+
+    @property
+    def machines(self) -> int: ...
+
+    @property
+    def machine_id(self) -> int:
+        """This process's machine, in ``[0, machines)``: hosts numbered in rank order (ranks on one host)."""
+        ...
+
+    def root_only(self, fn: Callable[[], T]) -> T:
+        """``fn()`` run on rank 0; every rank gets its result or raises its exception."""
+        ...
+
+    def broadcast_arrays(self, arrays: list[Any]) -> None:
+        """Each host array overwritten in place by rank 0's."""
+        ...
+
+    def allgather(self, value: Any) -> list[Any]:
+        """Every rank's ``value`` (host objects), in rank order, on every rank."""
+        ...
+
+
+class OneProcess:
+    """The world of a program without a distributed plugin."""
+
+    size = 1
+    rank = 0
+    machines = 1
+    machine_id = 0
+
+    def root_only(self, fn: Callable[[], T]) -> T:
+        return fn()
+
+    def broadcast_arrays(self, arrays: list[Any]) -> None:
+        return None
+
+    def allgather(self, value: Any) -> list[Any]:
+        return [value]
+
+
+ONE_PROCESS = OneProcess()
+
+
+def world_of(session: "Session") -> World:
+    """The world the session's plugins describe (the first answer), else this one process."""
+    answer = session.pm.hook.flowjob_world()
+    return answer if answer is not None else ONE_PROCESS
