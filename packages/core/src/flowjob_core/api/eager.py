@@ -333,7 +333,7 @@ def job_signature(builder: EagerBuilder, check: bool) -> tuple[Hashable, list[An
     return signature, keep
 
 
-# fused ops whose results are bitwise those of the ops they replace (flowjob_ops/defs/fused.py: a chain runs the
+# fused ops whose results are bitwise those of the ops they replace (flowjob_ops/records/fused.py: a chain runs the
 # same ufunc calls, matmul_bias the matmul, bias_add and relu calls on one buffer): a node of these whose outputs
 # the body computed is cut like the ops it replaces
 BITWISE_FUSED = frozenset({"elementwise_chain", "matmul_bias"})

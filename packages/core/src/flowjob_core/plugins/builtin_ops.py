@@ -91,7 +91,7 @@ def _add_n_grad(ctx: Any) -> list[Any]:
 
 
 ADD_N = OpDef("add_n", _add_n_infer, kernel=_add_n_kernel, grad=_add_n_grad, name_prefix="AddN",
-              doc="Sum of same-shaped inputs (gradient accumulation).")
+              amp="gray", doc="Sum of same-shaped inputs (gradient accumulation).")
 
 
 def _unbroadcast_axes(shape: tuple[int, ...], target: tuple[int, ...]) -> tuple[int, ...]:
@@ -179,7 +179,8 @@ def _scalar_mul_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]
 
 
 SCALAR_MUL = OpDef("scalar_mul", _scalar_mul_infer, grad=_scalar_mul_grad, name_prefix="ScalarMul",
-                   elementwise=Elementwise("multiply", scalar="scalar"), doc="Multiplies by a Python number.")
+                   elementwise=Elementwise("multiply", scalar="scalar"), amp="gray",
+                   doc="Multiplies by a Python number.")
 
 CORE_OPS = (INPUT, VARIABLE, RETURN, FETCH, ONES_LIKE, ADD_N, UNBROADCAST, BROADCAST_TO, SCALAR_MUL)
 

@@ -33,8 +33,6 @@ from flowjob_core.ir.analysis import observed_values, value_producers, value_rea
 from flowjob_core.ir.job import Job, Node
 
 OPTION = "enable_auto_mixed_precision"
-# core's own records of these predate OpDef.amp; their legacy class, until they declare it themselves
-CORE_CLASSES = {"add_n": "gray", "scalar_mul": "gray"}
 _F32, _F16 = np.dtype(np.float32), np.dtype(np.float16)
 
 
@@ -49,8 +47,7 @@ def _enabled(job: Job) -> bool:
 
 def amp_class(ops: Any, op: str) -> str | None:
     """The op's declared class (``OpDef.amp``), None when it declares none or is not registered."""
-    declared = ops[op].amp if op in ops else None
-    return declared if declared is not None else CORE_CLASSES.get(op)
+    return ops[op].amp if op in ops else None
 
 
 def half_set(job: Job, ops: Any) -> set[str]:
