@@ -59,7 +59,7 @@ def _constant_grad(ctx: Any) -> list[Any]:
     return [None]  # the value does not depend on the input's values: no gradient flows
 
 
-ONES_LIKE = OpDef("ones_like", _same, kernel=_ones_like_kernel, grad=_constant_grad,
+ONES_LIKE = OpDef("ones_like", _same, kernel=_ones_like_kernel, grad=_constant_grad, amp="black",
                   doc="Ones of the input's shape (also the loss gradient seed).")
 
 
@@ -133,7 +133,7 @@ def _unbroadcast_grad(ctx: Any) -> list[Any]:
 
 
 UNBROADCAST = OpDef("unbroadcast", _unbroadcast_infer, kernel=_unbroadcast_kernel, grad=_unbroadcast_grad,
-                    name_prefix="Unbroadcast", fixed_shape=True,
+                    name_prefix="Unbroadcast", fixed_shape=True, amp="black",
                     doc="Sums a broadcast gradient back to its input's shape.")
 
 
@@ -163,7 +163,8 @@ def _broadcast_grad(ctx: Any) -> list[Any]:
 
 
 BROADCAST_TO = OpDef("broadcast_to", _broadcast_infer, kernel=_broadcast_kernel, grad=_broadcast_grad,
-                     name_prefix="BroadcastTo", fixed_shape=True, doc="Broadcasts to a fixed shape.")
+                     name_prefix="BroadcastTo", fixed_shape=True, amp="black",
+                     doc="Broadcasts to a fixed shape.")
 
 
 def _scalar_mul_grad(ctx: Any) -> list[Any]:

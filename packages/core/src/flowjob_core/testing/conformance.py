@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from flowjob_core.ir.opdef import AMP_CLASSES
 from flowjob_core.runtime.session import Session
 from flowjob_core.testing.gradcheck import check_grads
 from flowjob_core.testing.kernel_probe import override_tags
@@ -169,6 +170,13 @@ def coverage_problems(cases: Sequence[OpCase], plugin: str, session: Session,
     if unmarked:
         problems.append(f"ops of plugin {plugin!r} with neither a gradient rule nor not_differentiable=True: "
                         f"{unmarked}")
+    # a differentiable op takes floating inputs, so enable_auto_mixed_precision must know its class;
+    # gradient ops are made by autodiff after that pass and need none
+    classless = [name for name in mine if ops[name].amp is None and ops[name].grad is not None
+                 and not name.endswith("_grad")]
+    if classless:
+        problems.append(f"ops of plugin {plugin!r} with no mixed-precision class (OpDef.amp: "
+                        f"{', '.join(AMP_CLASSES)}): {classless}")
     unknown = sorted({case.op for case in cases if case.op not in ops})
     if unknown:
         problems.append(f"cases name ops that are not registered: {unknown}")

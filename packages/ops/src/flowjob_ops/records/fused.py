@@ -299,8 +299,9 @@ def chain_op(ops: Any = None) -> OpDef:
     """The ``elementwise_chain`` record; with a session's op registry its steps may be any registered
     op with an ``Elementwise`` descriptor (the plugin registers this one), without, the built-in ones."""
     rules = _Chain(ops)
+    # made by the fusion pass, after mixed precision has cast the graph: black, as it was without a class
     return OpDef("elementwise_chain", rules.infer, kernel=rules.kernel, grad=rules.grad,
-                 name_prefix="ElementwiseChain",
+                 name_prefix="ElementwiseChain", amp="black",
                  doc="a run of elementwise ops (attribute steps: (op, attrs, args) each, -1 = the running "
                      "value) evaluated in place in one buffer; made by the fusion pass")
 
