@@ -49,7 +49,8 @@ def _core_layer(module: str) -> str:
 def test_core_layers_import_downward():
     graph = _graph.import_graph(REPO / "packages/core/src")
     layers = {_core_layer(m) for m in graph} - {"__init__"}
-    assert layers <= set(CORE_LAYERS), f"flowjob_core has modules outside its layers: {sorted(layers - set(CORE_LAYERS))}"
+    outside = sorted(layers - set(CORE_LAYERS))
+    assert not outside, f"flowjob_core has modules outside its layers: {outside}"
     upward = [f"{m} -> {t}" for m, targets in sorted(graph.items()) for t in sorted(targets)
               if _core_layer(m) != "__init__" and CORE_LAYERS.index(_core_layer(t)) > CORE_LAYERS.index(_core_layer(m))]
     assert not upward, f"flowjob_core imports against its layer order {CORE_LAYERS}: {upward}"
@@ -61,3 +62,15 @@ ACCRETION = re.compile(r"(extra|more|leftover|misc|v0\d)", re.I)
 def test_no_module_is_named_by_when_it_arrived():
     named = [str(p.relative_to(REPO)) for src in SOURCE_TREES for p in src.rglob("*.py") if ACCRETION.search(p.stem)]
     assert not named, f"modules named by when they arrived, not by what they hold: {named}"
+
+
+def test_the_architecture_page_names_every_core_layer_and_module_in_order():
+    """docs/architecture.md's table of flowjob_core's layers lists them in the tested order, each with its modules."""
+    page = (REPO / "docs/architecture.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)/` \| (.*) \|$", page, re.M)}
+    layers = [name for name in CORE_LAYERS if (REPO / "packages/core/src/flowjob_core" / name).is_dir()]
+    assert [name for name in rows if name in CORE_LAYERS] == layers, "the page's layer rows, in order"
+    unnamed = [f"{layer}/{path.stem}" for layer in layers if layer != "testing"
+               for path in sorted((REPO / "packages/core/src/flowjob_core" / layer).glob("*.py"))
+               if path.stem != "__init__" and f"`{path.stem}`" not in rows[layer]]
+    assert not unnamed, f"modules docs/architecture.md's layer table does not name: {unnamed}"
