@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
+from flowjob_core.runtime.session import finish_all_sessions
 from flowjob_core.runtime.world import world_of
 
 from flowjob_ofrecord.errors import OFRecordError
@@ -177,8 +178,6 @@ def _close_all() -> None:
     # steps a program launched asynchronously (async_get) just before it ended still read from these
     # readers, so the sessions finish them first (flowjob-core's own exit handler, which would do so,
     # may run after this one: handlers run last-registered first)
-    from flowjob_core.runtime.session import finish_all_sessions
-
     finish_all_sessions()
     for reader in list(_LIVE):
         reader.close(timeout=1.0)

@@ -38,6 +38,7 @@ from flowjob_core.ir.job import BlobSpec
 from flowjob_core.api.variable_blobs import FileVariableBlob, host_value
 from flowjob_core.runtime.session import Session, get_default_session
 from flowjob_core.api.flow_config_options import legacy_model_io_enabled
+from flowjob_core.runtime.world import world_of
 
 if TYPE_CHECKING:
     from flowjob_core.api.function import JobFunction
@@ -487,8 +488,6 @@ def _on_ranks(session: Session, again: Any, *, broadcast: bool) -> bool:
     written once, through the same atomic replace), every rank raises what rank 0 raised, and with
     ``broadcast`` every rank then takes rank 0's variables, so they start bitwise equal. In one process,
     or inside that run, answer False: the caller goes on as usual."""
-    from flowjob_core.runtime.world import world_of
-
     world = world_of(session)
     if world.size == 1 or getattr(_ranks, "inside", False):
         return False

@@ -15,6 +15,9 @@ from typing import Any
 
 from flowjob_core.errors import ConfigError
 from flowjob_core.config.options import record
+from flowjob_core.runtime.run_log import open_run_log
+from flowjob_core.runtime.session import get_default_session
+from flowjob_core.runtime.world import world_of
 
 NETWORK = "the legacy runtime's network between machines (one process here)"
 GLOG = "the legacy runtime's C++ logging (glog)"
@@ -62,9 +65,6 @@ def machine(*val: Any) -> None:
 def _check_world(count: int) -> None:
     """The machines listed must be the world's (``flowjob_core.runtime.world``: the MPI ranks' hosts, or its
     ranks on one host; this process alone without a distributed plugin): the same script runs on each."""
-    from flowjob_core.runtime.session import get_default_session
-    from flowjob_core.runtime.world import world_of
-
     machines = world_of(get_default_session()).machines
     if count != machines:
         raise ConfigError(f"flow.env.machine lists {count} machine(s), but this program runs on {machines}: "
@@ -122,8 +122,6 @@ def logbuflevel(val: int) -> None:
 def log_dir(val: str | os.PathLike[str]) -> None:
     """Write the run's log (the ``flowjob`` loggers, INFO and above) into folder ``val``, created if
     missing; a later call moves the log to the new folder."""
-    from flowjob_core.runtime.run_log import open_run_log
-
     if not isinstance(val, (str, os.PathLike)):
         raise ConfigError(f"flow.env.log_dir expects a folder path (str), got {val!r}")
     open_run_log(os.fspath(val))
@@ -161,8 +159,6 @@ class Resource:
 
 
 def current_resource() -> Resource:
-    from flowjob_core.runtime.session import get_default_session
-
     config = get_default_session().config
     return Resource(machine_num=max(1, len(machines())), gpu_device_num=config.gpu_device_num or 0,
                     cpu_device_num=config.cpu_device_num or 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from flowjob_core.trace import eager_mode
 from flowjob_core.errors import ConfigError
 from flowjob_core.runtime.session import get_default_session
+from flowjob_core.runtime.world import world_of
 
 
 def _count(name: str, value: object) -> int:
@@ -39,8 +40,6 @@ def seed(value: int) -> None:
 def machine_num(count: int) -> None:
     """Machines the job runs on: as many as the world has (``flowjob_core.runtime.world``; one without
     a distributed plugin), else an error saying how to start that many."""
-    from flowjob_core.runtime.world import world_of
-
     machines = world_of(get_default_session()).machines
     if _count("machine_num", count) != machines:
         raise ConfigError(f"flow.config.machine_num({count}): this program runs on {machines} machine(s); start "

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from flowjob_core.ir.printing import format_job
+
 
 @dataclass(frozen=True)
 class BlobSpec:
@@ -135,8 +137,6 @@ class Job:
     def __str__(self) -> str:
         """The job as text, one line per node (see ``flowjob_core.ir.printing``; ``format_job`` given the op
         records and the function's bindings also marks effects and says what the job's keys name)."""
-        from flowjob_core.ir.printing import format_job  # the printer is only loaded when a job is printed
-
         return format_job(self)
 
     def producer(self) -> dict[str, Node]:

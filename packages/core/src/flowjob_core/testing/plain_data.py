@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from flowjob_core.passes.pipeline import PassContext, run_passes
+
 if TYPE_CHECKING:
     from flowjob_core.api.function import JobFunction
     from flowjob_core.ir.job import Job
@@ -52,8 +54,6 @@ def objects_in(value: Any, path: str = "job") -> list[str]:
 def traced_and_passed(fn: "JobFunction") -> tuple["Job", "Job"]:
     """``fn``'s traced job and its job after every pass (run with ``fn``'s bindings, as planning does),
     each asserted to be plain data: nothing ``objects_in`` finds, and a deep copy equal to it."""
-    from flowjob_core.passes.pipeline import PassContext, run_passes  # loaded by the tests using it only
-
     session = fn.session
     traced = fn.ensure_traced()
     final = run_passes(traced, PassContext(session, session.registries, session.backend, fn.bindings))

@@ -7,7 +7,9 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from flowjob_core import Blob, ShapeError, apply, maybe_builder
+from flowjob_core import Blob, OpBuildError, ShapeError, apply, maybe_builder
+from flowjob_core.ir import naming
+from flowjob_core.trace.builder import user_source
 
 from flowjob_ops.records.common import check_scalar
 
@@ -16,17 +18,12 @@ from flowjob_ops.records.common import check_scalar
 def op_name(name: str | None, prefix: str) -> str:
     """``name``, or ``prefix_<n>`` from the process-wide counter: for public functions whose node
     name should not carry the op type's own prefix (``expand_dims`` builds a ``reshape``)."""
-    from flowjob_core.ir import naming
-
     return name if name is not None else naming.unique_name(prefix)
 
 
 def build_error(what: str, message: str) -> Exception:
     """An ``OpBuildError`` for a check a public function makes itself (before any node exists),
     worded like the tracer's: the job, the function and the user's source line."""
-    from flowjob_core import OpBuildError, maybe_builder
-    from flowjob_core.trace.builder import user_source
-
     builder = maybe_builder()
     job = f"job {builder.job.name!r}, " if builder is not None else ""
     return OpBuildError(f"{job}{what} at {user_source(2)}: {message}")

@@ -37,6 +37,7 @@ from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.kernels import conv, conv3d
 from flowjob_ops.records.common import require_floating, same_dtype, shape_error
+from flowjob_ops.records.pool import output_shape
 
 
 def geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> conv.ConvGeometry:
@@ -191,8 +192,6 @@ def conv_attrs(attrs: dict) -> dict[str, Any]:
 
 
 def _conv_bias_pool_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
-    from flowjob_ops.records.pool import output_shape
-
     (act,) = _conv_bias_infer(inputs, conv_attrs(attrs))
     return [BlobSpec(output_shape(act.shape, _pool_attrs(attrs)), act.dtype)]
 
