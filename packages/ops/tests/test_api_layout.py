@@ -1,37 +1,26 @@
 """The layout of ``flowjob_ops`` as the tree promises it: public modules of ``api/`` refer to ops by name and
-never import one another (deferred imports included), each module's ``NAMESPACES`` covers its ``__all__``
-exactly, and no module is named by when it arrived."""
+never import one another (deferred imports included), and each module's ``NAMESPACES`` covers its ``__all__``
+exactly. (tests/test_import_layout.py checks every distribution for cycles and names by arrival.)"""
 from __future__ import annotations
 
-import ast
 import importlib
 import pathlib
-import re
 
 import pytest
 
 import flowjob_ops
+from flowjob_core.testing.import_graph import import_graph
 
 PACKAGE = pathlib.Path(flowjob_ops.__file__).parent
 PUBLIC = sorted(p.stem for p in (PACKAGE / "api").glob("*.py") if not p.stem.startswith("_"))
-
-
-def _imported_modules(path: pathlib.Path) -> set[str]:
-    """Every ``flowjob_ops`` module a file imports, at any depth of its code."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("flowjob_ops"):
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name.startswith("flowjob_ops"))
-    return found
+# the package's imports, deferred ones included (flowjob_core.testing.import_graph)
+GRAPH = import_graph(PACKAGE.parent, "flowjob_ops")
 
 
 @pytest.mark.parametrize("name", PUBLIC)
 def test_a_public_module_imports_no_other_public_module(name: str) -> None:
     others = {f"flowjob_ops.api.{other}" for other in PUBLIC if other != name}
-    assert not _imported_modules(PACKAGE / "api" / f"{name}.py") & others
+    assert not GRAPH[f"flowjob_ops.api.{name}"] & others
 
 
 @pytest.mark.parametrize("name", PUBLIC)
@@ -42,9 +31,3 @@ def test_a_public_module_defines_what_it_lists(name: str) -> None:
     if namespaces is not None:
         assert set(module.__all__) == {n for names in namespaces.values() for n in names}
         assert all(ns == "flow" or ns.startswith("flow.") for ns in namespaces)
-
-
-def test_no_module_is_named_by_when_it_arrived() -> None:
-    when = re.compile(r"extra|more|leftover|v0\d|_v\d")
-    named = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if when.search(p.stem)]
-    assert not named

@@ -1,4 +1,5 @@
-"""The import graph of a source tree, read from the code (nothing is imported).
+"""The import graph of a source tree, read from the code (nothing is imported): what the layout tests of
+flowjob's distributions (and of a plugin that wants the same rules) check for cycles and directions.
 
 Every ``import`` and ``from ... import`` counts, wherever it stands (a deferred import inside a
 function is still an edge: it only moves the cycle to run time), except those under
@@ -11,10 +12,11 @@ import ast
 from pathlib import Path
 
 
-def modules(src: Path) -> dict[str, Path]:
-    """Dotted module name -> file, for every ``.py`` file under ``src`` (a package's ``src/`` folder)."""
+def modules(src: Path, package: str | None = None) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` file under ``src`` (a package's ``src/`` folder), or
+    only under its top-level ``package`` (``src`` then may hold others, as site-packages does)."""
     found = {}
-    for path in sorted(src.rglob("*.py")):
+    for path in sorted((src / package if package else src).rglob("*.py")):
         parts = list(path.relative_to(src).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
@@ -56,9 +58,9 @@ def _imports(tree: ast.AST, module: str, is_package: bool) -> list[tuple[str, st
     return found
 
 
-def import_graph(src: Path) -> dict[str, set[str]]:
-    """Module -> the modules of the same tree it imports."""
-    known = modules(src)
+def import_graph(src: Path, package: str | None = None) -> dict[str, set[str]]:
+    """Module -> the modules of the same tree it imports (``package``: see ``modules``)."""
+    known = modules(src, package)
     graph: dict[str, set[str]] = {name: set() for name in known}
     for name, path in known.items():
         tree = ast.parse(path.read_text(), filename=str(path))
