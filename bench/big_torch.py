@@ -8,7 +8,14 @@ import numpy as np
 from big_flowjob import BERT, BERT_BATCH, RESNET_BATCH, RESNET_STAGES
 
 
-def resnet50_train(rng: np.random.Generator) -> tuple[Callable[[], object], Callable[[], None]]:
+def synchronizer(device: str) -> Callable[[], None]:
+    """A step on a GPU ends when its kernels have run (flowjob's returns its loss to the host)."""
+    import torch
+    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+
+def resnet50_train(rng: np.random.Generator, device: str = "cpu", batch: int = RESNET_BATCH
+                   ) -> tuple[Callable[[], object], Callable[[], None]]:
     import torch
     import torch.nn.functional as F  # noqa: N812
     from torch import nn
@@ -33,19 +40,21 @@ def resnet50_train(rng: np.random.Generator) -> tuple[Callable[[], object], Call
         for i in range(blocks):
             layers.append(Block(cin, width, 2 if i == 0 and stage > 0 else 1))
             cin = width * 4
-    model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000)).train()
+    model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000)).train().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    images = torch.from_numpy(rng.random((RESNET_BATCH, 3, 224, 224), dtype=np.float32))
-    labels = torch.from_numpy(rng.integers(0, 1000, RESNET_BATCH))
+    images = torch.from_numpy(rng.random((batch, 3, 224, 224), dtype=np.float32)).to(device)
+    labels = torch.from_numpy(rng.integers(0, 1000, batch)).to(device)
+    sync = synchronizer(device)
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(images), labels).backward()
         opt.step()
+        sync()
     return step, step
 
 
-def bert_train(rng: np.random.Generator) -> tuple[Callable[[], object], Callable[[], None]]:
+def bert_train(rng: np.random.Generator, device: str = "cpu") -> tuple[Callable[[], object], Callable[[], None]]:
     import torch
     import torch.nn.functional as F  # noqa: N812
     from torch import nn
@@ -71,20 +80,22 @@ def bert_train(rng: np.random.Generator) -> tuple[Callable[[], object], Callable
             mlm_loss = F.cross_entropy(picked @ self.words.weight.T, mlm.reshape(-1))
             return mlm_loss + F.cross_entropy(self.pooler(x[:, 0]), nsp)
 
-    model = Bert().train()
+    model = Bert().train().to(device)
     no_decay = [p for n, p in model.named_parameters() if "bias" in n or "norm" in n or n.startswith("ln")]
     decay = [p for p in model.parameters() if all(p is not q for q in no_decay)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=1e-4)
-    tokens = torch.from_numpy(rng.integers(0, vocab, (batch, seq)))
-    positions = torch.from_numpy(np.arange(batch)[:, None] * seq + rng.integers(0, seq, (batch, preds)))
-    mlm = torch.from_numpy(rng.integers(0, vocab, (batch, preds)))
-    nsp = torch.from_numpy(rng.integers(0, 2, batch))
+    tokens = torch.from_numpy(rng.integers(0, vocab, (batch, seq))).to(device)
+    positions = torch.from_numpy(np.arange(batch)[:, None] * seq + rng.integers(0, seq, (batch, preds))).to(device)
+    mlm = torch.from_numpy(rng.integers(0, vocab, (batch, preds))).to(device)
+    nsp = torch.from_numpy(rng.integers(0, 2, batch)).to(device)
+    sync = synchronizer(device)
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
         model(tokens, positions, mlm, nsp).backward()
         opt.step()
+        sync()
     return step, step
 
 

@@ -33,8 +33,8 @@ def _lenet(images, train):
     return flow.layers.dense(hidden, 10, kernel_initializer=init, name="dense2")
 
 
-def _resnet50_train(rng: np.random.Generator) -> tuple[Callable[[], object], Callable[[], None]]:
-    batch = big_flowjob.RESNET_BATCH
+def _resnet50_train(rng: np.random.Generator, batch: int = big_flowjob.RESNET_BATCH
+                    ) -> tuple[Callable[[], object], Callable[[], None]]:
     images = rng.random((batch, 3, 224, 224), dtype=np.float32)
     labels = rng.integers(0, 1000, batch).astype(np.int32)
 
@@ -77,12 +77,14 @@ def _bert_train(rng: np.random.Generator) -> tuple[Callable[[], object], Callabl
 BIG = {"resnet50_train": _resnet50_train, "bert_train": _bert_train}
 
 
-def build(workload: str, batch: int, seed: int = 0) -> tuple[Callable[[], object], Callable[[], None]]:
-    """(first_call, step) for a workload; the first call traces and plans the job."""
+def build(workload: str, batch: int, seed: int = 0, big_batch: int | None = None
+          ) -> tuple[Callable[[], object], Callable[[], None]]:
+    """(first_call, step) for a workload; the first call traces and plans the job. The device is the
+    session's (``FLOWJOB_DEVICE``); ``big_batch`` overrides ResNet-50's batch."""
     flow.clear_default_session()
     rng = np.random.default_rng(seed)
     if workload in BIG:
-        return BIG[workload](rng)
+        return BIG[workload](rng, *(() if big_batch is None else (big_batch,)))
     images = rng.random((batch, 1, 28, 28), dtype=np.float32)
     labels = rng.integers(0, 10, batch).astype(np.int32)
     net = _mlp if workload.startswith("mlp") else (lambda x, train: _lenet(x, train))

@@ -1,13 +1,14 @@
-"""One benchmark run in its own process: ``python bench/worker.py SYSTEM WORKLOAD [--steps N]``.
+"""One benchmark run in its own process: ``python bench/worker.py SYSTEM WORKLOAD [--steps N] [--device gpu]``.
 
 Prints one JSON line: the first call's time, per-step median and p10/p90 in ms after
-warm-up, and the process's peak resident memory.
+warm-up, the process's peak resident memory and, on a GPU, its peak device memory.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+import os
 import pathlib
 import resource
 import statistics
@@ -21,6 +22,16 @@ STEPS = {"mlp_train": 300, "mlp_infer": 300, "lenet_train": 40, "lenet_infer": 6
 WARMUP = {"resnet50_train": 2}
 
 
+def peak_device_mb(system: str) -> float:
+    """Device memory at its peak: torch's allocator's high-water mark; for flowjob (CuPy) the bytes its
+    memory pool holds, which it keeps at the high-water mark of what the steps asked for."""
+    if system == "torch":
+        import torch
+        return torch.cuda.max_memory_allocated() / 2**20
+    import cupy
+    return cupy.get_default_memory_pool().total_bytes() / 2**20
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("system", choices=["flowjob", "torch"])
@@ -28,11 +39,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--warmup", type=int, default=None)
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--big-batch", type=int, default=None, help="ResNet-50's batch (default 16)")
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     args = parser.parse_args()
+    if args.system == "flowjob" and args.device == "gpu":
+        os.environ["FLOWJOB_DEVICE"] = "gpu"  # an unknown tag is an error: never a silent CPU run
     module = importlib.import_module(f"models_{args.system}")
+    options: dict = {} if args.big_batch is None else {"big_batch": args.big_batch}
+    if args.system == "torch":
+        options["device"] = "cuda" if args.device == "gpu" else "cpu"
 
     t0 = time.perf_counter()
-    first_call, step = module.build(args.workload, args.batch)
+    first_call, step = module.build(args.workload, args.batch, **options)
     first_call()
     first = time.perf_counter() - t0
     for _ in range(WARMUP.get(args.workload, 5) if args.warmup is None else args.warmup):
@@ -55,6 +73,8 @@ def main() -> None:
     if args.system == "flowjob":
         import oneflow as flow
         flow.sync_default_session()
+    if args.device == "gpu":
+        result["peak_device_mb"] = peak_device_mb(args.system)
     print(json.dumps(result))
 
 

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The GPU device check, one command on a machine with an NVIDIA GPU, from the repository root:
+#
+#     bash bench/device_check.sh            # OUT=folder for the logs (default ./device-check)
+#
+# It installs the project (wheels in .whl/ if that folder exists: a machine without a package index;
+# else the working tree, editable) and CuPy for the machine's CUDA if it is missing, then runs, each
+# under its own time limit so the whole stays within about nine minutes: the environment report, the
+# gpu and kernels tests, the seed programs on the GPU, bench/gpu.py (flowjob on CuPy against PyTorch
+# CUDA) and the whole test suite with the GPU as the default device. Each step's log is in $OUT; the
+# summary (one line a step: exit status, seconds, last line) is $OUT/summary.txt and is printed last.
+set -u
+OUT=${OUT:-$PWD/device-check}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+SUMMARY=$OUT/summary.txt
+: >"$SUMMARY"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+
+step() {  # step NAME SECONDS COMMAND...: runs COMMAND under a time limit into $OUT/NAME.log
+  local name=$1 limit=$2 start=$SECONDS rc
+  shift 2
+  echo "--- $name (at most ${limit}s): $*"
+  timeout -k 10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  rc=$?
+  printf '%-14s rc=%-4s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" \
+    "$(grep -v '^\s*$' "$OUT/$name.log" | tail -n 1 | cut -c1-150)" | tee -a "$SUMMARY"
+}
+
+install() {
+  if [ -d .whl ]; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/flowjob-site .whl/*.whl || return
+    export PYTHONPATH=/tmp/flowjob-site${PYTHONPATH:+:$PYTHONPATH}
+  else
+    "$PY" -m pip install -q -e packages/core -e packages/ops -e packages/typing -e packages/watch \
+      -e packages/optim -e packages/data -e packages/oneflow -e kernels -e packages/gpu || return
+  fi
+  "$PY" -c 'import cupy' 2>/dev/null && return
+  local major
+  major=$(nvidia-smi | sed -n 's/.*CUDA Version: \([0-9]*\).*/\1/p' | head -n 1)
+  "$PY" -m pip install -q "cupy-cuda${major}x"
+}
+
+environment() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  "$PY" -c 'import sys, numpy, cupy; print(sys.version.split()[0], "numpy", numpy.__version__, "cupy", cupy.__version__,
+"cuda runtime", cupy.cuda.runtime.runtimeGetVersion(), "devices", cupy.cuda.runtime.getDeviceCount())'
+  "$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())' || true
+  FLOWJOB_DEVICE=gpu "$PY" -m oneflow info
+}
+
+# the install exports PYTHONPATH, so it runs in this shell (pip offline takes seconds)
+install >"$OUT/install.log" 2>&1; echo "install        rc=$?" | tee -a "$SUMMARY"
+export -f environment
+export PY
+step environment 25 bash -c environment
+step gpu_tests 40 "$PY" -m pytest packages/gpu/tests kernels/tests -q -p no:cacheprovider -rs
+# the whole suite with the GPU as every job's default device (the seed programs among it); failures are
+# appended to suite-failures.log as they come, so a run stopped at its limit still names them
+step suite 200 env FLOWJOB_DEVICE=gpu FAILURE_LOG="$OUT/suite-failures.log" PYTHONPATH="bench:${PYTHONPATH:-}" \
+  "$PY" -m pytest packages tests examples/plugins kernels --ignore=tests/minimal --ignore=packages/mpi \
+  --ignore=tests/test_packaging.py -m "not slow" -q -p no:cacheprovider -p failure_log -n 15 --timeout 90 \
+  --tb=no -rN
+step bench 120 "$PY" bench/gpu.py --rounds 1 --timeout 50 --json "$OUT/bench.json" \
+  --workloads lenet_train,mlp_train,resnet50_train_b32
+echo
+echo "=== device check summary"
+cat "$SUMMARY"
