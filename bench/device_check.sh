@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # The GPU device check, one command on a machine with an NVIDIA GPU, from the repository root:
 #
-#     bash bench/device_check.sh            # OUT=folder for the logs (default ./device-check)
+#     bash bench/device_check.sh [STEP...]     # OUT=folder for the logs (default ./device-check)
 #
 # It installs the project (wheels in .whl/ if that folder exists: a machine without a package index;
-# else the working tree, editable) and CuPy for the machine's CUDA if it is missing, then runs, each
-# under its own time limit so the whole stays within about nine minutes: the environment report, the
-# gpu and kernels tests, the seed programs on the GPU, bench/gpu.py (flowjob on CuPy against PyTorch
-# CUDA) and the whole test suite with the GPU as the default device. Each step's log is in $OUT; the
-# summary (one line a step: exit status, seconds, last line) is $OUT/summary.txt and is printed last.
+# else the working tree, editable) and CuPy for the machine's CUDA if it is missing, then runs the steps
+# (all by default), each under its own time limit so the whole stays within about nine minutes:
+#   environment  the GPU, CuPy, torch and `python -m oneflow info` with the GPU as default device
+#   facts        bench/cupy_facts.py: the CuPy behaviours the kernels rely on
+#   gpu_tests    the gpu and kernels packages' tests (the `gpu`-marked ones run on the device)
+#   profile      where a ResNet-50 training step's device time goes (bench/profile_plan.py --sync)
+#   suite        the whole test suite with the GPU as every job's default device (seed programs among
+#                it); SUITE_PATHS narrows it (a file listing test paths, one a line)
+#   bench        bench/gpu.py: flowjob on CuPy against PyTorch CUDA (BENCH_WORKLOADS narrows it)
+# Each step's log is in $OUT; the summary (one line a step: exit status, seconds, last line) is
+# $OUT/summary.txt and is printed last.
 set -u
 OUT=${OUT:-$PWD/device-check}
 mkdir -p "$OUT"
@@ -53,16 +59,27 @@ environment() {
 install >"$OUT/install.log" 2>&1; echo "install        rc=$?" | tee -a "$SUMMARY"
 export -f environment
 export PY
-step environment 25 bash -c environment
-step gpu_tests 40 "$PY" -m pytest packages/gpu/tests kernels/tests -q -p no:cacheprovider -rs
-# the whole suite with the GPU as every job's default device (the seed programs among it); failures are
-# appended to suite-failures.log as they come, so a run stopped at its limit still names them
-step suite 200 env FLOWJOB_DEVICE=gpu FAILURE_LOG="$OUT/suite-failures.log" PYTHONPATH="bench:${PYTHONPATH:-}" \
-  "$PY" -m pytest packages tests examples/plugins kernels --ignore=tests/minimal --ignore=packages/mpi \
-  --ignore=tests/test_packaging.py -m "not slow" -q -p no:cacheprovider -p failure_log -n 15 --timeout 90 \
-  --tb=no -rN
-step bench 120 "$PY" bench/gpu.py --rounds 1 --timeout 50 --json "$OUT/bench.json" \
-  --workloads lenet_train,mlp_train,resnet50_train_b32
+steps=${*:-environment facts gpu_tests profile suite bench}
+for name in $steps; do
+  case $name in
+    environment) step environment 25 bash -c environment ;;
+    facts) step facts 30 "$PY" bench/cupy_facts.py ;;
+    gpu_tests) step gpu_tests 60 "$PY" -m pytest packages/gpu/tests kernels/tests -q -p no:cacheprovider -rs ;;
+    profile) step profile 90 env FLOWJOB_DEVICE=gpu "$PY" bench/profile_plan.py resnet50_train --steps 3 \
+      --warmup 1 --sync --by-op --top 25 ;;
+    suite)
+      # failures are appended to suite-failures.log as they come, so a run stopped at its limit names them
+      if [ -n "${SUITE_PATHS:-}" ]; then mapfile -t paths <"$SUITE_PATHS"; else
+        paths=(packages tests examples/plugins kernels --ignore=tests/minimal --ignore=packages/mpi
+               --ignore=tests/test_packaging.py); fi
+      step suite 200 env FLOWJOB_DEVICE=gpu FAILURE_LOG="$OUT/suite-failures.log" \
+        PYTHONPATH="bench:${PYTHONPATH:-}" "$PY" -m pytest "${paths[@]}" -m "not slow" -q -p no:cacheprovider \
+        -p failure_log -n 15 --timeout 90 --tb=no -rN ;;
+    bench) step bench 150 "$PY" bench/gpu.py --rounds 1 --timeout 60 --json "$OUT/bench.json" \
+      --workloads "${BENCH_WORKLOADS:-lenet_train,mlp_train,resnet50_train_b32}" ;;
+    *) echo "unknown step $name" | tee -a "$SUMMARY" ;;
+  esac
+done
 echo
 echo "=== device check summary"
 cat "$SUMMARY"

@@ -4,6 +4,8 @@
 
 Wraps every kernel of the workload's plan with a timer (so it adds ~1 µs per op), runs warm-up
 steps, then prints the nodes by median time per step, with the op and the share of the step.
+On a device the kernels run asynchronously: ``--sync`` waits for each kernel's work, so a node's time is
+its device time (the step then runs without overlap); without it a node's time is its launch cost.
 """
 from __future__ import annotations
 
@@ -25,10 +27,13 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--by-op", action="store_true", help="also sum the medians per op type")
+    parser.add_argument("--sync", action="store_true", help="wait for each kernel's device work (GPU)")
+    parser.add_argument("--big-batch", type=int, default=None, help="ResNet-50's batch (default 16)")
     args = parser.parse_args()
 
-    first_call, step = models_flowjob.build(args.workload, args.batch)
+    first_call, step = models_flowjob.build(args.workload, args.batch, big_batch=args.big_batch)
     first_call()
+    synchronize = get_default_session().backend.synchronize if args.sync else (lambda: None)
     (function,) = get_default_session().functions.values()
     plan = function.plan()
     globals_ = plan.step.__globals__
@@ -44,6 +49,7 @@ def main() -> None:
         def timed(*inputs, _fn=globals_[name], _name=name):
             start = time.perf_counter()
             out = _fn(*inputs)
+            synchronize()
             samples[_name].append(time.perf_counter() - start)
             return out
 

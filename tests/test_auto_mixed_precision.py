@@ -46,7 +46,9 @@ def define(amp: bool, name: str = "train"):
     return train
 
 
-def test_on_the_cpu_backend_the_option_warns_and_changes_nothing():
+def test_on_the_cpu_backend_the_option_warns_and_changes_nothing(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_DEVICE", "cpu")  # also where a GPU would be the default device
+    flow.clear_default_session()
     plain = [define(False)(IMAGES, LABELS) for _ in range(3)]
     flow.clear_default_session()
     job = define(True)

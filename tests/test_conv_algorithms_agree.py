@@ -22,6 +22,7 @@ def _conv(x, filters, kernel, stride, name):
 
 def _train(monkeypatch, algorithm, x, labels):
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", algorithm)
+    monkeypatch.setenv("FLOWJOB_DEVICE", "cpu")  # the algorithms are the cpu backend's
     flow.clear_default_session()
 
     @flow.global_function(type="train")

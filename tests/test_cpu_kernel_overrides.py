@@ -16,8 +16,9 @@ BATCH = 8
 
 @pytest.fixture(autouse=True)
 def fresh_session(monkeypatch: pytest.MonkeyPatch):
-    for name in ("FLOWJOB_CONV_ALGORITHM", "FLOWJOB_BLAS_FUSION", "FLOWJOB_FUSION", "FLOWJOB_DEVICE"):
+    for name in ("FLOWJOB_CONV_ALGORITHM", "FLOWJOB_BLAS_FUSION", "FLOWJOB_FUSION"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("FLOWJOB_DEVICE", "cpu")  # also where a GPU would be the default device
     flow.clear_default_session()
     yield
     flow.clear_default_session()

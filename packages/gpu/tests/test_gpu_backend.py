@@ -78,3 +78,38 @@ def test_a_job_on_the_gpu_matches_the_cpu():
         monkey.undo()
     oneflow.clear_default_session()
     np.testing.assert_allclose(results["gpu"], results["cpu"])
+
+
+@pytest.mark.gpu
+def test_relu_grad_override_reads_non_contiguous_inputs_in_order():
+    cp = available_cupy()
+    from flowjob_core import BlobSpec, KernelContext
+    from flowjob_gpu.overrides import relu_grad_kernel
+    rng = np.random.default_rng(2)
+    y = np.maximum(rng.standard_normal((6, 5)), 0).astype(np.float32)
+    dy = rng.standard_normal((6, 5)).astype(np.float32)
+    spec = BlobSpec((5, 6), np.float32)
+    ctx = KernelContext(cp, None, "relu_grad", "g", {}, (spec, spec), (spec,))
+    got = relu_grad_kernel(ctx)(cp.asarray(y).T, cp.asarray(dy).T)  # transposed views
+    np.testing.assert_array_equal(cp.asnumpy(got), np.where(y.T > 0, dy.T, 0))
+
+
+@pytest.mark.gpu
+def test_gather_out_of_range_is_an_error_on_the_gpu_too(monkeypatch):
+    import oneflow as flow
+    import oneflow.typing as tp
+    from flowjob_core.plan.planner import StepError
+    monkeypatch.setenv("FLOWJOB_DEVICE", "gpu")
+    flow.clear_default_session()
+
+    @flow.global_function()
+    def pick(table: tp.Numpy.Placeholder((4, 3)), rows: tp.Numpy.Placeholder((2,), dtype=flow.int32)) -> tp.Numpy:
+        return flow.gather(table, rows, name="pick_rows")
+
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    try:
+        with pytest.raises(StepError, match=r"op 'pick_rows' \(gather\).*IndexError.*out of bounds"):
+            pick(table, np.array([1, 9], np.int32))
+        np.testing.assert_array_equal(pick(table, np.array([3, -1], np.int32)), table[[3, -1]])
+    finally:
+        flow.clear_default_session()

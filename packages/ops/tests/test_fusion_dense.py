@@ -20,6 +20,7 @@ from flowjob_ops.api.array import reshape
 from flowjob_ops.records.fused import MATMUL_BIAS
 
 probe = sibling(__file__, "grad_probe")
+jobs = sibling(__file__, "jobs")
 BATCH = 16
 VARIABLES = {"h-weight": (20, 36), "h-bias": (20,), "o-weight": (5, 20), "o-bias": (5,)}
 
@@ -161,7 +162,7 @@ def test_matmul_read_twice_stays_unfused(monkeypatch: pytest.MonkeyPatch) -> Non
     assert "matmul_bias" not in ops and "matmul" in ops and "bias_add" in ops
     w, b = (fc.get_default_session().variables.get(n) for n in ("w", "b"))
     y = x @ w
-    np.testing.assert_array_equal(got, np.maximum(y + b, 0) + y)
+    jobs.assert_matches_numpy(got, np.maximum(y + b, 0) + y)
 
 
 @pytest.mark.parametrize("ta", [False, True])

@@ -19,6 +19,7 @@ from flowjob_ops.passes import fuse_dense
 from flowjob_ops.records.fused import ELEMENTWISE_CHAIN, STEPS
 
 probe = sibling(__file__, "grad_probe")
+jobs = sibling(__file__, "jobs")
 SCALARS = {"scalar_add": 0.75, "scalar_rsub": 1.5, "scalar_div": 3.0, "scalar_rdiv": 0.7, "scalar_pow": 1.5,
            "scalar_mul": 0.1}
 
@@ -125,7 +126,7 @@ def test_broadcast_operands_join_the_chain(monkeypatch: pytest.MonkeyPatch) -> N
     assert [args for _, _, args in chain.attrs["steps"]] == [(0, 1), (-1, 2), (-1,), (-1,), (-1, 0), (1, -1),
                                                             (2, -1), (-1, 0)]
     want = np.minimum(c - np.maximum(r, (np.float32(1.0) - np.exp((x - r) * c)) / x), x)  # float32 throughout
-    np.testing.assert_array_equal(got, want)
+    jobs.assert_matches_numpy(got, want)
 
 
 def test_a_growing_running_value_starts_a_new_chain(monkeypatch: pytest.MonkeyPatch) -> None:

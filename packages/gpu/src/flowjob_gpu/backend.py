@@ -5,6 +5,8 @@ from typing import Any
 
 from flowjob_core import Backend
 
+from flowjob_gpu.random import HostSeededGenerator
+
 
 def available_cupy() -> Any | None:
     """The cupy module if it imports and sees a CUDA device, else None."""
@@ -29,7 +31,7 @@ def make_backend(cp: Any) -> Backend:
         device_count=lambda: cp.cuda.runtime.getDeviceCount(),
         to_host=cp.asnumpy,
         from_host=cp.asarray,
-        make_rng=lambda seed: cp.random.default_rng(seed),
+        make_rng=lambda seed: HostSeededGenerator(seed, cp.asarray),
         synchronize=synchronize,
         description=f"cupy {cp.__version__}",
     )

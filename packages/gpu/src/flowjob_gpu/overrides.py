@@ -32,7 +32,9 @@ def relu_grad_kernel(ctx: Any) -> Any:
     size = cp.int64(n)
 
     def run(y: Any, dy: Any) -> Any:
-        fn((grid,), (block,), (y, dy, out, size))
+        # the CUDA kernel walks flat memory: a transposed or sliced input (a fused conv's relu, say) is
+        # made contiguous first, else its elements would be read out of order
+        fn((grid,), (block,), (cp.ascontiguousarray(y), cp.ascontiguousarray(dy), out, size))
         return out
 
     return run

@@ -90,6 +90,8 @@ class Backend:
     transfer (the numpy backend; calls then take a shorter path).
     ``parallel(body, count)``: run ``body(start, stop)`` over parts of ``range(count)``, concurrently
     where the backend can (the numpy backend's host threads); the default runs it whole, serially.
+    ``make_rng(seed)``: a random stream for one op node; kernels call its ``random(out=, dtype=)`` and
+    ``standard_normal(out=, dtype=)`` (numpy ``Generator`` signatures), which fill ``out`` in place.
     """
 
     tag: str

@@ -109,7 +109,18 @@ def _gather_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 def _gather_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     axis = normalize_axis(ctx.attrs.get("axis", 0), len(ctx.inputs[0].shape))
-    return lambda params, indices: xp.take(params, indices, axis=axis, out=out)
+    if ctx.backend.host_arrays:  # numpy's take raises IndexError itself
+        return lambda params, indices: xp.take(params, indices, axis=axis, out=out)
+    size = ctx.inputs[0].shape[axis]
+
+    def checked(params: Any, indices: Any) -> Any:
+        # a device's take wraps an index out of range around (CuPy's does): refuse it as numpy does,
+        # at the cost of reading one flag back from the device
+        if indices.size and bool(xp.any((indices < -size) | (indices >= size))):
+            raise IndexError(f"gather: an index is out of bounds for axis {axis} with size {size}")
+        return xp.take(params, indices, axis=axis, out=out)
+
+    return checked
 
 
 def _gather_grad(ctx: GradContext) -> list[Any]:

@@ -46,7 +46,16 @@ def _kernel(name: str) -> Callable[[KernelContext], Any]:
         reduce = getattr(xp, name)
         axes, _ = _reduced_shape(ctx.inputs[0].shape, ctx.attrs)
         keepdims = bool(ctx.attrs.get("keepdims", False))
-        return lambda x: reduce(x, axis=axes, keepdims=keepdims, out=out)
+        if ctx.backend.host_arrays or name not in ("min", "max"):
+            return lambda x: reduce(x, axis=axes, keepdims=keepdims, out=out)
+
+        def into_out(x: Any) -> Any:
+            # CuPy 14's min (not its max) raises TypeError when given out= (bench/cupy_facts.py read it off
+            # an H100): reduce into a fresh array, then copy
+            xp.copyto(out, reduce(x, axis=axes, keepdims=keepdims))
+            return out
+
+        return into_out
 
     return build
 
