@@ -182,11 +182,16 @@ def _make_parent(parent: str, path: str) -> None:
 
 # version 0.3 functions ----------------------------------------------------
 def _to_save(session: Session, var_dict: Mapping[str, Any] | None) -> Iterator[tuple[str, BlobSpec, np.ndarray]]:
-    """(name, spec, host array) of every variable of the session, or of each entry of ``var_dict``."""
+    """(name, spec, host array) of every variable of the session, or of each entry of ``var_dict``.
+
+    The session's variables are copied together between two steps (``Session.between_steps``): another
+    thread may be training, and a snapshot holds the values of one step, every variable and the train step
+    counter alike. The copy is all that holds the steps off; the files are written after it."""
     if var_dict is None:
         store = session.variables
-        for name in store.names():
-            yield name, store[name].spec, store.get(name)
+        with session.between_steps():
+            snapshot = [(name, store[name].spec, store.get(name)) for name in store.names()]
+        yield from snapshot
         return
     for name, value in var_dict.items():
         array = np.ascontiguousarray(host_value(value))
@@ -343,8 +348,9 @@ def load_variables(value_dict: Mapping[str, Any], ignore_mismatch: bool = True,
             raise VariableError(f"load_variables: variable {name!r} is {spec.shape} {spec.dtype}, the value is "
                                 f"{array.shape} {array.dtype}")
         chosen[name] = array
-    for name, array in chosen.items():
-        store.assign(name, array)
+    with session.between_steps():  # all between the same two steps of a thread that trains meanwhile
+        for name, array in chosen.items():
+            store.assign(name, array)
 
 
 # the legacy object --------------------------------------------------------
@@ -399,8 +405,9 @@ def load(path: str | os.PathLike[str], session: Session | None = None, strict: b
     # every file checked: now read them all, then assign
     values = {name: _read_checked(os.path.join(variable_dir(read, name), OUT_FILE), store[name].spec, name, root)
               for name in present}
-    for name, value in values.items():
-        store.assign(name, value)
+    with session.between_steps():  # all between the same two steps of a thread that trains meanwhile
+        for name, value in values.items():
+            store.assign(name, value)
     for name in missing:
         out = os.path.join(variable_dir(root, name), OUT_FILE)
         kept = "it keeps its value" if keep_missing else "it is initialized"
@@ -505,8 +512,10 @@ def _on_ranks(session: Session, again: Any, *, broadcast: bool) -> bool:
     if broadcast:
         store = session.variables
         names = sorted(store.names())
-        arrays = [np.ascontiguousarray(store.get(name)) for name in names]
+        with session.between_steps():
+            arrays = [np.ascontiguousarray(store.get(name)) for name in names]
         world.broadcast_arrays(arrays)
-        for name, array in zip(names, arrays):
-            store.assign(name, array)
+        with session.between_steps():
+            for name, array in zip(names, arrays):
+                store.assign(name, array)
     return True

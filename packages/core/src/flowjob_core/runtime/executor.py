@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 
 
@@ -196,6 +196,12 @@ class Executor:
                 self._outstanding -= 1
                 if self._sync_waiters:
                     self._cond.notify_all()
+
+    def between_steps(self) -> ContextManager[Any]:
+        """Hold every step off while the body runs (the run lock each step's compute takes), so what the
+        body reads or writes of the session's state is of one point between two steps, whichever
+        thread runs them. Re-entrant: a step's own thread may hold it."""
+        return self._run_lock
 
     # errors ---------------------------------------------------------------
     def report(self, exc: BaseException) -> None:

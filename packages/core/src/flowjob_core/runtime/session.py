@@ -123,6 +123,11 @@ class Session:
             first.add_note(f"flowjob: {len(rest)} more callback error(s) followed: {rest!r}")
         raise first
 
+    def between_steps(self) -> ContextManager[Any]:
+        """A context in which no step of this session runs: reading or assigning every variable inside
+        it sees or makes the state of one point between two steps (checkpoints use it)."""
+        return self.executor.between_steps()
+
     # lifecycle ------------------------------------------------------------
     def sync(self) -> None:
         self.executor.sync()
