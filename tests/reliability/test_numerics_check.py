@@ -138,3 +138,25 @@ def test_a_smaller_dynamic_feed_is_checked_too():
         with pytest.raises(NumericsError, match=r"op 'root' \(sqrt\).*1 NaN and 0 Inf among 4 values"):
             root([np.array([1, 4, -1, 9], np.float32)])  # the step specialised for 4 values checks as well
     np.testing.assert_array_equal(root([np.array([1, 4], np.float32)])[0], [1, 2])
+
+
+@pytest.mark.parametrize("blas_fusion", ["1", "0"])  # the update fused into the weight gradient's GEMM, and not
+def test_an_update_that_overflows_its_variable_stops_that_step(monkeypatch, blas_fusion):
+    monkeypatch.setenv("FLOWJOB_DEVICE", "cpu")  # the BLAS-fused update is the cpu backend's
+    monkeypatch.setenv("FLOWJOB_BLAS_FUSION", blas_fusion)
+    flow.config.enable_debug_mode(True)
+
+    @flow.global_function(type="train")
+    def train(images: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(3, 2), initializer=flow.constant_initializer(0.5))
+        loss = flow.math.reduce_sum(flow.matmul(images, w))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [1e38]), momentum=0).minimize(loss)
+        return loss
+
+    with pytest.raises(NumericsError) as excinfo, np.errstate(over="ignore"):
+        train(np.ones((4, 3), np.float32))  # w - 1e38 * 4 overflows float32 in this very step
+    message = str(excinfo.value)
+    assert "job 'train'" in message and "in place" in message and "'w" in message
+    assert "6 Inf among 6 values" in message
+    ops = [n.op for n in train.plan().order]
+    assert ("optim_sgd_matmul_update" in ops) == (blas_fusion == "1" and "optim_sgd_update" not in ops)

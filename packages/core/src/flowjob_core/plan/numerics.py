@@ -68,17 +68,30 @@ def _floating(spec: Any) -> bool:
     return spec.dtype.kind in "fc"
 
 
-def checked(run: Callable[..., Any], xp: Any, job: "Job", node: "Node") -> Callable[..., Any]:
-    """``run`` followed by a finiteness check of each floating output (``run`` itself if it has none)."""
+def checked(run: Callable[..., Any], xp: Any, job: "Job", node: "Node", mutates: tuple[int, ...] = ()
+            ) -> Callable[..., Any]:
+    """``run`` followed by a finiteness check of each floating output and of each floating input it writes in
+    place (``mutates``: an optimizer update's variable, whose overflow would otherwise show only when the next
+    step reads it); ``run`` itself if it has neither."""
     specs = [job.specs[o] for o in node.outputs]
     watched = [k for k, s in enumerate(specs) if _floating(s)]
-    if not watched:
+    written = [i for i in mutates if i < len(node.inputs) and _floating(job.specs[node.inputs[i]])]
+    if not watched and not written:
         return run
     single = len(node.outputs) == 1
     isfinite = xp.isfinite
 
     def run_checked(*args: Any) -> Any:
         out = run(*args)
+        for i in written:
+            value = args[i]
+            if not bool(isfinite(value).all()):
+                raise NumericsError(
+                    f"job {job.name!r}, op {node.name!r} ({node.op}) at {node.source or 'an unknown line'}: it wrote "
+                    f"{node.inputs[i]!r} in place, which now holds {_count(xp, value)} (numerics check on: "
+                    f"flow.config.enable_debug_mode or function_config.{OPTION})")
+        if out is None:  # a gated kernel's step off (gradient accumulation), or an update with no outputs
+            return out
         values = (out,) if single else out
         for k in watched:
             value = values[k]
@@ -89,6 +102,7 @@ def checked(run: Callable[..., Any], xp: Any, job: "Job", node: "Node") -> Calla
                     f"flow.config.enable_debug_mode or function_config.{OPTION})")
         return out
 
+    run_checked.gated = getattr(run, "gated", False)  # type: ignore[attr-defined]
     return run_checked
 
 

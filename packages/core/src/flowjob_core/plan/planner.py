@@ -17,7 +17,7 @@ from flowjob_core.ir.bindings import Bindings
 from flowjob_core.errors import FlowjobError
 from flowjob_core.plan.extent import Followers
 from flowjob_core.ir.job import Job, Node
-from flowjob_core.plan import numerics
+from flowjob_core.plan import kernel_outputs, numerics
 from flowjob_core.ir.opdef import KernelContext
 from flowjob_core.plan.scratch import ScratchPool
 
@@ -256,18 +256,21 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
 
         kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs, in_specs, out_specs, job.type,
                              variables.array, out_buffer, shared, scratch.requests(), bindings)
+        follows = followers is not None and followers.follows(node)
         try:
-            fn = followers.kernel(node, builder) if followers is not None and followers.follows(node) else builder(kctx)
+            fn = followers.kernel(node, builder) if followers is not None and follows else builder(kctx)
         except FlowjobError:
             raise
         except Exception as exc:
             raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
                                f"{node.source} failed: {exc!r}") from exc
         if check:
-            fn = numerics.checked(fn, backend.xp, job, node)
+            fn = numerics.checked(fn, backend.xp, job, node, opdef.mutates)
         kname = f"k{kernel_count}"
         kernel_count += 1
-        namespace[kname] = fn
+        # the first call (every call in debug mode) checks the outputs against inference
+        namespace[kname] = kernel_outputs.checked(namespace, kname, fn, job, node, out_specs, every_call=check,
+                                                  flexible_extent=follows or opdef.dynamic_extent)
         args = ", ".join(var(i) for i in node.inputs)
         call = f"{kname}({args})"
         if len(node.outputs) == 1:

@@ -10,7 +10,7 @@ import logging
 import threading
 import warnings
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ContextManager
 
 import pluggy
 
