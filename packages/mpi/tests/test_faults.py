@@ -48,3 +48,23 @@ def test_machines_not_matching_the_world_fail_naming_the_launcher():
     assert result.returncode != 0
     assert "flow.env.machine lists 3 machine(s), but this program runs on 2" in result.stderr
     assert "python -m oneflow launch -n 3" in result.stderr
+
+
+@pytest.mark.parametrize("gradients", ["same", "different"])
+def test_ranks_running_different_jobs_stop_naming_each_job(gradients):
+    result = ranks(2, "jobs.py", gradients, timeout=60)
+    assert result.returncode != 0
+    assert "trained" not in result.stdout
+    both = result.stdout + result.stderr
+    assert "RankMismatchError" in both
+    assert "rank 0: job 'train_a' step 1" in both and "rank 1: job 'train_b' step 1" in both
+    assert "Message truncated" not in both  # stopped by the check, before a collective of mismatched sizes
+
+
+def test_a_rank_running_its_job_once_more_is_named():
+    # the steps pair up in the order the ranks run them, so the extra one is the last: rank 0 waits alone
+    result = ranks(2, "jobs_steps.py", timeout=60)
+    assert result.returncode != 0
+    both = result.stdout + result.stderr
+    named = "waited in the all-gather checking that every rank runs step 4 of job 'train'" in both
+    assert named or "EXIT CODE" in both or "aborting all 2 ranks" in both

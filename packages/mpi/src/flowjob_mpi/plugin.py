@@ -1,5 +1,5 @@
 """flowjob-mpi's plugin: in a world of more than one rank, the collective ops, the consistent-view
-split, the gradient all-reduce and the world the core asks about (checkpoints, machine counts);
+split, the gradient all-reduce, the check that all ranks run the same step, and the world the core asks about (checkpoints, machine counts);
 in a world of one, nothing, so a program runs as it does without this package."""
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_mpi import allreduce, consistent, ops, watching
+from flowjob_mpi import agreement, allreduce, consistent, ops, watching
 from flowjob_mpi.world import World, world
 
 
 @hookimpl
 def flowjob_add_ops(registry: Any) -> None:
     if world().size > 1:
-        for op in ops.OPS:
+        for op in (*ops.OPS, agreement.MPI_STEP_CHECK):
             registry.add(op)
 
 
@@ -24,6 +24,7 @@ def flowjob_add_passes(registry: Any) -> None:
         registry.add("mpi-split", consistent.split_batch, phase="verify", after="verify")
         registry.add("mpi-allreduce", allreduce.reduce_gradients, phase="update", before_if_present="optimizer")
         registry.add("mpi-watch", watching.globalize_watched, phase="instrument", after_if_present="watch")
+        registry.add("mpi-agree", agreement.add_step_check, phase="transform")
 
 
 @hookimpl
