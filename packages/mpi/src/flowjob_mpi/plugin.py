@@ -1,6 +1,7 @@
 """flowjob-mpi's plugin: in a world of more than one rank, the collective ops, the consistent-view
-split, the gradient all-reduce, the check that all ranks run the same step, and the world the core asks about (checkpoints, machine counts);
-in a world of one, nothing, so a program runs as it does without this package."""
+split, the gradient all-reduce, the check that all ranks run the same step, and the world the core
+asks about (checkpoints, machine counts); in a world of one, nothing, so a program runs as it does
+without this package."""
 from __future__ import annotations
 
 from typing import Any

@@ -27,6 +27,6 @@ def train_b(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
 
 
 job = train_a if world().rank == 0 else train_b
-for step in range(3):
+for _ in range(3):
     job(np.ones((4, 3), dtype=np.float32))
 print(f"rank {world().rank} trained")

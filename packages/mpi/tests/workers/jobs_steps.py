@@ -16,6 +16,6 @@ def train(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
 x = np.ones((4, 3), dtype=np.float32)
 if world().rank == 0:
     train(x)  # the extra step (its collectives pair with rank 1's first)
-for step in range(3):
+for _ in range(3):
     train(x)
 print(f"rank {world().rank} trained")
