@@ -26,12 +26,18 @@ def compiled(cp: Any, source: ChainSource) -> Any:
     return cp.ElementwiseKernel(source.in_params, source.out_params, source.operation, source.name)
 
 
+def compiles_cuda(xp: Any) -> bool:
+    """Whether the array module builds CUDA kernels (CuPy's ``ElementwiseKernel``); one that does not
+    (numpy, a stand-in without a compiler) runs every chain on the xp kernel."""
+    return getattr(xp, "ElementwiseKernel", None) is not None
+
+
 def node_chain_kernel(ctx: KernelContext) -> ChainKernel:
     """The generated kernel (or the reason there is none) for the chain node ``ctx`` builds."""
     if ctx.ops is None:
         raise FlowjobError(f"elementwise_chain {ctx.node_name!r}: the gpu kernel reads its steps' records from "
                            f"the session's op registry (KernelContext.ops), which this context lacks")
-    if getattr(ctx.xp, "ElementwiseKernel", None) is None:
+    if not compiles_cuda(ctx.xp):
         return ChainKernel(None, reason=f"the array module {getattr(ctx.xp, '__name__', ctx.xp)!r} compiles no "
                                         f"CUDA (no ElementwiseKernel)")
     return chain_kernel(ctx.attrs["steps"], [spec.dtype for spec in ctx.inputs], ctx.outputs[0].dtype, ctx.ops)
