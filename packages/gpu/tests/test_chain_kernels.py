@@ -112,7 +112,7 @@ def test_the_plugin_registers_the_chain_kernel_for_the_gpu(monkeypatch):
 
 # on a device --------------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", cases.CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", cases.DEVICE_CASES, ids=lambda c: c.name)
 def test_each_case_on_the_device_gives_numpys_chain_result(case):
     cp = available_cupy()
     kernel = case.kernel()
@@ -150,13 +150,13 @@ def test_a_fused_job_runs_its_chain_as_one_generated_kernel_on_the_gpu(monkeypat
 
         @flow.global_function()
         def job(x: tp.Numpy.Placeholder((64, 33)), b: tp.Numpy.Placeholder((33,))) -> tp.Numpy:
-            return flow.math.tanh(flow.nn.relu(x * 2.0 + b) - 1.0)
+            return flow.math.tanh(x * 2.0 + b) * 0.5
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             results[device] = job(x, b)
         ops[device] = [n.op for n in job.plan().order]
     flow.clear_default_session()
-    assert ops["gpu"] == ops["cpu"] and ops["gpu"].count("elementwise_chain") == 1
+    assert ops["cpu"].count("elementwise_chain") == ops["gpu"].count("elementwise_chain") == 1
     assert len(built) == 1  # the gpu plan built the chain's kernel; the cpu one ran numpy's
     np.testing.assert_allclose(results["gpu"], results["cpu"], rtol=2e-6, atol=1e-7)  # tanh: CUDA's, numpy's
