@@ -86,6 +86,19 @@ def test_kernel_failure_names_the_op(session, toy):
     np.testing.assert_array_equal(ok(np.ones(8, np.float32)), np.full(8, 2.0))
 
 
+def test_kernels_see_the_sessions_op_records(session, toy):
+    seen = []
+    twice = session.registries.ops["twice"]
+
+    def recording(ctx):
+        seen.append(ctx.ops)
+        return twice.kernel(ctx)
+
+    session.registries.kernels.add("twice", session.backend.tag, recording)
+    np.testing.assert_array_equal(_chain(session, toy, 2)(np.ones(8, np.float32)), np.full(8, 4.0))
+    assert seen and all(ops is session.registries.ops for ops in seen)  # a chain kernel reads its steps there
+
+
 def test_generated_step_is_straight_line(session, toy):
     plan = _chain(session, toy, 3).plan()
     body = plan.source.splitlines()

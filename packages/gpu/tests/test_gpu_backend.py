@@ -40,7 +40,7 @@ def test_a_device_registers_the_backend(monkeypatch):
     regs = gather_registries(make_plugin_manager(plugins=[plugin], autoload=False))
     backend = regs.backends.get("gpu")
     assert backend is not None and backend.xp is fake and backend.device_count() == 1
-    assert regs.kernels.overrides("gpu") == ["relu_grad"]
+    assert regs.kernels.overrides("gpu") == ["elementwise_chain", "relu_grad"]
 
 
 @pytest.mark.gpu

@@ -255,6 +255,31 @@ def test_a_gradient_scale_read_by_an_in_place_update_is_not_swallowed() -> None:
     assert "n/out_0" not in job.specs and "s/out_0" not in job.specs
 
 
+def test_a_backends_own_chain_kernel_keeps_chains_and_a_member_override_ends_them() -> None:
+    """The gpu backend runs chains with its own elementwise_chain kernel (generated CUDA): chains are
+    still made for it. An op it overrides stays a node of its own (its kernel is not the chain step's)."""
+    from flowjob_core.plugins.registry import KernelRegistry
+    kernels = KernelRegistry()
+    ops = {op: STEPS[op].record for op in ("negative", "exp", "tanh")} | {"elementwise_chain": ELEMENTWISE_CHAIN}
+    ctx = SimpleNamespace(registries=SimpleNamespace(ops=ops, kernels=kernels), backend=SimpleNamespace(tag="dev"))
+    specs = {"x/out": (3,), "n/out_0": (3,), "e/out_0": (3,), "t/out_0": (3,)}
+
+    def chained() -> list[list[str]]:
+        nodes = [Node("input", "x", (), ("x/out",)), Node("negative", "n", ("x/out",), ("n/out_0",)),
+                 Node("exp", "e", ("n/out_0",), ("e/out_0",)), Node("tanh", "t", ("e/out_0",), ("t/out_0",))]
+        job = _job(nodes, specs, ["t/out_0"])
+        fuse_dense.fuse_elementwise_chains(job, ctx)
+        return _chains(job.nodes)
+
+    kernels.add("elementwise_chain", "dev", lambda kctx: None)
+    assert chained() == [["negative", "exp", "tanh"]]
+    kernels.add("exp", "dev", lambda kctx: None)
+    assert chained() == []  # negative and tanh, each alone around the overridden exp: no run of two
+    del ops["elementwise_chain"]
+    kernels.remove("exp", "dev")
+    assert chained() == []  # no chain op registered: nothing to fuse into
+
+
 def test_chain_inference_refuses_a_step_that_cannot_run_in_place() -> None:
     from flowjob_core import ShapeError
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from flowjob_gpu.chain_kernels import elementwise_chain_kernel
 from flowjob_gpu.sources import kernel_source
 
 # (op, CUDA family, symbol per dtype): a CPU-only test checks each symbol is an entry point of flowjob-kernels'
@@ -40,4 +41,4 @@ def relu_grad_kernel(ctx: Any) -> Any:
     return run
 
 
-KERNEL_BUILDERS = {"relu_grad": relu_grad_kernel}
+KERNEL_BUILDERS = {"relu_grad": relu_grad_kernel, "elementwise_chain": elementwise_chain_kernel}

@@ -103,7 +103,7 @@ def dump(args: argparse.Namespace) -> int:
     from oneflow._dump import dump as dump_jobs
 
     try:
-        dump_jobs(args.script, job=args.job, after=args.after, run_main=args.run_main)
+        dump_jobs(args.script, job=args.job, after=args.after, run_main=args.run_main, cuda=args.cuda)
     except DumpError as exc:
         print(f"python -m oneflow dump: {exc}", file=sys.stderr)
         return 2
@@ -184,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
                                   "default: as traced, before any pass")
     dump_parser.add_argument("--run-main", action="store_true",
                              help="run the script as __main__ up to its first job call (for jobs defined in main())")
+    dump_parser.add_argument("--cuda", action="store_true",
+                             help="also the CUDA source the gpu backend generates for each elementwise_chain node, "
+                                  "or why it keeps the xp kernel (flowjob-gpu; no GPU needed); implies --after all")
     plugin_parser = sub.add_parser("new-plugin", help="write a ready op-plugin package (src layout, an example op, "
                                                       "tests running the gradient kit, tox.ini, a CI workflow)")
     plugin_parser.add_argument("name", help="the distribution name (flowjob-acme: import flowjob_acme, plugin acme)")

@@ -10,6 +10,10 @@ Any job call that still happens (a script without that guard, or ``--run-main``)
 script at once, before a step is planned. Every job defined is then traced from its
 placeholders' annotations and printed. What the script prints goes to stderr, so stdout
 holds only the jobs.
+
+``--cuda`` (which implies ``--after all`` unless another pass is named) adds, after each job, the
+CUDA source the gpu backend generates for each of its ``elementwise_chain`` nodes, or why a chain
+keeps the xp kernel (``flowjob_gpu.chain_source``): no GPU and no CuPy are needed.
 """
 from __future__ import annotations
 
@@ -17,11 +21,15 @@ import contextlib
 import runpy
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import TextIO
 
-from flowjob_core import FlowjobError
+from flowjob_core import FlowjobError, MissingPackageError
 from flowjob_core.api.dry_run import ALL_PASSES, JobCalled, dry_run, job_after, pass_names
+from flowjob_core.ir.job import Job
 from flowjob_core.ir.printing import format_job
+
+from oneflow._lazy import require
 
 MODULE_NAME = "__flowjob_dump__"
 
@@ -31,9 +39,13 @@ class DumpError(Exception):
 
 
 def dump(script: str, job: str | None = None, after: str | None = None, run_main: bool = False,
-         out: TextIO | None = None) -> None:
-    """Print the jobs ``script`` defines (only ``job`` if given), traced or after the pass ``after``."""
+         out: TextIO | None = None, cuda: bool = False) -> None:
+    """Print the jobs ``script`` defines (only ``job`` if given), traced or after the pass ``after``;
+    with ``cuda``, each job's generated chain kernels too (after all passes unless ``after`` is given)."""
     out = out if out is not None else sys.stdout
+    sources = _chain_source_module() if cuda else None
+    if cuda and after is None:
+        after = ALL_PASSES  # chains are made by the fusion pass
     functions = _defined_functions(Path(script), run_main)
     if job is not None:
         chosen = [fn for fn in functions if fn.name == job]
@@ -47,7 +59,10 @@ def dump(script: str, job: str | None = None, after: str | None = None, run_main
                             f"(or {ALL_PASSES!r} for the job as planned)")
     for i, fn in enumerate(functions):
         try:
-            text = format_job(job_after(fn, after), fn.session.registries.ops, fn.bindings)
+            planned = job_after(fn, after)
+            text = format_job(planned, fn.session.registries.ops, fn.bindings)
+            if sources is not None:
+                text += "\n" + _chain_sources(sources, planned, fn.session.registries.ops)
         except FlowjobError as exc:
             raise DumpError(f"job {fn.name!r}: {exc}") from None
         if i:
@@ -55,6 +70,27 @@ def dump(script: str, job: str | None = None, after: str | None = None, run_main
         if after is not None:
             print(f"# {fn.name} after {'all passes' if after == ALL_PASSES else f'pass {after!r}'}", file=out)
         print(text, file=out)
+
+
+def _chain_source_module() -> ModuleType:
+    try:
+        return require("flowjob_gpu.chain_source", "flowjob-gpu", "python -m oneflow dump --cuda")
+    except MissingPackageError as exc:
+        raise DumpError(str(exc)) from None
+
+
+def _chain_sources(sources: ModuleType, job: Job, ops: object) -> str:
+    """The CUDA the gpu backend generates for each elementwise_chain node of ``job``, or why it has none."""
+    chains = sources.job_chain_kernels(job, ops)
+    if not chains:
+        return f"# cuda: no elementwise_chain nodes in job {job.name!r}"
+    parts = []
+    for name, kernel in chains:
+        if kernel.source is None:
+            parts.append(f"# cuda: elementwise_chain {name!r} keeps the xp kernel: {kernel.reason}")
+        else:
+            parts.append(f"# cuda: elementwise_chain {name!r}\n{kernel.source.text()}")
+    return "\n".join(parts)
 
 
 def _defined_functions(script: Path, run_main: bool) -> list:

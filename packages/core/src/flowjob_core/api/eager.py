@@ -140,7 +140,8 @@ class KernelCache:
                                f"{backend.tag!r} ({backend.name})")
         kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs,
                              tuple(job.specs[i] for i in node.inputs), tuple(job.specs[o] for o in node.outputs),
-                             job.type, builder.session.variables.array, None, self.shared)
+                             job.type, builder.session.variables.array, None, self.shared,
+                             ops=builder.registries.ops)
         try:
             fn = make(kctx)
         except FlowjobError:

@@ -187,6 +187,10 @@ class KernelContext:
     bindings: "Bindings | None" = field(default=None, repr=False)
     """The global function's bindings: the objects an attribute names by key (the job is plain data,
     so a learning-rate schedule is an attribute ``schedule='PiecewiseConstantScheduler#1'``)."""
+    ops: Any = field(default=None, repr=False)
+    """The session's op records by name (``Registries.ops``), for a kernel that runs other ops'
+    arithmetic: a backend's ``elementwise_chain`` reads its steps' ``Elementwise`` descriptors there
+    (a plugin's op among them). None outside a plan or an eager call (a context built by hand)."""
 
     @property
     def training(self) -> bool:

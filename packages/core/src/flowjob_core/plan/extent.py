@@ -115,7 +115,7 @@ class Followers:
                 return arena.view(node.outputs[k], outs[k])
 
             ctx = KernelContext(self.backend.xp, self.backend, node.op, node.name, attrs, ins, outs, job.type,
-                                self.variables.array, out_buffer, self.shared)
+                                self.variables.array, out_buffer, self.shared, ops=ops)
             fn = builder(ctx)
             if len(cache) >= MAX_SPECIALISED:
                 del cache[next(iter(cache))]  # the oldest shape key

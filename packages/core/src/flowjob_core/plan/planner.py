@@ -255,7 +255,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
             return arena.view(lbn, _specs[k])
 
         kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs, in_specs, out_specs, job.type,
-                             variables.array, out_buffer, shared, scratch.requests(), bindings)
+                             variables.array, out_buffer, shared, scratch.requests(), bindings, ops)
         follows = followers is not None and followers.follows(node)
         try:
             fn = followers.kernel(node, builder) if followers is not None and follows else builder(kctx)

@@ -20,8 +20,9 @@ intermediate) stays observable: if it is returned, fetched or watched (a side ou
 read by any other node, that fusion is not made. Fused nodes keep the lbn of the chain's last
 output (consumers, returns and watchers see the same names): ``matmul_bias`` takes the matmul's
 node name, a chain its last member's. Only ops whose kernel on the pass's backend is the op's own
-one are fused (a backend that overrides a kernel keeps its own). ``FLOWJOB_FUSION=0`` turns this
-pass off too (``flowjob_ops.passes.fuse_conv.enabled``).
+one are fused (a backend that overrides a kernel keeps its own); a backend's kernel for
+``elementwise_chain`` itself (the gpu backend's generated CUDA) runs the same steps, and chains are
+made for it. ``FLOWJOB_FUSION=0`` turns this pass off too (``flowjob_ops.passes.fuse_conv.enabled``).
 """
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ from flowjob_ops.records.fused import ELEMENTWISE_CHAIN, MATMUL_ATTRS, MATMUL_BI
 from flowjob_ops.passes.fuse_conv import bias_act_tail, enabled, rewrite
 
 
+def _registered(ctx: Any, op: str) -> bool:
+    """Whether the session registers ``op`` (a bare call, without registries and backend, assumes so)."""
+    registries = getattr(ctx, "registries", None)
+    return registries is None or getattr(ctx, "backend", None) is None or op in registries.ops
+
+
 def _own_kernels(ctx: Any, *ops: str) -> bool:
     """Whether each op runs its own kernel on the pass's backend (no backend-specific override)."""
     registries = getattr(ctx, "registries", None)
@@ -41,7 +48,7 @@ def _own_kernels(ctx: Any, *ops: str) -> bool:
     if registries is None or backend is None:
         return True
     for op in ops:
-        if op not in registries.ops:
+        if not _registered(ctx, op):
             return False
         opdef = registries.ops[op]
         if registries.kernels.lookup(opdef, backend.tag) is not opdef.kernel:
@@ -78,7 +85,7 @@ def fuse_dense(job: Job, ctx: Any = None) -> int:
 
 def fuse_elementwise_chains(job: Job, ctx: Any = None) -> int:
     """Runs of single-reader elementwise ops => elementwise_chain. Returns the number of fusions."""
-    if not _own_kernels(ctx, ELEMENTWISE_CHAIN.name):
+    if not _registered(ctx, ELEMENTWISE_CHAIN.name):  # a backend's own chain kernel is welcome: same steps
         return 0
     registries = getattr(ctx, "registries", None)
     observed = observed_values(job)
