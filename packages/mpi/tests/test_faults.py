@@ -4,7 +4,8 @@ import time
 import pytest
 from flowjob_core.testing.modules import sibling
 
-ranks = sibling(__file__, "mpirun").ranks
+mpirun = sibling(__file__, "mpirun")
+ranks, ok = mpirun.ranks, mpirun.ok
 
 
 def test_a_rank_that_raises_stops_every_rank():
@@ -68,3 +69,11 @@ def test_a_rank_running_its_job_once_more_is_named():
     both = result.stdout + result.stderr
     named = "waited in the all-gather checking that every rank runs step 4 of job 'train'" in both
     assert named or "EXIT CODE" in both or "aborting all 2 ranks" in both
+
+
+def test_debug_mode_names_an_argument_fed_differently_by_the_ranks():
+    result = ranks(2, "feeds.py", "debug", timeout=60)
+    assert result.returncode != 0
+    both = result.stdout + result.stderr
+    assert "global function 'train', argument 'images': the ranks fed different arrays at step 1" in both
+    assert ok(ranks(2, "feeds.py", "plain", timeout=60)).stdout.split() == ["rank", "0", "trained"]

@@ -6,11 +6,18 @@ mismatch. Pass ``mpi-agree`` puts an ``mpi_step_check`` node first in every job 
 kernel all-gathers a few bytes per step (the job's name, how many steps of it this rank has run, a digest
 of its collectives' shapes), so every rank sees the same answer and all stop together, with an error
 naming what each rank ran.
+
+In debug mode (``flow.config.enable_debug_mode(True)``) the check also reads the arrays fed to the
+consistent view's arguments, which every rank must feed alike (each then takes its own rows): a digest of
+each goes into the all-gather, and an argument fed differently is named. Off, nothing compares them: each
+rank trains on its rows of what it was fed.
 """
 from __future__ import annotations
 
 import hashlib
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
 from flowjob_core.ir.job import Job, Node
@@ -29,33 +36,46 @@ class RankMismatchError(MpiError):
 class StepAgreement:
     """One job's check: ``check()`` once per step, before its first collective."""
 
-    def __init__(self, comm: Any, rank: int, job: str, layout: str) -> None:
+    def __init__(self, comm: Any, rank: int, job: str, layout: str, feeds: Sequence[str] = (),
+                 to_host: Callable[[Any], Any] = np.asarray) -> None:
         self.comm, self.rank, self.job, self.layout = comm, rank, job, layout
+        self.feeds, self.to_host = tuple(feeds), to_host
         self.steps = 0
 
-    def check(self) -> None:
+    def check(self, *fed: Any) -> None:
         self.steps += 1
+        digests = tuple(hashlib.sha256(np.ascontiguousarray(self.to_host(a)).tobytes()).hexdigest()[:16]
+                        for a in fed)
         mine = (self.job, self.steps, self.layout)
         WAITING.enter(f"the all-gather checking that every rank runs step {self.steps} of job {self.job!r}")
-        everyone = self.comm.allgather(mine)
+        everyone = self.comm.allgather((mine, digests))
         WAITING.leave()
-        if all(other == mine for other in everyone):
-            return
-        ran = "; ".join(f"rank {r}: job {job!r} step {step} (collectives {layout})"
-                        for r, (job, step, layout) in enumerate(everyone))
-        raise RankMismatchError(
-            f"the ranks of a data-parallel step run different things ({ran}); every rank must call the same "
-            f"job, with the same shapes, the same number of times (this is rank {self.rank})")
+        if any(other != mine for other, _ in everyone):
+            ran = "; ".join(f"rank {r}: job {job!r} step {step} (collectives {layout})"
+                            for r, ((job, step, layout), _) in enumerate(everyone))
+            raise RankMismatchError(
+                f"the ranks of a data-parallel step run different things ({ran}); every rank must call the same "
+                f"job, with the same shapes, the same number of times (this is rank {self.rank})")
+        for k, name in enumerate(self.feeds):
+            seen = [d[k] for _, d in everyone]
+            if len(set(seen)) > 1:
+                raise RankMismatchError(
+                    f"global function {self.job!r}, argument {name!r}: the ranks fed different arrays at step "
+                    f"{self.steps} (digests by rank: {seen}); in the consistent view every rank feeds the same "
+                    f"global batch and takes its own rows of it (debug mode compares them; this is rank {self.rank})")
 
 
 def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
-    if inputs or not isinstance(attrs.get("job"), str) or not isinstance(attrs.get("layout"), str):
-        raise ShapeError("mpi_step_check takes no inputs and the attributes job and layout (strings)")
+    if not isinstance(attrs.get("job"), str) or not isinstance(attrs.get("layout"), str):
+        raise ShapeError("mpi_step_check needs the attributes job and layout (strings)")
+    if len(inputs) != len(attrs.get("feeds", ())):
+        raise ShapeError(f"mpi_step_check: {len(inputs)} inputs, but feeds names {attrs.get('feeds', ())}")
     return []
 
 
-def _kernel(ctx: KernelContext) -> Callable[[], None]:
-    agreement = StepAgreement(world().comm, world().rank, ctx.attrs["job"], ctx.attrs["layout"])
+def _kernel(ctx: KernelContext) -> Callable[..., None]:
+    agreement = StepAgreement(world().comm, world().rank, ctx.attrs["job"], ctx.attrs["layout"],
+                              ctx.attrs.get("feeds", ()), ctx.backend.to_host)
     return agreement.check
 
 
@@ -78,6 +98,12 @@ def add_step_check(job: Job, ctx: Any) -> None:
     if world().size == 1 or not collectives:
         return
     layout = repr([_signature(job, n) for n in collectives])
-    attrs = {"job": job.name, "layout": hashlib.sha256(layout.encode()).hexdigest()[:16]}
-    job.nodes.insert(0, Node("mpi_step_check", "System-MPI-StepCheck", (), (), attrs, collectives[0].device,
-                             "flowjob-mpi"))
+    attrs: dict[str, Any] = {"job": job.name, "layout": hashlib.sha256(layout.encode()).hexdigest()[:16]}
+    inputs: tuple[str, ...] = ()
+    if getattr(ctx.session.config, "debug_mode", False):
+        split = {i for n in job.nodes if n.op == "mpi_split" for i in n.inputs}
+        fed = [p for p in job.placeholders if p.lbn in split]  # the consistent view's global batches
+        inputs, attrs["feeds"] = tuple(p.lbn for p in fed), [p.param or p.name for p in fed]
+    first = next((i for i, n in enumerate(job.nodes) if n.op != "input"), len(job.nodes))  # after the feeds
+    job.nodes.insert(first, Node("mpi_step_check", "System-MPI-StepCheck", inputs, (), attrs,
+                                 collectives[0].device, "flowjob-mpi"))
