@@ -166,6 +166,27 @@ def test_wrong_kind_or_size(data: Path, feature, dtype, shape, message) -> None:
         read()
 
 
+@pytest.mark.parametrize(("values", "dtype", "message"), [
+    (ofrecord.Feature(int64_list=ofrecord.Int64List(value=[3, 2**40 + 7])), flow.int32,
+     r"'big' of record 0 of .*: its int64_list value 1099511627783 \(element 1\) does not fit int32"),
+    (ofrecord.Feature(float_list=ofrecord.FloatList(value=[float("nan"), 300.0])), flow.uint8,
+     r"'big' of record 0 of .*: its float_list value nan \(element 0\) does not fit uint8"),
+    (ofrecord.Feature(float_list=ofrecord.FloatList(value=[1.0, 300.0])), flow.uint8,
+     r"its float_list value 300.0 \(element 1\) does not fit uint8"),
+])
+def test_a_value_that_does_not_fit_the_blob_dtype_names_feature_and_record(tmp_path: Path, values, dtype,
+                                                                            message) -> None:
+    write_part(tmp_path / "part-0", [ofrecord.OFRecord(feature={"big": values})])
+
+    @flow.global_function()
+    def read() -> tp.Numpy:
+        records = flow.data.ofrecord_reader(str(tmp_path), batch_size=1, data_part_num=1, part_name_suffix_length=1)
+        return flow.data.OFRecordRawDecoder(records, "big", shape=(2,), dtype=dtype)
+
+    with pytest.raises(OFRecordError, match=message):
+        read()
+
+
 def test_truncated_part_fails_when_planned(data: Path) -> None:
     part = data / "part-00001"
     part.write_bytes(part.read_bytes()[:-1])

@@ -109,3 +109,29 @@ def test_a_raising_body_leaves_the_session_usable(job):
     with pytest.raises(LookupError, match="body failed"):
         raising(X)
     np.testing.assert_array_equal(job(X, Y), [3.0, 4.0])
+
+
+def test_load_variables_refuses_a_value_that_overflows_the_variable_dtype():
+    import oneflow as flow
+    import oneflow.typing as tp
+    from flowjob_core.errors import VariableError
+
+    flow.clear_default_session()
+
+    @flow.global_function()
+    def scale(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(2,), initializer=flow.ones_initializer())
+        v = flow.get_variable("v", shape=(2,), dtype=flow.int32, initializer=flow.zeros_initializer())
+        return x * w + flow.cast(v, flow.float)
+
+    try:
+        with pytest.raises(VariableError, match=r"variable 'w' is float32; the float64 value's value 1e\+40 "
+                                                r"\(element 1\) does not fit float32 \(nothing was assigned\)"):
+            flow.load_variables({"v": np.array([5, 6], np.int64), "w": np.array([2.0, 1e40])})
+        with pytest.raises(VariableError, match=r"variable 'v' is int32; the int64 value's value 1099511627783"):
+            flow.load_variables({"v": np.array([1, 2**40 + 7], np.int64)})
+        np.testing.assert_array_equal(scale(np.ones(2, np.float32)), [1.0, 1.0])  # nothing changed
+        flow.load_variables({"w": np.array([2.0, 3.0]), "v": np.array([1, 2], np.int64)})  # values that fit
+        np.testing.assert_array_equal(scale(np.ones(2, np.float32)), [3.0, 5.0])
+    finally:
+        flow.clear_default_session()

@@ -5,6 +5,8 @@ from typing import Sequence
 
 import numpy as np
 
+from flowjob_core.ir.dtypes import unfit_value
+
 from flowjob_ofrecord.errors import OFRecordError
 from flowjob_ofrecord.files import RecordRef
 from flowjob_ofrecord.record_pb2 import OFRecord
@@ -40,7 +42,11 @@ def raw_values(record: OFRecord, key: str, dtype: np.dtype, ref: RecordRef, op: 
             raise OFRecordError(f"{op}: feature {key!r} of {ref.where()} holds {len(values)} bytes values; "
                                 f"the raw decoder takes exactly one")
         return np.frombuffer(values[0], dtype=dtype)
-    return np.asarray(getattr(feat, kind).value, dtype=NUMERIC[kind]).astype(dtype, copy=False)
+    values = np.asarray(getattr(feat, kind).value, dtype=NUMERIC[kind])
+    lost = unfit_value(values, dtype)
+    if lost is not None:  # legacy's C cast wrapped it silently (2**40 + 7 into int32 gave 7)
+        raise OFRecordError(f"{op}: feature {key!r} of {ref.where()}: its {kind} {lost}, the blob's dtype")
+    return values.astype(dtype, copy=False)
 
 
 def bytes_values(record: OFRecord, key: str, ref: RecordRef, op: str) -> Sequence[bytes]:

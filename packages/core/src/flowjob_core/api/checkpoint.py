@@ -347,6 +347,10 @@ def load_variables(value_dict: Mapping[str, Any], ignore_mismatch: bool = True,
         if not fits:
             raise VariableError(f"load_variables: variable {name!r} is {spec.shape} {spec.dtype}, the value is "
                                 f"{array.shape} {array.dtype}")
+        lost = dtypes.unfit_value(array, spec.dtype)
+        if lost is not None:  # 1e40 into float32 would be inf
+            raise VariableError(f"load_variables: variable {name!r} is {spec.dtype}; the {array.dtype} value's {lost} "
+                                f"(nothing was assigned)")
         chosen[name] = array
     with session.between_steps():  # all between the same two steps of a thread that trains meanwhile
         for name, array in chosen.items():

@@ -67,3 +67,34 @@ def convert_oneflow_dtype_to_numpy_dtype(oneflow_dtype: Any) -> type:
         raise NotImplementedError(f"{oneflow_dtype!r} is not a flow dtype; supported: "
                                   f"{sorted(d.name for d in SUPPORTED)}")
     return oneflow_dtype.type
+
+
+def unfit_value(values: Any, dtype: Any) -> str | None:
+    """Why ``values`` (a numpy array) would not survive a cast to ``dtype``, naming the first value that would
+    not, or None when every value fits.
+
+    Lost are: a finite float that overflows a narrower float (``1e40`` into float32 becomes inf), a NaN, an
+    infinity or an out-of-range number cast to an integer, an integer outside a narrower integer's range
+    (``2**40 + 7`` into int32 becomes 7). Rounding is not a loss here (float64 into float32, a float's
+    fraction cut off by an integer cast, as C's casts do)."""
+    values, target = np.asarray(values), np.dtype(dtype)
+    if values.size == 0 or np.can_cast(values.dtype, target, casting="safe"):
+        return None
+    source = values.dtype.kind
+    if target.kind == "f" and source == "f":
+        with np.errstate(over="ignore"):
+            bad = np.isfinite(values) & ~np.isfinite(values.astype(target))
+    elif target.kind in "iu" and source == "f":
+        info = np.iinfo(target)
+        with np.errstate(invalid="ignore"):
+            # (this module's float and int are the legacy dtypes: numpy's types spell the numbers)
+            bad = ~np.isfinite(values) | (values <= np.float64(info.min) - 1) | (values >= np.float64(info.max) + 1)
+    elif target.kind in "iu" and source in "iu":
+        info = np.iinfo(target)
+        bad = (values < info.min) | (values > info.max)
+    else:
+        return None
+    if not bad.any():
+        return None
+    first = np.flatnonzero(bad)[0].item()
+    return f"value {values.reshape(-1)[first].item()!r} (element {first}) does not fit {target.name}"

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 from flowjob_core.errors import VariableError
+from flowjob_core.ir.dtypes import unfit_value
 from flowjob_core.ir.job import BlobSpec
 
 Initializer = Callable[[tuple[int, ...], np.dtype, np.random.Generator], np.ndarray]
@@ -88,5 +89,9 @@ class VariableStore:
         if host.dtype != var.spec.dtype:
             if not np.can_cast(host.dtype, var.spec.dtype, casting="same_kind"):
                 raise VariableError(f"variable {name!r} has dtype {var.spec.dtype}, the value has {host.dtype}")
+            lost = unfit_value(host, var.spec.dtype)
+            if lost is not None:
+                raise VariableError(f"variable {name!r} ({var.spec.dtype}): the {host.dtype} value's {lost}; "
+                                    f"nothing was assigned")
             host = host.astype(var.spec.dtype)
         self.backend.xp.copyto(var.array, self.backend.from_host(host))
