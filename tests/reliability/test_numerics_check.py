@@ -118,7 +118,10 @@ def test_off_the_step_function_is_the_generated_one():
     flow.config.enable_debug_mode(True)
     checked = define_train().plan()
     assert not checked.step.__code__.co_filename.startswith("<flowjob plan")
-    assert checked.source == plain.source  # the same straight-line code; only the kernels are wrapped
+    assert checked.source.startswith("def step(feeds):")  # the same kind of straight-line code, kernels wrapped
+    # the elementwise ops stay apart under the check, so a NaN is named on its own op, not on a chain
+    assert "elementwise_chain" in {n.op for n in plain.order}
+    assert "elementwise_chain" not in {n.op for n in checked.order}
 
 
 def test_a_bad_option_value_is_refused_by_name():
@@ -160,3 +163,20 @@ def test_an_update_that_overflows_its_variable_stops_that_step(monkeypatch, blas
     assert "6 Inf among 6 values" in message
     ops = [n.op for n in train.plan().order]
     assert ("optim_sgd_matmul_update" in ops) == (blas_fusion == "1" and "optim_sgd_update" not in ops)
+
+
+def test_with_fusion_on_a_nan_is_named_on_the_member_op_not_the_chain(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_FUSION", "1")
+    flow.config.enable_debug_mode(True)
+
+    @flow.global_function()
+    def chain(x: tp.Numpy.Placeholder((4,))) -> tp.Numpy:
+        shifted = x + 1.0  # a chain would start here: ScalarAdd
+        logged = flow.math.log(shifted, name="the_log")  # numerics: NaN where x < -1
+        return flow.math.exp(logged) * 2.0
+
+    with pytest.raises(NumericsError) as excinfo, np.errstate(invalid="ignore"):
+        chain(np.array([-3.0, 0.0, 1.0, 2.0], np.float32))
+    message = str(excinfo.value)
+    assert "op 'the_log' (log)" in message
+    assert f"{__file__}:{_line_of('numerics: NaN where x < -1')}" in message

@@ -30,6 +30,7 @@ from typing import Any
 
 from flowjob_core.ir.analysis import observed_values, value_readers
 from flowjob_core.ir.job import Job, Node
+from flowjob_core.plan import numerics
 
 from flowjob_ops.records.fused import ELEMENTWISE_CHAIN, MATMUL_ATTRS, MATMUL_BIAS, RUNNING, registry_lookup
 from flowjob_ops.passes.fuse_conv import bias_act_tail, enabled, rewrite
@@ -151,9 +152,17 @@ def fuse_elementwise_chains(job: Job, ctx: Any = None) -> int:
     return len(groups)
 
 
+def _checks_numerics(job: Job, ctx: Any) -> bool:
+    """Whether the job's plan will check every op's values (debug mode, ``enable_numerics_check``)."""
+    session = getattr(ctx, "session", None)
+    return session is not None and numerics.wanted(session.config, job.config)
+
+
 def run(job: Job, ctx: Any = None) -> None:
-    """The pass: both fusions, unless FLOWJOB_FUSION=0."""
+    """The pass: both fusions, unless FLOWJOB_FUSION=0. Under the numerics check the elementwise ops stay
+    apart, so a NaN or Inf is named on the op that made it (a chain would hide its members behind one node)."""
     if not enabled():
         return
     fuse_dense(job, ctx)
-    fuse_elementwise_chains(job, ctx)
+    if not _checks_numerics(job, ctx):
+        fuse_elementwise_chains(job, ctx)
