@@ -71,6 +71,19 @@ def test_flat_test_split_in_parts(mnist) -> None:
     assert [r.feature["class/label"].int32_list.value[0] for r in records] == arrays["y_test"].tolist()
 
 
+def test_fewer_parts_over_an_earlier_data_set_replace_it_whole(mnist) -> None:
+    root, arrays = mnist
+    (root / "replaced").mkdir()
+    (root / "replaced" / "notes.txt").write_text("kept: not a part of the data set\n")
+    assert cli(root, "--ofrecord", "replaced", "--layout", "flat", "--split", "test", "--parts", "3").returncode == 0
+    proc = cli(root, "--ofrecord", "replaced", "--layout", "flat", "--split", "test", "--parts", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (root / "replaced").iterdir()) == ["notes.txt", "part-00000", "part-00001"]
+    (root / "replaced" / "notes.txt").unlink()  # records_of reads a folder of parts only
+    records = records_of(root / "replaced", ["part-00000", "part-00001"])
+    assert [r.feature["class/label"].int32_list.value[0] for r in records] == arrays["y_test"].tolist()
+
+
 def test_img2ofrecord_writes_five_unpadded_parts_of_images_and_labels(mnist) -> None:
     root, arrays = mnist
     proc = cli(root, "--ofrecord", "dataset", "--layout", "img2ofrecord")

@@ -3,23 +3,48 @@
 Each record holds ``encoded`` (the image as PNG bytes, one bytes value) and ``class/label`` (int32), the
 features of the documentation's ``img_to_ofrecord`` programs and the benchmarks' ImageNet records; with
 ``raw=True`` also ``images`` (float32 pixels / 255, a float list of H*W*C) and ``labels`` (int64), the
-features of the "how to make an OFRecord dataset" program. Parts are written beside and renamed in.
+features of the "how to make an OFRecord dataset" program. Parts are written beside and renamed in; a
+folder that held a data set before holds only the new one after (parts of the old one past the new
+count are removed, so a reader never mixes the two: 2 parts written over 3 leave no part 2).
 
 :func:`write_mnist_layout` also writes the two flat folders the documentation's programs read (``LAYOUTS``).
 """
 from __future__ import annotations
 
 import io
+import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
 from flowjob_ofrecord import record_pb2 as pb
 from flowjob_ofrecord.errors import require_pillow
 from flowjob_ofrecord.files import part_name, write_part
+
+log = logging.getLogger("flowjob.ofrecord")
+
+
+def _write_parts(folder: str | os.PathLike, bounds: np.ndarray, records: Callable[[int, int], Iterator[pb.OFRecord]],
+                 prefix: str, suffix_length: int) -> list[Path]:
+    """Part ``n`` holds ``records(bounds[n], bounds[n + 1])``; then the folder's other parts of this naming
+    (an earlier data set's, written with more parts) are removed."""
+    paths = []
+    for n in range(len(bounds) - 1):
+        path = Path(folder) / part_name(n, prefix, suffix_length)
+        write_part(path, records(int(bounds[n]), int(bounds[n + 1])))
+        paths.append(path)
+    digits = r"\d+" if suffix_length <= 0 else rf"\d{{{suffix_length}}}"
+    ours = re.compile(re.escape(prefix) + digits)
+    written = {p.name for p in paths}
+    for stale in sorted(Path(folder).iterdir()):
+        if ours.fullmatch(stale.name) and stale.name not in written and stale.is_file():
+            stale.unlink()
+            log.info("removed %s: a part of the data set %s held before", stale, folder)
+    return paths
 
 
 def png_bytes(image: np.ndarray) -> bytes:
@@ -57,18 +82,12 @@ def write_images(folder: str | os.PathLike, images: np.ndarray, labels: np.ndarr
                          f"{images.shape} and {labels.shape} labels")
     if not (isinstance(parts, int) and 1 <= parts <= max(1, len(images))):
         raise ValueError(f"parts must be an int in [1, {max(1, len(images))}], got {parts!r}")
-    bounds = np.linspace(0, len(images), parts + 1).astype(int)
-    paths = []
-    for n in range(parts):
-        path = Path(folder) / part_name(n, part_name_prefix, part_name_suffix_length)
+    def records(lo: int, hi: int) -> Iterator[pb.OFRecord]:
+        for i in range(lo, hi):
+            yield image_record(images[i], labels[i], raw, image_key, label_key)
 
-        def records(lo: int = bounds[n], hi: int = bounds[n + 1]) -> Iterator[pb.OFRecord]:
-            for i in range(lo, hi):
-                yield image_record(images[i], labels[i], raw, image_key, label_key)
-
-        write_part(path, records())
-        paths.append(path)
-    return paths
+    return _write_parts(folder, np.linspace(0, len(images), parts + 1).astype(int), records, part_name_prefix,
+                        part_name_suffix_length)
 
 
 def write_mnist(out_dir: str | os.PathLike, splits: dict[str, tuple[np.ndarray, np.ndarray]], parts: int = 1,
@@ -157,21 +176,16 @@ def write_image_folder(src: str | os.PathLike, out_dir: str | os.PathLike, parts
         files = [files[i] for i in order]
     if not (isinstance(parts, int) and 1 <= parts <= len(files)):
         raise ValueError(f"parts must be an int in [1, {len(files)}], got {parts!r}")
-    bounds = np.linspace(0, len(files), parts + 1).astype(int)
-    paths = []
-    for n in range(parts):
-        path = Path(out_dir) / part_name(n, part_name_prefix, part_name_suffix_length)
+    def records(lo: int, hi: int) -> Iterator[pb.OFRecord]:
+        for f, label in files[lo:hi]:
+            yield pb.OFRecord(feature={
+                "encoded": pb.Feature(bytes_list=pb.BytesList(value=[f.read_bytes()])),
+                "class/label": pb.Feature(int32_list=pb.Int32List(value=[label])),
+                "filename": pb.Feature(bytes_list=pb.BytesList(value=[f.name.encode()])),
+            })
 
-        def records(lo: int = bounds[n], hi: int = bounds[n + 1]) -> Iterator[pb.OFRecord]:
-            for f, label in files[lo:hi]:
-                yield pb.OFRecord(feature={
-                    "encoded": pb.Feature(bytes_list=pb.BytesList(value=[f.read_bytes()])),
-                    "class/label": pb.Feature(int32_list=pb.Int32List(value=[label])),
-                    "filename": pb.Feature(bytes_list=pb.BytesList(value=[f.name.encode()])),
-                })
-
-        write_part(path, records())
-        paths.append(path)
+    paths = _write_parts(out_dir, np.linspace(0, len(files), parts + 1).astype(int), records, part_name_prefix,
+                         part_name_suffix_length)
     labels = Path(out_dir) / "labels.txt"
     tmp = labels.with_name(".labels.txt.tmp")
     tmp.write_text("".join(f"{name}\n" for name in classes))
