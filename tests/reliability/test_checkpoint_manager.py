@@ -206,3 +206,42 @@ def test_a_job_re_made_every_step_keeps_a_short_chain_and_saves_every_variable(t
     flow.train.CheckPoint().save(str(tmp_path / "m"))  # covers w and its momentum slot without re-planning 49 jobs
     saved = flow.checkpoint.get(str(tmp_path / "m"))
     assert "w" in saved and any("momentum" in name.lower() for name in saved), sorted(saved)
+
+
+def test_a_prune_killed_while_deleting_never_leaves_a_listed_half_checkpoint(tmp_path, monkeypatch):
+    import shutil
+
+    from flowjob_core.api import checkpoint_manager
+
+    define_job()
+    manager = flow.train.CheckpointManager(str(tmp_path / "run"), max_to_keep=1)
+    manager.save()
+    real_rmtree = shutil.rmtree
+
+    def killed_midway(path, ignore_errors=False):  # a prune deletes one variable's folder, then the process "dies"
+        if "snapshot_1" not in os.path.basename(path):
+            return real_rmtree(path, ignore_errors=ignore_errors)
+        real_rmtree(os.path.join(path, "w"))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint_manager.shutil, "rmtree", killed_midway)
+    with pytest.raises(KeyboardInterrupt):
+        manager.save()
+    monkeypatch.setattr(checkpoint_manager.shutil, "rmtree", real_rmtree)
+    assert manager.checkpoints() == ["snapshot_2"]  # the half-deleted snapshot_1 is not listed
+    assert ".snapshot_1.pruning" in os.listdir(tmp_path / "run")
+    manager.save()  # the next save finishes the prune
+    assert sorted(os.listdir(tmp_path / "run")) == ["latest", "snapshot_3"]
+
+
+def test_a_newest_snapshot_without_its_done_mark_is_numbered_past_with_a_warning(tmp_path):
+    define_job()
+    manager = flow.train.CheckpointManager(str(tmp_path / "run"), max_to_keep=3)
+    manager.save()
+    manager.save()
+    os.remove(tmp_path / "run" / "snapshot_2" / "snapshot_done")
+    with pytest.warns(UserWarning, match=r"snapshot_2 hold no complete checkpoint \(no snapshot_done\); left as "
+                                         r"they are and numbered past"):
+        assert manager.save() == str(tmp_path / "run" / "snapshot_3")
+    assert manager.checkpoints() == ["snapshot_1", "snapshot_3"]
+    assert manager.latest() == str(tmp_path / "run" / "snapshot_3")

@@ -6,21 +6,28 @@ An extension in the spirit of legacy's ``SimpleCheckPointManager`` (and TensorFl
 legacy layout, written by ``CheckPoint.save`` (a re-save of one number replaces it atomically);
 ``<root>/latest`` holds the name of the newest, replaced atomically after each save, so a kill
 at any instant leaves it naming a complete checkpoint. Older checkpoints beyond
-``max_to_keep`` are removed only after the pointer names the new one.
+``max_to_keep`` are removed only after the pointer names the new one: each is first renamed out of the
+listing (``.<name>.pruning``, one atomic rename), then deleted, so a kill while deleting never leaves a
+half-removed checkpoint that ``checkpoints()`` lists; the next save deletes what such a kill left.
+
+A numbered folder without ``snapshot_done`` (damaged, or copied in half) is no checkpoint: it is never
+listed, restored or pruned, and a save numbers past it, with a ``CheckpointWarning`` naming it.
 """
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import warnings
 
 from flowjob_core.api import checkpoint_files
-from flowjob_core.api.checkpoint import DONE_FILE, CheckPoint
+from flowjob_core.api.checkpoint import DONE_FILE, CheckPoint, CheckpointWarning
 from flowjob_core.errors import CheckpointError
 from flowjob_core.runtime.session import Session, get_default_session
 from flowjob_core.runtime.world import World, world_of
 
 LATEST_FILE = "latest"
+PRUNING_SUFFIX = ".pruning"  # .<name>.pruning: a checkpoint being deleted, out of the listing
 logger = checkpoint_files.logger
 
 
@@ -87,10 +94,33 @@ class CheckpointManager:
     def _world(self) -> World:
         return world_of(self._session if self._session is not None else get_default_session())
 
+    def _numbered(self) -> dict[int, str]:
+        """Every ``<prefix><n>`` entry of the root, complete or not, by number."""
+        return {int(m.group(1)): n for n in os.listdir(self.root_path) if (m := self._number.fullmatch(n))}
+
+    def _finish_pruning(self) -> None:
+        """Delete what an interrupted prune left: checkpoints renamed out of the listing but not deleted."""
+        for entry in os.listdir(self.root_path):
+            if entry.startswith(f".{self.prefix}") and entry.endswith(PRUNING_SUFFIX):
+                shutil.rmtree(self.path(entry), ignore_errors=True)
+                logger.info("removed %s, left by an interrupted prune", self.path(entry))
+
+    def _prune(self, name: str) -> None:
+        hidden = self.path(f".{name}{PRUNING_SUFFIX}")
+        os.replace(self.path(name), hidden)  # out of the listing in one step
+        shutil.rmtree(hidden, ignore_errors=True)
+
     def _save(self, number: int | None) -> str:
+        self._finish_pruning()
         if number is None:
-            names = self.checkpoints()
-            number = int(self._number.fullmatch(names[-1]).group(1)) + 1 if names else 1  # type: ignore[union-attr]
+            numbered = self._numbered()
+            complete = set(self.checkpoints())
+            damaged = [n for _, n in sorted(numbered.items()) if n not in complete]
+            if damaged:
+                warnings.warn(f"CheckpointManager: {', '.join(self.path(n) for n in damaged)} hold no complete "
+                              f"checkpoint (no {DONE_FILE}); left as they are and numbered past",
+                              CheckpointWarning, stacklevel=3)
+            number = max(numbered) + 1 if numbered else 1
         elif not isinstance(number, int) or isinstance(number, bool) or number < 0:
             raise CheckpointError(f"CheckpointManager.save: number must be a non-negative int, got {number!r}")
         name = f"{self.prefix}{number}"
@@ -99,7 +129,7 @@ class CheckpointManager:
         if self.max_to_keep is not None:
             names = [n for n in self.checkpoints() if n != name]
             for old in names[:max(0, len(names) + 1 - self.max_to_keep)]:
-                shutil.rmtree(self.path(old), ignore_errors=True)
+                self._prune(old)
         return self.path(name)
 
     def restore_latest(self, strict: bool = False) -> str | None:
