@@ -1,5 +1,6 @@
 """Safe replacement of a checkpoint: ``save(path, overwrite=True)`` through both swaps, a kill between
 the fallback's two renames, and the removal of what killed saves left (only when the writer is gone)."""
+import errno
 import logging
 import os
 import subprocess
@@ -241,3 +242,57 @@ def test_a_file_on_the_way_is_a_checkpoint_error(tmp_path):
         flow.checkpoint.save(str(tmp_path / "a_file" / "deeper" / "sub"), overwrite=True)
     assert os.listdir(tmp_path) == ["a_file"]
     flow.train.CheckPoint().save(str(tmp_path / "ok"))  # the session goes on
+
+
+@pytest.mark.parametrize("code, says", [
+    (errno.ENOSPC, "the file system holding '{parent}' is full"),
+    (errno.EROFS, "'{parent}' is on a read-only file system"),
+])
+def test_a_save_failing_on_the_file_system_names_the_target_and_keeps_the_old(tmp_path, monkeypatch, code, says):
+    from flowjob_core.api import checkpoint as ckpt_module
+
+    flow.clear_default_session()
+
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+        return x * flow.get_variable("w", shape=(100, 2), initializer=flow.ones_initializer())[0]
+
+    target = str(tmp_path / "ckpt")
+    flow.checkpoint.save(target)
+    real_write = ckpt_module._write
+
+    def failing(path, data):
+        if path.endswith("out"):
+            raise OSError(code, os.strerror(code), path)
+        return real_write(path, data)
+
+    monkeypatch.setattr(ckpt_module, "_write", failing)
+    with pytest.raises(CheckpointError) as excinfo:
+        flow.checkpoint.save(target, overwrite=True)
+    message = str(excinfo.value)
+    assert says.format(parent=str(tmp_path)) in message and f"'{target}' is unchanged" in message
+    assert ".tmp" not in message  # the hidden folder is not what the user asked about
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]  # nothing left beside it
+    monkeypatch.undo()
+    np.testing.assert_array_equal(flow.checkpoint.get(target)["w"].numpy(), np.ones((100, 2), np.float32))
+    flow.clear_default_session()
+
+
+def test_a_read_only_folder_is_named_when_the_save_cannot_even_start(tmp_path, monkeypatch):
+    from flowjob_core.api import checkpoint_files
+
+    flow.clear_default_session()
+
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+        return x * flow.get_variable("w", shape=(2,), initializer=flow.ones_initializer())
+
+    def read_only(target):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(tmp_path / ".ckpt.x.tmp"))
+
+    monkeypatch.setattr(checkpoint_files, "begin", read_only)
+    target = str(tmp_path / "ckpt")
+    with pytest.raises(CheckpointError, match=rf"cannot save the checkpoint '{target}': '{tmp_path}' is on a "
+                                              rf"read-only file system; '{target}' is unchanged"):
+        flow.checkpoint.save(target)
+    flow.clear_default_session()

@@ -22,6 +22,7 @@ what was expected and found. A checkpoint lacking some variables initializes tho
 from __future__ import annotations
 
 import datetime
+import errno
 import os
 import re
 import threading
@@ -130,10 +131,9 @@ def _describe(spec: BlobSpec) -> str:
 
 def _write(path: str, data: bytes | np.ndarray) -> None:
     with open(path, "wb") as f:
-        if isinstance(data, np.ndarray):
-            data.tofile(f)
-        else:
-            f.write(data)
+        # through the file object, not ndarray.tofile: a full disk is then OSError(ENOSPC), where tofile
+        # says only "40000 requested and 8192 written"
+        f.write(memoryview(np.ascontiguousarray(data)).cast("B") if isinstance(data, np.ndarray) else data)
         f.flush()
         os.fsync(f.fileno())
 
@@ -180,6 +180,19 @@ def _make_parent(parent: str, path: str) -> None:
                               f"{exc.strerror or exc}") from exc
 
 
+def _why(exc: OSError, parent: str) -> str:
+    """An OS error of a save said in terms of the checkpoint's folder, not of a hidden temporary file."""
+    if exc.errno == errno.ENOSPC:
+        return f"the file system holding {parent!r} is full"
+    if exc.errno == errno.EDQUOT:
+        return f"the disk quota of the file system holding {parent!r} is used up"
+    if exc.errno == errno.EROFS:
+        return f"{parent!r} is on a read-only file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"no permission to write in {parent!r}"
+    return f"{exc.strerror or exc} ({type(exc).__name__})"
+
+
 # version 0.3 functions ----------------------------------------------------
 def _to_save(session: Session, var_dict: Mapping[str, Any] | None) -> Iterator[tuple[str, BlobSpec, np.ndarray]]:
     """(name, spec, host array) of every variable of the session, or of each entry of ``var_dict``.
@@ -223,7 +236,11 @@ def save(path: str | os.PathLike[str], session: Session | None = None, overwrite
     _check_target(path, overwrite)
     for name in var_dict or ():  # a bad name fails before anything is written
         variable_dir(path, name)
-    group = checkpoint_files.begin(path)
+    try:
+        group = checkpoint_files.begin(path)
+    except OSError as exc:
+        raise CheckpointError(f"cannot save the checkpoint {path!r}: {_why(exc, parent)}; {path!r} is "
+                              f"unchanged") from exc
     tmp = group.path("tmp")
     try:
         for name, spec, value in _to_save(session, var_dict):
@@ -238,6 +255,9 @@ def save(path: str | os.PathLike[str], session: Session | None = None, overwrite
         checkpoint_files.swap_in(group)
         checkpoint_files.fsync_dir(parent)
     except BaseException as exc:
+        if isinstance(exc, OSError):
+            raise CheckpointError(f"saving the checkpoint {path!r} failed: {_why(exc, parent)}; {path!r} is "
+                                  f"unchanged and nothing is left beside it") from exc
         if not isinstance(exc, CheckpointError) and isinstance(exc, Exception):
             raise CheckpointError(f"saving the checkpoint {path!r} failed: {exc!r}; "
                                   f"{path!r} is unchanged") from exc
