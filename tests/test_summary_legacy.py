@@ -309,3 +309,16 @@ def test_hparam_descriptions_check_their_arguments():
 def test_formats_tensorboard_does_not_read_are_refused(name, tmp_path):
     with pytest.raises(NotImplementedError, match=rf"flow.summary.{name} is not supported: .*TensorBoard"):
         getattr(flow.summary, name)(str(tmp_path))
+
+
+def test_a_log_folder_that_cannot_be_written_is_named_at_the_call(tmp_path):
+    (tmp_path / "logs").write_text("not a folder\n")  # a file where the folder would go
+    logdir = str(tmp_path / "logs" / "run")
+
+    @flow.global_function()
+    def CreateWriter():  # returns nothing: its step is not waited for, so the check is made at the call
+        flow.summary.create_summary_writer(logdir)
+
+    with pytest.raises(FlowjobError, match=rf"the summary log folder '{logdir}' cannot be written"):
+        CreateWriter()
+    flow.sync_default_session()  # nothing was left to fail later

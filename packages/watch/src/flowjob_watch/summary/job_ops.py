@@ -57,6 +57,7 @@ def create_summary_writer(logdir: str, name: str | None = None) -> None:
         raise FlowjobError(f"flow.summary.create_summary_writer: logdir must be a non-empty str, got {logdir!r}")
     builder = current_builder("flow.summary.create_summary_writer")
     writer.summary_writer_class()
+    writer.check_folder(logdir)
     builder.add_op("create_summary_writer", [], {"logdir": logdir}, name=name)
 
 

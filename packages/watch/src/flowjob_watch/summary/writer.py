@@ -12,6 +12,7 @@ import atexit
 import functools
 import itertools
 import os
+import tempfile
 import threading
 import time
 from typing import Any
@@ -77,13 +78,34 @@ def _key(logdir: str | os.PathLike[str]) -> str:
     return os.path.abspath(os.fspath(logdir))
 
 
+def _unwritable(key: str, exc: OSError) -> FlowjobError:
+    return FlowjobError(f"the summary log folder {key!r} cannot be written: {exc.strerror or exc}"
+                        f"{f' ({exc.filename})' if exc.filename and exc.filename != key else ''}")
+
+
+def check_folder(logdir: str | os.PathLike[str]) -> None:
+    """Make ``logdir`` if missing and try writing a file in it, so a folder that cannot take event files
+    (a read-only file system, a file in the way) is an error naming it where the job is defined, not in a
+    step nobody waits for."""
+    key = _key(logdir)
+    try:
+        os.makedirs(key, exist_ok=True)
+        with tempfile.TemporaryFile(dir=key):
+            pass
+    except OSError as exc:
+        raise _unwritable(key, exc) from None
+
+
 def writer_for(logdir: str | os.PathLike[str]) -> Any:
     """The writer of ``logdir`` (opened on first use; the folder is made if missing)."""
     key = _key(logdir)
     with _lock:
         writer = _writers.get(key)
         if writer is None:
-            writer = summary_writer_class()(key)
+            try:
+                writer = summary_writer_class()(key)
+            except OSError as exc:
+                raise _unwritable(key, exc) from None
             _writers[key] = writer
         return writer
 
