@@ -11,8 +11,10 @@
 #   gpu_tests    the gpu and kernels packages' tests (the `gpu`-marked ones run on the device)
 #   profile      where a ResNet-50 training step's device time goes (bench/profile_plan.py --sync)
 #   suite        the whole test suite with the GPU as every job's default device (seed programs among
-#                it); SUITE_PATHS narrows it (a file listing test paths, one a line)
-#   bench        bench/gpu.py: flowjob on CuPy against PyTorch CUDA (BENCH_WORKLOADS narrows it)
+#                it); SUITE_PATHS narrows it (a file listing test paths, one a line), SUITE_LIMIT
+#                sets its seconds (200)
+#   bench        bench/gpu.py: flowjob on CuPy against PyTorch CUDA (BENCH_WORKLOADS narrows it,
+#                BENCH_LIMIT sets its seconds: 150)
 # Each step's log is in $OUT; the summary (one line a step: exit status, seconds, last line) is
 # $OUT/summary.txt and is printed last.
 set -u
@@ -72,10 +74,10 @@ for name in $steps; do
       if [ -n "${SUITE_PATHS:-}" ]; then mapfile -t paths <"$SUITE_PATHS"; else
         paths=(packages tests examples/plugins kernels --ignore=tests/minimal --ignore=packages/mpi
                --ignore=tests/test_packaging.py); fi
-      step suite 200 env FLOWJOB_DEVICE=gpu FAILURE_LOG="$OUT/suite-failures.log" \
+      step suite "${SUITE_LIMIT:-200}" env FLOWJOB_DEVICE=gpu FAILURE_LOG="$OUT/suite-failures.log" \
         PYTHONPATH="bench:${PYTHONPATH:-}" "$PY" -m pytest "${paths[@]}" -m "not slow" -q -p no:cacheprovider \
         -p failure_log -n 15 --timeout 90 --tb=no -rN ;;
-    bench) step bench 150 "$PY" bench/gpu.py --rounds 1 --timeout 60 --json "$OUT/bench.json" \
+    bench) step bench "${BENCH_LIMIT:-150}" "$PY" bench/gpu.py --rounds 1 --timeout 60 --json "$OUT/bench.json" \
       --workloads "${BENCH_WORKLOADS:-lenet_train,mlp_train,resnet50_train_b32}" ;;
     *) echo "unknown step $name" | tee -a "$SUMMARY" ;;
   esac
