@@ -14,9 +14,17 @@ def pytest_configure(config: Any) -> None:
     _config = config
 
 
-def pytest_runtest_logreport(report: Any) -> None:
+def _log(report: Any, when: str) -> None:
     path = os.environ.get("FAILURE_LOG")
     if not path or not report.failed or hasattr(_config, "workerinput"):
         return
     with open(path, "a", encoding="utf-8") as log:
-        log.write(f"=== {report.nodeid} [{report.when}]\n{report.longreprtext[-3000:]}\n")
+        log.write(f"=== {report.nodeid} [{when}]\n{report.longreprtext[-3000:]}\n")
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    _log(report, report.when)
+
+
+def pytest_collectreport(report: Any) -> None:  # a module that fails to import counts as an error
+    _log(report, "collect")

@@ -74,13 +74,44 @@ def operands(case: Case, seed: int = 0) -> list[np.ndarray]:
     return arrays
 
 
-def numpy_chain(case: Case, arrays: list[np.ndarray]) -> np.ndarray:
+def numpy_chain(case: Case, arrays: list[np.ndarray], xp: Any = np) -> np.ndarray:
     """The chain's result from flowjob_ops' xp kernel on numpy (the reference every backend matches)."""
     specs = tuple(BlobSpec(a.shape, a.dtype) for a in arrays)
-    ctx = KernelContext(np, None, "elementwise_chain", case.name, {"steps": case.steps}, specs,
+    ctx = KernelContext(xp, None, "elementwise_chain", case.name, {"steps": case.steps}, specs,
                         (BlobSpec(case.out_shape, np.dtype(case.out)),))
     with np.errstate(all="ignore"):
         return ELEMENTWISE_CHAIN.kernel(ctx)(*arrays).copy()
+
+
+def _flushed(value: Any) -> Any:
+    """``value`` with its float32 subnormals as zeros of their sign, as a GPU reads and writes them."""
+    if getattr(value, "dtype", None) != np.float32:
+        return value
+    tiny = np.finfo(np.float32).tiny
+    return np.where((np.abs(value) < tiny) & (value != 0), np.copysign(np.float32(0), value), value).astype(
+        np.float32)
+
+
+class _FlushingNumpy:
+    """numpy whose ufuncs read and write float32 subnormals as zeros: CuPy compiles every kernel, its own
+    ufuncs included, with ``-ftz=true``, so single-precision subnormals flush on the device."""
+
+    def __getattr__(self, name: str) -> Any:
+        ufunc = getattr(np, name)
+        if not isinstance(ufunc, np.ufunc):  # empty, for the output buffer
+            return ufunc
+
+        def call(*operands: Any, out: np.ndarray) -> np.ndarray:
+            ufunc(*[_flushed(o) for o in operands], out=out)
+            out[...] = _flushed(out)
+            return out
+
+        return call
+
+
+def device_chain(case: Case, arrays: list[np.ndarray]) -> np.ndarray:
+    """What the chain gives on a GPU: numpy's result with float32 subnormals flushed at every step."""
+    return numpy_chain(case, [_flushed(a) for a in arrays], _FlushingNumpy())
 
 
 def assert_chain_equal(case: Case, got: np.ndarray, want: np.ndarray) -> None:
