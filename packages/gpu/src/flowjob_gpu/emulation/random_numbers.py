@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from flowjob_gpu.emulation.array import to_device, unwrap
+from flowjob_gpu.emulation.array import ndarray, to_device, unwrap
 from flowjob_gpu.emulation.modules import EmulatedModule
 from flowjob_gpu.emulation.names import snapshot
 from flowjob_gpu.emulation.unemulated import complete_class
@@ -67,33 +67,37 @@ class Generator:
         self._numpy = np.random.Generator(bit_generator._numpy)
 
     def random(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
-        return self._into(self._numpy.random(size, dtype), out)
+        return _into(self._numpy.random, out, size, dtype)
 
     def integers(self, low: Any, high: Any = None, size: Any = None, dtype: Any = np.int64,
                  endpoint: bool = False) -> Any:
         return _draw(self._numpy.integers(unwrap(low), unwrap(high), size, dtype, endpoint))
 
     def standard_normal(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
-        return self._into(self._numpy.standard_normal(size, dtype), out)
+        return _into(self._numpy.standard_normal, out, size, dtype)
 
     def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None, dtype: Any = np.float64) -> Any:
         return _draw(self._numpy.uniform(unwrap(low), unwrap(high), size), dtype)
 
     def standard_exponential(self, size: Any = None, dtype: Any = np.float64, method: str = "inv",
                              out: Any = None) -> Any:
-        return self._into(self._numpy.standard_exponential(size, dtype, method), out)
+        return _into(self._numpy.standard_exponential, out, size, dtype, method)
 
     def standard_gamma(self, shape: Any, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
-        return self._into(self._numpy.standard_gamma(unwrap(shape), size, dtype), out)
+        return _into(self._numpy.standard_gamma, out, unwrap(shape), size, dtype)
 
     def beta(self, a: Any, b: Any, size: Any = None, dtype: Any = np.float64) -> Any:
         return _draw(self._numpy.beta(unwrap(a), unwrap(b), size), dtype)
 
-    def _into(self, drawn: Any, out: Any) -> Any:
-        if out is None:
-            return _draw(drawn)
-        out[...] = to_device(drawn)
-        return out
+
+def _into(method: Callable[..., Any], out: Any, *args: Any) -> Any:
+    """numpy's ``method(*args)``, into the device array ``out`` if given (filled whole, as CuPy's)."""
+    if out is None:
+        return _draw(method(*args))
+    if type(out) is not ndarray:
+        raise TypeError(f"out must be a cupy.ndarray, not {type(out)}")
+    method(*args, out=out._array)
+    return out
 
 
 def _generator_method(name: str) -> Callable[..., Any]:
