@@ -15,11 +15,12 @@ from flowjob_gpu.emulation.names import snapshot
 from flowjob_gpu.emulation.unemulated import UnemulatedModule
 
 
-def _matrix_transpose(x: np.ndarray) -> np.ndarray:
+def matrix_transpose(x: np.ndarray) -> np.ndarray:
+    """numpy >= 2's ``matrix_transpose``, for numpy < 2."""
     return np.swapaxes(x, -1, -2)
 
 
-_LINALG_BEFORE_NUMPY_2 = {"matrix_transpose": _matrix_transpose}
+_LINALG_BEFORE_NUMPY_2 = {"matrix_transpose": matrix_transpose}
 
 
 def build_linalg() -> EmulatedModule:

@@ -35,11 +35,8 @@ def _astype(x: Any, dtype: Any, /, *, copy: bool = True) -> np.ndarray:
     return x.astype(dtype, copy=copy)
 
 
-def _matrix_transpose(x: Any) -> np.ndarray:
-    return np.swapaxes(x, -1, -2)
-
-
 _MISSING = object()
+NUMPY_2 = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
 
 
 def _first(*candidates: Any) -> Any:
@@ -53,7 +50,9 @@ def _renamed() -> dict[str, Any]:
         "NaN": np.nan, "NAN": np.nan, "Inf": np.inf, "Infinity": np.inf, "infty": np.inf, "PINF": np.inf,
         "NINF": -np.inf, "PZERO": 0.0, "NZERO": -0.0,
         "float_": np.float64, "complex_": np.complex128, "cfloat": np.complex128, "singlecomplex": np.complex64,
-        "bool": np.bool_, "long": np.int_, "ulong": np.uint,
+        # numpy < 2 warns on reading these names (reserved for numpy 2's meaning), so they are not read there
+        **({"bool": np.bool, "long": np.long, "ulong": np.ulong} if NUMPY_2 else
+           {"bool": np.bool_, "long": np.int_, "ulong": np.uint}),
         "alltrue": np.all, "sometrue": np.any, "product": np.prod, "cumproduct": np.cumprod, "round_": np.round,
         "in1d": _in1d, "asfarray": _asfarray, "msort": _msort, "astype": _astype,
         "trapz": _first(getattr(np, "trapezoid", None), getattr(np, "trapz", None)),
@@ -61,7 +60,7 @@ def _renamed() -> dict[str, Any]:
         "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh, "atan": np.arctan,
         "atan2": np.arctan2, "atanh": np.arctanh, "bitwise_invert": np.invert, "bitwise_left_shift": np.left_shift,
         "bitwise_right_shift": np.right_shift, "pow": np.power, "concat": np.concatenate,
-        "permute_dims": np.transpose, "matrix_transpose": _matrix_transpose,
+        "permute_dims": np.transpose, "matrix_transpose": numpy_modules.matrix_transpose,
         "DataSource": _first(getattr(getattr(lib, "npyio", None), "DataSource", None), getattr(np, "DataSource", None)),
         "format_parser": np.rec.format_parser,
         "byte_bounds": _first(getattr(getattr(lib, "array_utils", None), "byte_bounds", None),
