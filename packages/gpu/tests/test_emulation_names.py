@@ -15,6 +15,9 @@ import flowjob_gpu.emulation.cupyx as cupyx
 from flowjob_gpu.emulation import names, toplevel
 from flowjob_gpu.emulation.unemulated import Unemulated, UnemulatedAttribute
 
+OWNERS = {"cupy": cp, "cupy.linalg": cp.linalg, "cupy.fft": cp.fft, "cupy.lib.stride_tricks": cp.lib.stride_tricks,
+          "cupyx": cupyx, "cupy.ndarray": cp.ndarray}
+
 SNAPSHOT = names.snapshot()
 MODULES = {"cupy": cp, "cupy.cuda": cp.cuda, "cupy.cuda.runtime": cp.cuda.runtime, "cupy.exceptions": cp.exceptions,
            "cupy.fft": cp.fft, "cupy.lib": cp.lib, "cupy.lib.stride_tricks": cp.lib.stride_tricks,
@@ -59,6 +62,26 @@ def test_the_snapshot_is_the_installed_cupys_names():
     assert not differences, (f"CuPy {installed.cupy_version}'s names differ from the snapshot of CuPy "
                              f"{SNAPSHOT.cupy_version} ({differences}); refresh it with "
                              "python -m flowjob_gpu.emulation.names --write, then emulate the new names")
+
+
+@pytest.mark.parametrize("qualname", sorted(SNAPSHOT.signatures))
+def test_each_function_takes_cupys_parameters(qualname):
+    owner, _, name = qualname.rpartition(".")
+    emulated = getattr(OWNERS[owner], name)
+    if not isinstance(emulated, (Unemulated, UnemulatedAttribute)):
+        assert names.parameters(emulated) == SNAPSHOT.signatures[qualname]
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: cp.max(a, initial=0), lambda a: cp.sum(a, where=a > 0), lambda a: a.sum(where=a > 0),
+    lambda a: cp.argsort(a, stable=True), lambda a: cp.zeros(3, like=a), lambda a: cp.count_nonzero(a, keepdims=True),
+    lambda a: cp.add(a, 1, where=a > 0), lambda a: cp.exp(a, order="C"), lambda a: a.item(0),
+    lambda a: cp.concatenate([a], 0, None, "extra"), lambda a: cp.linalg.norm(a, 2, None, False, "extra"),
+], ids=["initial", "where", "method-where", "stable", "like", "keepdims", "ufunc-where", "ufunc-order", "item-index",
+        "positional", "linalg"])
+def test_numpy_only_arguments_are_refused(call):
+    with pytest.raises(TypeError):
+        call(cp.arange(4.0))
 
 
 def test_the_snapshot_covers_every_module_and_class_it_reads():

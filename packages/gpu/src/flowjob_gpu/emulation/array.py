@@ -17,11 +17,14 @@ from typing import Any, Iterator
 import numpy as np
 
 from flowjob_gpu.emulation.cuda import Device, MemoryPointer
-from flowjob_gpu.emulation.names import snapshot
+from flowjob_gpu.emulation.names import parameters_of, snapshot
 from flowjob_gpu.emulation.unemulated import complete_class, not_emulated
 
 IMPLICIT_CONVERSION = ("Implicit conversion to a NumPy array is not allowed. "
                        "Please use `.get()` to construct a NumPy array explicitly.")  # CuPy's words
+
+
+DEVICE_MEMORY = "it works on device memory (a real GPU has it)"
 
 
 def host_array_refused(value: Any) -> TypeError:
@@ -45,7 +48,7 @@ class ndarray:
     def __init__(self, shape: Any, dtype: Any = float, memptr: Any = None, strides: Any = None,
                  order: str = "C") -> None:
         if memptr is not None or strides is not None:
-            raise not_emulated("cupy.ndarray(memptr=..., strides=...)", "it takes device memory")
+            raise not_emulated("cupy.ndarray(memptr=..., strides=...)", DEVICE_MEMORY)
         self._array = np.empty(shape, dtype, order)
 
     # the wall ----------------------------------------------------------------
@@ -104,8 +107,8 @@ class ndarray:
     def __format__(self, spec: str) -> str:
         return format(self._array, spec)
 
-    def item(self, *args: Any) -> Any:
-        return self._array.item(*args)
+    def item(self) -> Any:
+        return self._array.item()
 
     def tolist(self) -> Any:
         return self._array.tolist()
@@ -217,13 +220,13 @@ class ndarray:
 
     @property
     def __cuda_array_interface__(self) -> Any:
-        raise not_emulated("cupy.ndarray.__cuda_array_interface__", "it describes device memory")
+        raise not_emulated("cupy.ndarray.__cuda_array_interface__", DEVICE_MEMORY)
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
-        raise not_emulated("cupy.ndarray.__dlpack__", "it shares device memory")
+        raise not_emulated("cupy.ndarray.__dlpack__", DEVICE_MEMORY)
 
     def __dlpack_device__(self) -> Any:
-        raise not_emulated("cupy.ndarray.__dlpack_device__", "it shares device memory")
+        raise not_emulated("cupy.ndarray.__dlpack_device__", DEVICE_MEMORY)
 
     # elements ---------------------------------------------------------------------
     def __len__(self) -> int:
@@ -259,9 +262,9 @@ class ndarray:
     def scatter_min(self, slices: Any, value: Any) -> None:
         np.minimum.at(self._array, index_key(slices), unwrap(value))
 
-    def view(self, dtype: Any = None, array_class: Any = None) -> "ndarray":
-        if array_class is not None:
-            raise not_emulated("cupy.ndarray.view(array_class=...)", "it makes a subclass of cupy.ndarray")
+    def view(self, dtype: Any = None, type: Any = None) -> "ndarray":
+        if type is not None:
+            raise not_emulated("cupy.ndarray.view(type=...)", "it makes a subclass of cupy.ndarray")
         return wrap(self._array.view() if dtype is None else self._array.view(dtype))
 
     def astype(self, dtype: Any, order: str = "K", casting: Any = None, subok: Any = None,
@@ -387,13 +390,18 @@ def to_device(result: Any, owners: tuple[Any, ...] = (), scalars: bool = False) 
 
 def _forwarded(name: str) -> Any:
     method = getattr(np.ndarray, name)
+    parameters = parameters_of(f"cupy.ndarray.{name}")
 
     def forward(self: ndarray, *args: Any, **kwargs: Any) -> Any:
+        if parameters is not None:
+            parameters.check((self, *args), kwargs)
         result = method(self._array, *map(unwrap, args), **{k: unwrap(v) for k, v in kwargs.items()})
         return to_device(result, (self, kwargs.get("out"), *args))
 
     forward.__name__ = forward.__qualname__ = name
-    forward.__doc__ = f"numpy.ndarray.{name} on the emulated device."
+    forward.__doc__ = f"numpy.ndarray.{name} on the emulated device, with CuPy's parameters."
+    if parameters is not None:
+        forward.__signature__ = parameters.signature()  # type: ignore[attr-defined]
     return forward
 
 
@@ -460,5 +468,5 @@ for _name, _ufunc in {"neg": np.negative, "pos": np.positive, "abs": np.absolute
     setattr(ndarray, f"__{_name}__", _unary(_ufunc))
 
 # CuPy's names that need device memory (cstruct, mdspan, reduced_view, toDlpack): present, refusing
-complete_class(ndarray, snapshot().classes["cupy.ndarray"], "it exposes device memory")
+complete_class(ndarray, snapshot().classes["cupy.ndarray"], DEVICE_MEMORY)
 complete_class(flatiter, snapshot().classes["cupy.flatiter"])

@@ -176,7 +176,7 @@ class MemoryPointer:
     """A device pointer: only its address (``ptr``, numpy's buffer address here) and device are emulated."""
 
     def __init__(self, mem: Any, offset: int) -> None:
-        raise not_emulated("cupy.cuda.MemoryPointer(...)", "it wraps device memory")
+        raise not_emulated("cupy.cuda.MemoryPointer(...)", "it works on device memory (a real GPU has it)")
 
     @classmethod
     def _at(cls, address: int) -> "MemoryPointer":

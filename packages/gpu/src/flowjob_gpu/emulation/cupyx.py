@@ -27,25 +27,30 @@ def allow_synchronize(allow: bool) -> Iterator[None]:
     yield  # the emulated device never waits
 
 
-_errstate = {"linalg": "ignore"}
+# CuPy's error handling: only linalg's is acted on (by cupyx.linalg, not emulated); the others are
+# numpy's, which CuPy accepts and ignores
+_errstate: dict[str, str | None] = {"divide": None, "over": None, "under": None, "invalid": None,
+                                    "linalg": "ignore"}
 
 
-def geterr() -> dict[str, str]:
+def geterr() -> dict[str, str | None]:
     return dict(_errstate)
 
 
-def seterr(*, linalg: str | None = None) -> dict[str, str]:
+def seterr(*, divide: str | None = None, over: str | None = None, under: str | None = None,
+           invalid: str | None = None, linalg: str | None = None) -> dict[str, str | None]:
     before = geterr()
-    if linalg is not None:
-        if linalg not in ("ignore", "raise"):
-            raise NotImplementedError(f"linalg={linalg!r} is not supported")
-        _errstate["linalg"] = linalg
+    if linalg is not None and linalg not in ("ignore", "raise"):
+        raise NotImplementedError(f"linalg={linalg!r} is not supported")
+    given = {"divide": divide, "over": over, "under": under, "invalid": invalid, "linalg": linalg}
+    _errstate.update({key: value for key, value in given.items() if value is not None})
     return before
 
 
 @contextlib.contextmanager
-def errstate(*, linalg: str | None = None) -> Iterator[None]:
-    before = seterr(linalg=linalg)
+def errstate(*, divide: str | None = None, over: str | None = None, under: str | None = None,
+             invalid: str | None = None, linalg: str | None = None) -> Iterator[None]:
+    before = seterr(divide=divide, over=over, under=under, invalid=invalid, linalg=linalg)
     try:
         yield
     finally:

@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from flowjob_gpu.emulation.array import ndarray, to_device, unwrap, wrap
-from flowjob_gpu.emulation.names import snapshot
+from flowjob_gpu.emulation.array import host_array_refused, ndarray, to_device, unwrap, wrap
+from flowjob_gpu.emulation.names import parameters_of, snapshot
 from flowjob_gpu.emulation.unemulated import complete_class
 
 # numpy functions answering with a Python number where CuPy answers with a 0-d array
@@ -29,17 +29,26 @@ def _owners(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
     return (*args, *(out if type(out) is tuple else (out,)))
 
 
-def device_function(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
-    """``fn`` (a numpy function) as the emulated CuPy's ``name``."""
+def device_function(fn: Callable[..., Any], name: str, module: str = "cupy") -> Callable[..., Any]:
+    """``fn`` (a numpy function) as the emulated CuPy's ``module.name``, taking the arguments CuPy's takes."""
     scalars = name in SCALARS_ON_DEVICE
+    parameters = parameters_of(f"{module}.{name}")
 
     def emulated(*args: Any, **kwargs: Any) -> Any:
+        if parameters is not None:
+            parameters.check(args, kwargs)
         result = fn(*map(unwrap, args), **{k: unwrap(v) for k, v in kwargs.items()})
         return to_device(result, _owners(args, kwargs), scalars)
 
     emulated.__name__ = emulated.__qualname__ = name
-    emulated.__doc__ = f"cupy.{name} on flowjob's emulated device (numpy.{getattr(fn, '__name__', name)} behind)."
+    emulated.__doc__ = f"{module}.{name} on flowjob's emulated device (numpy's {getattr(fn, '__name__', name)})."
+    if parameters is not None:
+        emulated.__signature__ = parameters.signature()  # type: ignore[attr-defined]
     return emulated
+
+
+_UFUNC_KEYWORDS = frozenset({"out", "dtype", "casting"})
+_SCALARS = (bool, int, float, complex, np.generic)
 
 
 class ufunc:
@@ -71,6 +80,16 @@ class ufunc:
         return list(getattr(self._ufunc, "types", ()))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        unknown = kwargs.keys() - _UFUNC_KEYWORDS
+        if unknown:  # numpy's where=, order=, subok=, signature=: CuPy's words
+            raise TypeError(f"Wrong arguments {dict((k, kwargs[k]) for k in sorted(unknown))}")
+        if not self.nin <= len(args) <= self.nargs:
+            raise TypeError(f"Wrong number of arguments for {self.name!r}. It must be either {self.nin} or "
+                            f"{self.nargs} (with outputs), but given {len(args)}.")
+        for operand in args[:self.nin]:
+            if type(operand) is not ndarray and not isinstance(operand, _SCALARS):
+                raise host_array_refused(operand) if isinstance(operand, np.ndarray) else TypeError(
+                    f"Unsupported type {type(operand)}")
         result = self._ufunc(*map(unwrap, args), **{k: unwrap(v) for k, v in kwargs.items()})
         return to_device(result, _owners(args, kwargs))
 
@@ -135,8 +154,13 @@ def array(obj: Any, dtype: Any = None, copy: bool = True, order: str = "K", subo
     return _on_device(np.array(_host_or_device(obj), dtype=dtype, order=order, ndmin=ndmin))
 
 
-def asarray(a: Any, dtype: Any = None, order: str | None = None, *, blocking: bool = False) -> ndarray:
-    """``a`` on the device: itself where it is one already (and of ``dtype``), else a copy."""
+def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
+            blocking: bool = False) -> ndarray:
+    """``a`` on the device: itself where it is one already (and of ``dtype``; unless ``copy``), else a copy."""
+    if copy is False and type(a) is not ndarray:
+        raise ValueError("Unable to avoid copy while creating an array from host data as requested.")
+    if copy:
+        return array(a, dtype, True, order or "K")
     if type(a) is ndarray:
         got = np.asarray(a._array, dtype=dtype, order=order)
         return a if got is a._array else wrap(got)

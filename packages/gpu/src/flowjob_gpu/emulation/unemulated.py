@@ -5,12 +5,12 @@ from __future__ import annotations
 import types
 from typing import Any, NoReturn
 
-WHY_CUDA = "it needs a CUDA device"
+WHY_CUDA = "it needs a CUDA device (a real GPU runs it)"
 
 
 def not_emulated(qualname: str, why: str = WHY_CUDA) -> NotImplementedError:
     return NotImplementedError(f"{qualname} is not available on flowjob's emulated CuPy (FLOWJOB_GPU_EMULATION=1): "
-                               f"{why}; it runs on a real GPU only")
+                               f"{why}")
 
 
 class Unemulated:
@@ -29,7 +29,7 @@ class Unemulated:
         raise not_emulated(self._qualname, self._why)
 
     def __getattr__(self, name: str) -> NoReturn:
-        if name.startswith("__"):  # protocol probes (copy, inspect, pickle) see an ordinary object
+        if name.startswith("_"):  # protocol probes (copy, inspect, pickle) see an ordinary object
             raise AttributeError(name)
         raise not_emulated(f"{self._qualname}.{name}", self._why)
 
