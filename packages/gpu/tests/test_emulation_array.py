@@ -57,8 +57,10 @@ def test_host_data_crosses_by_asarray_and_asnumpy_only():
     assert type(cp.array([1, 2])) is cp.ndarray and type(cp.array(device)) is cp.ndarray
     device.set(np.full(3, 7.0))
     assert device.tolist() == [7.0, 7.0, 7.0]
-    with pytest.raises(ValueError, match="Unsupported dtype"):
-        cp.asarray(np.array(["a"]))
+    for unsupported in (lambda: cp.asarray(np.array(["a"])), lambda: cp.zeros(2, dtype=object),
+                        lambda: cp.arange(2).astype("U1"), lambda: cp.empty(2, np.longdouble)):
+        with pytest.raises(ValueError, match="Unsupported dtype"):  # CuPy has no kernels for them
+            unsupported()
 
 
 def test_python_and_numpy_scalars_are_fine():

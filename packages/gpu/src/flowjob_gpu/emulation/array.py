@@ -27,6 +27,16 @@ IMPLICIT_CONVERSION = ("Implicit conversion to a NumPy array is not allowed. "
 DEVICE_MEMORY = "it works on device memory (a real GPU has it)"
 
 
+# dtypes CuPy has kernels for: booleans, integers, floats and complex numbers up to 64-bit parts (no strings,
+# objects, records, dates, nor long double)
+DEVICE_KINDS = frozenset("biufc")
+
+
+def check_dtype(dtype: np.dtype) -> None:
+    if dtype.kind not in DEVICE_KINDS or dtype.char in "gG":
+        raise ValueError(f"Unsupported dtype {dtype}")  # CuPy's words
+
+
 def host_array_refused(value: Any) -> TypeError:
     return TypeError(f"Unsupported type {type(value)}: a host numpy array given to flowjob's emulated CuPy, as "
                      "CuPy refuses it; move host data to the device with the backend's from_host (cupy.asarray)")
@@ -270,6 +280,7 @@ class ndarray:
     def astype(self, dtype: Any, order: str = "K", casting: Any = None, subok: Any = None,
                copy: bool = True) -> "ndarray":
         got = self._array.astype(dtype, order, casting or "unsafe", copy=copy)
+        check_dtype(got.dtype)
         return self if got is self._array else wrap(got)
 
     def ptp(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> "ndarray":
@@ -374,6 +385,7 @@ def to_device(result: Any, owners: tuple[Any, ...] = (), scalars: bool = False) 
         for owner in owners:
             if type(owner) is ndarray and owner._array is result:
                 return owner
+        check_dtype(result.dtype)
         return wrap(result)
     if isinstance(result, np.generic):
         return wrap(np.asarray(result))

@@ -13,14 +13,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from flowjob_gpu.emulation.array import host_array_refused, ndarray, to_device, unwrap, wrap
+from flowjob_gpu.emulation.array import check_dtype, host_array_refused, ndarray, to_device, unwrap, wrap
 from flowjob_gpu.emulation.names import parameters_of, snapshot
 from flowjob_gpu.emulation.unemulated import complete_class
 
 # numpy functions answering with a Python number where CuPy answers with a 0-d array
 SCALARS_ON_DEVICE = frozenset({"count_nonzero", "array_equal", "array_equiv", "allclose"})
-# dtypes CuPy has no kernels for: strings, objects, records, dates
-_DEVICE_KINDS = frozenset("biufc")
 
 
 def _owners(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -141,8 +139,7 @@ def _host_or_device(value: Any) -> Any:
 
 
 def _on_device(result: np.ndarray) -> ndarray:
-    if result.dtype.kind not in _DEVICE_KINDS:
-        raise ValueError(f"Unsupported dtype {result.dtype}")  # CuPy's words
+    check_dtype(result.dtype)
     return wrap(result)
 
 
