@@ -11,6 +11,7 @@ numpy the arrays behind emulated ones and refuses host arrays, the second wraps 
 """
 from __future__ import annotations
 
+import operator
 import types
 from typing import Any, Iterator
 
@@ -92,28 +93,6 @@ class ndarray:
             raise ValueError(f"Shape mismatch. Old shape: {self.shape}, new shape: {arr.shape}")
         np.copyto(self._array, arr)
 
-    # scalars of one-element arrays, as CuPy (which copies the element to the host)
-    def __bool__(self) -> bool:
-        return bool(self._array)
-
-    def __int__(self) -> int:
-        return int(self._array)
-
-    def __float__(self) -> float:
-        return float(self._array)
-
-    def __complex__(self) -> complex:
-        return complex(self._array)
-
-    def __bytes__(self) -> bytes:
-        return bytes(self._array)
-
-    def __repr__(self) -> str:
-        return repr(self._array)
-
-    def __str__(self) -> str:
-        return str(self._array)
-
     def __format__(self, spec: str) -> str:
         return format(self._array, spec)
 
@@ -158,30 +137,6 @@ class ndarray:
         self._array = view
 
     @property
-    def dtype(self) -> np.dtype:
-        return self._array.dtype
-
-    @property
-    def strides(self) -> tuple[int, ...]:
-        return self._array.strides
-
-    @property
-    def size(self) -> int:
-        return self._array.size
-
-    @property
-    def ndim(self) -> int:
-        return self._array.ndim
-
-    @property
-    def itemsize(self) -> int:
-        return self._array.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self._array.nbytes
-
-    @property
     def flags(self) -> "Flags":
         return Flags(self._array)
 
@@ -199,22 +154,6 @@ class ndarray:
     def base(self) -> "ndarray | None":
         base = self._array.base
         return wrap(base) if isinstance(base, np.ndarray) else None
-
-    @property
-    def real(self) -> "ndarray":
-        return wrap(self._array.real)
-
-    @real.setter
-    def real(self, value: Any) -> None:
-        self._array.real = unwrap(value)
-
-    @property
-    def imag(self) -> "ndarray":
-        return wrap(self._array.imag)
-
-    @imag.setter
-    def imag(self, value: Any) -> None:
-        self._array.imag = unwrap(value)
 
     @property
     def flat(self) -> "flatiter":
@@ -423,6 +362,37 @@ for _name in ("all", "any", "argmax", "argmin", "argpartition", "argsort", "byte
               "nonzero", "partition", "prod", "put", "ravel", "repeat", "reshape", "round", "searchsorted", "sort",
               "squeeze", "std", "sum", "swapaxes", "take", "trace", "transpose", "var"):
     setattr(ndarray, _name, _forwarded(_name))
+
+
+def _host_value(convert: Any) -> Any:
+    def conversion(self: ndarray) -> Any:
+        return convert(self._array)
+    return conversion
+
+
+# scalars of one-element arrays and the array's text, as CuPy (which copies them to the host)
+for _name, _convert in {"bool": bool, "int": int, "float": float, "complex": complex, "bytes": bytes, "repr": repr,
+                        "str": str}.items():
+    setattr(ndarray, f"__{_name}__", _host_value(_convert))
+
+# numpy's attributes of the same meaning
+for _name in ("dtype", "strides", "size", "ndim", "itemsize", "nbytes"):
+    setattr(ndarray, _name, property(operator.attrgetter(f"_array.{_name}")))
+
+
+def _complex_part(name: str) -> property:
+    """``real`` or ``imag``: a view, and writable."""
+    def read(self: ndarray) -> ndarray:
+        return wrap(getattr(self._array, name))
+
+    def write(self: ndarray, value: Any) -> None:
+        setattr(self._array, name, unwrap(value))
+
+    return property(read, write)
+
+
+for _name in ("real", "imag"):
+    setattr(ndarray, _name, _complex_part(_name))
 
 
 def _operand(value: Any) -> Any:
