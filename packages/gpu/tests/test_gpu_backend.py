@@ -13,6 +13,7 @@ from flowjob_gpu import available_cupy, plugin
 
 
 def test_no_device_means_no_backend_and_no_overrides(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")  # the real CuPy's path (the switch replaces it)
     monkeypatch.setattr(plugin, "available_cupy", lambda: None)
     regs = gather_registries(make_plugin_manager(plugins=[plugin], autoload=False))
     assert regs.backends.get("gpu") is None
@@ -20,6 +21,7 @@ def test_no_device_means_no_backend_and_no_overrides(monkeypatch):
 
 
 def test_gpu_request_without_device_runs_on_cpu_with_one_warning(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")  # the real CuPy's path (the switch replaces it)
     monkeypatch.setattr(plugin, "available_cupy", lambda: None)
     session = Session(make_plugin_manager(plugins=[plugin], autoload=False))
     try:
@@ -33,6 +35,7 @@ def test_gpu_request_without_device_runs_on_cpu_with_one_warning(monkeypatch):
 
 
 def test_a_device_registers_the_backend(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")  # the real CuPy's path (the switch replaces it)
     fake = types.SimpleNamespace(__version__="0", asnumpy=np.asarray, asarray=np.asarray,
                                  cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1)),
                                  random=types.SimpleNamespace(default_rng=np.random.default_rng))

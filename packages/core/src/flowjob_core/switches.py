@@ -53,6 +53,9 @@ class Switches:
     blocked_plugins: tuple[str, ...] = _switch(
         "FLOWJOB_BLOCKED_PLUGINS", (), "block these plugins by name, built-ins included (a,b)")
     kernel_dir: str = _switch("FLOWJOB_KERNEL_DIR", "", "folder of CUDA sources replacing flowjob-kernels' own")
+    gpu_emulation: bool = _switch(
+        "FLOWJOB_GPU_EMULATION", False,
+        "flowjob-gpu's backend on an emulated CuPy (numpy behind CuPy's names; the default device, no GPU needed)")
     data_home: str = _switch(
         "FLOWJOB_DATA_HOME", "", "dataset cache folder (flowjob-data; default ${XDG_CACHE_HOME:-~/.cache}/flowjob)")
 

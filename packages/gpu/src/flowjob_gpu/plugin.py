@@ -1,16 +1,21 @@
-"""The gpu package's plugin: the CuPy backend and its kernel overrides, only where a device exists."""
+"""The gpu package's plugin: the CuPy backend and its kernel overrides, only where a device exists;
+with ``FLOWJOB_GPU_EMULATION=1``, the backend on the emulated CuPy instead, device or not."""
 from __future__ import annotations
 
 from typing import Any
 
-from flowjob_core import hookimpl
+from flowjob_core import hookimpl, switches
 
 from flowjob_gpu.backend import available_cupy, make_backend
+from flowjob_gpu.emulation.backend import make_emulated_backend
 from flowjob_gpu.overrides import KERNEL_BUILDERS
 
 
 @hookimpl
 def flowjob_add_backends(registry: Any) -> None:
+    if switches.current().gpu_emulation:
+        registry.add(make_emulated_backend())
+        return
     cp = available_cupy()
     if cp is not None:
         registry.add(make_backend(cp))
@@ -18,7 +23,9 @@ def flowjob_add_backends(registry: Any) -> None:
 
 @hookimpl
 def flowjob_add_kernels(registry: Any) -> None:
-    if available_cupy() is None:
+    # the overrides launch hand-written CUDA (cupy.RawModule), which the emulated CuPy cannot run: under
+    # emulation the gpu backend runs every op's xp kernel, as it does for ops without an override
+    if switches.current().gpu_emulation or available_cupy() is None:
         return
     for op, builder in KERNEL_BUILDERS.items():
         registry.add(op, "gpu", builder)

@@ -1,0 +1,20 @@
+"""The gpu backend on the emulated CuPy: the real backend's description, with the emulated module."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import numpy as np
+
+from flowjob_core import Backend
+from flowjob_gpu.backend import make_backend
+
+NAME = "cupy-emulated"
+
+
+def make_emulated_backend() -> Backend:
+    """The ``gpu`` backend (``name`` ``cupy-emulated``) on ``flowjob_gpu.emulation.cupy``."""
+    cupy = importlib.import_module("flowjob_gpu.emulation.cupy")  # it replaces itself by the built module
+    return dataclasses.replace(make_backend(cupy), name=NAME,
+                               description=f"emulated CuPy (CuPy {cupy.__version__.split('+')[0]}'s names, "
+                                           f"numpy {np.__version__} behind them)")
