@@ -95,6 +95,9 @@ def install(device_count: int, cpu: bool = True) -> None:
     cpu backend too (the double's "device" arrays are numpy arrays)."""
     from flowjob_mpi import nccl
 
+    # the double's "device" arrays are numpy arrays: its jobs run on the numpy backend, also where a GPU (or
+    # the emulated one, FLOWJOB_GPU_EMULATION=1) would be the default device
+    os.environ["FLOWJOB_DEVICE"] = "cpu"
     cuda = SimpleNamespace(Device=Device, Stream=Stream, Event=Event, get_current_stream=lambda: COMPUTE,
                            runtime=SimpleNamespace(getDeviceCount=lambda: device_count))
     cp = SimpleNamespace(cuda=cuda, empty=np.empty, multiply=np.multiply, asarray=lambda a: np.array(a, copy=True),

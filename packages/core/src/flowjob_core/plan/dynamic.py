@@ -24,6 +24,7 @@ one element at a time.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from flowjob_core.plan import numerics
@@ -41,16 +42,19 @@ if TYPE_CHECKING:
 Step = Callable[[list[Any]], tuple[tuple[Any, ...], tuple[Any, ...]]]
 
 
+def _apply_deep(fn: Callable[[Any], Any], value: Any) -> Any:
+    kind = type(value)
+    if kind is PerDevice or kind is TensorList:
+        return kind(_apply_deep(fn, v) for v in value)
+    return fn(value)
+
+
 def deep(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``fn`` applied to every array of a value, keeping ``PerDevice`` and ``TensorList`` nesting."""
+    """``fn`` applied to every array of a value, keeping ``PerDevice`` and ``TensorList`` nesting.
 
-    def apply(value: Any) -> Any:
-        kind = type(value)
-        if kind is PerDevice or kind is TensorList:
-            return kind(apply(v) for v in value)
-        return fn(value)
-
-    return apply
+    A partial of a module-level function, not a closure calling itself: such a closure is a reference
+    cycle, and one made per call (a device backend's transfers) leaves garbage for the cycle collector."""
+    return functools.partial(_apply_deep, fn)
 
 
 class DynamicRunner:
