@@ -10,6 +10,7 @@ from flowjob_core import Session, make_plugin_manager, switches
 from flowjob_core.plugins.host import gather_registries
 from flowjob_gpu import plugin
 from flowjob_gpu.emulation.backend import NAME
+from flowjob_gpu.random import HostSeededGenerator
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def test_the_switch_registers_the_emulated_backend_without_a_device(emulation):
     assert backend is not None and backend.name == NAME and backend.xp is cp and not backend.host_arrays
     assert backend.device_count() == 1 and "emulated" in backend.description
     assert backend.to_host is cp.asnumpy and backend.from_host is cp.asarray
-    assert type(backend.make_rng(0)) is cp.random.Generator
+    assert type(backend.make_rng(0)) is HostSeededGenerator  # numpy's stream, copied to the device, as on a GPU
     backend.synchronize()
     # the overrides are hand-written CUDA: not registered on the emulation
     assert regs.kernels.overrides("gpu") == []

@@ -91,11 +91,18 @@ class Generator:
 
 
 def _into(method: Callable[..., Any], out: Any, *args: Any) -> Any:
-    """numpy's ``method(*args)``, into the device array ``out`` if given (filled whole, as CuPy's)."""
+    """numpy's ``method(*args)``, into the device array ``out`` if given (filled whole, as numpy's).
+
+    On a GPU, CuPy 14.2's ``Generator.random(out=buf)`` without ``size`` filled ``buf`` with one value
+    repeated (read off an H100 by bench/cupy_facts.py): code that relies on ``out=`` without ``size`` is
+    refused here, so it shows on a CPU run instead of drawing the same number everywhere on a device."""
     if out is None:
         return _draw(method(*args))
     if type(out) is not ndarray:
         raise TypeError(f"out must be a cupy.ndarray, not {type(out)}")
+    if args and args[0] is None and out.size > 1:
+        raise TypeError("emulated CuPy: Generator draws with out= and no size fill out with one repeated value "
+                        "on a GPU (CuPy 14.2); pass size=out.shape, or draw on the host")
     method(*args, out=out._array)
     return out
 
