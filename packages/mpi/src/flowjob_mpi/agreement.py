@@ -104,6 +104,8 @@ def add_step_check(job: Job, ctx: Any) -> None:
         split = {i for n in job.nodes if n.op == "mpi_split" for i in n.inputs}
         fed = [p for p in job.placeholders if p.lbn in split]  # the consistent view's global batches
         inputs, attrs["feeds"] = tuple(p.lbn for p in fed), [p.param or p.name for p in fed]
-    first = next((i for i, n in enumerate(job.nodes) if n.op != "input"), len(job.nodes))  # after the feeds
+    # after the nodes that make what it reads (the feeds), before the first collective
+    made = {lbn: i for i, n in enumerate(job.nodes) for lbn in n.outputs}
+    first = max((made[lbn] + 1 for lbn in inputs), default=0)
     job.nodes.insert(first, Node("mpi_step_check", "System-MPI-StepCheck", inputs, (), attrs,
                                  collectives[0].device, "flowjob-mpi"))

@@ -133,7 +133,7 @@ def _write(path: str, data: bytes | np.ndarray) -> None:
     with open(path, "wb") as f:
         # through the file object, not ndarray.tofile: a full disk is then OSError(ENOSPC), where tofile
         # says only "40000 requested and 8192 written"
-        f.write(memoryview(np.ascontiguousarray(data)).cast("B") if isinstance(data, np.ndarray) else data)
+        f.write(np.ascontiguousarray(data).data.cast("B") if isinstance(data, np.ndarray) else data)
         f.flush()
         os.fsync(f.fileno())
 
