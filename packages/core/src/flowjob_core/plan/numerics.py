@@ -81,25 +81,21 @@ def checked(run: Callable[..., Any], xp: Any, job: "Job", node: "Node", mutates:
     single = len(node.outputs) == 1
     isfinite = xp.isfinite
 
+    def check(value: Any, what: str) -> None:
+        if not bool(isfinite(value).all()):
+            raise NumericsError(
+                f"job {job.name!r}, op {node.name!r} ({node.op}) at {node.source or 'an unknown line'}: {what} "
+                f"{_count(xp, value)} (numerics check on: flow.config.enable_debug_mode or function_config.{OPTION})")
+
     def run_checked(*args: Any) -> Any:
         out = run(*args)
         for i in written:
-            value = args[i]
-            if not bool(isfinite(value).all()):
-                raise NumericsError(
-                    f"job {job.name!r}, op {node.name!r} ({node.op}) at {node.source or 'an unknown line'}: it wrote "
-                    f"{node.inputs[i]!r} in place, which now holds {_count(xp, value)} (numerics check on: "
-                    f"flow.config.enable_debug_mode or function_config.{OPTION})")
+            check(args[i], f"it wrote {node.inputs[i]!r} in place, which now holds")
         if out is None:  # a gated kernel's step off (gradient accumulation), or an update with no outputs
             return out
         values = (out,) if single else out
         for k in watched:
-            value = values[k]
-            if not bool(isfinite(value).all()):
-                raise NumericsError(
-                    f"job {job.name!r}, op {node.name!r} ({node.op}) at {node.source or 'an unknown line'}: output "
-                    f"{node.outputs[k]!r} holds {_count(xp, value)} (numerics check on: "
-                    f"flow.config.enable_debug_mode or function_config.{OPTION})")
+            check(values[k], f"output {node.outputs[k]!r} holds")
         return out
 
     run_checked.gated = getattr(run, "gated", False)  # type: ignore[attr-defined]
