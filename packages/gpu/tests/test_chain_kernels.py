@@ -104,6 +104,7 @@ def test_the_plugin_registers_the_chain_kernel_for_the_gpu(monkeypatch):
     fake = types.SimpleNamespace(__version__="0", asnumpy=np.asarray, asarray=np.asarray,
                                  cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1)))
     monkeypatch.setattr(plugin, "available_cupy", lambda: fake)
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")  # the CUDA overrides are a real device's
     regs = gather_registries(make_plugin_manager(plugins=[plugin], autoload=False))
     assert "elementwise_chain" in regs.kernels.overrides("gpu")
     assert regs.kernels.lookup(ELEMENTWISE_CHAIN, "gpu") is elementwise_chain_kernel

@@ -109,7 +109,9 @@ def _settings(ctx: KernelContext) -> tuple[Any, np.dtype, np.dtype, tuple[int, i
     x_spec = ctx.inputs[0]
     axis = normalize_axis(ctx.attrs["axis"], len(x_spec.shape))
     shape = (math.prod(x_spec.shape[:axis]), x_spec.shape[axis], math.prod(x_spec.shape[axis + 1:]))
-    acc = x_spec.dtype if x_spec.dtype.itemsize >= 4 else np.dtype(np.float32)  # float16 sums in float32
+    # sums accumulate in float64: a reduction over the strided outer axis (channels last) adds one value at a
+    # time, and float32 lost 1e-3 of a gradient there; the products stay in x's dtype (float16: float32)
+    acc = np.dtype(np.float64)
     return (ctx.xp, x_spec.dtype, acc, shape, float(ctx.attrs["epsilon"]), bool(ctx.attrs.get("with_scale")),
             bool(ctx.attrs.get("with_offset")), ctx.attrs.get("activation") == "relu")
 
@@ -124,8 +126,8 @@ def _kernel(ctx: KernelContext) -> Any:
         x3, y3 = x.reshape(shape), y.reshape(shape)
         mean[...] = xp.sum(x3, axis=(0, 2), dtype=acc) * inv_n
         xp.subtract(x3, mean.reshape(per_channel), out=y3)  # y holds x - mean for now
-        centred = y3 if acc == dtype else y3.astype(acc)
-        variance[...] = xp.sum(centred * centred, axis=(0, 2)) * inv_n
+        centred = y3 if dtype.itemsize >= 4 else y3.astype(np.float32)
+        variance[...] = xp.sum(centred * centred, axis=(0, 2), dtype=acc) * inv_n
         scale = 1.0 / xp.sqrt(variance.astype(acc) + eps)
         if with_scale:
             scale = scale * params[0]
@@ -152,9 +154,10 @@ def _grad_kernel(ctx: KernelContext) -> Any:
             xp.multiply(dy3, rest[-2].reshape(shape) > 0, out=dx3)
             dy3 = dx3
         centred = xp.subtract(x.reshape(shape), mean.reshape(per_channel))
-        wide_dy, wide_centred = (dy3, centred) if acc == dtype else (dy3.astype(acc), centred.astype(acc))
-        sum_dy_centred = xp.sum(wide_dy * wide_centred, axis=(0, 2))
-        sum_dy = xp.sum(wide_dy, axis=(0, 2))
+        wide_dy, wide_centred = ((dy3, centred) if dtype.itemsize >= 4
+                                 else (dy3.astype(np.float32), centred.astype(np.float32)))
+        sum_dy_centred = xp.sum(wide_dy * wide_centred, axis=(0, 2), dtype=acc)
+        sum_dy = xp.sum(wide_dy, axis=(0, 2), dtype=acc)
         inv_sigma = 1.0 / xp.sqrt(variance.astype(acc) + eps)
         if with_scale:
             outs[1][...] = sum_dy_centred * inv_sigma           # dgamma = sum(dy * xhat)
