@@ -14,8 +14,11 @@ import json
 import pathlib
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import Any
+
+import numpy
 
 SNAPSHOT = pathlib.Path(__file__).with_name("cupy_names.json")
 
@@ -195,8 +198,6 @@ def snapshot() -> Names:
 
 def read_installed() -> Names:
     """The names of the CuPy installed here (it imports without a CUDA device); ImportError without one."""
-    import warnings
-
     with warnings.catch_warnings():  # CuPy warns that it finds no CUDA toolkit: irrelevant to its names
         warnings.simplefilter("ignore")
         cupy = importlib.import_module("cupy")
@@ -205,7 +206,6 @@ def read_installed() -> Names:
             module, _, attr = dotted.rpartition(".")
             classes[dotted] = public(getattr(importlib.import_module(module), attr))
         modules = {name: public(importlib.import_module(name)) for name in MODULES}
-    import numpy
 
     ufuncs = frozenset(n for n in modules["cupy"] if isinstance(getattr(cupy, n), cupy.ufunc))
     # a ufunc's ``at`` is a scatter kernel, which CuPy keeps in a private attribute
