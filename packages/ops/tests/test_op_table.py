@@ -19,9 +19,9 @@ def test_ops_taking_floats_declare_their_mixed_precision_class() -> None:
     them after the pass, which casts the forward graph only."""
     from hypothesis import find
 
-    from flowjob_ops.plugin import RECORD_MODULES
+    from flowjob_ops.records import catalog
 
-    records = {op.name: op for module in RECORD_MODULES for op in module.OPS}
+    records = {op.name: op for module in catalog.RECORD_MODULES for op in module.OPS}
     undeclared = set()
     for case in sibling(__file__, "op_cases").CASES:
         if "_grad" in case.op or case.op not in records or records[case.op].amp is not None:

@@ -11,6 +11,7 @@ from flowjob_core import Blob, OpBuildError, ShapeError, apply, maybe_builder
 from flowjob_core.ir import naming
 from flowjob_core.trace.builder import user_source
 
+from flowjob_ops.records import catalog
 from flowjob_ops.records.common import check_scalar
 
 
@@ -27,6 +28,19 @@ def build_error(what: str, message: str) -> Exception:
     builder = maybe_builder()
     job = f"job {builder.job.name!r}, " if builder is not None else ""
     return OpBuildError(f"{job}{what} at {user_source(2)}: {message}")
+
+
+def restated(op: str, rest: str = "") -> str:
+    """The first line of a public function's docstring that only restates op ``op``: its record's ``doc``
+    (capitalized when it begins with a word; a formula such as ``sin(x)`` keeps its case), then ``rest``.
+    The record stays the one place that says what the op computes."""
+    doc = catalog.record(op).doc
+    if not doc:
+        raise ValueError(f"op {op!r} has no doc for its public function to restate")
+    first = doc.split(" ", 1)[0]
+    if len(first) > 1 and first.isalpha():
+        doc = doc[0].upper() + doc[1:]
+    return doc + rest
 
 
 # argument checks --------------------------------------------------------------------------------

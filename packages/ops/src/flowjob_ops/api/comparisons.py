@@ -8,7 +8,7 @@ from typing import Callable
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.api._common import number_as_blob
+from flowjob_ops.api._common import number_as_blob, restated
 
 
 __all__ = ["equal", "greater", "greater_equal", "less", "less_equal", "not_equal"]
@@ -17,7 +17,7 @@ __all__ = ["equal", "greater", "greater_equal", "less", "less_equal", "not_equal
 Operand = Blob | float | int
 
 
-def _comparison(op: str, symbol: str) -> Callable[..., Blob]:
+def _comparison(op: str) -> Callable[..., Blob]:
     def compare(x: Operand, y: Operand, name: str | None = None) -> Blob:
         if not isinstance(x, Blob) and not isinstance(y, Blob):
             raise TypeError(f"flow.math.{op} needs at least one blob, got {type(x).__name__} and "
@@ -27,7 +27,7 @@ def _comparison(op: str, symbol: str) -> Callable[..., Blob]:
         return apply(op, [number_as_blob(op, x, like), number_as_blob(op, y, like)], name=name)
 
     compare.__name__ = compare.__qualname__ = op
-    compare.__doc__ = f"""x {symbol} y, elementwise with broadcasting, as int8 (1 or 0); not differentiable.
+    compare.__doc__ = f"""{restated(op, '; not differentiable.')}
 
     Args:
         x: a blob or a Python number.
@@ -40,19 +40,19 @@ def _comparison(op: str, symbol: str) -> Callable[..., Blob]:
     return compare
 
 
-greater = _comparison("greater", ">")
+greater = _comparison("greater")
 
 
-greater_equal = _comparison("greater_equal", ">=")
+greater_equal = _comparison("greater_equal")
 
 
-less = _comparison("less", "<")
+less = _comparison("less")
 
 
-less_equal = _comparison("less_equal", "<=")
+less_equal = _comparison("less_equal")
 
 
-equal = _comparison("equal", "==")
+equal = _comparison("equal")
 
 
-not_equal = _comparison("not_equal", "!=")
+not_equal = _comparison("not_equal")

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, ShapeError, apply
 
-from flowjob_ops.api._common import build_error, number_as_blob, op_name
+from flowjob_ops.api._common import build_error, number_as_blob, op_name, restated
 from flowjob_ops.records.common import check_scalar
 
 
@@ -239,14 +239,14 @@ def squared_difference(x: Operand, y: Operand, name: str | None = None) -> Blob:
     return apply("square", [subtract(x, y, sub_name)], name=square_name)
 
 
-def _logical(op: str, symbol: str, prefix: str) -> Any:
+def _logical(op: str, prefix: str) -> Any:
     def fn(x: Blob, y: Blob, name: str | None = None) -> Blob:
         if not (isinstance(x, Blob) and isinstance(y, Blob)):
             raise TypeError(f"flow.math.{op} needs two blobs, got {type(x).__name__} and {type(y).__name__}")
         return apply(op, [x, y], name=name)
 
     fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"""x {symbol} y, elementwise with broadcasting, as int8 (1 or 0); nonzero is true. Not differentiable.
+    fn.__doc__ = f"""{restated(op, '. Not differentiable.')}
 
     Args:
         x: a blob.
@@ -259,13 +259,13 @@ def _logical(op: str, symbol: str, prefix: str) -> Any:
     return fn
 
 
-logical_and = _logical("logical_and", "and", "broadcast_logical_and")
+logical_and = _logical("logical_and", "broadcast_logical_and")
 
 
-logical_or = _logical("logical_or", "or", "broadcast_logical_or")
+logical_or = _logical("logical_or", "broadcast_logical_or")
 
 
-logical_xor = _logical("logical_xor", "xor", "broadcast_logical_xor")
+logical_xor = _logical("logical_xor", "broadcast_logical_xor")
 
 
 def logical_not(x: Blob, name: str | None = None) -> Blob:
@@ -296,12 +296,12 @@ def add_n(inputs: Sequence[Blob], name: str | None = None) -> Blob:
     return apply("add_n", list(inputs), name=name)
 
 
-def _unary(op: str, doc: str) -> Any:
+def _unary(op: str) -> Any:
     def fn(x: Blob, name: str | None = None) -> Blob:
         return apply(op, [x], name=name)
 
     fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"""{doc}, elementwise.
+    fn.__doc__ = f"""{restated(op, ', elementwise.')}
 
     Args:
         x: a blob.
@@ -313,121 +313,121 @@ def _unary(op: str, doc: str) -> Any:
     return fn
 
 
-negative = _unary("negative", "-x")
+negative = _unary("negative")
 
 
-square = _unary("square", "x * x")
+square = _unary("square")
 
 
-sqrt = _unary("sqrt", "The square root of x")
+sqrt = _unary("sqrt")
 
 
-exp = _unary("exp", "e ** x")
+exp = _unary("exp")
 
 
-log = _unary("log", "The natural logarithm of x")
+log = _unary("log")
 
 
-abs = _unary("abs", "|x|, with gradient sign(x)")  # noqa: A001 - legacy name
+abs = _unary("abs")  # noqa: A001 - legacy name
 
 
-reciprocal = _unary("reciprocal", "1 / x")
+reciprocal = _unary("reciprocal")
 
 
-sign = _unary("sign", "-1, 0 or 1 by the sign of x (its gradient is zero)")
+sign = _unary("sign")
 
 
-sigmoid = _unary("sigmoid", "1 / (1 + exp(-x))")
+sigmoid = _unary("sigmoid")
 
 
-tanh = _unary("tanh", "The hyperbolic tangent of x")
+tanh = _unary("tanh")
 
 
-gelu = _unary("gelu", "x * Phi(x), Phi the standard normal CDF (the exact erf form)")
+gelu = _unary("gelu")
 
 
-sin = _unary("sin", "sin(x)")
+sin = _unary("sin")
 
 
-cos = _unary("cos", "cos(x)")
+cos = _unary("cos")
 
 
-tan = _unary("tan", "tan(x)")
+tan = _unary("tan")
 
 
-asin = _unary("asin", "arcsin(x), for x in [-1, 1]")
+asin = _unary("asin")
 
 
-acos = _unary("acos", "arccos(x), for x in [-1, 1]")
+acos = _unary("acos")
 
 
-atan = _unary("atan", "arctan(x)")
+atan = _unary("atan")
 
 
-sinh = _unary("sinh", "The hyperbolic sine of x")
+sinh = _unary("sinh")
 
 
-cosh = _unary("cosh", "The hyperbolic cosine of x")
+cosh = _unary("cosh")
 
 
-asinh = _unary("asinh", "The inverse hyperbolic sine of x")
+asinh = _unary("asinh")
 
 
-acosh = _unary("acosh", "The inverse hyperbolic cosine of x, for x >= 1")
+acosh = _unary("acosh")
 
 
-atanh = _unary("atanh", "The inverse hyperbolic tangent of x, for x in (-1, 1)")
+atanh = _unary("atanh")
 
 
-erf = _unary("erf", "The error function 2/sqrt(pi) * integral_0^x exp(-t^2) dt")
+erf = _unary("erf")
 
 
-erfc = _unary("erfc", "1 - erf(x), accurate where erf(x) is close to 1")
+erfc = _unary("erfc")
 
 
-lgamma = _unary("lgamma", "log |Gamma(x)| (gradient digamma(x))")
+lgamma = _unary("lgamma")
 
 
-rint = _unary("rint", "The nearest integer, halves to even (its gradient is zero)")
+rint = _unary("rint")
 
 
-round = _unary("round", "The nearest integer, halves to even (its gradient is zero)")  # noqa: A001 - legacy name
+round = _unary("round")  # noqa: A001 - legacy name
 
 
-floor = _unary("floor", "The largest integer <= x (its gradient is zero)")
+floor = _unary("floor")
 
 
-ceil = _unary("ceil", "The smallest integer >= x (its gradient is zero)")
+ceil = _unary("ceil")
 
 
-rsqrt = _unary("rsqrt", "1 / sqrt(x)")
+rsqrt = _unary("rsqrt")
 
 
-softplus = _unary("softplus", "log(1 + exp(x)), without overflow for large x")
+softplus = _unary("softplus")
 
 
-log1p = _unary("log1p", "log(1 + x), accurate for small x")
+log1p = _unary("log1p")
 
 
-expm1 = _unary("expm1", "exp(x) - 1, accurate for small x")
+expm1 = _unary("expm1")
 
 
-reciprocal_no_nan = _unary("reciprocal_no_nan", "1 / x, and 0 where x == 0 (the gradient too)")
+reciprocal_no_nan = _unary("reciprocal_no_nan")
 
 
-log_sigmoid = _unary("log_sigmoid", "log(1 / (1 + exp(-x))), without overflow for large -x")
+log_sigmoid = _unary("log_sigmoid")
 
 
-relu = _unary("relu", "max(x, 0) (the op of flow.nn.relu)")
+relu = _unary("relu")
 
 
-def _renamed(op: str, legacy: str, doc: str) -> Any:
+def _renamed(op: str, legacy: str) -> Any:
     """Legacy's ``*_v2`` ops compute what ``op`` does; only their default node name differs."""
     def fn(x: Blob, name: str | None = None) -> Blob:
         return apply(op, [x], name=op_name(name, legacy))
 
     fn.__name__ = fn.__qualname__ = legacy
-    fn.__doc__ = f"""{doc}, elementwise (the ``{op}`` op; default name ``{legacy}_<n>``).
+    fn.__doc__ = f"""{restated(op, f', elementwise (the ``{op}`` op; default name ``{legacy}_<n>``).')}
 
     Args:
         x: a floating blob.
@@ -439,10 +439,10 @@ def _renamed(op: str, legacy: str, doc: str) -> Any:
     return fn
 
 
-sigmoid_v2 = _renamed("sigmoid", "sigmoid_v2", "1 / (1 + exp(-x))")
+sigmoid_v2 = _renamed("sigmoid", "sigmoid_v2")
 
 
-tanh_v2 = _renamed("tanh", "tanh_v2", "The hyperbolic tangent of x")
+tanh_v2 = _renamed("tanh", "tanh_v2")
 
 
 def clip_by_value(values: Blob, min_value: float | None = None, max_value: float | None = None,

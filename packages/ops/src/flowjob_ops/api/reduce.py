@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.api._common import blob_arg, build_error, number_as_blob, op_name
+from flowjob_ops.api._common import blob_arg, build_error, number_as_blob, op_name, restated
 from flowjob_ops.records.shape import counted_axes
 
 
@@ -34,7 +34,7 @@ def _legacy_axis(op: str, axis: Any) -> Any:
     raise build_error(op, f"axis must be None, an int or a list of ints, got {axis!r}")
 
 
-def _reduce(op: str, what: str, arg: str = "input_tensor", empty_axis: str = "input") -> Any:
+def _reduce(op: str, arg: str = "input_tensor", empty_axis: str = "input") -> Any:
     """A legacy reduction; ``arg`` is legacy's name of the input (``x`` for max/min/prod/any/all).
 
     An empty axis list reduces nothing: legacy returned the input itself (``empty_axis="input"``), or
@@ -58,7 +58,7 @@ def _reduce(op: str, what: str, arg: str = "input_tensor", empty_axis: str = "in
             return reduce(input_tensor, axis, keepdims, name)
 
     fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"""The {what} of the elements along ``axis``.
+    fn.__doc__ = f"""{restated(op, '.')}
 
     Args:
         {arg}: a blob.
@@ -73,30 +73,28 @@ def _reduce(op: str, what: str, arg: str = "input_tensor", empty_axis: str = "in
     return fn
 
 
-reduce_sum = _reduce("reduce_sum", "sum")
+reduce_sum = _reduce("reduce_sum")
 
 
-reduce_mean = _reduce("reduce_mean", "mean")
+reduce_mean = _reduce("reduce_mean")
 
 
-reduce_max = _reduce("reduce_max", "maximum (gradient split evenly among ties)", arg="x")
+reduce_max = _reduce("reduce_max", arg="x")
 
 
-reduce_min = _reduce("reduce_min", "minimum (gradient split evenly among ties)", arg="x")
+reduce_min = _reduce("reduce_min", arg="x")
 
 
-reduce_prod = _reduce("reduce_prod", "product (gradient exact where elements are zero)", arg="x")
+reduce_prod = _reduce("reduce_prod", arg="x")
 
 
-reduce_any = _reduce("reduce_any", "logical or, as int8 (1 where some element is nonzero)", arg="x",
-                     empty_axis="truth")
+reduce_any = _reduce("reduce_any", arg="x", empty_axis="truth")
 
 
-reduce_all = _reduce("reduce_all", "logical and, as int8 (1 where every element is nonzero)", arg="x",
-                     empty_axis="truth")
+reduce_all = _reduce("reduce_all", arg="x", empty_axis="truth")
 
 
-reduce_logsumexp = _reduce("reduce_logsumexp", "log(sum(exp)), computed shifted by the maximum (no overflow)")
+reduce_logsumexp = _reduce("reduce_logsumexp")
 
 
 def reduce_euclidean_norm(input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False,

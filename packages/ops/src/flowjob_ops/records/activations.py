@@ -91,7 +91,7 @@ def _tanh_grad_kernel(ctx: KernelContext) -> Any:
 
 
 TANH = OpDef("tanh", unary_float, grad=_tanh_grad, name_prefix="Tanh", elementwise=Elementwise("tanh"),
-             doc="tanh(x)", amp="gray")
+             doc="the hyperbolic tangent of x", amp="gray")
 TANH_GRAD = OpDef("tanh_grad", grad_like_second, kernel=_tanh_grad_kernel, not_differentiable=True,
                   name_prefix="TanhGrad", doc="dy * (1 - y^2) from the tanh output y")
 
@@ -149,7 +149,8 @@ def _gelu_grad_kernel(ctx: KernelContext) -> Any:
 
 
 GELU = OpDef("gelu", unary_float, kernel=_gelu_kernel, grad=_gelu_grad, name_prefix="Gelu",
-             doc="x * Phi(x) = x/2 * (1 + erf(x / sqrt(2))), the exact (erf) form", amp="gray")
+             doc="x * Phi(x), Phi the standard normal CDF: x/2 * (1 + erf(x / sqrt(2))), the exact (erf) form",
+             amp="gray")
 GELU_GRAD = OpDef("gelu_grad", grad_like_second, kernel=_gelu_grad_kernel, not_differentiable=True,
                   name_prefix="GeluGrad", doc="dy * (Phi(x) + x phi(x))")
 

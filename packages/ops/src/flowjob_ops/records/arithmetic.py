@@ -208,17 +208,17 @@ NEGATIVE = OpDef("negative", unary_numeric, elementwise=Elementwise("negative"),
 SQUARE = OpDef("square", unary_numeric, elementwise=Elementwise("square"), grad=_square_grad, name_prefix="Square",
                doc="x * x", amp="black")
 SQRT = OpDef("sqrt", unary_float, elementwise=Elementwise("sqrt"), grad=_sqrt_grad, name_prefix="Sqrt",
-             doc="square root", amp="gray")
+             doc="the square root of x", amp="gray")
 EXP = OpDef("exp", unary_float, elementwise=Elementwise("exp"), grad=_exp_grad, name_prefix="Exp", doc="e ** x",
             amp="black")
 LOG = OpDef("log", unary_float, elementwise=Elementwise("log"), grad=_log_grad, name_prefix="Log",
-            doc="natural logarithm", amp="black")
+            doc="the natural logarithm of x", amp="black")
 ABS = OpDef("abs", unary_numeric, elementwise=Elementwise("abs"), grad=_abs_grad, name_prefix="Abs",
-            doc="|x| (gradient sign(x), 0 at 0)", amp="black")
+            doc="|x|, with gradient sign(x) (0 at 0)", amp="black")
 RECIPROCAL = OpDef("reciprocal", unary_float, elementwise=Elementwise("reciprocal"), grad=_reciprocal_grad,
                    name_prefix="Reciprocal", doc="1 / x", amp="black")
 SIGN = OpDef("sign", unary_numeric, elementwise=Elementwise("sign"), grad=_zero_grad, name_prefix="Sign",
-             doc="-1, 0 or 1; its gradient is zero", amp="black")
+             doc="-1, 0 or 1 by the sign of x (its gradient is zero)", amp="black")
 
 
 # clip -----------------------------------------------------------------------

@@ -181,16 +181,18 @@ XLOGY = OpDef("xlogy", _binary_infer("xlogy", "f"), kernel=_xlogy_kernel, grad=_
               doc="x * log(y), and 0 where x == 0 (floating, broadcasting)", amp="black")
 
 
-def _logical(op: str, ufunc: str, arity: int, prefix: str) -> OpDef:
+def _logical(op: str, ufunc: str, arity: int, prefix: str, formula: str) -> OpDef:
     # the ufunc writes its bool result into the int8 output buffer (a safe cast), as the comparisons do
     return OpDef(op, _logical_infer(op), not_differentiable=True, name_prefix=prefix,
-                 elementwise=Elementwise(ufunc, arity=arity), doc=f"{ufunc} of nonzero elements, as int8 (1 or 0)",
+                 elementwise=Elementwise(ufunc, arity=arity), doc=f"{formula}, as int8 (1 or 0); nonzero is true",
                  amp="black")
 
 
-LOGICAL_AND = _logical("logical_and", "logical_and", 2, "broadcast_logical_and")
-LOGICAL_OR = _logical("logical_or", "logical_or", 2, "broadcast_logical_or")
-LOGICAL_XOR = _logical("logical_xor", "logical_xor", 2, "broadcast_logical_xor")
-LOGICAL_NOT = _logical("logical_not", "logical_not", 1, "logical_not")
+LOGICAL_AND = _logical("logical_and", "logical_and", 2, "broadcast_logical_and",
+                       "x and y, elementwise with broadcasting")
+LOGICAL_OR = _logical("logical_or", "logical_or", 2, "broadcast_logical_or", "x or y, elementwise with broadcasting")
+LOGICAL_XOR = _logical("logical_xor", "logical_xor", 2, "broadcast_logical_xor",
+                       "x xor y, elementwise with broadcasting")
+LOGICAL_NOT = _logical("logical_not", "logical_not", 1, "logical_not", "not x, elementwise")
 
 OPS = (MOD, FLOORDIV, ATAN2, POW, XDIVY, XLOGY, LOGICAL_AND, LOGICAL_OR, LOGICAL_XOR, LOGICAL_NOT)

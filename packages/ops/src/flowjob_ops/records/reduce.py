@@ -113,13 +113,15 @@ def _extremum_grad_kernel(ctx: KernelContext) -> Any:
 
 
 REDUCE_SUM = OpDef("reduce_sum", _infer("reduce_sum"), kernel=_kernel("sum"), grad=_sum_grad,
-                   name_prefix="ReduceSum", doc="sum over axes", amp="black")
+                   name_prefix="ReduceSum", doc="the sum of the elements along axis", amp="black")
 REDUCE_MEAN = OpDef("reduce_mean", _infer("reduce_mean", floating=True), kernel=_kernel("mean"), grad=_mean_grad,
-                    name_prefix="ReduceMean", doc="mean over axes", amp="black")
+                    name_prefix="ReduceMean", doc="the mean of the elements along axis", amp="black")
 REDUCE_MAX = OpDef("reduce_max", _infer("reduce_max"), kernel=_kernel("max"), grad=_extremum_grad,
-                   name_prefix="ReduceMax", doc="max over axes; gradient split among ties", amp="black")
+                   name_prefix="ReduceMax",
+                   doc="the maximum of the elements along axis (gradient split evenly among ties)", amp="black")
 REDUCE_MIN = OpDef("reduce_min", _infer("reduce_min"), kernel=_kernel("min"), grad=_extremum_grad,
-                   name_prefix="ReduceMin", doc="min over axes; gradient split among ties", amp="black")
+                   name_prefix="ReduceMin",
+                   doc="the minimum of the elements along axis (gradient split evenly among ties)", amp="black")
 REDUCE_EXTREMUM_GRAD = OpDef("reduce_extremum_grad", _extremum_grad_infer, kernel=_extremum_grad_kernel,
                              not_differentiable=True, name_prefix="ReduceExtremumGrad",
                              doc="dy / (number of ties) at every element equal to the reduced value")
@@ -246,7 +248,8 @@ def _logsumexp_grad(ctx: GradContext) -> list[Any]:
 
 
 REDUCE_PROD = OpDef("reduce_prod", _reduce_infer("reduce_prod", "fiu"), kernel=_prod_kernel, grad=_prod_grad,
-                    name_prefix="ReduceProd", doc="product over axes", amp="black")
+                    name_prefix="ReduceProd",
+                    doc="the product of the elements along axis (gradient exact where elements are zero)", amp="black")
 
 
 REDUCE_PROD_GRAD = OpDef("reduce_prod_grad", _prod_grad_infer, kernel=_prod_grad_kernel, not_differentiable=True,
@@ -255,17 +258,20 @@ REDUCE_PROD_GRAD = OpDef("reduce_prod_grad", _prod_grad_infer, kernel=_prod_grad
 
 REDUCE_ANY = OpDef("reduce_any", _reduce_infer("reduce_any", "fiub", LOGICAL_DTYPE), kernel=_logical_kernel("any"),
                    not_differentiable=True, name_prefix="ReduceAny",
-                   doc="1 (int8) where some element over axes is nonzero, else 0", amp="black")
+                   doc="the logical or of the elements along axis, as int8 (1 where some element is nonzero)",
+                   amp="black")
 
 
 REDUCE_ALL = OpDef("reduce_all", _reduce_infer("reduce_all", "fiub", LOGICAL_DTYPE), kernel=_logical_kernel("all"),
                    not_differentiable=True, name_prefix="ReduceAll",
-                   doc="1 (int8) where every element over axes is nonzero, else 0", amp="black")
+                   doc="the logical and of the elements along axis, as int8 (1 where every element is nonzero)",
+                   amp="black")
 
 
 REDUCE_LOGSUMEXP = OpDef("reduce_logsumexp", _reduce_infer("reduce_logsumexp", "f"), kernel=_logsumexp_kernel,
                          grad=_logsumexp_grad, name_prefix="ReduceLogSumExp",
-                         doc="log(sum(exp(x))) over axes, shifted by the maximum", amp="black")
+                         doc="log(sum(exp(x))) of the elements along axis, shifted by the maximum (no overflow)",
+                         amp="black")
 
 
 # count_not_finite, multi_count_not_finite ------------------------------------------------------------
