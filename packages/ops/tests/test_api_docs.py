@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from flowjob_ops.api import comparisons, math, reduce
+from flowjob_ops.api import activations, comparisons, math, reduce
 from flowjob_ops.api._common import restated
 import flowjob_ops.records as records
 from flowjob_ops.records import catalog
@@ -18,6 +18,8 @@ RESTATING = [(getattr(math, name), name) for name in (
     "rint", "round", "floor", "ceil", "rsqrt", "softplus", "log1p", "expm1", "reciprocal_no_nan", "log_sigmoid",
     "relu", "logical_and", "logical_or", "logical_xor")]
 RESTATING += [(math.sigmoid_v2, "sigmoid"), (math.tanh_v2, "tanh")]
+RESTATING += [(getattr(activations, name), name) for name in (
+    "relu", "sigmoid", "tanh", "gelu", "relu6", "hardsigmoid", "hardswish", "mish")]
 RESTATING += [(getattr(comparisons, name), name) for name in comparisons.__all__]
 RESTATING += [(getattr(reduce, name), name) for name in (
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_any", "reduce_all",
@@ -36,6 +38,12 @@ def test_the_first_line_is_the_records_doc(fn: object, op: str) -> None:
 def test_a_formula_keeps_its_case_and_a_sentence_is_capitalized() -> None:
     assert math.sin.__doc__.startswith("sin(x), elementwise.")
     assert math.sqrt.__doc__.startswith("The square root of x, elementwise.")
+
+
+def test_a_unary_function_names_its_default_node_name_and_module() -> None:
+    assert "default ``Relu_<n>``" in activations.relu.__doc__
+    assert activations.relu.__module__ == "flowjob_ops.api.activations"
+    assert math.relu.__module__ == "flowjob_ops.api.math"
 
 
 def test_an_unknown_op_is_named() -> None:

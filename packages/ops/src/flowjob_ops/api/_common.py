@@ -5,7 +5,7 @@ number as a 0-d blob, and a variable's in-place assignment.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, Callable
 
 from flowjob_core import Blob, OpBuildError, ShapeError, apply, maybe_builder
 from flowjob_core.ir import naming
@@ -41,6 +41,26 @@ def restated(op: str, rest: str = "") -> str:
     if len(first) > 1 and first.isalpha():
         doc = doc[0].upper() + doc[1:]
     return doc + rest
+
+
+def unary_function(op: str, module: str) -> Callable[..., Blob]:
+    """The public function ``f(x, name=None)`` of a one-input op without attributes, defined as if in
+    ``module`` (its ``__name__``); its docstring restates the op's record."""
+    def fn(x: Blob, name: str | None = None) -> Blob:
+        return apply(op, [x], name=name)
+
+    fn.__name__ = fn.__qualname__ = op
+    fn.__module__ = module
+    fn.__doc__ = f"""{restated(op, ', elementwise.')}
+
+    Args:
+        x: a blob.
+        name: the op name; default ``{catalog.record(op).name_prefix}_<n>``.
+
+    Returns:
+        A blob like x.
+    """
+    return fn
 
 
 # argument checks --------------------------------------------------------------------------------

@@ -4,61 +4,23 @@ from __future__ import annotations
 
 from flowjob_core import Blob, apply
 
+from flowjob_ops.api._common import unary_function
+
 
 __all__ = ["elu", "gelu", "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "mish", "relu", "relu6", "selu",
            "sigmoid", "swish", "tanh"]
 
 
-def relu(x: Blob, name: str | None = None) -> Blob:
-    """max(x, 0), elementwise.
-
-    Args:
-        x: a floating blob.
-        name: the op name; default ``Relu_<n>``.
-
-    Returns:
-        A blob like x.
-    """
-    return apply("relu", [x], name=name)
+relu = unary_function("relu", __name__)
 
 
-def sigmoid(x: Blob, name: str | None = None) -> Blob:
-    """1 / (1 + exp(-x)), elementwise.
-
-    Args:
-        x: a floating blob.
-        name: the op name; default ``Sigmoid_<n>``.
-
-    Returns:
-        A blob like x.
-    """
-    return apply("sigmoid", [x], name=name)
+sigmoid = unary_function("sigmoid", __name__)
 
 
-def tanh(x: Blob, name: str | None = None) -> Blob:
-    """tanh(x), elementwise.
-
-    Args:
-        x: a floating blob.
-        name: the op name; default ``Tanh_<n>``.
-
-    Returns:
-        A blob like x.
-    """
-    return apply("tanh", [x], name=name)
+tanh = unary_function("tanh", __name__)
 
 
-def gelu(x: Blob, name: str | None = None) -> Blob:
-    """x * Phi(x) = x/2 (1 + erf(x / sqrt(2))): the exact erf form, not the tanh approximation.
-
-    Args:
-        x: a floating blob.
-        name: the op name; default ``Gelu_<n>``.
-
-    Returns:
-        A blob like x.
-    """
-    return apply("gelu", [x], name=name)
+gelu = unary_function("gelu", __name__)
 
 
 def leaky_relu(x: Blob, alpha: float = 0.2, name: str | None = None) -> Blob:
@@ -90,43 +52,13 @@ def hardtanh(x: Blob, min_val: float = -1.0, max_val: float = 1.0, name: str | N
     return apply("hardtanh", [x], {"min_val": min_val, "max_val": max_val}, name=name)
 
 
-def relu6(x: Blob, name: str | None = None) -> Blob:
-    """min(max(x, 0), 6).
-
-    Args:
-        x: a floating blob.
-        name: the op name; default ``Relu6_<n>``.
-
-    Returns:
-        A blob like x.
-    """
-    return apply("relu6", [x], name=name)
+relu6 = unary_function("relu6", __name__)
 
 
-def hardsigmoid(x: Blob, name: str | None = None) -> Blob:
-    """relu6(x + 3) / 6, a piecewise-linear sigmoid.
-
-    Args:
-        x: a floating blob.
-        name: the op name; default ``HardSigmoid_<n>``.
-
-    Returns:
-        A blob like x.
-    """
-    return apply("hardsigmoid", [x], name=name)
+hardsigmoid = unary_function("hardsigmoid", __name__)
 
 
-def hardswish(x: Blob, name: str | None = None) -> Blob:
-    """x * relu6(x + 3) / 6.
-
-    Args:
-        x: a floating blob.
-        name: the op name; default ``HardSwish_<n>``.
-
-    Returns:
-        A blob like x.
-    """
-    return apply("hardswish", [x], name=name)
+hardswish = unary_function("hardswish", __name__)
 
 
 def elu(x: Blob, alpha: float = 1.0, name: str | None = None) -> Blob:
@@ -159,17 +91,7 @@ def selu(x: Blob, scale: float = 1.0507009873554805, alpha: float = 1.6732632423
     return apply("selu", [x], {"alpha": alpha, "scale": scale}, name=name)
 
 
-def mish(x: Blob, name: str | None = None) -> Blob:
-    """x * tanh(softplus(x)), softplus(x) = log(1 + exp(x)).
-
-    Args:
-        x: a floating blob.
-        name: the op name; default ``Mish_<n>``.
-
-    Returns:
-        A blob like x.
-    """
-    return apply("mish", [x], name=name)
+mish = unary_function("mish", __name__)
 
 
 def swish(x: Blob, beta: float = 1.0, name: str | None = None) -> Blob:

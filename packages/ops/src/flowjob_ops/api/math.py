@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, ShapeError, apply
 
-from flowjob_ops.api._common import build_error, number_as_blob, op_name, restated
+from flowjob_ops.api._common import build_error, number_as_blob, op_name, restated, unary_function
 from flowjob_ops.records.common import check_scalar
 
 
@@ -296,129 +296,112 @@ def add_n(inputs: Sequence[Blob], name: str | None = None) -> Blob:
     return apply("add_n", list(inputs), name=name)
 
 
-def _unary(op: str) -> Any:
-    def fn(x: Blob, name: str | None = None) -> Blob:
-        return apply(op, [x], name=name)
+negative = unary_function("negative", __name__)
 
-    fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"""{restated(op, ', elementwise.')}
 
-    Args:
-        x: a blob.
-        name: the op name; default from the op's legacy prefix.
+square = unary_function("square", __name__)
 
-    Returns:
-        A blob like x.
-    """
-    return fn
 
+sqrt = unary_function("sqrt", __name__)
 
-negative = _unary("negative")
 
+exp = unary_function("exp", __name__)
 
-square = _unary("square")
 
+log = unary_function("log", __name__)
 
-sqrt = _unary("sqrt")
 
+abs = unary_function("abs", __name__)  # noqa: A001 - legacy name
 
-exp = _unary("exp")
 
+reciprocal = unary_function("reciprocal", __name__)
 
-log = _unary("log")
 
+sign = unary_function("sign", __name__)
 
-abs = _unary("abs")  # noqa: A001 - legacy name
 
+sigmoid = unary_function("sigmoid", __name__)
 
-reciprocal = _unary("reciprocal")
 
+tanh = unary_function("tanh", __name__)
 
-sign = _unary("sign")
 
+gelu = unary_function("gelu", __name__)
 
-sigmoid = _unary("sigmoid")
 
+sin = unary_function("sin", __name__)
 
-tanh = _unary("tanh")
 
+cos = unary_function("cos", __name__)
 
-gelu = _unary("gelu")
 
+tan = unary_function("tan", __name__)
 
-sin = _unary("sin")
 
+asin = unary_function("asin", __name__)
 
-cos = _unary("cos")
 
+acos = unary_function("acos", __name__)
 
-tan = _unary("tan")
 
+atan = unary_function("atan", __name__)
 
-asin = _unary("asin")
 
+sinh = unary_function("sinh", __name__)
 
-acos = _unary("acos")
 
+cosh = unary_function("cosh", __name__)
 
-atan = _unary("atan")
 
+asinh = unary_function("asinh", __name__)
 
-sinh = _unary("sinh")
 
+acosh = unary_function("acosh", __name__)
 
-cosh = _unary("cosh")
 
+atanh = unary_function("atanh", __name__)
 
-asinh = _unary("asinh")
 
+erf = unary_function("erf", __name__)
 
-acosh = _unary("acosh")
 
+erfc = unary_function("erfc", __name__)
 
-atanh = _unary("atanh")
 
+lgamma = unary_function("lgamma", __name__)
 
-erf = _unary("erf")
 
+rint = unary_function("rint", __name__)
 
-erfc = _unary("erfc")
 
+round = unary_function("round", __name__)  # noqa: A001 - legacy name
 
-lgamma = _unary("lgamma")
 
+floor = unary_function("floor", __name__)
 
-rint = _unary("rint")
 
+ceil = unary_function("ceil", __name__)
 
-round = _unary("round")  # noqa: A001 - legacy name
 
+rsqrt = unary_function("rsqrt", __name__)
 
-floor = _unary("floor")
 
+softplus = unary_function("softplus", __name__)
 
-ceil = _unary("ceil")
 
+log1p = unary_function("log1p", __name__)
 
-rsqrt = _unary("rsqrt")
 
+expm1 = unary_function("expm1", __name__)
 
-softplus = _unary("softplus")
 
+reciprocal_no_nan = unary_function("reciprocal_no_nan", __name__)
 
-log1p = _unary("log1p")
 
+log_sigmoid = unary_function("log_sigmoid", __name__)
 
-expm1 = _unary("expm1")
 
-
-reciprocal_no_nan = _unary("reciprocal_no_nan")
-
-
-log_sigmoid = _unary("log_sigmoid")
-
-
-relu = _unary("relu")
+relu = unary_function("relu", __name__)
 
 
 def _renamed(op: str, legacy: str) -> Any:

@@ -359,11 +359,11 @@ def _grad_from_input(op: str) -> Any:
 
 HARDSIGMOID = OpDef("hardsigmoid", unary_float, kernel=_hardsigmoid_kernel,
                     grad=_grad_from_input("hardsigmoid_grad"), name_prefix="HardSigmoid",
-                    doc="clip(x / 6 + 1/2, 0, 1)", amp="black")
+                    doc="relu6(x + 3) / 6, a piecewise-linear sigmoid", amp="black")
 HARDSIGMOID_GRAD = OpDef("hardsigmoid_grad", _grad_with("hardsigmoid_grad"), kernel=_hardsigmoid_grad_kernel,
                          not_differentiable=True, name_prefix="HardSigmoidGrad", doc="dy / 6 where -3 < x < 3")
 HARDSWISH = OpDef("hardswish", unary_float, kernel=_hardswish_kernel, grad=_grad_from_input("hardswish_grad"),
-                  name_prefix="HardSwish", doc="x * clip(x / 6 + 1/2, 0, 1)", amp="black")
+                  name_prefix="HardSwish", doc="x * relu6(x + 3) / 6", amp="black")
 HARDSWISH_GRAD = OpDef("hardswish_grad", _grad_with("hardswish_grad"), kernel=_hardswish_grad_kernel,
                        not_differentiable=True, name_prefix="HardSwishGrad",
                        doc="dy * (0 below -3, x/3 + 1/2 between, 1 above 3)")
@@ -463,7 +463,7 @@ def _mish_grad_kernel(ctx: KernelContext) -> Any:
 
 
 MISH = OpDef("mish", unary_float, kernel=_mish_kernel, grad=_grad_from_input("mish_grad"), name_prefix="Mish",
-             doc="x * tanh(log(1 + exp(x)))", amp="black")
+             doc="x * tanh(softplus(x)), softplus(x) = log(1 + exp(x))", amp="black")
 MISH_GRAD = OpDef("mish_grad", _grad_with("mish_grad"), kernel=_mish_grad_kernel, not_differentiable=True,
                   name_prefix="MishGrad", doc="dy * (tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2)), sp = softplus(x)")
 
