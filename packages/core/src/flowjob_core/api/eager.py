@@ -132,24 +132,30 @@ class KernelCache:
         return fn
 
     def _build(self, builder: EagerBuilder, node: Node) -> Callable[..., Any]:
-        job, backend = builder.job, builder.session.backend
-        opdef = builder.registries.ops[node.op]
-        make = builder.registries.kernels.lookup(opdef, backend.tag)
-        if make is None:
-            raise FlowjobError(f"job {job.name!r}: op {node.name!r} ({node.op}) has no kernel for backend "
-                               f"{backend.tag!r} ({backend.name})")
-        kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs,
-                             tuple(job.specs[i] for i in node.inputs), tuple(job.specs[o] for o in node.outputs),
-                             job.type, builder.session.variables.array, None, self.shared,
-                             ops=builder.registries.ops)
-        try:
-            fn = make(kctx)
-        except FlowjobError:
-            raise
-        except Exception as exc:
-            raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
-                               f"{node.source} failed: {exc!r}") from exc
-        return numerics.checked(fn, backend.xp, job, node) if builder._check else fn
+        return build_kernel(builder, node, self.shared, builder._check)
+
+
+def build_kernel(builder: JobBuilder, node: Node, shared: dict[Any, Any], check: bool) -> Callable[..., Any]:
+    """The kernel of ``node`` (a node of ``builder``'s job) for the session's backend, as the planner would pick
+    it (the backend's override, else the record's); ``shared`` is the dict kernels built together meet in,
+    ``check`` wraps it with the numerics check. Its outputs are its own buffers, reused by later calls."""
+    job, backend = builder.job, builder.session.backend
+    opdef = builder.registries.ops[node.op]
+    make = builder.registries.kernels.lookup(opdef, backend.tag)
+    if make is None:
+        raise FlowjobError(f"job {job.name!r}: op {node.name!r} ({node.op}) has no kernel for backend "
+                           f"{backend.tag!r} ({backend.name})")
+    kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs,
+                         tuple(job.specs[i] for i in node.inputs), tuple(job.specs[o] for o in node.outputs),
+                         job.type, builder.session.variables.array, None, shared, ops=builder.registries.ops)
+    try:
+        fn = make(kctx)
+    except FlowjobError:
+        raise
+    except Exception as exc:
+        raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
+                           f"{node.source} failed: {exc!r}") from exc
+    return numerics.checked(fn, backend.xp, job, node) if check else fn
 
 
 def _ref(lbn: str, position: dict[str, int]) -> tuple[int, str]:
