@@ -147,10 +147,11 @@ def test_state_dict_round_trip():
     assert result.missing_keys == [] and result.unexpected_keys == []
     x = flow.Tensor(X)
     np.testing.assert_array_equal(other(x).numpy(), model(x).numpy())
-    # the state is a snapshot: training the model later leaves it as it was
-    before = state["fc1.weight"].numpy()
-    model.fc1.weight.copy_(model.fc1.weight.detach() * 2.0)
-    np.testing.assert_array_equal(state["fc1.weight"].numpy(), before)
+    # the state holds the parameters themselves, as legacy's did; loading copied their values
+    assert state == {"fc1.weight": model.fc1.weight, "fc1.bias": model.fc1.bias, "fc2.weight": model.fc2.weight,
+                     "fc2.bias": model.fc2.bias}
+    other.fc2.bias.fill_(7.0)
+    assert model.fc2.bias.numpy().max() < 7.0
     with pytest.raises(RuntimeError, match="missing key.*fc2.bias"):
         other.load_state_dict({k: v for k, v in state.items() if k != "fc2.bias"})
     with pytest.raises(RuntimeError, match="size mismatch for fc1.bias"):
@@ -217,3 +218,31 @@ def test_deprecated_module_counts_calls():
         class Bad(flow.deprecated.nn.Module):
             def __call__(self, *args):
                 return None
+
+
+def test_no_grad_results_are_leaves_and_equality_is_identity_as_in_legacy():
+    x = flow.Tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    with flow.no_grad():
+        m = x + 1.0
+    assert m.is_leaf and not m.requires_grad and (x + 1.0).requires_grad
+    m.requires_grad = True
+    assert m == m and m != x and x.grad is None  # identity, as legacy's tensors compared
+    assert x.eq(x).tolist() == [[1, 1, 1]] * 2 and x.ne(m).tolist() == [[1, 1, 1]] * 2
+
+    class Pair(flow.nn.Module):
+        def __init__(self, first, second):
+            super().__init__()
+            self.param1 = first
+            self.param2 = second
+
+    p0, p1 = flow.nn.Parameter(flow.Tensor(2, 3)), flow.nn.Parameter(flow.Tensor(2, 3))
+    outer = Pair(p1, Pair(p0, p1))
+    assert list(outer.parameters()) == [p1, p0]  # each parameter once, in registration order
+    assert outer.state_dict() == {"param1": p1, "param2.param1": p0, "param2.param2": p1}
+
+
+def test_unary_methods_run_their_op_records():
+    x = flow.Tensor([[0.25, -0.5]])
+    np.testing.assert_allclose(x.arcsin().numpy(), np.arcsin(x.numpy()), rtol=1e-6)
+    np.testing.assert_allclose(x.sigmoid().numpy(), 1 / (1 + np.exp(-x.numpy())), rtol=1e-6)
+    assert x.abs().tolist() == [[0.25, 0.5]] and x.neg().tolist() == [[-0.25, 0.5]]

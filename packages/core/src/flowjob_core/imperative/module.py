@@ -229,11 +229,11 @@ class Module:
 
     def state_dict(self, destination: "OrderedDict[str, Tensor] | None" = None, prefix: str = "",
                    keep_vars: bool = False) -> "OrderedDict[str, Tensor]":
-        """Dotted name -> value of every parameter and persistent buffer; values are detached (they keep the
-        value of this moment: later updates give the parameters new arrays) unless ``keep_vars``."""
+        """Dotted name -> every parameter and persistent buffer, the tensors themselves as in legacy (so they
+        show later updates; ``keep_vars`` is accepted for PyTorch-style calls and changes nothing)."""
         destination = OrderedDict() if destination is None else destination
         for name, value in self._local_state().items():
-            destination[prefix + name] = value if keep_vars else value.detach()
+            destination[prefix + name] = value
         for name, module in self._modules.items():
             if module is not None:
                 module.state_dict(destination, f"{prefix}{name}.", keep_vars)

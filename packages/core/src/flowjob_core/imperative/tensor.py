@@ -16,6 +16,7 @@ import numpy as np
 
 from flowjob_core.errors import FlowjobError
 from flowjob_core.imperative import autograd
+from flowjob_core.imperative.grad_mode import is_grad_enabled
 from flowjob_core.imperative.tape import Segment, TapeBuilder
 from flowjob_core.ir import dtypes
 from flowjob_core.runtime.session import get_default_session
@@ -280,8 +281,9 @@ class Tensor:
             extra = f", grad_fn={self.grad_fn}"
         return f"tensor({text}, dtype=oneflow.{self.dtype.name}{extra})"
 
-    __str__ = __repr__
-    __hash__ = object.__hash__  # by identity: == compares elements (a tensor), as on blobs
+    def __str__(self) -> str:
+        return repr(self)  # a subclass's repr (Parameter's) too
+
 
     @property
     def data(self) -> "Tensor":
@@ -455,11 +457,13 @@ class Tensor:
     def le(self, other: Any) -> "Tensor":
         return self <= other
 
+    # ``==`` and ``!=`` compare identity, as legacy's tensors did (modules keep tensors in sets and dicts);
+    # eq and ne compare elements
     def eq(self, other: Any) -> "Tensor":
-        return self == other
+        return _operator("__eq__")(self, other)
 
     def ne(self, other: Any) -> "Tensor":
-        return self != other
+        return _operator("__ne__")(self, other)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise NotImplementedError("tensor[key] = value is not supported on flowjob's eager tensors (values are "
@@ -476,9 +480,13 @@ def _unary_method(op: str) -> Callable[[Tensor], Tensor]:
 
 
 # methods named after the op record they run
-for _name, _op in (("relu", "relu"), ("sigmoid", "sigmoid"), ("tanh", "tanh"), ("gelu", "gelu"), ("exp", "exp"),
-                   ("log", "log"), ("sqrt", "sqrt"), ("square", "square"), ("abs", "abs"), ("sign", "sign"),
-                   ("reciprocal", "reciprocal"), ("neg", "negative"), ("negative", "negative")):
+_UNARY = ("abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "erf", "erfc", "exp",
+          "expm1", "floor", "gelu", "hardsigmoid", "hardswish", "lgamma", "log", "log1p", "log_sigmoid", "mish",
+          "negative", "reciprocal", "relu", "relu6", "rint", "round", "rsqrt", "sigmoid", "sign",
+          "sin", "sinh", "softplus", "sqrt", "square", "tan", "tanh")
+_ALIASES = {"neg": "negative", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh",
+            "arctan": "atan", "arctanh": "atanh"}
+for _name, _op in [*((op, op) for op in _UNARY), *_ALIASES.items()]:
     setattr(Tensor, _name, _unary_method(_op))
 
 
@@ -498,7 +506,7 @@ def _operator(dunder: str) -> Callable[..., Any]:
 
 for _dunder in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
                 "__rtruediv__", "__neg__", "__pow__", "__rpow__", "__mod__", "__rmod__", "__matmul__",
-                "__rmatmul__", "__getitem__", "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
+                "__rmatmul__", "__getitem__", "__lt__", "__le__", "__gt__", "__ge__"):
     setattr(Tensor, _dunder, _operator(_dunder))
 del _name, _op, _dunder
 
@@ -513,7 +521,7 @@ def run_on_blobs(what: str, fn: Callable[..., Any], *args: Any) -> Any:
         out = fn(*blobs)
     if not isinstance(out, (Blob, tuple, list)):
         return out  # NotImplemented from an operator, a Python value
-    track = any(isinstance(a, Tensor) and a.requires_grad for a in args)
+    track = is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args)
     segment = tape.segment() if track else None
 
     def wrap(blob: Any) -> Any:
