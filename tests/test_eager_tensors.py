@@ -246,3 +246,16 @@ def test_unary_methods_run_their_op_records():
     np.testing.assert_allclose(x.arcsin().numpy(), np.arcsin(x.numpy()), rtol=1e-6)
     np.testing.assert_allclose(x.sigmoid().numpy(), 1 / (1 + np.exp(-x.numpy())), rtol=1e-6)
     assert x.abs().tolist() == [[0.25, 0.5]] and x.neg().tolist() == [[-0.25, 0.5]]
+
+
+def test_a_state_dict_saved_with_flow_save_loads_back(tmp_path):
+    model, other = MLP(), MLP()
+    flow.save(model.state_dict(), str(tmp_path / "model"))
+    other.load_state_dict(flow.load(str(tmp_path / "model")))
+    x = flow.Tensor(X)
+    np.testing.assert_array_equal(other(x).numpy(), model(x).numpy())
+
+
+def test_a_failing_kernel_names_the_op():
+    with pytest.raises(FlowjobError, match=r"\(gather\).*kernel failed on tensors: IndexError"):
+        flow.nn.Embedding(3, 2)(flow.tensor([[5]]))

@@ -83,19 +83,7 @@ class EagerBuilder(JobBuilder):
             raise FlowjobError(f"job {self.job.name!r}, op {node.name!r} ({node.op}) at {node.source}: ops whose "
                                f"rows the data decide do not run in eager mode yet; call "
                                f"flow.enable_eager_execution(False) for this job")
-        fn = self._kernels.kernel(self, node, key)
-        args = [self.values[lbn] for lbn in node.inputs]
-        try:
-            result = fn(*args)
-        except FlowjobError:
-            raise
-        except Exception as exc:
-            raise StepError(f"job {self.job.name!r}, op {node.name!r} ({node.op}) at {node.source}: kernel failed "
-                            f"in eager mode: {exc!r}") from exc
-        if len(node.outputs) == 1:
-            self.values[node.outputs[0]] = result
-        elif node.outputs:
-            self.values.update(zip(node.outputs, result))
+        run_node(self._kernels.kernel(self, node, key), node, self.values, f"job {self.job.name!r}", "in eager mode")
         self.ran.add((node.name, node.op))
 
     def eager_value(self, blob: Blob) -> np.ndarray:
@@ -156,6 +144,22 @@ def build_kernel(builder: JobBuilder, node: Node, shared: dict[Any, Any], check:
         raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
                            f"{node.source} failed: {exc!r}") from exc
     return numerics.checked(fn, backend.xp, job, node) if check else fn
+
+
+def run_node(fn: Callable[..., Any], node: Node, values: dict[str, Any], where: str, mode: str) -> None:
+    """Run ``node``'s kernel ``fn`` on its inputs' arrays in ``values`` and store its outputs there; a kernel's
+    failure becomes a ``StepError`` naming ``where`` (the job), the op and its source line."""
+    try:
+        result = fn(*(values[lbn] for lbn in node.inputs))
+    except FlowjobError:
+        raise
+    except Exception as exc:
+        raise StepError(f"{where}, op {node.name!r} ({node.op}) at {node.source}: kernel failed {mode}: "
+                        f"{exc!r}") from exc
+    if len(node.outputs) == 1:
+        values[node.outputs[0]] = result
+    elif node.outputs:
+        values.update(zip(node.outputs, result))
 
 
 def _ref(lbn: str, position: dict[str, int]) -> tuple[int, str]:

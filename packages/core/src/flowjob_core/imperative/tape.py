@@ -11,10 +11,9 @@ import contextlib
 import itertools
 from typing import Any, Iterator, Sequence
 
-from flowjob_core.api.eager import build_kernel
+from flowjob_core.api.eager import build_kernel, run_node
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir.job import BlobSpec, Job, Node
-from flowjob_core.plan.planner import StepError
 from flowjob_core.runtime.session import Session
 from flowjob_core.trace.blob import Blob
 from flowjob_core.trace.builder import JobBuilder
@@ -57,17 +56,7 @@ class TapeBuilder(JobBuilder):
             raise FlowjobError(f"eager tensors: op {node.name!r} ({node.op}) at {node.source} does not run on "
                                f"tensors ({why}); use it in a @flow.global_function job")
         fn = build_kernel(self, node, {}, self._check)  # a kernel per call: its outputs stay this tensor's
-        try:
-            result = fn(*(self.values[lbn] for lbn in node.inputs))
-        except FlowjobError:
-            raise
-        except Exception as exc:
-            raise StepError(f"eager tensors: op {node.name!r} ({node.op}) at {node.source}: kernel failed: "
-                            f"{exc!r}") from exc
-        if len(node.outputs) == 1:
-            self.values[node.outputs[0]] = result
-        else:
-            self.values.update(zip(node.outputs, result))
+        run_node(fn, node, self.values, "eager tensors", "on tensors")
 
     @contextlib.contextmanager
     def recording(self) -> Iterator["TapeBuilder"]:
