@@ -42,6 +42,8 @@ _NAMESPACE = LazyNamespace(
         Source("flowjob_watch", "flowjob-watch", legacy=("watch", "watch_diff", "watch_scope")),  # and the sinks
         Source("flowjob_ofrecord.api.image_toplevel", "flowjob-ofrecord", legacy=("image_resize",)),  # flow.image_*
         _ops("size"),  # flow.Size
+        Source("flowjob_core.imperative.tensor", "flowjob-core", namespace="flow"),  # v0.4's eager flow.Tensor
+        Source("flowjob_core.imperative.grad_mode", "flowjob-core", namespace="flow"),  # flow.no_grad
     ),
     # legacy names for differently named attributes
     aliases={"FixedTensorDef": (_TYPING, "fixed_tensor_def"), "MirroredTensorDef": (_TYPING, "mirrored_tensor_def"),

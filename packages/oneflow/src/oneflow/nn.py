@@ -1,7 +1,10 @@
-"""``flow.nn``: neural-network ops (from flowjob-ops)."""
-from oneflow._exports import export, ops
+"""``flow.nn``: neural-network ops (from flowjob-ops) and v0.4's eager modules (from flowjob-core)."""
+from oneflow._exports import Source, export, ops
 
 SOURCES = (ops("activations"), ops("softmax"), ops("dropout"), ops("bias_add"), ops("attention"), ops("conv"),
-           ops("pool"), ops("normalization"), ops("losses", "flow.nn"), ops("pixel_shuffle"), ops("triangular"))
+           ops("pool"), ops("normalization"), ops("losses", "flow.nn"), ops("pixel_shuffle"), ops("triangular"),
+           Source("flowjob_core.imperative.module", "flowjob-core", namespace="flow.nn"),
+           Source("flowjob_core.imperative.parameter", "flowjob-core"),
+           Source("flowjob_core.imperative.embedding", "flowjob-core"))
 
 __all__ = export(globals(), "flow.nn", *SOURCES)

@@ -83,19 +83,7 @@ class EagerBuilder(JobBuilder):
             raise FlowjobError(f"job {self.job.name!r}, op {node.name!r} ({node.op}) at {node.source}: ops whose "
                                f"rows the data decide do not run in eager mode yet; call "
                                f"flow.enable_eager_execution(False) for this job")
-        fn = self._kernels.kernel(self, node, key)
-        args = [self.values[lbn] for lbn in node.inputs]
-        try:
-            result = fn(*args)
-        except FlowjobError:
-            raise
-        except Exception as exc:
-            raise StepError(f"job {self.job.name!r}, op {node.name!r} ({node.op}) at {node.source}: kernel failed "
-                            f"in eager mode: {exc!r}") from exc
-        if len(node.outputs) == 1:
-            self.values[node.outputs[0]] = result
-        elif node.outputs:
-            self.values.update(zip(node.outputs, result))
+        run_node(self._kernels.kernel(self, node, key), node, self.values, f"job {self.job.name!r}", "in eager mode")
         self.ran.add((node.name, node.op))
 
     def eager_value(self, blob: Blob) -> np.ndarray:
@@ -132,24 +120,46 @@ class KernelCache:
         return fn
 
     def _build(self, builder: EagerBuilder, node: Node) -> Callable[..., Any]:
-        job, backend = builder.job, builder.session.backend
-        opdef = builder.registries.ops[node.op]
-        make = builder.registries.kernels.lookup(opdef, backend.tag)
-        if make is None:
-            raise FlowjobError(f"job {job.name!r}: op {node.name!r} ({node.op}) has no kernel for backend "
-                               f"{backend.tag!r} ({backend.name})")
-        kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs,
-                             tuple(job.specs[i] for i in node.inputs), tuple(job.specs[o] for o in node.outputs),
-                             job.type, builder.session.variables.array, None, self.shared,
-                             ops=builder.registries.ops)
-        try:
-            fn = make(kctx)
-        except FlowjobError:
-            raise
-        except Exception as exc:
-            raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
-                               f"{node.source} failed: {exc!r}") from exc
-        return numerics.checked(fn, backend.xp, job, node) if builder._check else fn
+        return build_kernel(builder, node, self.shared, builder._check)
+
+
+def build_kernel(builder: JobBuilder, node: Node, shared: dict[Any, Any], check: bool) -> Callable[..., Any]:
+    """The kernel of ``node`` (a node of ``builder``'s job) for the session's backend, as the planner would pick
+    it (the backend's override, else the record's); ``shared`` is the dict kernels built together meet in,
+    ``check`` wraps it with the numerics check. Its outputs are its own buffers, reused by later calls."""
+    job, backend = builder.job, builder.session.backend
+    opdef = builder.registries.ops[node.op]
+    make = builder.registries.kernels.lookup(opdef, backend.tag)
+    if make is None:
+        raise FlowjobError(f"job {job.name!r}: op {node.name!r} ({node.op}) has no kernel for backend "
+                           f"{backend.tag!r} ({backend.name})")
+    kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs,
+                         tuple(job.specs[i] for i in node.inputs), tuple(job.specs[o] for o in node.outputs),
+                         job.type, builder.session.variables.array, None, shared, ops=builder.registries.ops)
+    try:
+        fn = make(kctx)
+    except FlowjobError:
+        raise
+    except Exception as exc:
+        raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
+                           f"{node.source} failed: {exc!r}") from exc
+    return numerics.checked(fn, backend.xp, job, node) if check else fn
+
+
+def run_node(fn: Callable[..., Any], node: Node, values: dict[str, Any], where: str, mode: str) -> None:
+    """Run ``node``'s kernel ``fn`` on its inputs' arrays in ``values`` and store its outputs there; a kernel's
+    failure becomes a ``StepError`` naming ``where`` (the job), the op and its source line."""
+    try:
+        result = fn(*(values[lbn] for lbn in node.inputs))
+    except FlowjobError:
+        raise
+    except Exception as exc:
+        raise StepError(f"{where}, op {node.name!r} ({node.op}) at {node.source}: kernel failed {mode}: "
+                        f"{exc!r}") from exc
+    if len(node.outputs) == 1:
+        values[node.outputs[0]] = result
+    elif node.outputs:
+        values.update(zip(node.outputs, result))
 
 
 def _ref(lbn: str, position: dict[str, int]) -> tuple[int, str]:

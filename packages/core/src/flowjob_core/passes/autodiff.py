@@ -46,7 +46,7 @@ class GradContext:
         return outs[0] if len(outs) == 1 else outs
 
 
-def _reachable_forward(job: Job, sources: set[str]) -> set[str]:
+def reachable_forward(job: Job, sources: set[str]) -> set[str]:
     reached = set(sources)
     for node in job.nodes:
         if any(lbn in reached for lbn in node.inputs):
@@ -54,7 +54,7 @@ def _reachable_forward(job: Job, sources: set[str]) -> set[str]:
     return reached
 
 
-def _reachable_backward(job: Job, targets: set[str]) -> set[str]:
+def reachable_backward(job: Job, targets: set[str]) -> set[str]:
     reached = set(targets)
     for node in reversed(job.nodes):
         if any(lbn in reached for lbn in node.outputs):
@@ -76,7 +76,7 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
     builder = JobBuilder(job, ctx.session)
     trainable = {v.lbn for v in job.variables.values() if v.trainable}
     sources = trainable | set(job.grad_targets)
-    needs_grad = _reachable_forward(job, sources) & _reachable_backward(job, set(job.losses))
+    needs_grad = reachable_forward(job, sources) & reachable_backward(job, set(job.losses))
     for lbn in job.grad_targets:
         if lbn not in needs_grad:
             raise FlowjobError(
@@ -88,6 +88,33 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
         seed_name = builder.local_name(f"{loss.split('/')[0]}_grad_seed")
         seed = builder.add_op("ones_like", [builder.blob(loss)], scoped_name=seed_name)[0]
         pending.setdefault(loss, []).append(seed)
+    for lbn, grad in propagate(builder, list(job.nodes), pending, needs_grad, ops).items():
+        ctx.grads[lbn] = grad.lbn
+
+    loss_elements = sum(job.specs[loss].size for loss in job.losses)
+    for vdef in job.variables.values():
+        raw = ctx.grads.get(vdef.lbn)
+        if raw is None or not vdef.trainable:
+            continue
+        if loss_elements == 1:
+            ctx.variable_grads[vdef.name] = raw
+            continue
+        name = builder.local_name(f"{vdef.name}_grad_scaled")
+        scaled = builder.add_op("scalar_mul", [builder.blob(raw)], {"scalar": 1.0 / loss_elements},
+                                scoped_name=name)[0]
+        ctx.variable_grads[vdef.name] = scaled.lbn
+
+
+def propagate(builder: JobBuilder, forward_nodes: Sequence[Node], pending: dict[str, list[Blob]],
+              needs_grad: set[str], ops: Any) -> dict[str, Blob]:
+    """Run the gradient rules of ``forward_nodes`` backwards from the seeds in ``pending`` (lbn -> gradient
+    parts), adding the gradient nodes through ``builder``; returns lbn -> total gradient, in the order the
+    totals were formed, for every value in ``needs_grad`` that a gradient reached.
+
+    The job-level pass and the eager tensors' autograd (``flowjob_core.imperative``) both run this sweep, so
+    an eager gradient is built from the same rules, sums and unbroadcasts as a lazy one."""
+    job = builder.job
+    grads: dict[str, Blob] = {}
 
     def total(lbn: str) -> Blob | None:
         parts = pending.pop(lbn, None)
@@ -98,10 +125,9 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
         else:
             name = builder.local_name(f"{lbn.split('/')[0]}_grad_sum")
             grad = builder.add_op("add_n", parts, scoped_name=name)[0]
-        ctx.grads[lbn] = grad.lbn
+        grads[lbn] = grad
         return grad
 
-    forward_nodes = list(job.nodes)
     for node in reversed(forward_nodes):
         if not any(out in needs_grad for out in node.outputs) or not any(i in needs_grad for i in node.inputs):
             for out in node.outputs:
@@ -133,16 +159,4 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
             pending.setdefault(lbn, []).append(grad)
     for lbn in list(pending):
         total(lbn)
-
-    loss_elements = sum(job.specs[loss].size for loss in job.losses)
-    for vdef in job.variables.values():
-        raw = ctx.grads.get(vdef.lbn)
-        if raw is None or not vdef.trainable:
-            continue
-        if loss_elements == 1:
-            ctx.variable_grads[vdef.name] = raw
-            continue
-        name = builder.local_name(f"{vdef.name}_grad_scaled")
-        scaled = builder.add_op("scalar_mul", [builder.blob(raw)], {"scalar": 1.0 / loss_elements},
-                                scoped_name=name)[0]
-        ctx.variable_grads[vdef.name] = scaled.lbn
+    return grads
