@@ -309,3 +309,37 @@ def test_attribute_values_that_cannot_be_saved() -> None:
         _attr_values.encode(np.array([1]), "op 'x', attribute 'a'")
     with pytest.raises(SavedModelError, match="nan"):
         _attr_values.encode((float("nan"),), "op 'x', attribute 'a'")
+
+
+def test_two_graphs_and_defaults(tmp_path: Path) -> None:
+    predict, lbns = _model()
+    feeds = _inputs()
+    probs = predict(feeds["image"], feeds["scale"])
+
+    @flow.global_function(type="predict")
+    def doubled(x: tp.Numpy.Placeholder((4, 1))) -> tp.Numpy:
+        return x * 2
+
+    builder = flow.saved_model.ModelBuilder(str(tmp_path / "m")).ModelName("two").Version(1)
+    graph = builder.AddFunction(predict)
+    graph.AddSignature("first").Input("image", lbns["x"]).Input("scale", lbns["scale"]).Output("out", lbns["probs"])
+    graph.AddSignature("second").Input("image", lbns["x"]).Input("scale", lbns["scale"]).AsDefault()
+    builder.AddFunction(doubled).AsDefault()
+    with pytest.raises(SavedModelError, match="the name '(image|scale)' is used twice"):
+        builder.Save()
+    del graph.proto.signatures["second"]
+    graph.proto.default_signature_name = "first"
+    builder.Save()
+    flow.clear_default_session()
+    sess = flow.serving.InferenceSession()
+    sess.load_saved_model(str(tmp_path / "m"))  # the default graph: doubled
+    sess.launch()
+    assert sess.list_jobs() == ["doubled"]
+    np.testing.assert_array_equal(sess.run("doubled", **{sess.list_inputs()[0]: feeds["scale"]})[0], feeds["scale"] * 2)
+    sess.close()
+    sess = flow.serving.InferenceSession()
+    sess.load_saved_model(str(tmp_path / "m"), graph_name="predict")
+    sess.launch()
+    assert sess.list_signatures() == ["first"] and sess.list_outputs() == ("out",)
+    np.testing.assert_allclose(sess.run("predict", **feeds)[0], probs, rtol=1e-6, atol=1e-7)
+    sess.close()

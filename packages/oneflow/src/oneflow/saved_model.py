@@ -11,7 +11,7 @@ loads it back.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Self
 
 from flowjob_core import JobFunction, SavedModelError, get_default_session
 from flowjob_core.api import checkpoint, checkpoint_files
@@ -44,6 +44,10 @@ class ModelBuilder:
     @property
     def proto(self) -> Any:
         return self.saved_model_proto_
+
+    @property
+    def name(self) -> str:
+        return str(self.proto.name)
 
     def ModelName(self, model_name: str) -> "ModelBuilder":  # noqa: N802 (legacy's names)
         if not isinstance(model_name, str):
@@ -129,26 +133,26 @@ class ModelBuilder:
             checkpoint_files.finish(group)
 
 
-class GraphBuilder:
-    """One graph of a saved model: a job function's op list and its signatures."""
+class _Part:
+    """A named part of a saved model (a graph, a signature): its message is an entry of its owner's table
+    (``owner.proto.<table>[name]``), or a message of its own without an owner."""
 
-    def __init__(self, name: str, model_builder: ModelBuilder | None = None, *,
-                 function: JobFunction | None = None) -> None:
+    def __init__(self, name: str, owner: Any, owner_type: type[Any], table: str, message: Any, default: str) -> None:
+        kind = type(self).__name__
         if not isinstance(name, str):
-            raise SavedModelError(f"GraphBuilder: name must be a str, got {name!r}")
-        if model_builder is not None and not isinstance(model_builder, ModelBuilder):
-            raise SavedModelError(f"GraphBuilder: model_builder must be a ModelBuilder or None, got {model_builder!r}")
-        if model_builder is not None:
-            if name in model_builder.proto.graphs:
-                raise SavedModelError(f"graph {name!r} is already added to model {model_builder.proto.name!r}")
-            self.proto_ = model_builder.proto.graphs[name]
+            raise SavedModelError(f"{kind}: name must be a str, got {name!r}")
+        if owner is not None and not isinstance(owner, owner_type):
+            raise SavedModelError(f"{kind}: its owner must be a {owner_type.__name__} or None, got {owner!r}")
+        if owner is not None:
+            entries = getattr(owner.proto, table)
+            if name in entries:
+                raise SavedModelError(f"{kind}: {name!r} already exists in {owner_type.__name__} {owner.name!r}")
+            self.proto_ = entries[name]
         else:
-            self.proto_ = GraphDef()
-        self.owner_ = model_builder
+            self.proto_ = message()
+        self.owner_: Any = owner
         self.name_ = name
-        self.finished_ = False
-        self.signature_builders_: dict[str, SignatureBuilder] = {}
-        self._function = function
+        self._default = default  # the owner's field naming its default part
 
     @property
     def name(self) -> str:
@@ -157,6 +161,23 @@ class GraphBuilder:
     @property
     def proto(self) -> Any:
         return self.proto_
+
+    def AsDefault(self) -> Self:  # noqa: N802 (legacy's names)
+        """Make this its owner's default (graph of the model, signature of the graph)."""
+        if self.owner_ is not None:
+            setattr(self.owner_.proto, self._default, self.name)
+        return self
+
+
+class GraphBuilder(_Part):
+    """One graph of a saved model: a job function's op list and its signatures."""
+
+    def __init__(self, name: str, model_builder: ModelBuilder | None = None, *,
+                 function: JobFunction | None = None) -> None:
+        super().__init__(name, model_builder, ModelBuilder, "graphs", GraphDef, "default_graph_name")
+        self.finished_ = False
+        self.signature_builders_: dict[str, SignatureBuilder] = {}
+        self._function = function
 
     @property
     def finished(self) -> bool:
@@ -211,38 +232,12 @@ class GraphBuilder:
     def OwnerModelBuilder(self) -> ModelBuilder | None:  # noqa: N802
         return self.owner_
 
-    def AsDefault(self) -> "GraphBuilder":  # noqa: N802
-        """Make this the model's default graph."""
-        if self.owner_ is not None:
-            self.owner_.proto.default_graph_name = self.name
-        return self
 
-
-class SignatureBuilder:
+class SignatureBuilder(_Part):
     """A signature: names for a graph's inputs (its placeholders' blobs) and outputs (any of its values)."""
 
     def __init__(self, name: str, graph_builder: GraphBuilder | None = None) -> None:
-        if not isinstance(name, str):
-            raise SavedModelError(f"SignatureBuilder: name must be a str, got {name!r}")
-        if graph_builder is not None and not isinstance(graph_builder, GraphBuilder):
-            raise SavedModelError(f"SignatureBuilder: graph_builder must be a GraphBuilder or None, "
-                                  f"got {graph_builder!r}")
-        if graph_builder is not None:
-            if name in graph_builder.proto.signatures:
-                raise SavedModelError(f"signature {name!r} already exists in graph {graph_builder.name!r}")
-            self.proto_ = graph_builder.proto.signatures[name]
-        else:
-            self.proto_ = JobSignatureDef()
-        self.owner_ = graph_builder
-        self.name_ = name
-
-    @property
-    def name(self) -> str:
-        return self.name_
-
-    @property
-    def proto(self) -> Any:
-        return self.proto_
+        super().__init__(name, graph_builder, GraphBuilder, "signatures", JobSignatureDef, "default_signature_name")
 
     def _where(self) -> str:
         graph = f" of graph {self.owner_.name!r}" if self.owner_ is not None else ""
@@ -269,12 +264,6 @@ class SignatureBuilder:
 
     def OwnerGraphBuilder(self) -> GraphBuilder | None:  # noqa: N802
         return self.owner_
-
-    def AsDefault(self) -> "SignatureBuilder":  # noqa: N802
-        """Make this its graph's default signature."""
-        if self.owner_ is not None:
-            self.owner_.proto.default_signature_name = self.name
-        return self
 
 
 def _write_file(path: str, data: bytes) -> None:
