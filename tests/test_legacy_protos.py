@@ -1,5 +1,6 @@
-"""oneflow.core's protobuf modules (data_type_pb2, op_conf_pb2, initializer_conf_pb2) match the .proto files
-shipped beside them, keep legacy's numbers, and an InitializerConf works wherever an initializer does."""
+"""oneflow.core's protobuf modules (data_type_pb2, op_conf_pb2, initializer_conf_pb2, the saved-model files)
+match the .proto files shipped beside them, keep legacy's numbers, and an InitializerConf works wherever an
+initializer does."""
 from __future__ import annotations
 
 import subprocess
@@ -12,8 +13,15 @@ from google.protobuf import descriptor_pb2
 
 import oneflow as flow
 import oneflow.core.common.data_type_pb2 as data_type_util
+import oneflow.core.common.shape_pb2 as shape_util
+import oneflow.core.framework.user_op_attr_pb2 as user_op_attr_util
+import oneflow.core.framework.user_op_conf_pb2 as user_op_conf_util
 import oneflow.core.job.initializer_conf_pb2 as initializer_conf_util
+import oneflow.core.job.job_conf_pb2 as job_conf_util
+import oneflow.core.operator.interface_blob_conf_pb2 as interface_blob_conf_util
 import oneflow.core.operator.op_conf_pb2 as op_conf_util
+import oneflow.core.register.logical_blob_id_pb2 as logical_blob_id_util
+import oneflow.core.serving.saved_model_pb2 as saved_model_util
 import oneflow.typing as tp
 from oneflow.core import _descriptors
 from flowjob_core import FlowjobError
@@ -23,7 +31,8 @@ _helpers = sibling(__file__, "legacy_helpers")
 fresh_session, value = _helpers.fresh_session, _helpers.value
 
 SRC = Path(flow.__file__).parent.parent  # -I root: protoc names each file by its path below it
-MODULES = [data_type_util, op_conf_util, initializer_conf_util]
+MODULES = [data_type_util, op_conf_util, initializer_conf_util, shape_util, logical_blob_id_util,
+           interface_blob_conf_util, user_op_attr_util, user_op_conf_util, job_conf_util, saved_model_util]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
@@ -34,7 +43,10 @@ def test_descriptor_equals_protoc_output(module, tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{SRC}", f"--descriptor_set_out={out}", proto],
                    check=True, cwd=tmp_path)
     compiled = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
-    for message in compiled.message_type:
+    messages = list(compiled.message_type)
+    while messages:  # nested ones too (map entries)
+        message = messages.pop()
+        messages.extend(message.nested_type)
         for field in message.field:
             field.ClearField("json_name")  # protoc fills it in from the field name
     # the proto as built (the pool's own copy re-prints float defaults: 0.05 as 0.0500000007)
@@ -52,6 +64,28 @@ def test_legacy_numbers() -> None:
         == (0, 2, 2)
     numbers = {f.name: f.number for f in initializer_conf_util.InitializerConf.DESCRIPTOR.oneofs_by_name["type"].fields}
     assert numbers["constant_conf"] == 1 and numbers["truncated_normal_conf"] == 6 and numbers["empty_conf"] == 12
+
+
+def test_saved_model_numbers() -> None:
+    def numbers(message: object) -> dict[str, int]:
+        return {f.name: f.number for f in message.DESCRIPTOR.fields}
+
+    assert numbers(saved_model_util.SavedModel) == {"name": 1, "version": 2, "checkpoint_dir": 3, "graphs": 4,
+                                                    "default_graph_name": 5}
+    assert numbers(saved_model_util.GraphDef) == {"op_list": 1, "signatures": 2, "default_signature_name": 3}
+    ops = numbers(op_conf_util.OperatorConf)
+    assert (ops["name"], ops["device_tag"], ops["variable_conf"], ops["input_conf"], ops["return_conf"],
+            ops["user_conf"]) == (1, 4, 122, 137, 146, 199)
+    assert numbers(job_conf_util.JobSignatureDef) == {"inputs": 1, "outputs": 2}
+    assert numbers(user_op_conf_util.UserOpConf) == {"op_type_name": 1, "input": 2, "output": 3, "attr": 4}
+    assert numbers(user_op_attr_util.AttrValue)["at_list_string"] == 14
+    assert op_conf_util.OperatorConf().device_tag == "invalid_device" and op_conf_util.VariableOpConf().trainable
+    # a map field reads and writes as a dict
+    model = saved_model_util.SavedModel(name="m", version=1, checkpoint_dir="variables")
+    model.graphs["f"].signatures["s"].inputs["x"].lbi.op_name = "Input_0"
+    model.graphs["f"].signatures["s"].inputs["x"].blob_conf.data_type = data_type_util.kFloat  # a required field
+    again = saved_model_util.SavedModel.FromString(model.SerializeToString())
+    assert again.graphs["f"].signatures["s"].inputs["x"].lbi.op_name == "Input_0"
 
 
 def test_wire_format_of_a_legacy_initializer() -> None:

@@ -11,7 +11,7 @@ from flowjob_core.trace.blob import Blob
 from flowjob_core.config.function_config import FunctionConfig, function_config
 from flowjob_core.errors import (
     CheckpointError, ConfigError, FlowjobError, JobArgumentError, JobDefinitionError, JobReturnError,
-    MissingPackageError, OpBuildError, PluginError, ShapeError, VariableError)
+    MissingPackageError, OpBuildError, PluginError, SavedModelError, ShapeError, VariableError)
 from flowjob_core.runtime.executor import PendingCall
 from flowjob_core.api.function import JobFunction, global_function
 from flowjob_core.ir.job import BlobSpec, Intent, Job, Node, SideOutput
@@ -30,7 +30,7 @@ __all__ = [
     "FlowjobError",
     "FunctionConfig", "GradContext", "InputSpec", "Intent", "Job", "JobArgumentError", "JobDefinitionError",
     "JobFunction", "JobReturnError", "KernelContext", "MissingPackageError", "Node", "OpBuildError", "OpDef",
-    "ParamKind", "PendingCall", "PluginError", "ReturnKind", "Session", "ShapeError", "SideOutput",
+    "ParamKind", "PendingCall", "PluginError", "ReturnKind", "SavedModelError", "Session", "ShapeError", "SideOutput",
     "VariableError", "add_loss", "apply", "clear_default_session", "current_builder", "dtypes",
     "function_config", "get_default_session", "get_variable", "global_function", "hookimpl",
     "make_plugin_manager", "maybe_builder", "scope", "settings", "sync_default_session",

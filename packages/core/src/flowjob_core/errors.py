@@ -44,3 +44,7 @@ class ConfigError(FlowjobError, AttributeError):
 
 class CheckpointError(FlowjobError, OSError):
     """A checkpoint cannot be saved or loaded."""
+
+
+class SavedModelError(FlowjobError, ValueError):
+    """A saved model cannot be written, found, read or run as asked (legacy raised ``ValueError``)."""

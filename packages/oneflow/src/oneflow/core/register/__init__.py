@@ -1,0 +1,1 @@
+"""``oneflow.core.register``: legacy's blob naming messages (``logical_blob_id_pb2``)."""

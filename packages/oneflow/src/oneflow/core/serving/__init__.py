@@ -1,0 +1,1 @@
+"""``oneflow.core.serving``: legacy's saved-model format (``saved_model_pb2``)."""
