@@ -15,47 +15,39 @@ parser.add_argument("--save_interval", type=int, default=300)
 parser.add_argument("--load_dir", type=str, default=None)
 
 
-def lenet(data, train=False):
-    initializer = flow.truncated_normal(0.1)
-    conv1 = flow.layers.conv2d(
-        data,
-        32,
-        5,
-        padding="SAME",
-        activation=flow.nn.relu,
-        name="conv1",
-        kernel_initializer=initializer,
-    )
-    pool1 = flow.nn.max_pool2d(conv1, ksize=2, strides=2, padding="SAME", name="pool1")
-    conv2 = flow.layers.conv2d(
-        pool1,
-        64,
-        5,
-        padding="SAME",
-        activation=flow.nn.relu,
-        name="conv2",
-        kernel_initializer=initializer,
-    )
-    pool2 = flow.nn.max_pool2d(conv2, ksize=2, strides=2, padding="SAME", name="pool2")
-    reshape = flow.reshape(pool2, [pool2.shape[0], -1])
-    hidden = flow.layers.dense(
-        reshape,
-        512,
-        activation=flow.nn.relu,
-        kernel_initializer=initializer,
-        name="dense1",
-    )
-    if train:
-        hidden = flow.nn.dropout(hidden, rate=0.5, name="dropout")
-    return flow.layers.dense(hidden, 10, kernel_initializer=initializer, name="dense2")
-
-
 class LeNet(flow.model.Model):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
 
     def forward(self, images, train=False):
-        return lenet(images, train)
+        conv1 = self._conv_pool(images, 32, "conv1", "pool1")
+        conv2 = self._conv_pool(conv1, 64, "conv2", "pool2")
+        flat = flow.reshape(conv2, [conv2.shape[0], -1])
+        hidden = self._dense(flat, 512, "dense1", activation=flow.nn.relu)
+        if train:
+            hidden = flow.nn.dropout(hidden, rate=0.5, name="dropout")
+        return self._dense(hidden, 10, "dense2")
+
+    def _conv_pool(self, x, filters, name, pool_name):
+        conv = flow.layers.conv2d(
+            x,
+            filters,
+            5,
+            padding="SAME",
+            activation=flow.nn.relu,
+            kernel_initializer=flow.truncated_normal(0.1),
+            name=name,
+        )
+        return flow.nn.max_pool2d(conv, ksize=2, strides=2, padding="SAME", name=pool_name)
+
+    def _dense(self, x, units, name, activation=None):
+        return flow.layers.dense(
+            x,
+            units,
+            activation=activation,
+            kernel_initializer=flow.truncated_normal(0.1),
+            name=name,
+        )
 
     def training_step(self, batch, optimizer_idx):
         images, labels = batch

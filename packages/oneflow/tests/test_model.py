@@ -232,16 +232,23 @@ def test_a_data_module_of_blobs_is_called_inside_the_job():
     assert "System-Train-TrainStep-Regression_Model_train_job_0" in flow.get_all_variables()
 
 
-def test_eager_execution_gives_the_lazy_losses():
+def test_eager_execution_gives_the_lazy_losses_and_checkpoints(tmp_path: Path):
     lazy = Recorder()
     Regression().fit(training_config=training(), callbacks=lazy, max_steps=5)
+    lazy_weight = weight()
+    saves = flow.model.CheckpointConfig()
+    saves.config_save(str(tmp_path / "eager"), step_interval=5)
     flow.enable_eager_execution(True)
     try:
         eager = Recorder()
-        Regression().fit(training_config=training(), callbacks=eager, max_steps=5)
+        Regression().fit(training_config=training(), checkpoint_config=saves, callbacks=eager, max_steps=5)
+        loads = flow.model.CheckpointConfig()
+        loads.config_load(str(tmp_path / "eager-4"))
+        Regression().fit(validation_config=validation(1), checkpoint_config=loads, callbacks=eager, max_steps=1)
     finally:
         flow.enable_eager_execution(False)
     assert eager.losses() == lazy.losses()
+    np.testing.assert_allclose(eager.events[-1][3].numpy(), X[:4] @ lazy_weight, rtol=1e-6)  # the loaded weight
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
