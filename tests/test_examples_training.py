@@ -51,11 +51,11 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run(program: str, cwd: Path, timeout: float = 600, real_data: bool = False) -> str:
+def run(program: str, cwd: Path, timeout: float = 600, real_data: bool = False, args: tuple[str, ...] = ()) -> str:
     env = dict(os.environ)
     if not real_data:
         env["FLOWJOB_DATA_HOME"] = str(cwd / "no-cache")  # only ./mnist.npz may be used
-    proc = subprocess.run([sys.executable, str(EXAMPLES / program)], cwd=cwd, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, str(EXAMPLES / program), *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
     assert proc.returncode == 0, f"{program} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     return proc.stdout

@@ -10,6 +10,7 @@ from typing import Any
 from flowjob_core import (
     FunctionConfig, clear_default_session, function_config, get_variable, global_function,
     sync_default_session)
+from flowjob_core import FunctionConfig as ExecutionConfig  # legacy v0.4's name, flow.model's configs take it
 from flowjob_core.api.checkpoint import load_variables
 from flowjob_core.ir.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
 from flowjob_core.ir.dtypes import convert_oneflow_dtype_to_numpy_dtype, dtype, dtypes, half, int, long
@@ -44,6 +45,7 @@ _NAMESPACE = LazyNamespace(
         _ops("size"),  # flow.Size
         Source("flowjob_core.imperative.tensor", "flowjob-core", namespace="flow"),  # v0.4's eager flow.Tensor
         Source("flowjob_core.imperative.grad_mode", "flowjob-core", namespace="flow"),  # flow.no_grad
+        Source("oneflow.model", "flowjob", namespace="flow"),  # flow.Model, also flow.model.Model
     ),
     # legacy names for differently named attributes
     aliases={"FixedTensorDef": (_TYPING, "fixed_tensor_def"), "MirroredTensorDef": (_TYPING, "mirrored_tensor_def"),
@@ -55,6 +57,7 @@ __all__ = [
     "float32", "float64", "function_config", "get_variable", "global_function", "int32", "int64", "int8",
     "load_variables", "sync_default_session", "uint8",
 ]
+__all__ += ["ExecutionConfig"]
 __all__ += ["convert_oneflow_dtype_to_numpy_dtype", "dtype", "dtypes", "half", "int", "long"]  # legacy dtype names
 __all__ += ["current_machine_id"]
 __all__ += ["consistent_user_op_builder", "consistent_user_op_module_builder", "user_op_builder",
