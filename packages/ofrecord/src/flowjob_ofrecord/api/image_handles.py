@@ -29,7 +29,13 @@ def _handle_attrs(source: Any) -> dict:
 def decode(images_bytes_buffer: Blob, dtype: Any = dtypes.uint8, color_space: str = "BGR",
            name: str | None = None) -> Blob:
     """Decodes the encoded images of a ``flow.data.OFRecordBytesDecoder`` blob (JPEG, PNG, ...) in the reader's
-    thread; a handle of uint8 (H, W, C) images (C = 1 for ``"GRAY"``), as ``OFRecordImageDecoder``'s."""
+    thread; a handle of uint8 (H, W, C) images (C = 1 for ``"GRAY"``), as ``OFRecordImageDecoder``'s.
+
+    A tensor buffer of encoded files (``flow.data.coco_reader``'s images) is decoded in the step instead, to a
+    tensor buffer of (H, W, C) images of ``dtype`` (uint8 or float32)."""
+    if isinstance(images_bytes_buffer, Blob) and images_bytes_buffer.dtype == dtypes.tensor_buffer:
+        attrs = {"color_space": check_color_space(color_space), "data_type": dtypes.as_dtype(dtype)}
+        return apply("image_decode_tensor_buffer", [images_bytes_buffer], attrs, name=name)
     source = _source(images_bytes_buffer, "flow.image.decode", ("ofrecord_bytes_decoder",),
                      "flow.data.OFRecordBytesDecoder")
     if dtypes.as_dtype(dtype) != dtypes.uint8:
