@@ -117,24 +117,28 @@ def _scale_kernel(width: int, what: str) -> Any:
     return kernel
 
 
-OBJECT_BBOX_FLIP = OpDef(
-    "object_bbox_flip", lambda i, a: _flip_infer(i, a, "bbox"), kernel=_flip_kernel(4, 1, "boxes"),
-    not_differentiable=True, name_prefix="ObjectBboxFlip", input_names=("bbox", "image_size", "flip_code"),
-    doc="each image's boxes [x1, y1, x2, y2] flipped with it (flip_code 1: x -> w - x - 1, 16: y -> h - y - 1)",
-    amp="black")
-OBJECT_BBOX_SCALE = OpDef(
-    "object_bbox_scale", lambda i, a: _scale_infer(i, a, "bbox"), kernel=_scale_kernel(4, "boxes"),
-    not_differentiable=True, name_prefix="ObjectBboxScale", input_names=("bbox", "scale"),
-    doc="each image's boxes times its scale row [scale_w, scale_h]", amp="black")
-OBJECT_SEGMENTATION_POLYGON_FLIP = OpDef(
-    "object_segmentation_polygon_flip", lambda i, a: _flip_infer(i, a, "poly"), kernel=_flip_kernel(2, 0, "points"),
-    not_differentiable=True, name_prefix="ObjectSegmPolyFilp", input_names=("poly", "image_size", "flip_code"),
-    doc="each image's polygon points [x, y] flipped with it (flip_code 1: x -> w - x, 16: y -> h - y)",
-    amp="black")
-OBJECT_SEGMENTATION_POLYGON_SCALE = OpDef(
-    "object_segmentation_polygon_scale", lambda i, a: _scale_infer(i, a, "poly"), kernel=_scale_kernel(2, "points"),
-    not_differentiable=True, name_prefix="ObjectSegmPolyFilp", input_names=("poly", "scale"),
-    doc="each image's polygon points times its scale row [scale_w, scale_h] (legacy's name prefix)", amp="black")
+def _flip_op(name: str, first: str, width: int, offset: int, what: str, prefix: str, doc: str) -> OpDef:
+    return OpDef(name, lambda i, a: _flip_infer(i, a, first), kernel=_flip_kernel(width, offset, what),
+                 not_differentiable=True, name_prefix=prefix, input_names=(first, "image_size", "flip_code"), doc=doc,
+                 amp="black")
+
+
+def _scale_op(name: str, first: str, width: int, what: str, prefix: str) -> OpDef:
+    return OpDef(name, lambda i, a: _scale_infer(i, a, first), kernel=_scale_kernel(width, what),
+                 not_differentiable=True, name_prefix=prefix, input_names=(first, "scale"),
+                 doc=f"each image's {what} times its scale row [scale_w, scale_h]", amp="black")
+
+
+OBJECT_BBOX_FLIP = _flip_op("object_bbox_flip", "bbox", 4, 1, "boxes", "ObjectBboxFlip",
+                            "each image's boxes [x1, y1, x2, y2] flipped with it (flip_code 1: x -> w - x - 1, 16: "
+                            "y -> h - y - 1)")
+OBJECT_BBOX_SCALE = _scale_op("object_bbox_scale", "bbox", 4, "boxes", "ObjectBboxScale")
+OBJECT_SEGMENTATION_POLYGON_FLIP = _flip_op("object_segmentation_polygon_flip", "poly", 2, 0, "points",
+                                            "ObjectSegmPolyFilp", "each image's polygon points [x, y] flipped with it "
+                                            "(flip_code 1: x -> w - x, 16: y -> h - y)")
+# legacy named unnamed polygon scales with the flip's prefix too
+OBJECT_SEGMENTATION_POLYGON_SCALE = _scale_op("object_segmentation_polygon_scale", "poly", 2, "points",
+                                              "ObjectSegmPolyFilp")
 
 
 # object_segmentation_polygon_to_mask ------------------------------------------------------
