@@ -44,7 +44,8 @@ def problems(values: Sequence[Any], specs: Sequence["BlobSpec"], *, flexible_ext
     found = []
     for k, (value, spec) in enumerate(zip(values, specs)):
         if type(value) is TensorList and flexible_extent:  # a tensor list of items of their own shapes
-            found += problems(list(value), [spec] * len(value), flexible_extent=True)
+            found += [f"output {k} item {problem.removeprefix('output ')}"
+                      for problem in problems(list(value), [spec] * len(value), flexible_extent=True)]
             continue
         shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
         if shape is None or dtype is None:
