@@ -15,24 +15,14 @@ from flowjob_core import OpBuildError
 from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(280)
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+_helpers = sibling(__file__, "legacy_helpers")
+fresh_session, mirrored_config = _helpers.fresh_session, _helpers.mirrored_config
+list_static_shape = _helpers.list_static_shape
 
 BOXES = [np.array([[20.0, 40.0, 80.0, 160.0], [30.0, 50.0, 70.0, 100.0]], np.float32),
          np.array([[1.0, 2.0, 10.0, 12.0]], np.float32),
          np.array([[5.0, 5.0, 6.0, 9.0], [0.0, 0.0, 3.0, 3.0], [7.0, 1.0, 9.0, 2.0]], np.float32)]
 SIZES = np.array([[480, 620], [40, 30], [12, 10]], np.int32)  # [w, h] per image
-
-
-def _config() -> flow.FunctionConfig:
-    config = flow.FunctionConfig()
-    config.default_data_type(flow.float)
-    config.default_logical_view(flow.scope.mirrored_view())
-    return config
-
-
-def _static_shape(arrays):
-    """Legacy's _get_bbox_static_shape: the list's length, then the largest of each axis."""
-    return (len(arrays), *np.amax([a.shape for a in arrays], axis=0).tolist())
 
 
 def _flip_boxes(boxes, size, code):
@@ -48,9 +38,9 @@ def _flip_boxes(boxes, size, code):
 
 @pytest.mark.parametrize("code", [0, 1, 16, 17])
 def test_object_bbox_flip(code):
-    shape = _static_shape(BOXES)
+    shape = list_static_shape(BOXES)
 
-    @flow.global_function(function_config=_config())
+    @flow.global_function(function_config=mirrored_config())
     def flip(bbox_def: tp.ListListNumpy.Placeholder(shape=shape, dtype=flow.float),
              image_size_def: tp.ListNumpy.Placeholder(shape=SIZES.shape, dtype=flow.int32)) -> tp.ListListNumpy:
         bbox_buffer = flow.tensor_list_to_tensor_buffer(bbox_def)
@@ -63,10 +53,10 @@ def test_object_bbox_flip(code):
 
 
 def test_object_bbox_flip_by_a_code_per_image_in_flow_detection():
-    shape = _static_shape(BOXES)
+    shape = list_static_shape(BOXES)
     codes = np.array([1, 0, 17], np.int8)
 
-    @flow.global_function(function_config=_config())
+    @flow.global_function(function_config=mirrored_config())
     def flip(bbox_def: tp.ListListNumpy.Placeholder(shape=shape, dtype=flow.float),
              image_size_def: tp.ListNumpy.Placeholder(shape=SIZES.shape, dtype=flow.int32),
              code_def: tp.ListNumpy.Placeholder(shape=(3,), dtype=flow.int8)) -> tp.ListListNumpy:
@@ -81,10 +71,10 @@ def test_object_bbox_flip_by_a_code_per_image_in_flow_detection():
 
 def test_object_bbox_scale():
     """Legacy's test_object_bbox_scale.py: x by scale_w, y by scale_h (its scales came from image_target_resize)."""
-    shape = _static_shape(BOXES)
+    shape = list_static_shape(BOXES)
     scales = np.array([[0.5, 2.0], [1.25, 0.75], [3.0, 1.0]], np.float32)
 
-    @flow.global_function(function_config=_config())
+    @flow.global_function(function_config=mirrored_config())
     def scale(bbox_def: tp.ListListNumpy.Placeholder(shape=shape, dtype=flow.float),
               scale_def: tp.ListNumpy.Placeholder(shape=scales.shape, dtype=flow.float)) -> tp.ListListNumpy:
         scaled = flow.object_bbox_scale(flow.tensor_list_to_tensor_buffer(bbox_def), scale_def)
@@ -106,9 +96,9 @@ POLY_SIZES = np.array([[30, 28], [8, 18]], np.int32)
 
 @pytest.mark.parametrize("code", [1, 16, 17])
 def test_object_segmentation_polygon_flip(code):
-    shape = _static_shape(POLYS)
+    shape = list_static_shape(POLYS)
 
-    @flow.global_function(function_config=_config())
+    @flow.global_function(function_config=mirrored_config())
     def flip(poly_def: tp.ListListNumpy.Placeholder(shape=shape, dtype=flow.float),
              image_size_def: tp.ListNumpy.Placeholder(shape=POLY_SIZES.shape, dtype=flow.int32)) -> tp.ListListNumpy:
         flipped = flow.object_segmentation_polygon_flip(flow.tensor_list_to_tensor_buffer(poly_def), image_size_def,
@@ -126,9 +116,9 @@ def test_object_segmentation_polygon_flip(code):
 
 
 def _masks_job(scales):
-    poly_shape, index_shape = _static_shape(POLYS), _static_shape(POLY_INDEX)
+    poly_shape, index_shape = list_static_shape(POLYS), list_static_shape(POLY_INDEX)
 
-    @flow.global_function(function_config=_config())
+    @flow.global_function(function_config=mirrored_config())
     def to_mask(poly_def: tp.ListListNumpy.Placeholder(shape=poly_shape, dtype=flow.float),
                 index_def: tp.ListListNumpy.Placeholder(shape=index_shape, dtype=flow.int32),
                 size_def: tp.ListNumpy.Placeholder(shape=POLY_SIZES.shape, dtype=flow.int32),
@@ -204,7 +194,7 @@ def test_random_polygons_match_opencv():
 
 def test_images_must_agree():
     with pytest.raises(OpBuildError, match="image_size holds 2 images, bbox 3"):
-        @flow.global_function(function_config=_config())
+        @flow.global_function(function_config=mirrored_config())
         def flip(bbox_def: tp.ListListNumpy.Placeholder(shape=(3, 2, 4), dtype=flow.float),
                  image_size_def: tp.ListNumpy.Placeholder(shape=(2, 2), dtype=flow.int32)) -> tp.ListListNumpy:
             return flow.object_bbox_flip(flow.tensor_list_to_tensor_buffer(bbox_def), image_size_def, 1)

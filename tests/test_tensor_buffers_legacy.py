@@ -16,14 +16,9 @@ from flowjob_core.plan.planner import StepError
 from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(28)
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
-
-
-def _mirrored() -> flow.FunctionConfig:
-    config = flow.FunctionConfig()
-    config.default_data_type(flow.float)
-    config.default_logical_view(flow.scope.mirrored_view())
-    return config
+_helpers = sibling(__file__, "legacy_helpers")
+fresh_session, mirrored_config = _helpers.fresh_session, _helpers.mirrored_config
+list_static_shape = _helpers.list_static_shape
 
 
 def test_tensor_buffer_round_trip():
@@ -110,7 +105,7 @@ def test_a_dense_blob_is_not_a_tensor_buffer():
 
 def test_tensor_list_round_trip_keeps_each_item():
     """v0.3's documented example: a tensor list to a buffer and back, items of different shapes."""
-    @flow.global_function(function_config=_mirrored())
+    @flow.global_function(function_config=mirrored_config())
     def round_trip(x: tp.ListListNumpy.Placeholder(shape=(2, 5, 4), dtype=flow.float32)) -> tp.ListListNumpy:
         buffer = flow.tensor_list_to_tensor_buffer(input=x)
         return flow.tensor_buffer_to_tensor_list(buffer, shape=(5, 4), dtype=flow.float32)
@@ -139,7 +134,7 @@ def test_tensor_buffer_to_tensor_list_from_a_dense_buffer():
 
 def test_tensor_list_split():
     """v0.3's documented example: one ListNumpy per item, without its leading axis."""
-    @flow.global_function(function_config=_mirrored())
+    @flow.global_function(function_config=mirrored_config())
     def split(x: tp.ListListNumpy.Placeholder(shape=(2, 5, 4), dtype=flow.float32)) -> Tuple[tp.ListNumpy,
                                                                                                tp.ListNumpy]:
         return flow.tensor_list_split(x)
