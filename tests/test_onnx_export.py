@@ -83,6 +83,18 @@ def test_elementwise_matrix_and_shape_ops(tmp_path):
                              "b": RNG.standard_normal((6, 4)).astype(np.float32)})
 
 
+def test_activations_padding_and_gathers(tmp_path):
+    @flow.global_function()
+    def more(x: tp.Numpy.Placeholder((3, 4)), i: tp.Numpy.Placeholder((5,), dtype=flow.int32)) -> tp.Numpy:
+        y = flow.math.gelu(x) + flow.nn.elu(x) + flow.nn.selu(x) + flow.nn.leaky_relu(x, alpha=0.1)
+        y = flow.clip_by_value(y, min_value=-1.5, max_value=2.0) + flow.clip_by_value(x, max_value=0.5)
+        y = flow.nn.log_softmax(flow.pad(y, paddings=((1, 0), (0, 2)), constant_value=0.25), axis=0)
+        return flow.gather(y, i, axis=1)
+
+    _check(more, tmp_path, {"x": RNG.standard_normal((3, 4)).astype(np.float32),
+                            "i": np.array([0, 5, 2, 2, 1], np.int32)})
+
+
 def test_external_data_keeps_the_weights_beside_the_model(tmp_path):
     @flow.global_function()
     def dense(x: tp.Numpy.Placeholder((3, 64))) -> tp.Numpy:

@@ -148,6 +148,53 @@ def _relu6(e: Emitter, node: Node) -> None:
     e.add("Clip", [x, low, high], list(node.outputs), node.name)
 
 
+def _clip(e: Emitter, node: Node) -> None:
+    (x,) = node.inputs
+    bounds = [e.constant(node.attrs[key], f"{node.name}/{key}", e.dtype(x)) if node.attrs.get(key) is not None
+              else "" for key in ("min_value", "max_value")]  # "" skips an optional ONNX input
+    while bounds and not bounds[-1]:
+        bounds.pop()
+    e.add("Clip", [x, *bounds], list(node.outputs), node.name)
+
+
+def _gelu(e: Emitter, node: Node) -> None:
+    """x / 2 * (1 + erf(x / sqrt(2))), the exact form flowjob computes."""
+    (x,) = node.inputs
+    dtype = e.dtype(x)
+    scaled = e.add("Mul", [x, e.constant(1.0 / np.sqrt(2.0), f"{node.name}/rsqrt2", dtype)], stem=node.name)
+    one_plus = e.add("Add", [e.add("Erf", [scaled], stem=node.name), e.constant(1.0, f"{node.name}/one", dtype)],
+                     stem=node.name)
+    half = e.add("Mul", [x, e.constant(0.5, f"{node.name}/half", dtype)], stem=node.name)
+    e.add("Mul", [half, one_plus], list(node.outputs), node.name)
+
+
+def _elu(e: Emitter, node: Node) -> None:
+    alpha, scale = float(node.attrs.get("alpha", 1.0)), float(node.attrs.get("scale", 1.0))
+    if scale == 1.0:
+        e.add("Elu", list(node.inputs), list(node.outputs), node.name, alpha=alpha)
+        return
+    e.add("Selu", list(node.inputs), list(node.outputs), node.name, alpha=alpha, gamma=scale)
+
+
+def _pad(e: Emitter, node: Node) -> None:
+    (x,) = node.inputs
+    pads = [int(v) for v in node.attrs["padding_before"]] + [int(v) for v in node.attrs["padding_after"]]
+    value = e.constant(node.attrs.get("constant_value", 0), f"{node.name}/value", e.dtype(x))
+    e.add("Pad", [x, e.constant(pads, f"{node.name}/pads", np.int64), value], list(node.outputs), node.name,
+          mode="constant")
+
+
+def _gather(e: Emitter, node: Node) -> None:
+    rank = len(e.shape(node.inputs[0]))
+    e.add("Gather", list(node.inputs), list(node.outputs), node.name, axis=int(node.attrs.get("axis", 0)) % rank)
+
+
+def _log_softmax(e: Emitter, node: Node) -> None:
+    rank = len(e.shape(node.outputs[0]))
+    e.add("LogSoftmax", list(node.inputs), list(node.outputs), node.name,
+          axis=int(node.attrs.get("axis", -1)) % rank)
+
+
 def _leaky_relu(e: Emitter, node: Node) -> None:
     e.add("LeakyRelu", list(node.inputs), list(node.outputs), node.name, alpha=float(node.attrs.get("alpha", 0.2)))
 
@@ -235,7 +282,8 @@ CONVERTERS: dict[str, Converter] = {
     "floor": _simple("Floor"), "ceil": _simple("Ceil"), "reciprocal": _simple("Reciprocal"), "erf": _simple("Erf"),
     "sin": _simple("Sin"), "cos": _simple("Cos"), "sign": _simple("Sign"), "softplus": _simple("Softplus"),
     "identity": _simple("Identity"), "leaky_relu": _leaky_relu, "square": _square, "rsqrt": _rsqrt,
-    "relu6": _relu6,
+    "relu6": _relu6, "clip_by_value": _clip, "gelu": _gelu, "elu": _elu, "selu": _elu, "pad": _pad,
+    "gather": _gather, "log_softmax": _log_softmax,
     "add": _simple("Add"), "subtract": _simple("Sub"), "multiply": _simple("Mul"), "divide": _simple("Div"),
     "maximum": _simple("Max"), "minimum": _simple("Min"), "pow": _simple("Pow"), "add_n": _simple("Sum"),
     "scalar_add": _scalar("Add"), "scalar_mul": _scalar("Mul"), "scalar_div": _scalar("Div"),
