@@ -15,6 +15,7 @@ from flowjob_core.ir.opdef import KernelContext
 from flowjob_core.plan.kernel_outputs import problems
 from flowjob_core.plan.mirrored import TensorList
 from flowjob_core.testing import run_op
+from flowjob_core.testing.kinds import Sync
 from flowjob_core.testing.kernel_probe import KernelContractError
 
 
@@ -23,6 +24,20 @@ def test_the_tensor_buffer_dtype():
     assert dtypes.tensor_buffer in dtypes.dtypes() and dtypes.tensor_buffer not in dtypes.NUMERIC
     with pytest.raises(NotImplementedError, match="not a flow dtype of numbers"):
         dtypes.convert_oneflow_dtype_to_numpy_dtype(dtypes.tensor_buffer)
+
+
+def test_a_variable_cannot_be_a_tensor_buffer(toy):
+    from flowjob_core import JobFunction, VariableError, get_variable
+
+    def job() -> Sync:
+        return get_variable("buffers", shape=(2,), dtype=dtypes.tensor_buffer)
+
+    session = Session(make_plugin_manager(plugins=[toy], autoload=False))
+    try:
+        with pytest.raises(VariableError, match="'buffers'.*a variable holds numbers"):
+            JobFunction(job, "predict", None, session)()
+    finally:
+        session.close()
 
 
 def test_a_tensor_list_value_is_checked_item_by_item():
