@@ -91,3 +91,16 @@ def run_job(fn: Callable[..., Any], *arrays: np.ndarray) -> Any:
     """fn(*blobs) in a predict job fed ``arrays``."""
     flow.clear_default_session()
     return job_of(fn, list(arrays))(*arrays)
+
+
+def mirrored_config() -> Any:
+    """The function config of legacy's tensor-list tests: float data, the mirrored view."""
+    config = flow.FunctionConfig()
+    config.default_data_type(flow.float)
+    config.default_logical_view(flow.scope.mirrored_view())
+    return config
+
+
+def list_static_shape(arrays: list[np.ndarray]) -> tuple[int, ...]:
+    """Legacy's _get_*_static_shape: the list's length, then the largest of each axis of its arrays."""
+    return (len(arrays), *np.amax([a.shape for a in arrays], axis=0).tolist())

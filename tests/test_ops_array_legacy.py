@@ -487,10 +487,12 @@ def test_dtype_names():
     assert (flow.int, flow.long, flow.half) == (flow.int32, flow.int64, flow.float16)
     assert isinstance(flow.float, flow.dtype) and isinstance(flow.char, flow.dtype)
     assert flow.dtypes() == [flow.char, flow.float, flow.float32, flow.double, flow.float64, flow.float16,
-                             flow.int8, flow.int32, flow.int64, flow.uint8]
+                             flow.int8, flow.int32, flow.int64, flow.uint8, flow.tensor_buffer]
     assert flow.convert_oneflow_dtype_to_numpy_dtype(flow.float) is np.float32
     assert flow.convert_oneflow_dtype_to_numpy_dtype(flow.char) is np.int8
     assert flow.convert_oneflow_dtype_to_numpy_dtype(flow.double) is np.float64
+    with pytest.raises(NotImplementedError):
+        flow.convert_oneflow_dtype_to_numpy_dtype(flow.tensor_buffer)  # no numpy scalar type, as legacy
     with pytest.raises(NotImplementedError):
         flow.convert_oneflow_dtype_to_numpy_dtype(np.float32)  # a numpy type, not a flow dtype
     with pytest.raises(NotImplementedError):

@@ -13,7 +13,7 @@ from flowjob_core import (
 from flowjob_core import FunctionConfig as ExecutionConfig  # legacy v0.4's name, flow.model's configs take it
 from flowjob_core.api.checkpoint import load_variables
 from flowjob_core.ir.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
-from flowjob_core.ir.dtypes import convert_oneflow_dtype_to_numpy_dtype, dtype, dtypes, half, int, long
+from flowjob_core.ir.dtypes import convert_oneflow_dtype_to_numpy_dtype, dtype, dtypes, half, int, long, tensor_buffer
 from flowjob_core.api.env import current_resource  # legacy exported it as flow.env.current_resource too
 from flowjob_core.api.model_io import get_all_variables, load, save  # legacy model I/O (v0.4; load/save of v0.3)
 from flowjob_core.trace.eager_mode import enable_eager_execution
@@ -39,6 +39,8 @@ _NAMESPACE = LazyNamespace(
         _ops("math", "flow"), _ops("reduce", "flow"), _ops("sorting", "flow"), _ops("segment"),  # flow.matmul, ...
         _ops("losses", "flow"), _ops("categorical", "flow"),  # flow.smooth_l1_loss, flow.ctc_loss, ...
         _ops("variables"), _ops("time_shape"),  # flow.assign; flow.repeat, flow.acc, flow.pack, flow.unpack
+        _ops("tensor_buffer"),  # flow.tensor_to_tensor_buffer, flow.tensor_list_split, ...
+        _ops("detection", "flow"),  # flow.object_bbox_flip, ... (also in flow.detection)
         _ops("initializers"),  # flow.*_initializer
         Source("flowjob_watch", "flowjob-watch", legacy=("watch", "watch_diff", "watch_scope")),  # and the sinks
         Source("flowjob_ofrecord.api.image_toplevel", "flowjob-ofrecord", legacy=("image_resize",)),  # flow.image_*
@@ -58,7 +60,8 @@ __all__ = [
     "load_variables", "sync_default_session", "uint8",
 ]
 __all__ += ["ExecutionConfig"]
-__all__ += ["convert_oneflow_dtype_to_numpy_dtype", "dtype", "dtypes", "half", "int", "long"]  # legacy dtype names
+__all__ += ["convert_oneflow_dtype_to_numpy_dtype", "dtype", "dtypes", "half", "int", "long",
+            "tensor_buffer"]  # legacy dtype names
 __all__ += ["current_machine_id"]
 __all__ += ["consistent_user_op_builder", "consistent_user_op_module_builder", "user_op_builder",
             "user_op_module_builder"]  # any registered op by name (flowjob_core/api/user_op.py)

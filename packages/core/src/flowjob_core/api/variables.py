@@ -24,6 +24,9 @@ def get_variable(name: str, shape: tuple[int, ...] | list[int] | None = None, dt
     if any(not isinstance(d, (int, np.integer)) or d <= 0 for d in shape):
         raise VariableError(f"flow.get_variable({name!r}): shape must hold positive ints, got {shape!r}")
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32
+    if dt == dtypes.tensor_buffer:
+        raise VariableError(f"flow.get_variable({name!r}): a variable holds numbers; flow.tensor_buffer is the "
+                            f"dtype of values built in a step (flow.tensor_to_tensor_buffer)")
     if initializer is not None and not callable(initializer):
         initializer = _read_initializer(builder.session, initializer, scope.scoped_name(name))
     if random_seed is not None and initializer is not None and hasattr(initializer, "with_seed"):

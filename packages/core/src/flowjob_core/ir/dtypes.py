@@ -13,16 +13,18 @@ int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 uint8 = np.dtype(np.uint8)
 char = int8
+tensor_buffer = np.dtype(object)  # an array of tensors, each its own shape: legacy's TensorBuffer
 float = float32  # noqa: A001 - legacy spelling: flow.float
 double = float64
 
 _BY_NAME: dict[str, np.dtype] = {
     "float16": float16, "half": float16, "float32": float32, "float": float32,
     "float64": float64, "double": float64, "int8": int8, "char": int8,
-    "int32": int32, "int64": int64, "uint8": uint8,
+    "int32": int32, "int64": int64, "uint8": uint8, "tensor_buffer": tensor_buffer,
 }
 
 SUPPORTED = frozenset(_BY_NAME.values())
+NUMERIC = SUPPORTED - {tensor_buffer}  # the dtypes of numbers (a tensor buffer holds arrays)
 
 
 def as_dtype(value: Any) -> np.dtype:
@@ -36,7 +38,8 @@ def as_dtype(value: Any) -> np.dtype:
     except TypeError:
         raise TypeError(f"{value!r} is not a dtype") from None
     if dt not in SUPPORTED:
-        raise TypeError(f"dtype {dt} is not supported; supported: {sorted(d.name for d in SUPPORTED)}")
+        raise TypeError(f"dtype {dt} is not supported; supported: {sorted(d.name for d in NUMERIC)} and "
+                        f"tensor_buffer")
     return dt
 
 
@@ -53,8 +56,8 @@ long = int64
 
 
 def dtypes() -> list[np.dtype]:
-    """The supported dtypes in legacy's order (legacy also listed record and tensor_buffer, which flowjob lacks)."""
-    return [char, float, float32, double, float64, float16, int8, int32, int64, uint8]
+    """The supported dtypes in legacy's order (legacy also listed record, which flowjob lacks)."""
+    return [char, float, float32, double, float64, float16, int8, int32, int64, uint8, tensor_buffer]
 
 
 def convert_oneflow_dtype_to_numpy_dtype(oneflow_dtype: Any) -> type:
@@ -63,9 +66,9 @@ def convert_oneflow_dtype_to_numpy_dtype(oneflow_dtype: Any) -> type:
     Raises:
         NotImplementedError: ``oneflow_dtype`` is not a supported flow dtype (legacy's error).
     """
-    if not isinstance(oneflow_dtype, np.dtype) or oneflow_dtype not in SUPPORTED:
-        raise NotImplementedError(f"{oneflow_dtype!r} is not a flow dtype; supported: "
-                                  f"{sorted(d.name for d in SUPPORTED)}")
+    if not isinstance(oneflow_dtype, np.dtype) or oneflow_dtype not in NUMERIC:
+        raise NotImplementedError(f"{oneflow_dtype!r} is not a flow dtype of numbers; those are: "
+                                  f"{sorted(d.name for d in NUMERIC)}")
     return oneflow_dtype.type
 
 

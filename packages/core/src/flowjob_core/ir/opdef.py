@@ -106,6 +106,9 @@ class OpDef:
     (argwhere): ``infer`` gives the maximum, the kernel returns a view of the first rows of its
     planned buffer, and the planner rebuilds every reader for the actual shape
     (``flowjob_core/plan/extent.py``).
+    ``takes_tensor_list``: the op reads a tensor list whole (legacy's tensor-list ops): a tensor-list argument
+    read only by such ops is fed to the step as one ``TensorList`` instead of running the step once per
+    item (``flowjob_core/plan/dynamic.py``).
     ``traced_shape_from``: the output keeps its traced shape whatever rows its inputs have (a scatter
     into a fixed shape, a segment sum into ``num_segments`` rows): data-dependent rows stop there
     unless they come through one of these input positions (tensor_scatter_nd_*: the params, 0).
@@ -138,6 +141,7 @@ class OpDef:
     doc: str = ""
     elementwise: Elementwise | None = None
     dynamic_extent: bool = False
+    takes_tensor_list: bool = False
     traced_shape_from: tuple[int, ...] | None = None
     fixed_shape: bool = False
     input_names: tuple[str, ...] | None = None

@@ -19,7 +19,8 @@ A tensor list (``tp.ListListNumpy`` fed several arrays per device, legacy
 ``MirroredTensorListDef``) runs the step once per list element, each element being one
 dynamic instance, and gathers every result as a ``TensorList``: element-wise work gives what
 legacy computed on the list's body; ops that mix the elements (a reduction over axis 0) see
-one element at a time.
+one element at a time. A tensor list read only by ops that take it whole (``OpDef.takes_tensor_list``:
+``tensor_list_to_tensor_buffer``, ``tensor_list_split``) is fed as one ``TensorList`` instead, once.
 """
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ class DynamicRunner:
         self.bindings = bindings
         self.specialised: dict[tuple, Plan] = {}
         self._reach: dict[frozenset[int], tuple[list[bool], list[bool]]] = {}
+        self._whole: dict[frozenset[int], bool] = {}
         declared = [p.spec.shape for p in plan.job.placeholders]
         test = " and ".join(f"feeds[{i}].shape == {shape!r}" for i, shape in enumerate(declared)) or "True"
         namespace = {"declared": plan.run, "other": self._other}
@@ -84,10 +86,14 @@ class DynamicRunner:
         return self.run(feeds)
 
     def _other(self, feeds: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-        for value in feeds:
-            if type(value) is TensorList:
-                return self._per_element(feeds)
-        key = tuple(value.shape for value in feeds)
+        listed = frozenset(i for i, value in enumerate(feeds) if type(value) is TensorList)
+        if listed and not self._read_whole(listed):
+            return self._per_element(feeds)
+        # a tensor list read whole enters as it is: the ops reading it were built for its declared maximum
+        placeholders = self.plan.job.placeholders
+        key = tuple(placeholders[i].spec.shape if i in listed else value.shape for i, value in enumerate(feeds))
+        if listed and key == tuple(p.spec.shape for p in placeholders):
+            return self.plan.run(feeds)
         plan = self.specialised.get(key)
         if plan is None:
             plan = self._specialise(key)
@@ -99,6 +105,17 @@ class DynamicRunner:
         plan = specialise(self.plan, key, self.registries, self.variables, self.bindings)
         self.specialised[key] = plan
         return plan
+
+    def _read_whole(self, listed: frozenset[int]) -> bool:
+        """Whether only ops that take a tensor list whole (``OpDef.takes_tensor_list``) read the tensor-list
+        placeholders ``listed``."""
+        known = self._whole.get(listed)
+        if known is None:
+            lbns = {self.plan.job.placeholders[i].lbn for i in listed}
+            ops = self.registries.ops
+            readers = [node for node in self.plan.order if node.op != "input" and lbns.intersection(node.inputs)]
+            known = self._whole[listed] = bool(readers) and all(ops[n.op].takes_tensor_list for n in readers)
+        return known
 
     def _per_element(self, feeds: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         job = self.plan.job

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from flowjob_core.plan.actual_shapes import MAX_SPECIALISED, DynamicShapeError, SpecialisedArena, reshaped
 from flowjob_core.ir.job import BlobSpec, Job, Node
 from flowjob_core.ir.opdef import KernelBuilder, KernelContext
+from flowjob_core.plan.mirrored import TensorList
 
 if TYPE_CHECKING:
     from flowjob_core.plugins.registry import Backend, Registries
@@ -72,8 +73,14 @@ class Followers:
         cache: dict[tuple[tuple[int, ...], ...], Callable[..., Any]] = {}
         build = self._builder(node, builder, cache)
 
+        ops = self.registries.ops
+        whole = node.op in ("return", "fetch") or ops[node.op].takes_tensor_list
+        where = self._where(node, self.source[id(node)])
+
         def run(*args: Any) -> Any:
-            fn = cache.get(tuple([a.shape for a in args]))
+            if not whole and any(type(a) is TensorList for a in args):  # other readers see the list's body
+                args = tuple(a.body(where) if type(a) is TensorList else a for a in args)
+            fn = cache.get(tuple([_shape_of(a) for a in args]))
             if fn is None:
                 fn = build(args)
             return fn(*args)
@@ -88,7 +95,9 @@ class Followers:
         arena = self.arena
 
         def build(args: tuple) -> Callable[..., Any]:
-            ins = tuple(BlobSpec(tuple(a.shape), s.dtype) for a, s in zip(args, declared))
+            # a tensor list enters whole: its reader was built for the declared maximum
+            ins = tuple(s if type(a) is TensorList else BlobSpec(tuple(a.shape), s.dtype)
+                        for a, s in zip(args, declared))
             attrs = node.attrs
             outs: tuple[BlobSpec, ...] | None = None
             if node.op == "reshape":
@@ -119,7 +128,14 @@ class Followers:
             fn = builder(ctx)
             if len(cache) >= MAX_SPECIALISED:
                 del cache[next(iter(cache))]  # the oldest shape key
-            cache[tuple(s.shape for s in ins)] = fn
+            cache[tuple([_shape_of(a) for a in args])] = fn
             return fn
 
         return build
+
+
+def _shape_of(value: Any) -> Any:
+    """A value's shape, for a kernel cache key; a tensor list's: its items' shapes."""
+    if type(value) is TensorList:
+        return tuple(item.shape for item in value)
+    return value.shape

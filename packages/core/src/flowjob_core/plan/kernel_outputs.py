@@ -11,13 +11,15 @@ A kernel that runs only on some steps and returns None on the others (gradient a
 updates) says so with a true ``gated`` attribute; its check waits for a call that returns values.
 
 Values whose extent depends on the data (ops declaring ``dynamic_extent`` and their followers) may be
-smaller than planned along an axis; their rank and dtype are still checked.
+smaller than planned along an axis; their rank and dtype are still checked, item by item for a
+``TensorList`` (``tensor_buffer_to_tensor_list``'s items of differing shapes).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, MutableMapping, Sequence
 
 from flowjob_core.errors import FlowjobError
+from flowjob_core.plan.mirrored import TensorList
 
 if TYPE_CHECKING:
     from flowjob_core.ir.job import BlobSpec, Job, Node
@@ -41,6 +43,10 @@ def problems(values: Sequence[Any], specs: Sequence["BlobSpec"], *, flexible_ext
         return [f"it returned {len(values)} value(s), the op has {len(specs)} output(s)"]
     found = []
     for k, (value, spec) in enumerate(zip(values, specs)):
+        if type(value) is TensorList and flexible_extent:  # a tensor list of items of their own shapes
+            found += [f"output {k} item {problem.removeprefix('output ')}"
+                      for problem in problems(list(value), [spec] * len(value), flexible_extent=True)]
+            continue
         shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
         if shape is None or dtype is None:
             found.append(f"output {k} is a {type(value).__name__}, not an array of {spec}")
@@ -65,7 +71,7 @@ def checked(namespace: MutableMapping[str, Any], name: str, run: Callable[..., A
         out = run(*args)
         if out is None and gated:  # a step it sits out
             return out
-        values = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        values = tuple(out) if isinstance(out, (tuple, list)) and type(out) is not TensorList else (out,)
         found = problems(values, specs, flexible_extent=flexible_extent)
         if found:
             raise KernelOutputError(

@@ -39,7 +39,13 @@ VARIABLE = OpDef("variable", _from_attrs, kernel=_variable_kernel, not_different
 # results ------------------------------------------------------------------
 def _fresh_copy_kernel(ctx: KernelContext) -> Any:
     xp = ctx.xp
-    return lambda x: xp.array(x, copy=True)  # a fresh array: the caller may keep it while the next step runs
+
+    def run(x: Any) -> Any:
+        if isinstance(x, list):  # a tensor list (flowjob_core.plan.mirrored.TensorList): each item copied
+            return type(x)(xp.array(item, copy=True) for item in x)
+        return xp.array(x, copy=True)  # a fresh array: the caller may keep it while the next step runs
+
+    return run
 
 
 RETURN = OpDef("return", _same, kernel=_fresh_copy_kernel, not_differentiable=True, name_prefix="Return",

@@ -79,7 +79,7 @@ def _checked(op: OpDef, builder: KernelBuilder) -> KernelBuilder:
         xp, backend = ctx.xp, ctx.backend
 
         def checked(*args: Any) -> Any:
-            before = [np.array(backend.to_host(a), copy=True) if hasattr(a, "shape") else None for a in args]
+            before = [_snapshot(backend.to_host(a)) if hasattr(a, "shape") else None for a in args]
             try:
                 result = run(*args)
             except ValueError as exc:
@@ -101,8 +101,7 @@ def _checked(op: OpDef, builder: KernelBuilder) -> KernelBuilder:
             for i, (arg, old) in enumerate(zip(args, before)):
                 if old is None or i in op.mutates:
                     continue
-                now = np.asarray(backend.to_host(arg))
-                if not np.array_equal(now, old, equal_nan=True):
+                if not _unchanged(backend.to_host(arg), old):
                     raise KernelContractError(
                         f"op {op.name!r} (node {ctx.node_name!r}): the kernel changed its input {i} (inputs are "
                         f"read by every consumer; an op that updates an input in place declares it in mutates)")
@@ -111,3 +110,20 @@ def _checked(op: OpDef, builder: KernelBuilder) -> KernelBuilder:
         return checked
 
     return build
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of an input to compare with after the kernel ran; a tensor buffer's: a copy of each element."""
+    value = np.asarray(value)
+    if value.dtype == object:
+        return [np.array(e, copy=True) for e in value.reshape(-1)]
+    return np.array(value, copy=True)
+
+
+def _unchanged(value: Any, old: Any) -> bool:
+    value = np.asarray(value)
+    if isinstance(old, list):
+        return len(old) == value.size and all(
+            np.shape(e) == o.shape and np.array_equal(np.asarray(e), o, equal_nan=o.dtype.kind in "fc")
+            for e, o in zip(value.reshape(-1), old))
+    return np.array_equal(value, old, equal_nan=True)

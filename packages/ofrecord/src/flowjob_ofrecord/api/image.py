@@ -48,6 +48,12 @@ def Resize(image: Blob, target_size: Sequence[int] | int | None = None, min_size
         target_size, keep_aspect_ratio, resize_side, deprecated = resize_shorter, True, "shorter", True
     if interpolation_type not in INTERPOLATIONS:
         raise ValueError(f"interpolation_type must be one of {INTERPOLATIONS}, got {interpolation_type!r}")
+    if keep_aspect_ratio and isinstance(image, Blob) and image.dtype == dtypes.tensor_buffer:
+        # a tensor buffer of images (flow.tensor_list_to_tensor_buffer, coco_reader): resized in the step
+        attrs = {"target_size": target_size, "min_size": min_size or 0, "max_size": max_size or 0,
+                 "resize_longer": resize_side == "longer", "interpolation_type": interpolation_type}
+        resized, scale, new_size = apply("image_target_resize_tensor_buffer", [image], attrs, name=name)
+        return resized if deprecated else (resized, scale, new_size)
     source = producer(image, UINT8_HANDLES, "flow.image.Resize", WANTED)
     if keep_aspect_ratio:
         if isinstance(target_size, bool) or not isinstance(target_size, int):

@@ -18,6 +18,11 @@ from flowjob_ofrecord.images import check_color_space
 __all__ = ["batch_align", "decode", "flip", "normalize", "random_crop"]
 
 
+def _buffer(blob: Any) -> bool:
+    """Whether ``blob`` is a tensor buffer of images (worked on in the step) rather than a reader's handle."""
+    return isinstance(blob, Blob) and blob.dtype == dtypes.tensor_buffer
+
+
 def _source(blob: Any, what: str, ops: tuple[str, ...] = UINT8_HANDLES, wanted: str = WANTED) -> Any:
     return producer(blob, ops, what, wanted)
 
@@ -29,7 +34,13 @@ def _handle_attrs(source: Any) -> dict:
 def decode(images_bytes_buffer: Blob, dtype: Any = dtypes.uint8, color_space: str = "BGR",
            name: str | None = None) -> Blob:
     """Decodes the encoded images of a ``flow.data.OFRecordBytesDecoder`` blob (JPEG, PNG, ...) in the reader's
-    thread; a handle of uint8 (H, W, C) images (C = 1 for ``"GRAY"``), as ``OFRecordImageDecoder``'s."""
+    thread; a handle of uint8 (H, W, C) images (C = 1 for ``"GRAY"``), as ``OFRecordImageDecoder``'s.
+
+    A tensor buffer of encoded files (``flow.data.coco_reader``'s images) is decoded in the step instead, to a
+    tensor buffer of (H, W, C) images of ``dtype`` (uint8 or float32)."""
+    if _buffer(images_bytes_buffer):
+        attrs = {"color_space": check_color_space(color_space), "data_type": dtypes.as_dtype(dtype)}
+        return apply("image_decode_tensor_buffer", [images_bytes_buffer], attrs, name=name)
     source = _source(images_bytes_buffer, "flow.image.decode", ("ofrecord_bytes_decoder",),
                      "flow.data.OFRecordBytesDecoder")
     if dtypes.as_dtype(dtype) != dtypes.uint8:
@@ -45,7 +56,12 @@ def flip(image: Blob, flip_code: int | Blob, name: str | None = None) -> Blob:
 
     The flip runs in the reader's thread, before the step, so the code is an int; a flag blob computed in the
     step (``flow.random.CoinFlip``) goes to ``flow.image.CropMirrorNormalize``'s ``mirror_blob`` instead.
+    A tensor buffer of images is flipped in the step, by an int or a blob of one code per image.
     """
+    if _buffer(image):
+        codes = [flip_code] if isinstance(flip_code, Blob) else []
+        attrs = {} if codes else {"flip_code": int(flip_code)}
+        return apply("image_flip_tensor_buffer", [image, *codes], attrs, name=name)
     if isinstance(flip_code, Blob):
         raise OpBuildError("flow.image.flip: flip_code must be an int here: the images are flipped in the reader "
                            "thread ahead of the step, before a blob's value exists; mirror by a flag blob with "
@@ -74,6 +90,9 @@ def normalize(image: Blob, std: Sequence[float], mean: Sequence[float], name: st
     if not isinstance(std, (list, tuple)) or not isinstance(mean, (list, tuple)):
         raise TypeError(f"flow.image.normalize: std and mean must be lists or tuples, got {type(std).__name__} and "
                         f"{type(mean).__name__}")
+    if _buffer(image):
+        attrs = {"std": tuple(float(v) for v in std), "mean": tuple(float(v) for v in mean)}
+        return apply("image_normalize_tensor_buffer", [image], attrs, name=name)
     source = _source(image, "flow.image.normalize")
     channels = channels_of(source)
     if len(std) not in (1, channels) or len(mean) not in (1, channels):
@@ -87,6 +106,9 @@ def batch_align(images: Blob, shape: Sequence[int], dtype: Any, alignment: int, 
     """The images of a handle as one ``(batch, H', W', C)`` blob of ``dtype``: ``shape`` is the largest image's
     (H, W, C), H' and W' rounded up to a multiple of ``alignment``; each image sits at the top-left corner and
     the rest is zeros. An image larger than ``shape`` is an error naming its record."""
+    if _buffer(images):
+        attrs = {"shape": tuple(shape), "data_type": dtypes.as_dtype(dtype), "alignment": alignment}
+        return apply("image_batch_align_tensor_buffer", [images], attrs, name=name)
     source = _source(images, "flow.image.batch_align", HANDLES, WANTED + " or flow.image.normalize")
     channels = channels_of(source)
     if len(shape) == 3 and shape[2] != channels:

@@ -1,0 +1,2 @@
+"""Jobs written in other formats: ONNX (``onnx_export``, legacy ``flow.onnx.export``; the optional ``onnx``
+extra)."""
