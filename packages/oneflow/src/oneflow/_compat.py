@@ -23,7 +23,7 @@ from typing import Any, Iterator
 from flowjob_core import MissingPackageError
 from flowjob_core.config.function_config import FunctionConfig
 from flowjob_core.config.options import Option, OptionSet
-from flowjob_core.api.flow_config_options import PLUGIN_HINT, CollectiveBoxing, Cudnn, TopLevel
+from flowjob_core.api.flow_config_options import CollectiveBoxing, Cudnn, TopLevel
 
 LEGACY_FILE = Path(__file__).with_name("legacy_api.txt")
 PAGE_COMMAND = "python -m oneflow compat --write docs/compatibility.md"
@@ -33,8 +33,6 @@ STATUSES = (SUPPORTED, NO_EFFECT, REFUSED_STATUS, MISSING)
 
 # names the face provides only to refuse them with a reason (option records carry their own)
 REFUSED: dict[str, str] = {
-    "flow.config.load_library": PLUGIN_HINT,
-    "flow.config.load_library_now": PLUGIN_HINT,
     "flow.user_op_module_builder": "stateful C++ kernel modules; write a Python op plugin (see load_library)",
     "flow.consistent_user_op_module_builder": ("stateful C++ kernel modules; write a Python op plugin "
                                                "(see load_library)"),
