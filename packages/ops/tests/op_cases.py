@@ -923,3 +923,4 @@ CASES += sibling(__file__, "cases_pack").CASES
 CASES += sibling(__file__, "cases_decode_random").CASES
 CASES += sibling(__file__, "cases_models").CASES
 CASES += sibling(__file__, "cases_batch_norm_train").CASES
+CASES += sibling(__file__, "cases_quantization").CASES

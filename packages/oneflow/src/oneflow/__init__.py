@@ -39,6 +39,7 @@ _NAMESPACE = LazyNamespace(
         _ops("losses", "flow"), _ops("categorical", "flow"),  # flow.smooth_l1_loss, flow.ctc_loss, ...
         _ops("variables"), _ops("time_shape"),  # flow.assign; flow.repeat, flow.acc, flow.pack, flow.unpack
         _ops("initializers"),  # flow.*_initializer
+        _ops("partial_fc"),  # flow.distributed_partial_fc_sample
         Source("flowjob_watch", "flowjob-watch", legacy=("watch", "watch_diff", "watch_scope")),  # and the sinks
         Source("flowjob_ofrecord.api.image_toplevel", "flowjob-ofrecord", legacy=("image_resize",)),  # flow.image_*
         _ops("size"),  # flow.Size

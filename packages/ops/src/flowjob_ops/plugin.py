@@ -13,12 +13,14 @@ from flowjob_ops.passes import auto_mixed_precision, fuse_conv, fuse_dense, repe
 from flowjob_ops.records import (
     activations, arithmetic, assign, batch_norm_train, categorical, comparisons, constants, conv, cross_entropy,
     data_dependent, deconv, dropout, fused, indexing, losses, math_binary, math_unary, matmul, normalization,
-    padding, pool, random, reduce, segment, shape, softmax, sorting, time_shape, triangular, unique, upsample)
+    padding, partial_fc, pool, profiling, quantization, random, reduce, segment, shape, softmax, sorting, time_shape,
+    triangular, unique, upsample)
 
 RECORD_MODULES = (
     activations, arithmetic, assign, batch_norm_train, categorical, comparisons, constants, conv, cross_entropy,
     data_dependent, deconv, dropout, fused, indexing, losses, math_binary, math_unary, matmul, normalization,
-    padding, pool, random, reduce, segment, shape, softmax, sorting, time_shape, triangular, unique, upsample)
+    padding, partial_fc, pool, profiling, quantization, random, reduce, segment, shape, softmax, sorting, time_shape,
+    triangular, unique, upsample)
 """The modules of ``flowjob_ops.records``; each lists its op records in ``OPS``."""
 
 
