@@ -38,6 +38,16 @@ REFUSED: dict[str, str] = {
                                                "(see load_library)"),
     "flow.summary.Graph": "legacy wrote OneFlow's own structure-graph JSON, which TensorBoard does not read",
     "flow.summary.Projector": "legacy wrote OneFlow's own projector records, which TensorBoard does not read",
+    "flow.tensorrt.write_int8_calibration": "flowjob has no TensorRT backend (jobs run on numpy or CuPy)",
+    "flow.tensorrt.cache_int8_calibration": "flowjob has no TensorRT backend (jobs run on numpy or CuPy)",
+    "flow.sysconfig.get_include": "flowjob has no C++ headers: ops are Python plugins (see load_library)",
+    "flow.sysconfig.get_compile_flags": "flowjob has no C++ headers: ops are Python plugins (see load_library)",
+    "flow.sysconfig.get_link_flags": "flowjob has no C++ library: ops are Python plugins (see load_library)",
+    "flow.deprecated.init_worker": "it started OneFlow workers over ssh; ranks start with python -m oneflow launch",
+    "flow.deprecated.delete_worker": "it stopped OneFlow workers over ssh; MPI ranks end with the program",
+    "flow.deprecated.delete_worker_by_bootstrap": "it stopped OneFlow workers over ssh; MPI ranks end with the program",
+    "flow.deprecated.delete_worker_of_multi_process": ("it stopped OneFlow workers over ssh; MPI ranks end with the "
+                                                       "program"),
 }
 
 SESSION_OPTION_SETS: tuple[type[OptionSet], ...] = (TopLevel, CollectiveBoxing, Cudnn)

@@ -165,7 +165,7 @@ def op_library_providers() -> dict[str, str]:
     providers: dict[str, str] = {}
     caller = get_default_session().pm.hook.flowjob_op_libraries
     for impl in caller.get_hookimpls():
-        declared = impl.function()
+        declared: Any = impl.function()
         if isinstance(declared, str) or not all(isinstance(name, str) for name in declared):
             raise ConfigError(f"plugin {impl.plugin_name!r}: flowjob_op_libraries must return a list of library "
                               f"file names (str), got {declared!r}")

@@ -50,6 +50,8 @@ dtype = np.dtype
 half = float16
 int = int32  # noqa: A001 - legacy spelling: flow.int
 long = int64
+# legacy's dtype of an OFRecord blob: flowjob's ofrecord_reader gives the batch's record ids, an int64 blob
+record = int64
 
 
 def dtypes() -> list[np.dtype]:

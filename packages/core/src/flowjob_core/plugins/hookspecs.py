@@ -116,8 +116,9 @@ def flowjob_select_backend(device_tag: str, backends: "BackendRegistry") -> "Bac
 
 
 @hookspec
-def flowjob_op_libraries() -> "list[str]":
-    """Name the compiled legacy op libraries whose ops this plugin provides, by file name (``["final_relu.so"]``).
+def flowjob_op_libraries() -> Any:
+    """Name the compiled legacy op libraries whose ops this plugin provides: a list of file names
+    (``["final_relu.so"]``).
 
     A legacy program loads its custom ops with ``flow.config.load_library("path/to/final_relu.so")``; once
     the ops are ported to this plugin (same op type, input, output and attribute names, so
