@@ -78,8 +78,8 @@ def test_refusals_are_real():
         cfg.enable_qat(True)
     cfg.enable_qat(False)  # the legacy default, accepted as the page says
     for name in _compat.REFUSED:  # options refuse with ConfigError; names without a flowjob form, NotImplementedError
-        with pytest.raises((ConfigError, NotImplementedError),
-                           match=r"Python plugin|TensorBoard does not read|no TensorRT backend|python -m oneflow launch"):
+        reasons = r"Python plugin|TensorBoard does not read|no TensorRT backend|python -m oneflow launch"
+        with pytest.raises((ConfigError, NotImplementedError), match=reasons):
             refused = _resolve(name)
             refused(*(("libcustom_op.so",) if inspect.signature(refused).parameters else ()))
 
