@@ -56,6 +56,10 @@ def min_max_case(draw: Draw) -> Case:
     if not per_layer:  # every channel needs a nonzero range
         x.reshape(x.shape[0], -1)[:, 0] = 1.5
         x.reshape(x.shape[0], -1)[:, -1] = -0.5 if x[0].size > 1 else 1.5
+    if (x.size if per_layer else x[0].size) < 2:  # one value: an affine range of width 0 has no scale
+        attrs["quantization_scheme"] = "symmetric"
+    elif per_layer:
+        x.flat[-1] = x.flat[0] - 1.0
     return [x], {**attrs, "per_layer_quantization": per_layer}
 
 
@@ -76,8 +80,13 @@ def moving_case(draw: Draw) -> Case:
     step = np.array([draw(st.integers(0, 3))], dtype=np.int64)
     attrs = {**_attrs(draw), "training": draw(st.booleans()), "stop_update_after_iters": draw(st.integers(1, 2)),
              "momentum": draw(st.sampled_from([0.0, 0.5, 0.95]))}
-    if not attrs["training"] and state == 0.0:
+    updates = attrs["training"] and int(step[0]) <= attrs["stop_update_after_iters"]
+    if not updates and state == 0.0:  # a range never set has no scale
         moving_max, moving_min = np.array([1.25]), np.array([-0.75])
+    if x.size < 2:  # one value: an affine range of width 0 has no scale
+        attrs["quantization_scheme"] = "symmetric"
+    else:
+        x.flat[-1] = x.flat[0] - 1.0
     return [x, step, moving_max, moving_min], attrs
 
 
