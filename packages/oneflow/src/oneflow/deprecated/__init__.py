@@ -1,6 +1,6 @@
 """``flow.deprecated``: names legacy kept for old programs.
 
-``variable_scope`` (also ``flow.name_scope`` and ``flow.experimental.name_scope``) is legacy's deprecated
+``variable_scope`` (also ``flow.name_scope``) is legacy's deprecated
 spelling of ``flow.scope.namespace``: same scope, with a warning. The worker functions started and stopped
 OneFlow processes on other machines over ssh (copying the OneFlow binary there); flowjob starts its ranks
 with MPI instead, so they are refused with the way to do it here.
@@ -8,10 +8,11 @@ with MPI instead, so they are refused with the way to do it here.
 from __future__ import annotations
 
 import warnings
-from typing import Any, ContextManager, NoReturn
+from typing import Any, ContextManager
 
 from flowjob_core.trace.scope import namespace
 
+from oneflow._refusal import refused
 from oneflow.scope import deprecated_placement
 
 __all__ = ["delete_worker", "delete_worker_by_bootstrap", "delete_worker_of_multi_process", "init_worker",
@@ -30,19 +31,10 @@ def variable_scope(name: str) -> ContextManager[None]:
     return namespace(name)
 
 
-def _refused(name: str) -> Any:
-    def refuse(*args: Any, **kwargs: Any) -> NoReturn:
-        raise NotImplementedError(f"flow.deprecated.{name} is not supported: {LAUNCH_HINT}")
-
-    refuse.__name__ = refuse.__qualname__ = name
-    refuse.__doc__ = f"Refused: legacy ``flow.deprecated.{name}`` managed OneFlow worker processes over ssh."
-    return refuse
-
-
-init_worker = _refused("init_worker")
-delete_worker = _refused("delete_worker")
-delete_worker_by_bootstrap = _refused("delete_worker_by_bootstrap")
-delete_worker_of_multi_process = _refused("delete_worker_of_multi_process")
+init_worker = refused("flow.deprecated.init_worker", LAUNCH_HINT)
+delete_worker = refused("flow.deprecated.delete_worker", LAUNCH_HINT)
+delete_worker_by_bootstrap = refused("flow.deprecated.delete_worker_by_bootstrap", LAUNCH_HINT)
+delete_worker_of_multi_process = refused("flow.deprecated.delete_worker_of_multi_process", LAUNCH_HINT)
 
 
 def is_deprecated(func_or_class: Any) -> bool:
