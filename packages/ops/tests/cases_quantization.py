@@ -155,7 +155,7 @@ def partial_fc_case(draw: Draw) -> Case:
 def partial_fc_ref(weight: np.ndarray, label: np.ndarray, num_sample: int,
                    seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     classes = weight.shape[0]
-    keys = [int(k) for k in np.random.default_rng(seed).integers(0, classes, size=classes)]
+    keys = [math.floor(u * classes) for u in np.random.default_rng(seed).random(classes)]
     for v in label.tolist():
         keys[v] = v - classes
     order = sorted(range(classes), key=lambda c: keys[c])  # Python's sort is stable

@@ -30,18 +30,18 @@ def _stack() -> list[tuple[str, float]]:
     return stack
 
 
-def _nvtx() -> Any:
-    """The backend's NVTX module (CuPy's ``cuda.nvtx``), or None where it has none (numpy)."""
-    return getattr(getattr(get_default_session().backend.xp, "cuda", None), "nvtx", None)
+def _device_marks() -> Any:
+    """The session backend's ``(push, pop)`` of its profiler's ranges (NVTX on CUDA), or None (numpy)."""
+    return get_default_session().backend.profiler_range
 
 
 def range_push(range_name: str) -> None:
     """Open the host range ``range_name`` (ranges nest; :func:`range_pop` closes the innermost)."""
     if not isinstance(range_name, str) or not range_name:
         raise FlowjobError(f"flow.profiler.range_push: range_name must be a non-empty str, got {range_name!r}")
-    nvtx = _nvtx()
-    if nvtx is not None:
-        nvtx.RangePush(range_name)
+    marks = _device_marks()
+    if marks is not None:
+        marks[0](range_name)
     _stack().append((range_name, time.perf_counter()))
 
 
@@ -51,9 +51,9 @@ def range_pop() -> None:
     if not stack:
         raise FlowjobError("flow.profiler.range_pop: no range is open in this thread (call range_push first)")
     name, began = stack.pop()
-    nvtx = _nvtx()
-    if nvtx is not None:
-        nvtx.RangePop()
+    marks = _device_marks()
+    if marks is not None:
+        marks[1]()
     _log.debug("range %r: %.3f ms", name, (time.perf_counter() - began) * 1e3)
 
 

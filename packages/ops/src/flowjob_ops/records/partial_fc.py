@@ -52,15 +52,18 @@ def sample_classes(keys: np.ndarray, label: np.ndarray, num_sample: int) -> tupl
 
 
 def _kernel(ctx: KernelContext) -> Any:
-    xp = ctx.xp
+    xp, to_host = ctx.xp, ctx.backend.to_host
     rng = ctx.rng(ctx.attrs.get("seed"))
     classes = ctx.inputs[0].shape[0]
     num_sample = int(ctx.attrs["num_sample"])
     mapped_out, sampled_out, weight_out = ctx.out(0), ctx.out(1), ctx.out(2)
+    uniform = ctx.workspace((classes,), np.float64)
 
     def run(weight: Any, label: Any) -> tuple[Any, Any, Any]:
-        keys = np.asarray(rng.integers(0, classes, size=classes))
-        sampled, mapped = sample_classes(keys, np.asarray(label if xp is np else label.get()), num_sample)
+        # a key in [0, C) per class from the backend's uniform draws (the stream every backend gives)
+        rng.random(out=uniform, dtype=np.float64)
+        keys = np.floor(to_host(uniform) * classes).astype(np.int64)
+        sampled, mapped = sample_classes(keys, to_host(label), num_sample)
         sampled_out[...] = xp.asarray(sampled)
         mapped_out[...] = xp.asarray(mapped)
         xp.take(weight, sampled_out, axis=0, out=weight_out)

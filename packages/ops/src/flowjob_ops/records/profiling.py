@@ -1,8 +1,8 @@
 """``nvtx_start`` / ``nvtx_end``: legacy v0.4's profiler marks in the graph (``flow.profiler.nvtx_start``).
 
 Each is ``x`` itself (a view) whose kernel marks the range ``mark_prefix`` when the step reaches it: on a
-CUDA backend (an ``xp`` with ``cuda.nvtx``, CuPy) an NVTX range is pushed and popped, so it shows in Nsight
-as legacy's did; on every backend the range's wall time from start to end is logged to the
+CUDA backend an NVTX range is pushed and popped (``Backend.profiler_range``), so it shows in Nsight as
+legacy's did; on every backend the range's wall time from start to end is logged to the
 ``flowjob.profiler`` logger at DEBUG (the run log of ``flow.env.log_dir`` keeps it when that level is on),
 and ``bench/profile_plan.py`` sums its nodes' times per range.
 """
@@ -26,23 +26,18 @@ def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     return [inputs[0]]
 
 
-def _nvtx(xp: Any) -> Any:
-    """CuPy's NVTX module where the backend has one, else None (numpy)."""
-    return getattr(getattr(xp, "cuda", None), "nvtx", None)
-
-
 def _mark(ctx: KernelContext, start: bool) -> Any:
     prefix = ctx.attrs["mark_prefix"]
-    nvtx, starts = _nvtx(ctx.xp), ctx.shared.setdefault("nvtx-starts", {})
+    marks, starts = ctx.backend.profiler_range, ctx.shared.setdefault("nvtx-starts", {})
 
     def run(x: Any) -> Any:
         if start:
             starts[prefix] = time.perf_counter()
-            if nvtx is not None:
-                nvtx.RangePush(prefix)
+            if marks is not None:
+                marks[0](prefix)
             return x
-        if nvtx is not None:
-            nvtx.RangePop()
+        if marks is not None:
+            marks[1]()
         began = starts.pop(prefix, None)
         if began is not None and _log.isEnabledFor(logging.DEBUG):
             _log.debug("range %r: %.3f ms", prefix, (time.perf_counter() - began) * 1e3)
