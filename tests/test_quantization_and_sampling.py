@@ -33,7 +33,7 @@ def test_fake_quantization_passes_the_gradient_straight_through():
     def job() -> tp.Numpy:
         w = flow.get_variable("w", shape=(3, 4), initializer=flow.constant_initializer(0.0))
         x = w + flow.constant(x0, dtype=flow.float32)
-        scale, zero = flow.quantization.min_max_observer(x, quantization_bit=4, per_layer_quantization=False)
+        scale, zero = flow.quantization.min_max_observer(x, 4, "symmetric", False)  # v0.3's arguments
         y = flow.quantization.fake_quantization(x, scale, zero, quantization_bit=4)
         flow.watch_diff(w, lambda d: seen.setdefault("dw", d))
         _sgd().minimize(flow.math.reduce_sum(y * y))
@@ -61,7 +61,7 @@ def test_the_moving_range_moves_while_training_and_is_read_when_predicting():
 
     @flow.global_function()
     def predict(x: tp.Numpy.Placeholder((8,))) -> tp.Numpy:
-        scale, _ = flow.quantization.moving_average_min_maxObserver(x, quantization_scheme="affine", name="obs")
+        scale, _ = flow.quantization.moving_average_min_maxObserver(x, 8, "affine", 0.5, "obs")  # v0.3's order
         return scale
 
     high, low = batches[0].max(), batches[0].min()

@@ -25,13 +25,16 @@ def min_max_observer(input: Blob, quantization_bit: int = 8, quantization_scheme
         input: a floating blob.
         quantization_bit: quantize to X-bit integers, X in [2, 8].
         quantization_scheme: ``"symmetric"`` (signed, zero point 0) or ``"affine"`` (unsigned).
-        quantization_formula: ``"google"`` or ``"cambricon"`` (a power-of-two shift; per layer only).
+        quantization_formula: ``"google"`` or ``"cambricon"`` (a power-of-two shift; per layer only); a bool
+            here is v0.3's fourth argument, ``per_layer_quantization`` (v0.3 had no formula).
         per_layer_quantization: one scale for the whole blob (shape (1,)); False: one per slice of axis 0.
         name: the op name; default ``MinMaxObserver_<n>``.
 
     Returns:
         ``(scale, zero_point)``.
     """
+    if isinstance(quantization_formula, bool):  # v0.3's fourth argument was per_layer_quantization
+        quantization_formula, per_layer_quantization = "google", quantization_formula
     if quantization_formula == "cambricon" and not per_layer_quantization:
         raise build_error("flow.quantization.min_max_observer",
                           "per-channel mode is not supported with the cambricon formula")
@@ -97,5 +100,8 @@ def fake_quantization(input: Blob, scale: Blob, zero_point: Blob, quantization_b
                  _attrs(quantization_bit, quantization_scheme, quantization_formula), name=name)
 
 
-# v0.3's name of moving_average_min_max_observer, which v0.3 programs call
-moving_average_min_maxObserver = moving_average_min_max_observer
+def moving_average_min_maxObserver(input: Blob, quantization_bit: int = 8,  # noqa: N802 (legacy name)
+                                   quantization_scheme: str = "symmetric", momentum: float = 0.95,
+                                   name: str | None = None) -> tuple[Blob, Blob]:
+    """v0.3's name and arguments of :func:`moving_average_min_max_observer` (no formula: ``"google"``)."""
+    return moving_average_min_max_observer(input, quantization_bit, quantization_scheme, "google", momentum, name)
