@@ -135,3 +135,18 @@ def test_profiler_ranges_are_timed_and_logged(caplog):
     assert any(m.startswith("range 'outer': ") for m in messages)
     with pytest.raises(Exception, match="range_pop: no range is open"):
         flow.profiler.range_pop()
+
+
+def test_partial_fc_sample_over_several_devices_samples_each_shard_of_classes():
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def job(lbl: tp.Numpy.Placeholder((3,), dtype=flow.int32)) -> tuple[tp.Numpy, tp.Numpy]:
+        weight = flow.get_variable("fc", shape=(8, 2), initializer=flow.random_normal_initializer(seed=2))
+        with flow.scope.placement("cpu", "0:0-1"):  # legacy split the classes over these devices
+            mapped, sampled, _ = flow.distributed_partial_fc_sample(weight, lbl, num_sample=4)
+        return mapped, sampled
+
+    mapped, sampled = job(np.array([1, 6, 1], np.int32))
+    assert sampled[0] == 1 and sampled[1] in range(4) and sampled[2] == 6 and sampled[3] in range(4, 8)
+    assert len(set(sampled.tolist())) == 4 and mapped.tolist() == [0, 2, 0]

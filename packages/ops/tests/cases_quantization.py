@@ -145,23 +145,32 @@ def fake_ref(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, quantizat
 
 # distributed_partial_fc_sample (the numpy backend's stream for a seeded node) -------------------------
 def partial_fc_case(draw: Draw) -> Case:
-    classes = draw(st.integers(2, 9))
+    shards = draw(st.sampled_from([1, 2]))
+    size = draw(st.integers(1, 5))
+    classes = shards * size
     weight = draw(fst.arrays((classes, draw(st.integers(1, 3)))))
     label = np.array(draw(st.lists(st.integers(0, classes - 1), min_size=1, max_size=6)), dtype=np.int32)
-    num_sample = draw(st.integers(len(set(label.tolist())), classes))
-    return [weight, label], {"num_sample": num_sample, "seed": draw(st.integers(0, 1000))}
+    # each shard samples at least its distinct labels
+    most = max(len({v for v in label.tolist() if v // size == s}) for s in range(shards))
+    num_sample = shards * draw(st.integers(max(most, 1), size))
+    return [weight, label], {"num_sample": num_sample, "seed": draw(st.integers(0, 1000)), "parallel_num": shards}
 
 
-def partial_fc_ref(weight: np.ndarray, label: np.ndarray, num_sample: int,
-                   seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def partial_fc_ref(weight: np.ndarray, label: np.ndarray, num_sample: int, seed: int,
+                   parallel_num: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     classes = weight.shape[0]
-    keys = [math.floor(u * classes) for u in np.random.default_rng(seed).random(classes)]
+    size, per_shard = classes // parallel_num, num_sample // parallel_num
+    keys = [math.floor(u * size) for u in np.random.default_rng(seed).random(classes)]
     for v in label.tolist():
-        keys[v] = v - classes
-    order = sorted(range(classes), key=lambda c: keys[c])  # Python's sort is stable
-    sampled = order[:num_sample]
-    distinct = sorted(set(label.tolist()))
-    mapped = np.array([distinct.index(v) for v in label.tolist()], dtype=label.dtype)
+        keys[v] = v % size - size
+    sampled: list[int] = []
+    place = {}
+    for s in range(parallel_num):
+        order = sorted(range(s * size, (s + 1) * size), key=lambda c: keys[c])  # Python's sort is stable
+        for j, c in enumerate(order[:per_shard]):
+            place[c] = s * per_shard + j
+        sampled += order[:per_shard]
+    mapped = np.array([place[v] for v in label.tolist()], dtype=label.dtype)
     return mapped, np.array(sampled, dtype=label.dtype), weight[sampled]
 
 

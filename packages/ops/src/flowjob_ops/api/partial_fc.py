@@ -4,6 +4,7 @@ from __future__ import annotations
 import numbers
 
 from flowjob_core import Blob, apply
+from flowjob_core.trace import scope
 
 from flowjob_ops.api._common import build_error
 
@@ -14,6 +15,10 @@ def distributed_partial_fc_sample(weight: Blob, label: Blob, num_sample: int,
                                   name: str | None = None) -> tuple[Blob, Blob, Blob]:
     """Sample ``num_sample`` classes of a fully connected layer's ``weight`` for a batch's ``label``: every
     class that occurs in ``label`` (in label order), then random other classes.
+
+    Inside ``flow.scope.placement`` over p devices the classes are split into p equal shards, as legacy split
+    the weight over its devices: each shard samples ``num_sample / p`` of its own classes (its labelled ones
+    first) and the samples follow each other in shard order.
 
     Args:
         weight: the class weights, classes on axis 0 (shape (C, ...)).
@@ -28,5 +33,7 @@ def distributed_partial_fc_sample(weight: Blob, label: Blob, num_sample: int,
     """
     if isinstance(num_sample, bool) or not isinstance(num_sample, numbers.Integral):
         raise build_error("flow.distributed_partial_fc_sample", f"num_sample must be an int, got {num_sample!r}")
+    placement = scope.current_placement()
+    shards = placement.device_count if placement is not None else 1
     return tuple(apply("distributed_partial_fc_sample", [weight, label],  # type: ignore[return-value]
-                       {"num_sample": int(num_sample)}, name=name))
+                       {"num_sample": int(num_sample), "parallel_num": shards}, name=name))
