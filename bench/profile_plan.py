@@ -4,6 +4,8 @@
 
 Wraps every kernel of the workload's plan with a timer (so it adds ~1 µs per op), runs warm-up
 steps, then prints the nodes by median time per step, with the op and the share of the step.
+Ranges a program marks with ``flow.profiler.nvtx_start`` / ``nvtx_end`` are listed too: each range's nodes
+(from its start mark through its end mark, in step order) and the sum of their medians.
 On a device the kernels run asynchronously: ``--sync`` waits for each kernel's work, so a node's time is
 its device time (the step then runs without overlap); without it a node's time is its launch cost.
 """
@@ -16,6 +18,22 @@ from collections import defaultdict
 
 import models_flowjob
 from flowjob_core.runtime.session import get_default_session
+
+
+def profiler_ranges(order: list) -> dict[str, list]:
+    """The nodes of each range a program marked (``nvtx_start`` .. ``nvtx_end`` with one ``mark_prefix``), in step
+    order; a range still open at the end of the step runs to its end."""
+    ranges: dict[str, list] = {}
+    open_marks: list[str] = []
+    for node in order:
+        if node.op == "nvtx_start":
+            open_marks.append(node.attrs["mark_prefix"])
+            ranges.setdefault(node.attrs["mark_prefix"], [])
+        for mark in open_marks:
+            ranges[mark].append(node)
+        if node.op == "nvtx_end" and node.attrs["mark_prefix"] in open_marks:
+            open_marks.remove(node.attrs["mark_prefix"])
+    return ranges
 
 
 def main() -> None:
@@ -68,6 +86,13 @@ def main() -> None:
     for ms, label in rows[: args.top]:
         print(f"{ms:8.2f} ms  {100 * ms / step_ms:5.1f}%  {label}")
     print(f"{sum(ms for ms, _ in rows):8.2f} ms  sum of the medians")
+    medians = {labels[k]: 1e3 * statistics.median(v) for k, v in samples.items()}
+    ranges = profiler_ranges(kernel_nodes)
+    if ranges:
+        print("profiler ranges (flow.profiler.nvtx_start .. nvtx_end): total ms, nodes")
+        for mark, nodes in ranges.items():
+            total = sum(medians[f"{n.name} ({n.op})"] for n in nodes)
+            print(f"{total:8.2f} ms  {100 * total / step_ms:5.1f}%  {len(nodes):4d}  {mark}")
     if args.by_op:
         per_op: dict[str, list[float]] = defaultdict(list)
         for k, v in samples.items():

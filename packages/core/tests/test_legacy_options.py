@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from flowjob_core import ConfigError, FunctionConfig
+from flowjob_core import ConfigError, FunctionConfig, Session, hookimpl, make_plugin_manager
 from flowjob_core.ir import dtypes
 from flowjob_core.api import flow_config_options as session_options
 from flowjob_core.config.function_config import TrainConfig
@@ -218,3 +218,41 @@ def test_legacy_model_io_enabled_reports_the_setting():
     session_options.enable_legacy_model_io(False)
     assert session_options.legacy_model_io_enabled() is False
     assert get_default_session().config.options == {"flow.config.enable_legacy_model_io": False}
+
+
+class _PortedLibrary:
+    """A plugin declaring that it provides the ops of a compiled legacy library (by file name)."""
+
+    @hookimpl
+    def flowjob_op_libraries(self) -> list[str]:
+        return ["libcustom_op.so"]
+
+
+def _default_session_with(monkeypatch, plugin):
+    session = Session(make_plugin_manager(plugins=[plugin], autoload=False))
+    monkeypatch.setattr(session_options, "get_default_session", lambda: session)
+    return session
+
+
+@pytest.mark.parametrize("load", [session_options.load_library, session_options.load_library_now])
+def test_load_library_goes_on_when_a_plugin_declares_the_library(monkeypatch, caplog, load):
+    session = _default_session_with(monkeypatch, _PortedLibrary())
+    assert list(session_options.op_library_providers()) == ["libcustom_op.so"]
+    with caplog.at_level(logging.DEBUG, logger="flowjob.config"):
+        load("/build/out/libcustom_op.so")  # the folder does not matter, the file name does
+    assert "its ops come from plugin" in caplog.text
+    with pytest.raises(ConfigError, match=r"'libother.so'.*declare: libcustom_op.so.*flowjob_op_libraries"):
+        load("libother.so")
+    session.close()
+
+
+def test_a_malformed_library_declaration_names_the_plugin(monkeypatch):
+    class Bad:
+        @hookimpl
+        def flowjob_op_libraries(self):
+            return "libx.so"  # a str, not a list of names
+
+    session = _default_session_with(monkeypatch, Bad())
+    with pytest.raises(ConfigError, match=r"plugin .*flowjob_op_libraries must return a list"):
+        session_options.load_library("libx.so")
+    session.close()

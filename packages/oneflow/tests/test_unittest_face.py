@@ -1,4 +1,5 @@
 """``flow.unittest`` and ``flow.eager_execution_enabled`` in process: counts, skip reasons, setUp."""
+import io
 import unittest
 import warnings
 
@@ -101,3 +102,35 @@ def test_setup_refuses_an_eager_run(monkeypatch):
     assert flow.unittest.env.eager_execution_enabled()
     with pytest.raises(ConfigError, match="ONEFLOW_TEST_ENABLE_EAGER=1 asks for eager execution"):
         flow.unittest.TestCase().setUp()
+
+
+def test_register_test_cases_builds_a_class_per_file_filtered_by_nodes(tmp_path):
+    (tmp_path / "test_small.py").write_text(
+        "import oneflow as flow\n"
+        "def test_one(test_case):\n    test_case.assertEqual(1, 1)\n"
+        "@flow.unittest.num_nodes_required(2)\n"
+        "def test_two(test_case):\n    pass\n"
+        "def helper():\n    pass\n")
+    (tmp_path / "notes.py").write_text("def test_never(test_case): pass\n")
+    scope = {}
+    flow.unittest.register_test_cases(scope, str(tmp_path), lambda nodes: nodes == 1)
+    assert list(scope) == ["test_small"]
+    cls = scope["test_small"]
+    assert issubclass(cls, unittest.TestCase) and hasattr(cls, "test_one") and not hasattr(cls, "test_two")
+    result = unittest.TextTestRunner(stream=io.StringIO()).run(
+        unittest.defaultTestLoader.loadTestsFromTestCase(cls))
+    assert result.wasSuccessful() and result.testsRun == 1
+    scope.clear()
+    flow.unittest.register_test_cases(scope, str(tmp_path), lambda nodes: nodes >= 2)
+    assert hasattr(scope["test_small"], "test_two") and not hasattr(scope["test_small"], "test_one")
+    with pytest.raises(ConfigError, match="is not a folder"):
+        flow.unittest.register_test_cases(scope, str(tmp_path / "missing"), lambda nodes: True)
+    with pytest.raises(ConfigError, match="num_nodes must be an int >= 1"):
+        flow.unittest.num_nodes_required(0)
+
+
+def test_typing_check_enabled_reads_its_variable(monkeypatch):
+    monkeypatch.delenv("ONEFLOW_TEST_ENABLE_TYPING_CHECK", raising=False)
+    assert flow.unittest.env.typing_check_enabled() is False
+    monkeypatch.setenv("ONEFLOW_TEST_ENABLE_TYPING_CHECK", "1")
+    assert flow.unittest.env.typing_check_enabled() is True

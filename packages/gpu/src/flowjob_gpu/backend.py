@@ -34,4 +34,6 @@ def make_backend(cp: Any) -> Backend:
         make_rng=lambda seed: HostSeededGenerator(seed, cp.asarray),
         synchronize=synchronize,
         description=f"cupy {cp.__version__}",
+        # NVTX ranges, which Nsight Systems shows (flow.profiler); looked up when used
+        profiler_range=(lambda name: cp.cuda.nvtx.RangePush(name), lambda: cp.cuda.nvtx.RangePop()),
     )

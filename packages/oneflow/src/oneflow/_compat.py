@@ -23,7 +23,7 @@ from typing import Any, Iterator
 from flowjob_core import MissingPackageError
 from flowjob_core.config.function_config import FunctionConfig
 from flowjob_core.config.options import Option, OptionSet
-from flowjob_core.api.flow_config_options import PLUGIN_HINT, CollectiveBoxing, Cudnn, TopLevel
+from flowjob_core.api.flow_config_options import CollectiveBoxing, Cudnn, TopLevel
 
 LEGACY_FILE = Path(__file__).with_name("legacy_api.txt")
 PAGE_COMMAND = "python -m oneflow compat --write docs/compatibility.md"
@@ -33,13 +33,21 @@ STATUSES = (SUPPORTED, NO_EFFECT, REFUSED_STATUS, MISSING)
 
 # names the face provides only to refuse them with a reason (option records carry their own)
 REFUSED: dict[str, str] = {
-    "flow.config.load_library": PLUGIN_HINT,
-    "flow.config.load_library_now": PLUGIN_HINT,
     "flow.user_op_module_builder": "stateful C++ kernel modules; write a Python op plugin (see load_library)",
     "flow.consistent_user_op_module_builder": ("stateful C++ kernel modules; write a Python op plugin "
                                                "(see load_library)"),
     "flow.summary.Graph": "legacy wrote OneFlow's own structure-graph JSON, which TensorBoard does not read",
     "flow.summary.Projector": "legacy wrote OneFlow's own projector records, which TensorBoard does not read",
+    "flow.tensorrt.write_int8_calibration": "flowjob has no TensorRT backend (jobs run on numpy or CuPy)",
+    "flow.tensorrt.cache_int8_calibration": "flowjob has no TensorRT backend (jobs run on numpy or CuPy)",
+    "flow.sysconfig.get_include": "flowjob has no C++ headers: ops are Python plugins (see load_library)",
+    "flow.sysconfig.get_compile_flags": "flowjob has no C++ headers: ops are Python plugins (see load_library)",
+    "flow.sysconfig.get_link_flags": "flowjob has no C++ library: ops are Python plugins (see load_library)",
+    "flow.deprecated.init_worker": "it started OneFlow workers over ssh; ranks start with python -m oneflow launch",
+    "flow.deprecated.delete_worker": "it stopped OneFlow workers over ssh; MPI ranks end with the program",
+    "flow.deprecated.delete_worker_by_bootstrap": "it stopped OneFlow workers over ssh; MPI ranks end with the program",
+    "flow.deprecated.delete_worker_of_multi_process": ("it stopped OneFlow workers over ssh; MPI ranks end with the "
+                                                       "program"),
 }
 
 SESSION_OPTION_SETS: tuple[type[OptionSet], ...] = (TopLevel, CollectiveBoxing, Cudnn)

@@ -1,4 +1,5 @@
-"""``flow.nn``: neural-network ops (from flowjob-ops) and v0.4's eager modules (from flowjob-core)."""
+"""``flow.nn``: neural-network ops (from flowjob-ops), v0.4's eager modules (from flowjob-core) and ``flow.nn.init``."""
+from oneflow import _nn_init as init
 from oneflow._exports import Source, export, ops
 
 SOURCES = (ops("activations"), ops("softmax"), ops("dropout"), ops("bias_add"), ops("attention"), ops("conv"),
@@ -7,4 +8,4 @@ SOURCES = (ops("activations"), ops("softmax"), ops("dropout"), ops("bias_add"), 
            Source("flowjob_core.imperative.parameter", "flowjob-core"),
            Source("flowjob_core.imperative.embedding", "flowjob-core"))
 
-__all__ = export(globals(), "flow.nn", *SOURCES)
+__all__ = [*export(globals(), "flow.nn", *SOURCES), "init"]

@@ -10,6 +10,7 @@ The value is stored as float32, as legacy did.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -172,6 +173,17 @@ class PolynomialScheduler(LrScheduler):
         return (self.base_lr - self.end_learning_rate) * (1.0 - t / d) ** self.power + self.end_learning_rate
 
 
+class PolynomialSchduler(PolynomialScheduler):
+    """Legacy's misspelt export of :class:`PolynomialScheduler` (deprecated there already): the same schedule,
+    with a ``DeprecationWarning``."""
+
+    def __init__(self, base_lr: float, steps: int, end_learning_rate: float = 0.0001, power: float = 1.0,
+                 cycle: bool = False, warmup: Warmup | None = None) -> None:
+        warnings.warn("flow.optimizer.PolynomialSchduler is a misspelling kept from legacy OneFlow; use "
+                      "flow.optimizer.PolynomialScheduler", DeprecationWarning, stacklevel=2)
+        super().__init__(base_lr, steps, end_learning_rate, power, cycle, warmup)
+
+
 class _RatioDecay(LrScheduler):
     """Decays driven by ``p = step / steps`` (floored with ``staircase``)."""
 
@@ -227,5 +239,5 @@ warmup = _WarmupNamespace()
 __all__ = [
     "ConstantWarmup", "CosineScheduler", "CustomScheduler", "ExponentialScheduler", "InverseTimeScheduler",
     "LinearCosineScheduler", "LinearWarmup", "LrScheduler", "NaturalExpScheduler", "PiecewiseConstantScheduler",
-    "PiecewiseScalingScheduler", "PolynomialScheduler", "Warmup", "warmup",
+    "PiecewiseScalingScheduler", "PolynomialSchduler", "PolynomialScheduler", "Warmup", "warmup",
 ]

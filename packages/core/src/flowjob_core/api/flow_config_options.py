@@ -3,11 +3,13 @@
 They tuned CUDA, NCCL, RDMA networking or the legacy runtime's threads and buffers: each is
 checked like legacy did (``type(val) is int`` / ``bool``), kept in the default session's
 ``config.options`` and in :func:`flowjob_core.config.options.recorded_options`, logged to
-``flowjob.config`` at debug level, and changes nothing. ``load_library`` is an error: ops come
-from Python plugins here.
+``flowjob.config`` at debug level, and changes nothing. ``load_library`` goes on only where an installed
+plugin declares that library's ops (``flowjob_op_libraries``): ops come from Python plugins here.
 """
 from __future__ import annotations
 
+import logging
+import os
 from typing import Any
 
 from flowjob_core.errors import ConfigError
@@ -18,6 +20,9 @@ CUDA = "CUDA devices"
 NETWORK = "multi-machine networking of the legacy runtime"
 RUNTIME = "the legacy runtime's threads and buffers"
 NCCL = "NCCL collectives between devices"
+MEMORY = "the legacy runtime's memory planner"
+
+_log = logging.getLogger("flowjob.config")
 
 PLUGIN_HINT = ("flowjob runs no compiled OneFlow op libraries: write the op as a Python plugin (an OpDef record "
                "with an xp kernel, registered through the flowjob_add_ops hook) as the plugin guide "
@@ -104,6 +109,7 @@ class TopLevel(_SessionOptions):
         "enable_tensor_float_32_compute": flag(CUDA),
         "nccl_use_compute_stream": flag(NCCL, default=False),
         "disable_group_boxing_by_dst_parallel": flag(NCCL, default=False),
+        "enable_mem_chain_merge": flag(MEMORY),
     }
 
 
@@ -144,6 +150,7 @@ enable_cudnn = _setter("enable_cudnn")
 enable_tensor_float_32_compute = _setter("enable_tensor_float_32_compute")
 nccl_use_compute_stream = _setter("nccl_use_compute_stream")
 disable_group_boxing_by_dst_parallel = _setter("disable_group_boxing_by_dst_parallel")
+enable_mem_chain_merge = _setter("enable_mem_chain_merge")
 
 
 def legacy_model_io_enabled() -> bool:
@@ -153,19 +160,46 @@ def legacy_model_io_enabled() -> bool:
     return bool(_TOP.get("enable_legacy_model_io", True))
 
 
+def op_library_providers() -> dict[str, str]:
+    """Library file name -> the plugin that declared it provides that library's ops (``flowjob_op_libraries``)."""
+    providers: dict[str, str] = {}
+    caller = get_default_session().pm.hook.flowjob_op_libraries
+    for impl in caller.get_hookimpls():
+        declared: Any = impl.function()
+        if isinstance(declared, str) or not all(isinstance(name, str) for name in declared):
+            raise ConfigError(f"plugin {impl.plugin_name!r}: flowjob_op_libraries must return a list of library "
+                              f"file names (str), got {declared!r}")
+        for name in declared:
+            providers.setdefault(name, impl.plugin_name)
+    return providers
+
+
+def _load_library(what: str, val: str) -> None:
+    if not isinstance(val, str) or not val:
+        raise ConfigError(f"flow.config.{what} expects a path (str), got {val!r}")
+    file_name = os.path.basename(val)
+    providers = op_library_providers()
+    plugin = providers.get(file_name)
+    if plugin is None:
+        declared = ", ".join(sorted(providers)) or "none"
+        raise ConfigError(f"flow.config.{what}({val!r}): {PLUGIN_HINT}. No installed plugin declares the ops of "
+                          f"{file_name!r} (libraries plugins declare: {declared}); a plugin whose "
+                          f"flowjob_op_libraries hook returns [{file_name!r}] lets this call go on unchanged "
+                          f"(the porting path: examples/plugins/flowjob-myrelu/README.md)")
+    _log.debug("flow.config.%s(%r): its ops come from plugin %r", what, val, plugin)
+
+
 def load_library(val: str) -> None:
-    """Legacy: load a compiled op library (.so). Refused with the way to add an op here."""
-    if not isinstance(val, str):
-        raise ConfigError(f"flow.config.load_library expects a path (str), got {val!r}")
-    raise ConfigError(f"flow.config.load_library({val!r}): {PLUGIN_HINT}")
+    """Legacy: load a compiled op library (.so). Goes on when an installed plugin declares that library's ops
+    (hook ``flowjob_op_libraries``, by file name); otherwise refused with the way to port the op."""
+    _load_library("load_library", val)
 
 
 def load_library_now(val: str) -> None:
-    """Legacy: load a compiled op library at once. Refused like :func:`load_library`."""
-    if not isinstance(val, str):
-        raise ConfigError(f"flow.config.load_library_now expects a path (str), got {val!r}")
-    raise ConfigError(f"flow.config.load_library_now({val!r}): {PLUGIN_HINT}")
+    """Legacy: load a compiled op library at once. Same as :func:`load_library` (plugins are loaded with the
+    session)."""
+    _load_library("load_library_now", val)
 
 
 __all__ = [*TopLevel._options, "collective_boxing", "cudnn", "legacy_model_io_enabled", "load_library",
-           "load_library_now"]
+           "load_library_now", "op_library_providers"]

@@ -18,6 +18,7 @@ from typing import Any, NoReturn, Sequence
 
 from flowjob_core.trace.blob import Blob
 from flowjob_core.errors import FlowjobError, OpBuildError
+from flowjob_core.ir import naming
 from flowjob_core.ir.opdef import OpDef
 from flowjob_core.api.flow_config_options import PLUGIN_HINT
 from flowjob_core.trace.builder import JobBuilder, current_builder, user_source
@@ -179,6 +180,85 @@ class UserOpConfBuilder:
         return outs
 
 
+class BuiltinOp:
+    """Legacy v0.4's ``flow.builtin_op(op_type_name)``: an op declared once, by its argument names, and called
+    like a function on blobs: ``relu = flow.builtin_op("relu").Input("x").Output("y").Build()``, then
+    ``y = relu(x)[0]`` inside a job body (legacy ran it eagerly; here each call adds a node of the registered
+    record, with its inference, gradient and kernel, as ``flow.user_op_builder`` does)."""
+
+    def __init__(self, op_type_name: str, op_name: str | None = None) -> None:
+        if not isinstance(op_type_name, str) or not op_type_name:
+            raise OpBuildError(f"flow.builtin_op: op_type_name must be a non-empty str, got {op_type_name!r}")
+        if op_name is not None and (not isinstance(op_name, str) or not op_name):
+            raise OpBuildError(f"flow.builtin_op({op_type_name!r}): op_name must be a non-empty str or None")
+        self.op_type_name = op_type_name
+        self.op_name = op_name
+        self.inputs: list[tuple[str, int]] = []
+        self.outputs: list[tuple[str, int]] = []
+        self.attrs: dict[str, Any] = {}
+        self._built = False
+
+    def _count(self, kind: str, name: str, num: int) -> tuple[str, int]:
+        if not isinstance(name, str) or not name:
+            raise OpBuildError(f"flow.builtin_op({self.op_type_name!r}): an {kind} name must be a non-empty str, "
+                               f"got {name!r}")
+        if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+            raise OpBuildError(f"flow.builtin_op({self.op_type_name!r}): {kind} {name!r} needs num >= 1, got {num!r}")
+        return name, num
+
+    def Input(self, input_name: str, num: int = 1) -> "BuiltinOp":  # noqa: N802 (legacy method names)
+        """Declare ``num`` blobs under input ``input_name``; calls take the blobs in declaration order."""
+        self.inputs.append(self._count("input", input_name, num))
+        return self
+
+    def Output(self, output_name: str, num: int = 1) -> "BuiltinOp":  # noqa: N802
+        """Declare ``num`` outputs under ``output_name`` (they must add up to the op's outputs)."""
+        self.outputs.append(self._count("output", output_name, num))
+        return self
+
+    def Attr(self, attr_name: str, attr_value: Any, attr_type_name: str | None = None) -> "BuiltinOp":  # noqa: N802
+        """Set an attribute for every call (``attr_type_name`` was deprecated in v0.4 and is not needed)."""
+        if not isinstance(attr_name, str) or not attr_name:
+            raise OpBuildError(f"flow.builtin_op({self.op_type_name!r}): an attribute name must be a non-empty "
+                               f"str, got {attr_name!r}")
+        self.attrs[attr_name] = attr_value
+        return self
+
+    def Build(self) -> "BuiltinOp":  # noqa: N802
+        """Finish the declaration; the op is then called on blobs."""
+        self._built = True
+        return self
+
+    @property
+    def op(self) -> "BuiltinOp":
+        """Legacy's handle to the built op: the op itself."""
+        return self.Build()
+
+    def __call__(self, *blobs: Blob) -> tuple[Blob, ...]:
+        if not self._built:
+            raise OpBuildError(f"flow.builtin_op({self.op_type_name!r}): call Build() before calling the op")
+        declared = sum(num for _, num in self.inputs)
+        if len(blobs) != declared:
+            raise OpBuildError(f"flow.builtin_op({self.op_type_name!r}) takes {declared} blob(s) "
+                               f"({', '.join(f'{n}={k}' for n, k in self.inputs) or 'no inputs'}), got {len(blobs)}")
+        conf = UserOpConfBuilder(self.op_name or naming.unique_name(self.op_type_name))
+        conf.Op(self.op_type_name)
+        start = 0
+        for name, num in self.inputs:
+            conf.Input(name, list(blobs[start:start + num]))
+            start += num
+        for name, num in self.outputs:
+            conf.Output(name, num)
+        for name, value in self.attrs.items():
+            conf.Attr(name, value)
+        return conf.Build().InferAndTryRun().RemoteBlobList()
+
+
+def builtin_op(op_type_name: str, op_name: str | None = None) -> BuiltinOp:
+    """Legacy v0.4 ``flow.builtin_op``: declare a registered op by type and argument names, call it on blobs."""
+    return BuiltinOp(op_type_name, op_name)
+
+
 def user_op_builder(op_name: str) -> UserOpConfBuilder:
     """Legacy ``flow.user_op_builder(op_name)``: configure an op of any registered type by name."""
     return UserOpConfBuilder(op_name)
@@ -202,5 +282,5 @@ def _module_builder_refused(name: str) -> Any:
 user_op_module_builder = _module_builder_refused("user_op_module_builder")
 consistent_user_op_module_builder = _module_builder_refused("consistent_user_op_module_builder")
 
-__all__ = ["UserOp", "UserOpConfBuilder", "consistent_user_op_builder", "consistent_user_op_module_builder",
-           "user_op_builder", "user_op_module_builder"]
+__all__ = ["BuiltinOp", "UserOp", "UserOpConfBuilder", "builtin_op", "consistent_user_op_builder",
+           "consistent_user_op_module_builder", "user_op_builder", "user_op_module_builder"]

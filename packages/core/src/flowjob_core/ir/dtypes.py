@@ -53,10 +53,12 @@ dtype = np.dtype
 half = float16
 int = int32  # noqa: A001 - legacy spelling: flow.int
 long = int64
+# legacy's dtype of an OFRecord blob: flowjob's ofrecord_reader gives the batch's record ids, an int64 blob
+record = int64
 
 
 def dtypes() -> list[np.dtype]:
-    """The supported dtypes in legacy's order (legacy also listed record, which flowjob lacks)."""
+    """The supported dtypes in legacy's order (legacy also listed record, which here is int64, listed once)."""
     return [char, float, float32, double, float64, float16, int8, int32, int64, uint8, tensor_buffer]
 
 

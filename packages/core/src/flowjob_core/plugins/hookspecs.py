@@ -115,6 +115,18 @@ def flowjob_select_backend(device_tag: str, backends: "BackendRegistry") -> "Bac
     """
 
 
+@hookspec
+def flowjob_op_libraries() -> Any:
+    """Name the compiled legacy op libraries whose ops this plugin provides: a list of file names
+    (``["final_relu.so"]``).
+
+    A legacy program loads its custom ops with ``flow.config.load_library("path/to/final_relu.so")``; once
+    the ops are ported to this plugin (same op type, input, output and attribute names, so
+    ``flow.user_op_builder`` calls stay as they were), that call finds the file name here and goes on with
+    the plugin's ops instead of refusing. Only the file name is compared (not the folder).
+    """
+
+
 @hookspec(firstresult=True)
 def flowjob_read_initializer(value: Any, owner: str) -> Any:
     """Read an initializer given in a form of its own (legacy's ``InitializerConf`` message) as a callable

@@ -92,6 +92,8 @@ class Backend:
     where the backend can (the numpy backend's host threads); the default runs it whole, serially.
     ``make_rng(seed)``: a random stream for one op node; kernels call its ``random(out=, dtype=)`` and
     ``standard_normal(out=, dtype=)`` (numpy ``Generator`` signatures), which fill ``out`` in place.
+    ``profiler_range``: ``(push(name), pop())`` opening and closing a named range in the device's own profiler
+    (NVTX on CUDA), for ``flow.profiler``'s ranges; None where the device has none.
     """
 
     tag: str
@@ -105,6 +107,7 @@ class Backend:
     description: str = ""
     host_arrays: bool = False
     parallel: Callable[[Callable[[int, int], None], int], None] = split_serially
+    profiler_range: tuple[Callable[[str], None], Callable[[], None]] | None = None
 
 
 class BackendRegistry:

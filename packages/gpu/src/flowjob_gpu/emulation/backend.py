@@ -15,6 +15,7 @@ NAME = "cupy-emulated"
 def make_emulated_backend() -> Backend:
     """The ``gpu`` backend (``name`` ``cupy-emulated``) on ``flowjob_gpu.emulation.cupy``."""
     cupy = importlib.import_module("flowjob_gpu.emulation.cupy")  # it replaces itself by the built module
-    return dataclasses.replace(make_backend(cupy), name=NAME,
+    # no NVTX without a device: flow.profiler's ranges are timed and logged only
+    return dataclasses.replace(make_backend(cupy), name=NAME, profiler_range=None,
                                description=f"emulated CuPy (CuPy {cupy.__version__.split('+')[0]}'s names, "
                                            f"numpy {np.__version__} behind them)")

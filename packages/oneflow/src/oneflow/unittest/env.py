@@ -18,18 +18,26 @@ from flowjob_core.runtime.session import get_default_session
 from flowjob_core.runtime.world import World, world_of
 
 __all__ = ["device_num", "eager_execution_enabled", "has_node_list", "has_world_size", "node_list", "node_size",
-           "world_size"]
+           "typing_check_enabled", "world_size"]
 
 DEVICE_NUM_VAR = "ONEFLOW_TEST_DEVICE_NUM"
 NODE_LIST_VAR = "ONEFLOW_TEST_NODE_LIST"
 EAGER_VAR = "ONEFLOW_TEST_ENABLE_EAGER"
 WORLD_SIZE_VAR = "ONEFLOW_TEST_WORLD_SIZE"
+TYPING_CHECK_VAR = "ONEFLOW_TEST_ENABLE_TYPING_CHECK"
 
 
 def eager_execution_enabled() -> bool:
     """Whether the test run asks for eager mode (``ONEFLOW_TEST_ENABLE_EAGER=1``), as legacy read it.
     ``flow.unittest.TestCase`` refuses such a run: this build is lazy only."""
     return os.getenv(EAGER_VAR) == "1"
+
+
+def typing_check_enabled() -> bool:
+    """Whether the test run asks for legacy's typing checks (``ONEFLOW_TEST_ENABLE_TYPING_CHECK=1``). Legacy's
+    suites then also ran their jobs with ``oneflow.typing`` annotations; here annotated parameters and returns
+    are always checked, so a suite may take either branch."""
+    return os.getenv(TYPING_CHECK_VAR) == "1"
 
 
 def has_node_list() -> bool:

@@ -20,10 +20,10 @@ from flowjob_ops.records.common import is_int
 
 
 NAMESPACES = {
-    "flow": ["broadcast_like", "broadcast_to_compatible_with", "cast", "cast_to_current_logical_view",
-             "cast_to_static_shape", "concat", "dynamic_reshape", "elem_cnt", "expand", "expand_dims", "flatten",
-             "hierarchical_parallel_cast", "identity", "identity_n", "parallel_cast", "reshape", "reshape_like",
-             "reverse", "squeeze", "stack", "tile", "transpose"],
+    "flow": ["amp_white_identity", "broadcast_like", "broadcast_to_compatible_with", "cast",
+             "cast_to_current_logical_view", "cast_to_static_shape", "concat", "dynamic_reshape", "elem_cnt", "expand",
+             "expand_dims", "flatten", "hierarchical_parallel_cast", "identity", "identity_n", "parallel_cast",
+             "reshape", "reshape_like", "reverse", "squeeze", "stack", "tile", "transpose"],
     "flow.math": ["broadcast_to_compatible_with"],
 }
 """The face namespaces legacy exported these names in; the oneflow face reads this literal."""
@@ -225,6 +225,17 @@ def identity(x: Blob, name: str | None = None) -> Blob:
         A blob with x's value.
     """
     return apply("identity", [x], name=name)
+
+
+def amp_white_identity(x: Blob, name: str | None = None) -> Blob:
+    """``x`` itself, marked for auto mixed precision as a white-list op (legacy's marker op), so with
+    ``enable_auto_mixed_precision`` it runs, and lets what follows run, in float16.
+
+    Args:
+        x: any blob.
+        name: the op name; default ``AmpWhiteIdentity_<n>``.
+    """
+    return apply("amp_white_identity", [x], name=name)
 
 
 def identity_n(inputs: Sequence[Blob], name: str | None = None) -> list[Blob]:

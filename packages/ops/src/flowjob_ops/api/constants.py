@@ -18,8 +18,8 @@ from flowjob_ops.api._common import build_error, op_name
 from flowjob_ops.records.common import is_int
 
 
-__all__ = ["constant", "constant_like", "ones", "ones_like", "random_normal", "random_uniform", "range", "zeros",
-           "zeros_like"]
+__all__ = ["constant", "constant_like", "constant_scalar", "ones", "ones_like", "random_normal", "random_uniform",
+           "range", "zeros", "zeros_like"]
 
 
 def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None, name: str | None = None) -> Blob:
@@ -38,6 +38,12 @@ def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None, 
     attrs = {"value": array.tolist(), "dtype": dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32,
              "shape": None if shape is None else tuple(shape)}
     return apply("constant", [], attrs, name=name)
+
+
+def constant_scalar(value: float | int, dtype: Any = None, name: str | None = None) -> Blob:
+    """Legacy ``flow.constant_scalar``: ``value`` as a blob of shape (1,) (``flow.constant(value, dtype,
+    shape=[1])``; dtype default ``flow.float``)."""
+    return constant(value, dtype=dtype, shape=[1], name=name)
 
 
 def constant_like(like: Blob, value: float | int, dtype: Any = None, name: str | None = None) -> Blob:

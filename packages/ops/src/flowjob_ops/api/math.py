@@ -24,6 +24,7 @@ NAMESPACES = {
                   "sigmoid_grad", "sigmoid_v2", "sign", "sin", "sinh", "softplus", "sqrt", "square",
                   "squared_difference", "subtract", "tan", "tanh", "tanh_v2", "xdivy", "xlogy"],
     "flow": ["clamp", "clip", "clip_by_scalar", "clip_by_value", "matmul"],
+    "flow.linalg": ["matmul"],
 }
 """The face namespaces legacy exported these names in; the oneflow face reads this literal."""
 __all__ = sorted({name for names in NAMESPACES.values() for name in names})

@@ -72,6 +72,11 @@ RESHAPE = OpDef("reshape", _reshape_infer, kernel=_reshape_kernel, grad=_reshape
                 view=True, doc="the same elements in a new shape (one -1 is inferred); a view", amp="clear")
 IDENTITY = OpDef("identity", same_as_first, kernel=_identity_kernel, grad=_identity_grad, name_prefix="Identity",
                  view=True, doc="x itself", amp="clear")
+# legacy's marker for auto mixed precision: x itself, a white-list op, so what it reads runs in float16
+AMP_WHITE_IDENTITY = OpDef(
+    "amp_white_identity", same_as_first, kernel=_identity_kernel, input_names=("in",), attr_names=(),
+    grad=lambda ctx: [ctx.apply("amp_white_identity", [ctx.dy])], name_prefix="AmpWhiteIdentity", view=True,
+    doc="x itself, in the white list of auto mixed precision (its gradient too)", amp="white")
 
 
 # transpose ------------------------------------------------------------------
@@ -351,4 +356,5 @@ SHAPE_ELEM_CNT = OpDef("shape_elem_cnt", _elem_cnt_infer, kernel=_elem_cnt_kerne
                        name_prefix="ShapeElemCnt", doc="(1,): the product of the input's extents along axis",
                        amp="black")
 
-OPS = (RESHAPE, IDENTITY, TRANSPOSE, CONCAT, SPLIT, CAST, TILE, REVERSE, TUPLE_IDENTITY, SHAPE_ELEM_CNT)
+OPS = (RESHAPE, IDENTITY, AMP_WHITE_IDENTITY, TRANSPOSE, CONCAT, SPLIT, CAST, TILE, REVERSE, TUPLE_IDENTITY,
+       SHAPE_ELEM_CNT)
