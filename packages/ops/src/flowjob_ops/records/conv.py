@@ -73,7 +73,8 @@ def geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> con
                                     attrs.get("data_format", "NCHW"))
 
 
-def _options(attrs: dict) -> dict[str, Any]:
+def kernel_options(attrs: dict) -> dict[str, Any]:
+    """The geometry keywords of the conv2d kernel classes, from the node's attributes."""
     dilations = attrs.get("dilations")
     return {"strides": attrs.get("strides", 1), "pads": attrs.get("padding", "VALID"),
             "dilation": 1 if dilations is None else dilations, "groups": attrs.get("groups", 1),
@@ -122,7 +123,7 @@ def _conv_kernel(ctx: KernelContext) -> Any:
     bias = ctx.op == "conv2d_bias"
     relu = bias and ctx.attrs.get("activation") == "relu"
     keep = _keeps_columns(ctx, x, w)
-    forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs), bias=bias, relu=relu,
+    forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **kernel_options(ctx.attrs), bias=bias, relu=relu,
                                  strided_output=True, out=ctx.out(0), scratch=ctx.scratch,
                                  scratch_columns=not keep)
     if not keep:
@@ -225,7 +226,7 @@ def conv_bias_pool(ctx: KernelContext, **tuning: Any) -> conv.Conv2dBiasPool:
     """The fused kernel of a ``conv2d_bias_pool`` node; ``tuning``: ``algorithm``, ``max_pool``."""
     x, w = ctx.inputs[:2]
     pool = _pool_attrs(ctx.attrs)
-    return conv.Conv2dBiasPool(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs),
+    return conv.Conv2dBiasPool(ctx.xp, x.shape, w.shape, x.dtype, **kernel_options(ctx.attrs),
                                pool=(pool["ksize"], pool["strides"], pool["padding"]),
                                relu=ctx.attrs.get("activation") == "relu", **tuning)
 
@@ -267,7 +268,7 @@ def _grad_data_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 def _grad_data_kernel(ctx: KernelContext) -> Any:
     dy, w = ctx.inputs
-    return conv.Conv2dBackwardData(ctx.xp, ctx.attrs["x_shape"], w.shape, dy.dtype, **_options(ctx.attrs),
+    return conv.Conv2dBackwardData(ctx.xp, ctx.attrs["x_shape"], w.shape, dy.dtype, **kernel_options(ctx.attrs),
                                    out=ctx.out(0), scratch=ctx.scratch)
 
 
@@ -279,7 +280,7 @@ def _grad_filter_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec
 
 def _grad_filter_kernel(ctx: KernelContext) -> Any:
     x, dy = ctx.inputs
-    options = _options(ctx.attrs)
+    options = kernel_options(ctx.attrs)
     geom = geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
     columns = ctx.shared.get(("conv2d-columns", ctx.attrs.get("forward")))
     if columns is None or columns.im2col.geom != geom or columns.im2col.dtype != x.dtype:
