@@ -82,6 +82,11 @@ class HostThreads:
             self._blas = blas
         return self._blas
 
+    def apply(self) -> None:
+        """Give BLAS the setting's thread count now (a plan is built): a step that never splits or runs lanes
+        (one thread) still keeps BLAS to it."""
+        self.blas.widen()
+
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:

@@ -237,6 +237,8 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
         # side by side only where the numerics check's first failing op and the data-dependent readers, built
         # while the step runs, keep their meaning; a plan specialised to smaller feeds (reuse) runs in order
         host = backend.lanes
+        if host is not None:
+            host.apply()  # BLAS held to the thread count, also where nothing runs side by side
         if host is not None and not check and not dynamic_extent and host.threads > 1:
             lane_plan = plan_lanes(job, order, order_dependencies(job, order, registries), ops, host.threads)
             if not lane_plan.parallel:

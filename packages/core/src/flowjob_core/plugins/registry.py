@@ -91,7 +91,7 @@ class Backend:
     ``parallel(body, count)``: run ``body(start, stop)`` over parts of ``range(count)``, concurrently
     where the backend can (the numpy backend's host threads); the default runs it whole, serially.
     ``lanes``: the host threads a plan may run independent nodes on side by side (the numpy backend's
-    ``HostThreads``: its ``threads`` and ``lanes(bodies, abort)``); None (the default): one node at a time.
+    ``HostThreads``: its ``threads``, ``apply()`` and ``lanes(bodies, abort)``); None (the default): one node at a time.
     ``make_rng(seed)``: a random stream for one op node; kernels call its ``random(out=, dtype=)`` and
     ``standard_normal(out=, dtype=)`` (numpy ``Generator`` signatures), which fill ``out`` in place.
     """
