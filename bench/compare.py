@@ -8,6 +8,13 @@ flowjob / torch (below 1: flowjob is faster). Without torch installed it prints 
 one more system in the same interleaved rounds, e.g. ``tuned:FLOWJOB_MALLOC_TUNING=1``, or an
 older build installed in another virtual environment: ``before:PYTHON=/tmp/old-venv/bin/python``
 (``PYTHON`` names the interpreter that runs the worker; the other assignments go to its environment).
+
+``--threads 1,2[,4,8]`` prints the thread-scaling table instead: every (system, workload, thread count)
+in the same interleaved rounds, each run told its count by the environment (``FLOWJOB_HOST_THREADS`` for
+flowjob, ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` for both), with the median of
+the rounds, their spread (lowest to highest), the speed-up over the first count and the flowjob / torch
+ratio per count. The table of ``bench/README.md``: ``python bench/compare.py --threads 1,2 --rounds 5
+--workloads mlp_train,mlp_infer,lenet_train,lenet_infer,resnet50_train,bert_train``.
 """
 from __future__ import annotations
 
@@ -53,7 +60,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--variant", action="append", default=[], metavar="LABEL:VAR=VALUE",
                         help="also run flowjob with these environment additions, as system LABEL")
+    parser.add_argument("--threads", default=None, metavar="1,2",
+                        help="the thread-scaling table over these thread counts (each system told the count)")
     args = parser.parse_args()
+    if args.threads:
+        scaling(args.workloads.split(","), [int(t) for t in args.threads.split(",")], args.rounds, args.steps)
+        return
     variants = dict(parse_variant(v) for v in args.variant)
     systems = ["flowjob", *variants] + (["torch"] if importlib.util.find_spec("torch") else [])
     has_torch = systems[-1] == "torch"
@@ -93,6 +105,41 @@ def main() -> None:
         f"{s}: {med(s, workloads[-1], 'first_call_s'):.3f} s" for s in systems) + f"  ({workloads[-1]})")
     print(f"{'peak memory':14s} " + "  ".join(
         f"{s}: {max(med(s, w, 'peak_rss_mb') for w in workloads):.0f} MB" for s in systems))
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """The one thread count, as each system and its BLAS read it."""
+    return {"FLOWJOB_HOST_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
+
+
+def scaling(workloads: list[str], counts: list[int], rounds: int, steps: int | None) -> None:
+    """Every (system, workload, thread count) once per round, the order alternating between rounds."""
+    systems = ["flowjob"] + (["torch"] if importlib.util.find_spec("torch") else [])
+    runs = [(w, t, s) for w in workloads for t in counts for s in systems]
+    times: dict[tuple[str, str, int], list[float]] = {}
+    for r in range(rounds):
+        for workload, threads, system in (runs if r % 2 == 0 else runs[::-1]):
+            ms = run(system, workload, steps, thread_env(threads))["median_ms"]
+            times.setdefault((system, workload, threads), []).append(ms)
+            print(f"round {r + 1}: {system:8s} {workload:14s} {threads:2d} threads {ms:9.2f} ms", file=sys.stderr)
+    print(f"\nthread scaling: ms/step, median of {rounds} rounds [lowest-highest round], float32; batch 100 "
+          "(resnet50_train 16, bert_train 8)")
+    print(f"{'workload':14s} {'system':8s}" + "".join(f" {f'{t} thread' + ('s' if t > 1 else ''):>22s}"
+                                                       for t in counts) + f"  speed-up {counts[0]}->{counts[-1]}")
+    for w in workloads:
+        for system in systems:
+            cells = [times[(system, w, t)] for t in counts]
+            line = f"{w:14s} {system:8s}" + "".join(
+                f" {statistics.median(c):8.2f} [{min(c):6.2f}-{max(c):6.2f}]" for c in cells)
+            line += f"  {statistics.median(cells[0]) / statistics.median(cells[-1]):5.2f}x"
+            print(line)
+        if "torch" in systems:
+            print(f"{'':14s} {'ratio':8s}" + "".join(
+                f" {statistics.median(times[('flowjob', w, t)]) / statistics.median(times[('torch', w, t)]):8.2f}x"
+                + " " * 13 for t in counts) + "  (flowjob / torch)")
+    if "torch" not in systems:
+        print("(torch is not installed here: flowjob only)")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,11 @@
     python bench/profile_plan.py lenet_train --steps 20 [--top 25]
 
 Wraps every kernel of the workload's plan with a timer (so it adds ~1 µs per op), runs warm-up
-steps, then prints the nodes by median time per step, with the op and the share of the step.
+steps, then prints the nodes by median time per step, with the op, the share of the step and the
+thread that ran it (``step``: the step's own thread; ``host-N``: a lane on a host thread; the plan's
+lanes run independent nodes side by side when ``FLOWJOB_HOST_THREADS`` is above 1). Then the step's
+critical path: the longest chain of dependent nodes by their medians, the least a step can take
+however many threads run it, and how the plan's sections split the nodes.
 Ranges a program marks with ``flow.profiler.nvtx_start`` / ``nvtx_end`` are listed too: each range's nodes
 (from its start mark through its end mark, in step order) and the sum of their medians.
 On a device the kernels run asynchronously: ``--sync`` waits for each kernel's work, so a node's time is
@@ -13,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import threading
 import time
 from collections import defaultdict
 
 import models_flowjob
+from flowjob_core.plan.planner import order_dependencies
 from flowjob_core.runtime.session import get_default_session
 
 
@@ -58,17 +64,23 @@ def main() -> None:
     samples: dict[str, list[float]] = defaultdict(list)
     labels: dict[str, str] = {}
     ops: dict[str, str] = {}
-    kernel_nodes = [n for n in plan.order if n.op != "input"]
-    for k, node in enumerate(kernel_nodes):
+    ran_on: dict[str, set[str]] = defaultdict(set)
+    position: dict[str, int] = {}  # kernel name -> order position
+    kernel_nodes = [(p, n) for p, n in enumerate(plan.order) if n.op != "input"]
+    step_thread = threading.current_thread().name
+    for k, (p, node) in enumerate(kernel_nodes):
         name = f"k{k}"
         labels[name] = f"{node.name} ({node.op})"
         ops[name] = node.op
+        position[name] = p
 
         def timed(*inputs, _fn=globals_[name], _name=name):
             start = time.perf_counter()
             out = _fn(*inputs)
             synchronize()
             samples[_name].append(time.perf_counter() - start)
+            thread = threading.current_thread().name
+            ran_on[_name].add("step" if thread == step_thread else thread.replace("flowjob-host_", "host-"))
             return out
 
         globals_[name] = timed
@@ -81,17 +93,21 @@ def main() -> None:
         step()
         totals.append(time.perf_counter() - start)
     step_ms = 1e3 * statistics.median(totals)
-    rows = sorted(((1e3 * statistics.median(v), labels[k]) for k, v in samples.items()), reverse=True)
-    print(f"{args.workload}: {step_ms:.2f} ms per step (median of {args.steps}), {len(rows)} kernels")
-    for ms, label in rows[: args.top]:
-        print(f"{ms:8.2f} ms  {100 * ms / step_ms:5.1f}%  {label}")
-    print(f"{sum(ms for ms, _ in rows):8.2f} ms  sum of the medians")
-    medians = {labels[k]: 1e3 * statistics.median(v) for k, v in samples.items()}
-    ranges = profiler_ranges(kernel_nodes)
+    medians = {k: 1e3 * statistics.median(v) for k, v in samples.items()}
+    rows = sorted(((ms, labels[k], ",".join(sorted(ran_on[k]))) for k, ms in medians.items()), reverse=True)
+    threads = plan.lanes is not None and max(len(s.lanes) for s in plan.lanes.sections)
+    print(f"{args.workload}: {step_ms:.2f} ms per step (median of {args.steps}), {len(rows)} kernels, "
+          + (f"lanes: up to {threads} side by side" if threads else "one node at a time"))
+    for ms, label, thread in rows[: args.top]:
+        print(f"{ms:8.2f} ms  {100 * ms / step_ms:5.1f}%  {thread:>8s}  {label}")
+    print(f"{sum(ms for ms, _, _ in rows):8.2f} ms  sum of the medians")
+    critical_path(plan, medians, position, labels, step_ms)
+    by_label = {labels[k]: ms for k, ms in medians.items()}
+    ranges = profiler_ranges([node for _, node in kernel_nodes])
     if ranges:
         print("profiler ranges (flow.profiler.nvtx_start .. nvtx_end): total ms, nodes")
         for mark, nodes in ranges.items():
-            total = sum(medians[f"{n.name} ({n.op})"] for n in nodes)
+            total = sum(by_label[f"{n.name} ({n.op})"] for n in nodes)
             print(f"{total:8.2f} ms  {100 * total / step_ms:5.1f}%  {len(nodes):4d}  {mark}")
     if args.by_op:
         per_op: dict[str, list[float]] = defaultdict(list)
@@ -100,6 +116,39 @@ def main() -> None:
         print("per op type: total ms, nodes")
         for op, times in sorted(per_op.items(), key=lambda item: -sum(item[1])):
             print(f"{sum(times):8.2f} ms  {100 * sum(times) / step_ms:5.1f}%  {len(times):4d}  {op}")
+
+
+def critical_path(plan, medians: dict[str, float], position: dict[str, int], labels: dict[str, str],
+                  step_ms: float) -> None:
+    """The longest chain of dependent nodes by their medians, and the plan's sections."""
+    deps = order_dependencies(plan.job, plan.order, get_default_session().registries)
+    cost = [0.0] * len(plan.order)
+    label = [""] * len(plan.order)
+    for name, p in position.items():
+        cost[p], label[p] = medians.get(name, 0.0), labels[name]
+    finish = [0.0] * len(plan.order)
+    before: list[int | None] = [None] * len(plan.order)
+    for p in range(len(plan.order)):  # the order is topological
+        start = 0.0
+        for d in deps[p]:
+            if finish[d] > start:
+                start, before[p] = finish[d], d
+        finish[p] = start + cost[p]
+    end = max(range(len(plan.order)), key=finish.__getitem__)
+    path = []
+    at: int | None = end
+    while at is not None:
+        path.append(at)
+        at = before[at]
+    print(f"critical path: {finish[end]:.2f} ms over {len(path)} nodes ({100 * finish[end] / step_ms:.0f}% of the "
+          f"step); its longest nodes:")
+    for p in sorted(path, key=lambda q: -cost[q])[:8]:
+        print(f"{cost[p]:8.2f} ms  {label[p]}")
+    if plan.lanes is not None:
+        sections = plan.lanes.sections
+        wide = [s for s in sections if s.parallel]
+        print(f"sections: {len(sections)}, {len(wide)} with lanes holding "
+              f"{sum(s.stop - s.start for s in wide)} of {len(plan.order)} nodes")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 The flowjob distributions (and a scaffolded plugin) are installed into it from their source
 folders by pip (built into wheels, as from an index); their third-party dependencies (numpy, pluggy,
-pytest, hypothesis, and hatchling to build) are not downloaded: the distributions of the test's
+threadpoolctl, pytest, hypothesis, and hatchling to build) are not downloaded: the distributions of the test's
 own interpreter are linked into one folder that the new environment reads through a ``.pth``
 file. That folder holds nothing of flowjob, so the new environment sees exactly the flowjob
 distributions installed into it (``python -m oneflow info`` lists those and no other).
@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 
 # what the new environment needs besides flowjob: the packages' runtime and test dependencies,
 # and the build backend pip runs for the editable installs (--no-build-isolation: nothing fetched)
-THIRD_PARTY = ("numpy", "pluggy", "protobuf", "pytest", "hypothesis", "hatchling")
+THIRD_PARTY = ("numpy", "pluggy", "threadpoolctl", "protobuf", "pytest", "hypothesis", "hatchling")
 
 
 def _closure(names: tuple[str, ...]) -> list[metadata.Distribution]:

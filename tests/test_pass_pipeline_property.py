@@ -14,6 +14,11 @@ values, watched values and (train) updated variables: bitwise, as elementwise ch
 ``matmul_bias`` promise, or within float32 tolerance when a convolution is fused (its bias and
 ReLU run as the GEMM's epilogue, its pooling in the GEMM's layout).
 
+Each program also runs with the step's nodes side by side on the host threads (the planner's lanes,
+``flowjob_core.plan.lanes``, with its cost constants set so that every node is worth a lane and waking one
+costs nothing: as many sections and cross-lane waits as the graph allows) and must give the one-thread
+step's values bitwise.
+
 The explicit ``@example`` is the program that once failed verification (two scaled reductions
 added to a running sum put one ``add`` into two elementwise chains); the drawn programs reach
 the same shape on their own (``terms`` >= 2 with scalar reductions).
@@ -32,6 +37,7 @@ from hypothesis import strategies as st
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import get_default_session
+from flowjob_core.plan import lanes
 
 UNARY = ("relu", "tanh", "negative", "square", "abs", "exp")
 SCALAR = ("mul", "add", "rsub", "div")
@@ -252,8 +258,9 @@ def _feeds(p: Program) -> list[np.ndarray]:
     return [rng.standard_normal(s).astype(np.float32) for s in shapes]
 
 
-def _run(p: Program) -> tuple[dict[str, list[np.ndarray]], list[str]]:
-    """Everything the job hands out, by name (a list per name), and the planned ops. Fresh session."""
+def _run(p: Program, plans: list[Any] | None = None) -> tuple[dict[str, list[np.ndarray]], list[str]]:
+    """Everything the job hands out, by name (a list per name), and the planned ops. Fresh session.
+    ``plans``: the plan is appended to it."""
     flow.clear_default_session()
     interpreter = _Interpreter(p)
     feeds = _feeds(p)
@@ -280,6 +287,8 @@ def _run(p: Program) -> tuple[dict[str, list[np.ndarray]], list[str]]:
         variables = get_default_session().variables
         for name in sorted(variables.names()):  # weights, biases and the optimizer's own (its step count)
             seen[f"variable {name}"] = [np.array(variables.get(name), copy=True)]
+    if plans is not None:
+        plans.append(function.plan())
     return seen, [n.op for n in function.plan().order]
 
 
@@ -311,3 +320,24 @@ def test_fused_pipeline_gives_the_unfused_results(program: Program) -> None:
     # chains, matmul_bias and the pooling-ReLU gradient are bitwise the unfused ops; a fused convolution is
     # not (its bias and ReLU run as the GEMM's epilogue, its pooling in the GEMM's layout)
     _compare(got, want, exact=not any(op.startswith("conv2d_bias") for op in ops))
+
+
+@example(CONV_TRAIN)
+@given(programs())
+def test_nodes_side_by_side_give_the_one_thread_results(program: Program) -> None:
+    plans: list[Any] = []
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("FLOWJOB_HOST_THREADS", "1")
+        want, _ = _run(program)
+        env.setenv("FLOWJOB_HOST_THREADS", "3")
+        # every node worth a lane, lanes free to start and to wait on: the widest schedule the graph has
+        env.setattr(lanes, "CALL_US", 1000.0)
+        env.setattr(lanes, "SECTION_US", 0.0)
+        env.setattr(lanes, "WAIT_US", 0.0)
+        got, _ = _run(program, plans)
+    flow.clear_default_session()
+    lane_plan = plans[0].lanes
+    widest = max((len(s.lanes) for s in lane_plan.sections), default=1) if lane_plan is not None else 1
+    event(f"lanes in the widest section: {widest}")
+    event(f"cross-lane waits: {'some' if lane_plan is not None and lane_plan.waits else 'none'}")
+    _compare(got, want, exact=True)

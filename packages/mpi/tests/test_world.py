@@ -1,4 +1,5 @@
 """Without a launcher the world is this one process and flowjob-mpi changes nothing."""
+import os
 import sys
 
 import pytest
@@ -56,3 +57,13 @@ def test_the_launcher_refuses_zero_ranks(capsys):
     with pytest.raises(SystemExit):
         launch.command(["-n", "0", "train.py"])
     assert "at least 1 rank" in capsys.readouterr().err
+
+
+def test_ranks_on_one_machine_share_its_cpus_unless_a_thread_count_is_set():
+    clean = {"PATH": "/usr/bin"}
+    cpus = len(os.sched_getaffinity(0))
+    env = launch.environment(["-n", "2", "train.py"], clean)
+    assert env["FLOWJOB_HOST_THREADS"] == str(max(1, cpus // 2)) and env["PATH"] == "/usr/bin"
+    assert launch.environment(["-n", "64", "train.py"], clean)["FLOWJOB_HOST_THREADS"] == str(max(1, cpus // 64))
+    assert "FLOWJOB_HOST_THREADS" not in launch.environment(["-n", "2", "train.py"], clean | {"OMP_NUM_THREADS": "1"})
+    assert "FLOWJOB_HOST_THREADS" not in launch.environment(["--hosts", "a,b", "train.py"], clean)

@@ -32,6 +32,14 @@ def test_info_shows_the_switches_and_the_allocator_tuning_in_effect():
     assert {"FLOWJOB_CONV_ALGORITHM", "FLOWJOB_PLUGINS", "FLOWJOB_DEVICE"} <= set(rows)
 
 
+def test_info_shows_the_one_thread_count_in_effect():
+    env = os.environ | {"FLOWJOB_HOST_THREADS": "3"}
+    out = subprocess.run([sys.executable, "-m", "oneflow", "info"], capture_output=True, text=True, timeout=120,
+                         env=env, check=True).stdout
+    (line,) = [line for line in out.splitlines() if line.startswith("threads per step:")]
+    assert line.startswith("threads per step: 3 of ") and "FLOWJOB_HOST_THREADS" in line and "BLAS: " in line
+
+
 def test_names_are_explicit_re_exports():
     from flowjob_core import global_function
     assert flow.global_function is global_function

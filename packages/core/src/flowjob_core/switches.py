@@ -41,8 +41,8 @@ class Switches:
         "enable_auto_mixed_precision runs its float16 ops on the cpu backend too (legacy: GPU ops only; slow)")
     host_threads: int = _switch(
         "FLOWJOB_HOST_THREADS", 0,
-        "threads the cpu backend splits large elementwise kernels over (0: OMP_NUM_THREADS or "
-        "OPENBLAS_NUM_THREADS if set, else the CPUs available, at most 4)")
+        "threads one step keeps busy on the cpu backend: nodes side by side, kernel splits and BLAS together "
+        "(0: OMP_NUM_THREADS or OPENBLAS_NUM_THREADS if set, else the CPUs this process may run on)")
     mpi_gradients: str = _switch(
         "FLOWJOB_MPI_GRADIENTS", "",
         "flowjob-mpi's gradient all-reduce: nccl or mpi (unset: NCCL where every rank can)", choices=("nccl", "mpi"))

@@ -202,14 +202,19 @@ def _wait_kernel(ctx: KernelContext) -> Callable[..., Any]:
 
 MPI_SPLIT = OpDef("mpi_split", _split_infer, kernel=_split_kernel, view=True, not_differentiable=True,
                   doc="this rank's rows [start, start + count) of a fed global batch, along axis")
-MPI_ALLGATHER = OpDef("mpi_allgather", _gather_infer, kernel=_gather_kernel, not_differentiable=True,
+MPI_ALLGATHER = OpDef("mpi_allgather", _gather_infer, kernel=_gather_kernel, not_differentiable=True, ordered=True,
                       doc="every rank's piece concatenated in rank order along axis (counts: each rank's rows)")
 MPI_ALLREDUCE = OpDef("mpi_allreduce", _allreduce_infer, kernel=_allreduce_kernel, not_differentiable=True,
+                      ordered=True,
                       doc="sum over ranks of weight * input, for each input, in one message (a bucket)")
 
 MPI_ALLREDUCE_START = OpDef("mpi_allreduce_start", _start_infer, kernel=_start_kernel, not_differentiable=True,
+                            ordered=True,
                             doc="starts the sum over ranks of weights[i] * input i, all in one non-blocking message")
 MPI_ALLREDUCE_WAIT = OpDef("mpi_allreduce_wait", _wait_infer, kernel=_wait_kernel, not_differentiable=True,
+                           ordered=True,
                            doc="waits for the bucket its start node (attr start) sent; outputs the sums")
 
+# the collectives are ``ordered``: each rank issues them on its step's own thread in schedule order, so every
+# rank sends and waits for the same messages in the same order whatever runs beside them
 OPS = (MPI_SPLIT, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_ALLREDUCE_START, MPI_ALLREDUCE_WAIT)

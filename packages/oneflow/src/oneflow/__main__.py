@@ -55,6 +55,12 @@ def info() -> int:
     from flowjob_core.backends.numpy_backend import malloc_tuned
 
     print(f"allocator tuning: {'on' if malloc_tuned() else 'off'} (opt-in with FLOWJOB_MALLOC_TUNING=1)")
+    from flowjob_core.backends.host_threads import HostThreads, cpu_count
+
+    host = HostThreads()
+    blas = ", ".join(f"{api} ({path.rsplit('/', 1)[-1]})" for api, path, _ in host.blas.describe()) or "none found"
+    print(f"threads per step: {host.threads} of {cpu_count()} CPUs this process may use (FLOWJOB_HOST_THREADS); "
+          f"BLAS: {blas}")
     print("switches:")
     for variable, value, doc in current().describe():
         print(f"  {variable:<32} {value:<8} {doc}")

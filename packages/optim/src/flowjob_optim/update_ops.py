@@ -481,8 +481,16 @@ def _sgd_matmul_kernel(ctx: KernelContext) -> Any:
     return run_generic
 
 
+def _sgd_matmul_flops(inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], attrs: dict) -> float:
+    """The GEMM's multiply-adds, twice (``OpDef.flops``): one inner sum per element of the variable."""
+    w, a = inputs[0], inputs[1]
+    inner = a.shape[-2] if attrs.get("transpose_a") else a.shape[-1]
+    return 2.0 * float(np.prod(w.shape, dtype=np.float64)) * inner
+
+
 SGD_MATMUL_UPDATE = OpDef(
     "optim_sgd_matmul_update", _sgd_matmul_infer, kernel=_sgd_matmul_kernel, not_differentiable=True,
+    flops=_sgd_matmul_flops,
     mutates=(0,), name_prefix="ModelUpdate",
     doc="inputs (variable, a, b, learning rate): w -= lr * grad_scale * op(a) @ op(b); the plain SGD update "
         "fused with the matmul that produced its gradient (``flowjob_optim.fusion``)")

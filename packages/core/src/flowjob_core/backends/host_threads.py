@@ -1,37 +1,46 @@
-"""Splitting a kernel's elementwise work over the host's cores (the numpy backend's ``parallel``).
+"""The host's threads for one step (the numpy backend's ``parallel`` and its lanes).
 
-numpy's ufuncs and einsum run on one core, while BLAS uses all of them; on a two-core machine a
-batch-norm or relu pass over a large activation leaves a core idle. numpy releases the GIL inside
-those loops, so running the halves of one pass on two threads takes about half the time (the
-passes are memory-bound; past a few threads the memory bus is the limit, hence the cap).
+One setting, ``FLOWJOB_HOST_THREADS`` (auto: ``OMP_NUM_THREADS`` or ``OPENBLAS_NUM_THREADS`` when
+set, else every CPU this process may run on, as PyTorch counts), bounds everything one step runs
+at once: independent nodes side by side (``lanes``, the planner's inter-op schedule), the parts of
+one kernel (``split``: numpy's ufuncs and einsum run on one core and release the GIL), and BLAS's
+own threads. BLAS gets all of them on a chain of nodes and one thread inside a split or beside
+other lanes (``BlasThreads``), so runnable threads never outnumber the setting.
 
-The pool is made on the first split, never at import; steps run one at a time per session (the
-executor's single worker), so the pool's threads only ever serve one kernel at a time.
+The pool is made on first use, never at import; steps run one at a time per session (the executor's
+single worker), so the pool's threads serve one step at a time. A split asked for inside a lane runs
+whole on that lane's thread: the other threads are running lanes, and a part queued behind a lane
+that waits for this one would never start.
 """
 from __future__ import annotations
 
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
+from flowjob_core.backends.blas_threads import BlasThreads
 from flowjob_core.errors import ConfigError
 from flowjob_core.switches import current
 
-MAX_AUTO_THREADS = 4  # memory-bound passes stop scaling here
 Body = Callable[[int, int], None]
 
 
-def _cpu_count() -> int:
+class LaneAborted(Exception):
+    """Raised in a lane waiting for a node of a lane that failed; the failure itself is what the step raises."""
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def host_thread_count() -> int:
-    """How many threads a split uses: ``FLOWJOB_HOST_THREADS`` if set; else the BLAS thread count the
-    environment asks for (``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``, so MPI ranks given one
-    thread each keep to one); else the CPUs available, at most four."""
+    """Threads one step may keep busy: ``FLOWJOB_HOST_THREADS`` if set; else the count the environment
+    asks BLAS for (``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``, so MPI ranks given one thread each keep
+    to one); else the CPUs available."""
     asked = current().host_threads
     if asked:
         return asked
@@ -42,18 +51,21 @@ def host_thread_count() -> int:
                 return max(1, int(raw.split(",")[0]))
             except ValueError:
                 raise ConfigError(f"{variable}={raw!r}: expected a thread count") from None
-    return max(1, min(_cpu_count(), MAX_AUTO_THREADS))
+    return max(1, cpu_count())
 
 
 class HostThreads:
     """``split(body, count)`` runs ``body(start, stop)`` over contiguous parts of ``range(count)``,
-    one per thread, the first part on the calling thread; the first exception raised is re-raised.
-    The other threads run under the caller's numpy error state (``np.errstate`` is per thread)."""
+    one per thread, the first part on the calling thread; ``lanes(bodies)`` runs the bodies at once,
+    the first on the calling thread. The first exception raised is re-raised. The other threads run
+    under the caller's numpy error state (``np.errstate`` is per thread)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._threads: int | None = None
+        self._blas: BlasThreads | None = None
+        self._local = threading.local()  # .busy: this thread runs a lane or a part
 
     @property
     def threads(self) -> int:
@@ -61,40 +73,99 @@ class HostThreads:
             self._threads = host_thread_count()
         return self._threads
 
+    @property
+    def blas(self) -> BlasThreads:
+        """BLAS's thread count, given all ``threads`` the first time it is asked for."""
+        if self._blas is None:
+            blas = BlasThreads(self.threads)
+            blas.widen()
+            self._blas = blas
+        return self._blas
+
+    def apply(self) -> None:
+        """Give BLAS the setting's thread count now (a plan is built): a step that never splits or runs lanes
+        (one thread) still keeps BLAS to it."""
+        self.blas.widen()
+
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.threads - 1, thread_name_prefix="flowjob-host")
             return self._pool
 
+    def _run_at_once(self, calls: Sequence[Callable[[], None]]) -> list[BaseException | None]:
+        """Run ``calls`` at once, the first here; their errors (None where one returned), in order."""
+        errors_as = np.geterr()
+        local = self._local
+
+        def marked(call: Callable[[], None]) -> None:
+            local.busy = True
+            try:
+                with np.errstate(**errors_as):
+                    call()
+            finally:
+                local.busy = False
+
+        futures: list[Future[None]] = []
+        threads: list[tuple[threading.Thread, list[BaseException]]] = []
+        pool = self._executor()
+        self.blas.narrow()  # before any other thread starts: BLAS never runs wide beside them
+        for call in calls[1:]:
+            try:
+                futures.append(pool.submit(marked, call))
+            except RuntimeError:
+                # the interpreter is exiting (steps launched with async_get finish in an exit handler, after
+                # concurrent.futures stopped taking work): a plain thread, since lanes may wait for each other
+                caught: list[BaseException] = []
+                thread = threading.Thread(target=_catching, args=(marked, call, caught), daemon=True)
+                thread.start()
+                threads.append((thread, caught))
+        first: BaseException | None = None
+        try:
+            marked(calls[0])
+        except BaseException as exc:  # handed back with the others' once every call has stopped
+            first = exc
+        finally:
+            errors = [first] + [f.exception() for f in futures]
+            for thread, caught in threads:
+                thread.join()
+                errors.append(caught[0] if caught else None)
+            self.blas.release()
+        return errors
+
     def split(self, body: Body, count: int) -> None:
         parts = min(self.threads, count)
-        if parts <= 1:
+        if parts <= 1 or getattr(self._local, "busy", False):
             body(0, count)
             return
         bounds = [count * i // parts for i in range(parts + 1)]
-        pool = self._executor()
-        errors_as = np.geterr()
-
-        def under_callers_errstate(start: int, stop: int) -> None:
-            with np.errstate(**errors_as):
-                body(start, stop)
-
-        futures: list[Future[None]] = []
-        here = [(bounds[0], bounds[1])]  # the parts run on the calling thread
-        for i in range(1, parts):
-            try:
-                futures.append(pool.submit(under_callers_errstate, bounds[i], bounds[i + 1]))
-            except RuntimeError:
-                # the interpreter is exiting (steps launched with async_get finish in an exit handler,
-                # after concurrent.futures stopped taking work): the rest runs here
-                here.append((bounds[i], bounds[parts]))
-                break
-        try:
-            for start, stop in here:
-                body(start, stop)
-        finally:
-            errors = [f.exception() for f in futures]
-        for error in errors:
+        calls = [(lambda a=bounds[i], b=bounds[i + 1]: body(a, b)) for i in range(parts)]
+        for error in self._run_at_once(calls):
             if error is not None:
                 raise error
+
+    def lanes(self, bodies: Sequence[Callable[[], None]], abort: Callable[[], None]) -> None:
+        """Run ``bodies`` at once (at most ``threads`` of them), the first on the calling thread. A body
+        that fails calls ``abort`` (which makes bodies waiting for it raise ``LaneAborted``); the first
+        failure that is not such an abort is raised once every body has stopped."""
+        def guarded(body: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                try:
+                    body()
+                except BaseException:
+                    abort()
+                    raise
+            return run
+
+        errors = self._run_at_once([guarded(b) for b in bodies])
+        real = [e for e in errors if e is not None and not isinstance(e, LaneAborted)]
+        if real:
+            raise real[0]
+
+
+def _catching(marked: Callable[[Callable[[], None]], None], call: Callable[[], None],
+              caught: list[BaseException]) -> None:
+    try:
+        marked(call)
+    except BaseException as exc:
+        caught.append(exc)

@@ -14,20 +14,15 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 import sys
 from typing import Any
 
 import numpy as np
 
-from flowjob_core.backends.host_threads import HostThreads
+from flowjob_core.backends.host_threads import HostThreads, cpu_count
 from flowjob_core.plugins.host import hookimpl
 from flowjob_core.plugins.registry import Backend, BackendRegistry
 from flowjob_core.switches import current
-
-
-def _cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 M_TRIM_THRESHOLD = -1  # glibc <malloc.h>
@@ -79,17 +74,19 @@ def tune_malloc(requested: bool | None = None) -> bool:
 
 def make_backend() -> Backend:
     tune_malloc()
+    host = HostThreads()
     return Backend(
         tag="cpu",
         name="numpy",
         xp=np,
-        device_count=_cpu_count,
+        device_count=cpu_count,
         to_host=lambda a: a,
         from_host=lambda a: a,
         make_rng=lambda seed: np.random.default_rng(seed),
         description=f"numpy {np.__version__}",
         host_arrays=True,
-        parallel=HostThreads().split,
+        parallel=host.split,
+        lanes=host,
     )
 
 

@@ -18,6 +18,9 @@ InferFn = Callable[[Sequence[BlobSpec], dict], Sequence[BlobSpec]]
 KernelBuilder = Callable[["KernelContext"], Callable[..., Any]]
 """Called once per node when a plan is built; returns the step callable ``run(*inputs) -> out | tuple``."""
 
+FlopsFn = Callable[[Sequence[BlobSpec], Sequence[BlobSpec], dict], float]
+"""``flops(inputs, outputs, attrs)``: the arithmetic one run of the kernel does, roughly (``OpDef.flops``)."""
+
 GradRule = Callable[["GradContext"], Sequence[Any]]
 """Emits graph nodes for the input gradients; returns one Blob or None per input."""
 
@@ -126,6 +129,12 @@ class OpDef:
     float16), "gray" (elementwise and normalizing: float16 between white ops), "clear" (only moves
     data: follows its float16 neighbours), "black" (stays float32). None: not declared, which the pass
     treats as "black"; the ops package's tests list the ops taking floating inputs that declare none.
+    ``flops(inputs, outputs, attrs)``: about how many arithmetic operations one run takes, from the specs
+    (GEMM-like ops); the planner's inter-op schedule weighs nodes by it and by the bytes they touch.
+    None (the default): the node's time follows the bytes it reads and writes.
+    ``ordered``: the node runs on the step's own thread, in schedule order with the plan's other ordered
+    and ``effect`` nodes, never beside them on another thread (MPI collectives: every rank must issue
+    them in one order).
     """
 
     name: str
@@ -147,6 +156,8 @@ class OpDef:
     input_names: tuple[str, ...] | None = None
     attr_names: tuple[str, ...] | None = None
     amp: str | None = None
+    flops: FlopsFn | None = None
+    ordered: bool = False
 
     def __post_init__(self) -> None:
         if self.amp is not None and self.amp not in AMP_CLASSES:

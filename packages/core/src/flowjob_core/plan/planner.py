@@ -19,7 +19,8 @@ from flowjob_core.plan.extent import Followers
 from flowjob_core.ir.job import Job, Node
 from flowjob_core.plan import kernel_outputs, numerics
 from flowjob_core.ir.opdef import KernelContext
-from flowjob_core.plan.scratch import ScratchPool
+from flowjob_core.plan.lanes import LanePlan, Section, Signals, plan_lanes
+from flowjob_core.plan.scratch import NodeScratch, ScratchPool
 
 if TYPE_CHECKING:
     from flowjob_core.plugins.registry import Backend, Registries
@@ -32,28 +33,7 @@ class StepError(FlowjobError, RuntimeError):
 
 def schedule(job: Job, registries: "Registries") -> list[Node]:
     """Job order, except that a node writing a value in place runs after every other reader of it."""
-    ops = registries.ops
-    index = {id(n): i for i, n in enumerate(job.nodes)}
-    producer: dict[str, int] = {}
-    root = buffer_roots(job.nodes, ops)  # value -> the buffer it lives in (views share their input's)
-    deps: list[set[int]] = [set() for _ in job.nodes]
-    readers: dict[str, set[int]] = {}
-    for i, node in enumerate(job.nodes):
-        for lbn in node.inputs:
-            deps[i].add(producer[lbn])
-            readers.setdefault(root[lbn], set()).add(i)
-        for lbn in node.outputs:
-            producer[lbn] = i
-    # root -> nodes writing it in place
-    written = {r: [index[id(n)] for n in nodes] for r, nodes in in_place_writers(job.nodes, ops, root).items()}
-    mutators = {i for writers in written.values() for i in writers}
-    for r, writers in written.items():
-        for i in writers:
-            # every other reader of the old value goes first, in-place writers of other values too
-            # (a fused update reading this variable); writers of the same value keep job order
-            for reader in readers.get(r, ()):
-                if reader not in writers:
-                    deps[i].add(reader)
+    deps, mutators = dependencies(job, registries)
     users: list[list[int]] = [[] for _ in job.nodes]
     indegree = [0] * len(job.nodes)
     for i, d in enumerate(deps):
@@ -77,6 +57,36 @@ def schedule(job: Job, registries: "Registries") -> list[Node]:
     return order
 
 
+def dependencies(job: Job, registries: "Registries") -> tuple[list[set[int]], set[int]]:
+    """For each node (by index in ``job.nodes``), the nodes that must run before it: the producers of its
+    inputs and, for a node writing a value in place, every other reader of that value; and the writers."""
+    ops = registries.ops
+    index = {id(n): i for i, n in enumerate(job.nodes)}
+    producer: dict[str, int] = {}
+    root = buffer_roots(job.nodes, ops)  # value -> the buffer it lives in (views share their input's)
+    deps: list[set[int]] = [set() for _ in job.nodes]
+    readers: dict[str, set[int]] = {}
+    for i, node in enumerate(job.nodes):
+        for lbn in node.inputs:
+            deps[i].add(producer[lbn])
+            readers.setdefault(root[lbn], set()).add(i)
+        for lbn in node.outputs:
+            producer[lbn] = i
+    # root -> nodes writing it in place
+    written = {r: [index[id(n)] for n in nodes] for r, nodes in in_place_writers(job.nodes, ops, root).items()}
+    mutators = {i for writers in written.values() for i in writers}
+    for r, writers in written.items():
+        for earlier, later in zip(writers, writers[1:]):
+            deps[later].add(earlier)  # writers of one value keep job order, also when lanes run side by side
+        for i in writers:
+            # every other reader of the old value goes first, in-place writers of other values too
+            # (a fused update reading this variable); writers of the same value keep job order
+            for reader in readers.get(r, ()):
+                if reader not in writers:
+                    deps[i].add(reader)
+    return deps, mutators
+
+
 @dataclass
 class BufferPlan:
     """Which arena slot each value's output buffer uses; slots are shared by disjoint lifetimes."""
@@ -89,15 +99,23 @@ class BufferPlan:
         return sum(self.slot_nbytes)
 
 
-def plan_buffers(job: Job, order: list[Node], registries: "Registries") -> BufferPlan:
+def plan_buffers(job: Job, order: list[Node], registries: "Registries", lanes: "LanePlan | None" = None) -> BufferPlan:
+    """Output slots by lifetime. With ``lanes``, every node of a lanes section counts as running for the whole
+    section: a slot a value leaves there is taken only after the section, never by a node that may run beside
+    the last reader."""
     ops = registries.ops
     root = buffer_roots(order, ops)
+    when = list(range(len(order)))
+    if lanes is not None:
+        for section in lanes.sections:
+            if section.parallel:
+                when[section.start:section.stop] = [section.start] * (section.stop - section.start)
     last_use: dict[str, int] = {}
     for t, node in enumerate(order):
         for lbn in node.inputs:
-            last_use[root[lbn]] = t
+            last_use[root[lbn]] = when[t]
         for lbn in node.outputs:
-            last_use.setdefault(root[lbn], t)
+            last_use.setdefault(root[lbn], when[t])
     for lbn in fetched_values(job):
         last_use[root[lbn]] = len(order)  # read after the step: never shared
     plan = BufferPlan()
@@ -110,7 +128,9 @@ def plan_buffers(job: Job, order: list[Node], registries: "Registries") -> Buffe
         if not opdef.view:
             for lbn in node.outputs:
                 plan.slot_of[lbn] = _take_slot(plan, free, job.specs[lbn].nbytes)
-        for r in release_at.get(t, ()):
+        if t + 1 < len(order) and when[t + 1] == when[t]:
+            continue  # inside a lanes section: releases wait for its end
+        for r in release_at.get(when[t], ()):
             released = plan.slot_of.get(r)
             if released is not None:
                 bisect.insort(free, (plan.slot_nbytes[released], released))
@@ -195,6 +215,7 @@ class Plan:
     _filename: str = ""
     _line_nodes: dict[int, Node] = field(default_factory=dict)
     checks_numerics: bool = False  # plans specialised from this one (smaller dynamic feeds) check too
+    lanes: LanePlan | None = None  # the sections run side by side on the host threads (None: in order)
 
 
 def build_plan(job: Job, backend: "Backend", registries: "Registries", variables: "VariableStore",
@@ -208,9 +229,21 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     ops, kernels = registries.ops, registries.kernels
     bindings = bindings if bindings is not None else Bindings()
     side_consumers = _side_consumers(job, bindings)
+    check = numerics.active(job)  # flow.config.enable_debug_mode / enable_numerics_check: off, nothing is wrapped
+    dynamic_extent = _holds_dynamic_extent(job.nodes, registries)
+    lane_plan: LanePlan | None = None
     if reuse is None:
         order = schedule(job, registries)
-        buffers = plan_buffers(job, order, registries)
+        # side by side only where the numerics check's first failing op and the data-dependent readers, built
+        # while the step runs, keep their meaning; a plan specialised to smaller feeds (reuse) runs in order
+        host = backend.lanes
+        if host is not None:
+            host.apply()  # BLAS held to the thread count, also where nothing runs side by side
+        if host is not None and not check and not dynamic_extent and host.threads > 1:
+            lane_plan = plan_lanes(job, order, order_dependencies(job, order, registries), ops, host.threads)
+            if not lane_plan.parallel:
+                lane_plan = None
+        buffers = plan_buffers(job, order, registries, lane_plan)
         arena = Arena(backend.xp, buffers)
     else:
         order, arena = reuse
@@ -221,6 +254,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     # one pool per arena: a plan specialised to smaller feeds (flowjob_core.plan.dynamic) runs in turn with
     # its declared-shape plan, never at once, so it borrows that plan's pool through its arena's base
     scratch = getattr(arena, "base", arena).scratch
+    requests: dict[int, NodeScratch] = {}  # order position -> its node's scratch requests
 
     def var(lbn: str) -> str:
         if lbn not in names:
@@ -228,16 +262,12 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
         return names[lbn]
 
     placeholder_vars = [var(p.lbn) for p in job.placeholders]
-    lines = ["def step(feeds):"]
-    if placeholder_vars:
-        lines.append(f"    {', '.join(placeholder_vars)}, = feeds")
-    line_nodes: dict[int, Node] = {}
+    calls: dict[int, str] = {}  # order position -> the statement calling its kernel
     kernel_count = 0
-    check = numerics.active(job)  # flow.config.enable_debug_mode / enable_numerics_check: off, nothing is wrapped
     followers = None  # readers of data-dependent rows (argwhere): kernels built per actual shape
-    if _holds_dynamic_extent(order, registries):
+    if dynamic_extent:
         followers = Followers(job, order, backend, registries, variables, arena, shared)
-    for node in order:
+    for position, node in enumerate(order):
         if node.op == "input":
             continue
         opdef = ops[node.op]
@@ -254,8 +284,11 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
                 raise FlowjobError(f"op {_node.op!r} is a view op; its kernel may not ask for an output buffer")
             return arena.view(lbn, _specs[k])
 
+        # a node that may run beside others never gets a scratch buffer one of them holds
+        beside = [requests[p] for p in lane_plan.concurrent(position) if p in requests] if lane_plan else []
+        requests[position] = scratch.requests(beside)
         kctx = KernelContext(backend.xp, backend, node.op, node.name, node.attrs, in_specs, out_specs, job.type,
-                             variables.array, out_buffer, shared, scratch.requests(), bindings, ops)
+                             variables.array, out_buffer, shared, requests[position], bindings, ops)
         follows = followers is not None and followers.follows(node)
         try:
             fn = followers.kernel(node, builder) if followers is not None and follows else builder(kctx)
@@ -271,15 +304,22 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
         # the first call (every call in debug mode) checks the outputs against inference
         namespace[kname] = kernel_outputs.checked(namespace, kname, fn, job, node, out_specs, every_call=check,
                                                   flexible_extent=follows or opdef.dynamic_extent)
-        args = ", ".join(var(i) for i in node.inputs)
-        call = f"{kname}({args})"
-        if len(node.outputs) == 1:
-            lines.append(f"    {var(node.outputs[0])} = {call}")
-        elif node.outputs:
-            lines.append(f"    {', '.join(var(o) for o in node.outputs)} = {call}")
-        else:
-            lines.append(f"    {call}")
-        line_nodes[len(lines)] = node
+        call = f"{kname}({', '.join(var(i) for i in node.inputs)})"
+        if node.outputs:
+            call = f"{', '.join(var(o) for o in node.outputs)} = {call}"
+        calls[position] = call
+    lines = ["def step(feeds):"]
+    if placeholder_vars:
+        lines.append(f"    {', '.join(placeholder_vars)}, = feeds")
+    line_nodes: dict[int, Node] = {}
+    if lane_plan is None:
+        for position in sorted(calls):
+            lines.append(f"    {calls[position]}")
+            line_nodes[len(lines)] = order[position]
+    else:
+        namespace["_lanes"], namespace["_Signals"] = backend.lanes.lanes, Signals
+        for number, section in enumerate(lane_plan.sections):
+            _section_source(number, section, lane_plan, order, calls, var, lines, line_nodes)
     rets = "".join(f"{var(lbn)}, " for lbn in job.returns)
     sides = "".join(f"{var(s.lbn)}, " for s in job.side_outputs)
     lines.append(f"    return ({rets}), ({sides})")
@@ -295,10 +335,54 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     plan._filename = filename
     plan._line_nodes = line_nodes
     plan.checks_numerics = check
+    plan.lanes = lane_plan
     return plan
 
 
-def _holds_dynamic_extent(order: list[Node], registries: "Registries") -> bool:
+def order_dependencies(job: Job, order: list[Node], registries: "Registries") -> list[set[int]]:
+    """``dependencies`` by position in ``order``."""
+    deps, _ = dependencies(job, registries)
+    position = {id(node): p for p, node in enumerate(order)}
+    by_position: list[set[int]] = [set() for _ in order]
+    for i, node in enumerate(job.nodes):
+        by_position[position[id(node)]] = {position[id(job.nodes[d])] for d in deps[i]}
+    return by_position
+
+
+def _section_source(number: int, section: Section, lane_plan: LanePlan, order: list[Node], calls: dict[int, str],
+                    var: Callable[[str], str], lines: list[str], line_nodes: dict[int, Node]) -> None:
+    """Append one section of the step: a chain's calls in order, or a function per lane run by ``_lanes``."""
+    if not section.parallel:
+        for position in section.lanes[0]:
+            if position in calls:
+                lines.append(f"    {calls[position]}")
+                line_nodes[len(lines)] = order[position]
+        return
+    made = [var(o) for p in range(section.start, section.stop) if p in calls for o in order[p].outputs]
+    signals = sorted(p for p in lane_plan.signalled if section.start <= p < section.stop)
+    slot = {p: k for k, p in enumerate(signals)}
+    if made:
+        lines.append(f"    {' = '.join(made)} = None")  # bound here, so the lanes can assign them (nonlocal)
+    lines.append(f"    s{number} = _Signals({len(signals)})")
+    names = []
+    for k, lane in enumerate(section.lanes):
+        name = f"lane{number}_{k}"
+        names.append(name)
+        lines.append(f"    def {name}():")
+        own = [var(o) for p in lane if p in calls for o in order[p].outputs]
+        if own:
+            lines.append(f"        nonlocal {', '.join(own)}")
+        for position in lane:
+            for d in lane_plan.waits.get(position, ()):
+                lines.append(f"        s{number}.wait({slot[d]})")
+            if position in calls:
+                lines.append(f"        {calls[position]}")
+                line_nodes[len(lines)] = order[position]
+            if position in slot:
+                lines.append(f"        s{number}.set({slot[position]})")
+        lines.append("        return None")
+    lines.append(f"    _lanes(({', '.join(names)},), s{number}.abort)")
+def _holds_dynamic_extent(order: "list[Node]", registries: "Registries") -> bool:
     """Whether an op of the plan declares a data-dependent extent (``OpDef.dynamic_extent``, argwhere)."""
     ops = registries.ops
     return any(ops[node.op].dynamic_extent for node in order if node.op != "input")

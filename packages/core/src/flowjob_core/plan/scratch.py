@@ -1,9 +1,12 @@
 """Temporaries shared by the nodes of one plan (``KernelContext.scratch``).
 
-A plan's kernels run one after another (the session's executor runs one step at a time, under
+A plan's steps run one after another (the session's executor runs one step at a time, under
 its run lock), so memory a kernel needs only while its ``run`` executes can be lent to every
-other node of the plan. Each request of a node gets the smallest of the pool's buffers that this
-node does not hold already and that fits it without being more than ``SLACK`` times its size;
+other node of the plan that never runs at the same time: all of them for a step run in order; for
+a step whose lanes run nodes side by side (``flowjob_core.plan.lanes``), all but the nodes of the
+other lanes of its section, which the planner names as ``beside`` when it asks for a node's record.
+Each request of a node gets the smallest of the pool's buffers that this node, and any node beside it,
+does not hold already and that fits it without being more than ``SLACK`` times its size;
 failing that, a new buffer, its size rounded up to a size class so that somewhat larger requests
 of later nodes fit it too. So a node's requests never overlap one another, and the pool holds
 about as much as its most demanding nodes ask for, not one set per node (ResNet-50's train plan:
@@ -12,7 +15,7 @@ about as much as its most demanding nodes ask for, not one set per node (ResNet-
 from __future__ import annotations
 
 import bisect
-from typing import Any, Sequence
+from typing import AbstractSet, Any, Sequence
 
 import numpy as np
 
@@ -39,17 +42,18 @@ class ScratchPool:
         self._buffers: list[Any] = []
         self._by_size: list[tuple[int, int]] = []  # (bytes, index into _buffers), in order
 
-    def requests(self) -> "NodeScratch":
-        """A fresh request record for one node's kernel."""
-        return NodeScratch(self)
+    def requests(self, beside: Sequence["NodeScratch"] = ()) -> "NodeScratch":
+        """A fresh request record for one node's kernel; ``beside``: the records of the nodes that may run
+        at the same time (other lanes of its section), whose buffers it never gets."""
+        return NodeScratch(self, beside)
 
-    def lend(self, nbytes: int, held: set[int]) -> int:
-        """The index of the buffer for a request of ``nbytes`` by a node holding ``held``."""
+    def lend(self, nbytes: int, held: AbstractSet[int], barred: AbstractSet[int] = frozenset()) -> int:
+        """The index of the buffer for a request of ``nbytes`` by a node holding ``held``, never one in ``barred``."""
         limit = SLACK * max(nbytes, SMALLEST)
         for size, index in self._by_size[bisect.bisect_left(self._by_size, (nbytes, -1)):]:
             if size > limit:
                 break
-            if index not in held:
+            if index not in held and index not in barred:
                 return index
         size = size_class(nbytes)
         self._buffers.append(self.xp.empty(size, dtype=self.xp.uint8))
@@ -67,14 +71,16 @@ class ScratchPool:
 class NodeScratch:
     """The scratch requests of one node's kernel (shared by contexts derived from its own)."""
 
-    def __init__(self, pool: ScratchPool) -> None:
+    def __init__(self, pool: ScratchPool, beside: Sequence["NodeScratch"] = ()) -> None:
         self.pool = pool
         self._held: set[int] = set()  # the pool buffers this node holds
+        self._beside = list(beside)
 
     def take(self, shape: Sequence[int], dtype: Any) -> Any:
         shape = tuple(int(d) for d in shape)
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        index = self.pool.lend(nbytes, self._held)
+        barred = set().union(*(other._held for other in self._beside)) if self._beside else set()
+        index = self.pool.lend(nbytes, self._held, barred)
         self._held.add(index)
         return self.pool.buffer(index)[:nbytes].view(dtype).reshape(shape)

@@ -90,6 +90,8 @@ class Backend:
     transfer (the numpy backend; calls then take a shorter path).
     ``parallel(body, count)``: run ``body(start, stop)`` over parts of ``range(count)``, concurrently
     where the backend can (the numpy backend's host threads); the default runs it whole, serially.
+    ``lanes``: the host threads a plan may run independent nodes on side by side (the numpy backend's
+    ``HostThreads``: its ``threads``, ``apply()`` and ``lanes(bodies, abort)``); None (the default): one node at a time.
     ``make_rng(seed)``: a random stream for one op node; kernels call its ``random(out=, dtype=)`` and
     ``standard_normal(out=, dtype=)`` (numpy ``Generator`` signatures), which fill ``out`` in place.
     ``profiler_range``: ``(push(name), pop())`` opening and closing a named range in the device's own profiler
@@ -107,6 +109,7 @@ class Backend:
     description: str = ""
     host_arrays: bool = False
     parallel: Callable[[Callable[[int, int], None], int], None] = split_serially
+    lanes: Any = None
     profiler_range: tuple[Callable[[str], None], Callable[[], None]] | None = None
 
 

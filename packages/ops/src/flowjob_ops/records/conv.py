@@ -40,6 +40,31 @@ from flowjob_ops.records.common import require_floating, same_dtype, shape_error
 from flowjob_ops.records.pool import output_shape
 
 
+def _product(shape: Sequence[int]) -> int:
+    total = 1
+    for d in shape:
+        total *= int(d)
+    return total
+
+
+def conv_flops(inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], attrs: dict) -> float:
+    """Multiply-adds of a convolution, twice (``OpDef.flops``): each output element sums over one filter's
+    window, ``weight.shape[1:]``; a pooled output (conv2d_bias_pool) stands for ``pool_ksize`` times as many."""
+    pool = attrs.get("pool_ksize")
+    pooled = _product(pool) if isinstance(pool, (list, tuple)) else 1
+    return 2.0 * _product(outputs[0].shape) * pooled * _product(inputs[1].shape[1:])
+
+
+def conv_grad_data_flops(inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], attrs: dict) -> float:
+    """As the forward's: inputs (dy, weight)."""
+    return 2.0 * _product(inputs[0].shape) * _product(inputs[1].shape[1:])
+
+
+def conv_grad_filter_flops(inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], attrs: dict) -> float:
+    """As the forward's: inputs (x, dy), the output has the weight's shape."""
+    return 2.0 * _product(inputs[1].shape) * _product(outputs[0].shape[1:])
+
+
 def geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> conv.ConvGeometry:
     """The validated geometry; its ValueErrors name the argument and value at fault."""
     dilations = attrs.get("dilations")
@@ -48,7 +73,8 @@ def geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> con
                                     attrs.get("data_format", "NCHW"))
 
 
-def _options(attrs: dict) -> dict[str, Any]:
+def kernel_options(attrs: dict) -> dict[str, Any]:
+    """The geometry keywords of the conv2d kernel classes, from the node's attributes."""
     dilations = attrs.get("dilations")
     return {"strides": attrs.get("strides", 1), "pads": attrs.get("padding", "VALID"),
             "dilation": 1 if dilations is None else dilations, "groups": attrs.get("groups", 1),
@@ -97,7 +123,7 @@ def _conv_kernel(ctx: KernelContext) -> Any:
     bias = ctx.op == "conv2d_bias"
     relu = bias and ctx.attrs.get("activation") == "relu"
     keep = _keeps_columns(ctx, x, w)
-    forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs), bias=bias, relu=relu,
+    forward = conv.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **kernel_options(ctx.attrs), bias=bias, relu=relu,
                                  strided_output=True, out=ctx.out(0), scratch=ctx.scratch,
                                  scratch_columns=not keep)
     if not keep:
@@ -200,7 +226,7 @@ def conv_bias_pool(ctx: KernelContext, **tuning: Any) -> conv.Conv2dBiasPool:
     """The fused kernel of a ``conv2d_bias_pool`` node; ``tuning``: ``algorithm``, ``max_pool``."""
     x, w = ctx.inputs[:2]
     pool = _pool_attrs(ctx.attrs)
-    return conv.Conv2dBiasPool(ctx.xp, x.shape, w.shape, x.dtype, **_options(ctx.attrs),
+    return conv.Conv2dBiasPool(ctx.xp, x.shape, w.shape, x.dtype, **kernel_options(ctx.attrs),
                                pool=(pool["ksize"], pool["strides"], pool["padding"]),
                                relu=ctx.attrs.get("activation") == "relu", **tuning)
 
@@ -242,7 +268,7 @@ def _grad_data_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 def _grad_data_kernel(ctx: KernelContext) -> Any:
     dy, w = ctx.inputs
-    return conv.Conv2dBackwardData(ctx.xp, ctx.attrs["x_shape"], w.shape, dy.dtype, **_options(ctx.attrs),
+    return conv.Conv2dBackwardData(ctx.xp, ctx.attrs["x_shape"], w.shape, dy.dtype, **kernel_options(ctx.attrs),
                                    out=ctx.out(0), scratch=ctx.scratch)
 
 
@@ -254,7 +280,7 @@ def _grad_filter_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec
 
 def _grad_filter_kernel(ctx: KernelContext) -> Any:
     x, dy = ctx.inputs
-    options = _options(ctx.attrs)
+    options = kernel_options(ctx.attrs)
     geom = geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
     columns = ctx.shared.get(("conv2d-columns", ctx.attrs.get("forward")))
     if columns is None or columns.im2col.geom != geom or columns.im2col.dtype != x.dtype:
@@ -270,21 +296,23 @@ def _grad_filter_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-CONV2D = OpDef("conv2d", _conv_infer, kernel=_conv_kernel, grad=_conv_grad, name_prefix="Conv2D",
+CONV2D = OpDef("conv2d", _conv_infer, kernel=_conv_kernel, flops=conv_flops, grad=_conv_grad, name_prefix="Conv2D",
                doc="inputs (x, weight): 2-D convolution (im2col + GEMM; Winograd on the cpu backend where it "
                    "pays)", amp="white")
 CONV2D_GRAD_DATA = OpDef("conv2d_grad_data", _grad_data_infer, kernel=_grad_data_kernel, not_differentiable=True,
+                         flops=conv_grad_data_flops,
                          name_prefix="Conv2DGradData", doc="inputs (dy, weight): d loss / d x")
 CONV2D_GRAD_FILTER = OpDef("conv2d_grad_filter", _grad_filter_infer, kernel=_grad_filter_kernel,
+                           flops=conv_grad_filter_flops,
                            not_differentiable=True, name_prefix="Conv2DGradFilter",
                            doc="inputs (x, dy): d loss / d weight")
 
-CONV2D_BIAS = OpDef("conv2d_bias", _conv_bias_infer, kernel=_conv_kernel, grad=_conv_bias_grad,
+CONV2D_BIAS = OpDef("conv2d_bias", _conv_bias_infer, kernel=_conv_kernel, flops=conv_flops, grad=_conv_bias_grad,
                     name_prefix="Conv2DBias",
                     doc="inputs (x, weight, bias): conv2d -> bias_add (-> relu with activation='relu') in one "
                         "kernel; made by the fusion pass", amp="white")
 
-CONV2D_BIAS_POOL = OpDef("conv2d_bias_pool", _conv_bias_pool_infer, kernel=_conv_bias_pool_kernel,
+CONV2D_BIAS_POOL = OpDef("conv2d_bias_pool", _conv_bias_pool_infer, kernel=_conv_bias_pool_kernel, flops=conv_flops,
                          grad=_conv_bias_pool_grad, name_prefix="Conv2DBiasPool",
                          doc="inputs (x, weight, bias): conv2d_bias followed by max_pool2d (attributes pool_ksize, "
                              "pool_strides, pool_padding); bias and relu run at the pooled size; made by the "
@@ -395,14 +423,17 @@ def _conv3d_grad_filter_kernel(ctx: KernelContext) -> Any:
 
 
 CONV3D = OpDef("conv3d", _conv3d_infer, kernel=_conv3d_kernel, grad=_conv3d_grad, name_prefix="Conv3d",
+               flops=conv_flops,
                doc="inputs (x, weight): 3-D convolution (im2col + one batched GEMM over the groups)", amp="black")
 
 
 CONV3D_GRAD_DATA = OpDef("conv3d_grad_data", _conv3d_grad_data_infer, kernel=_conv3d_grad_data_kernel,
+                         flops=conv_grad_data_flops,
                          not_differentiable=True, name_prefix="Conv3dGradData", doc="inputs (dy, weight): d loss / d x")
 
 
 CONV3D_GRAD_FILTER = OpDef("conv3d_grad_filter", _conv3d_grad_filter_infer, kernel=_conv3d_grad_filter_kernel,
+                           flops=conv_grad_filter_flops,
                            not_differentiable=True, name_prefix="Conv3dGradFilter",
                            doc="inputs (x, dy): d loss / d weight")
 

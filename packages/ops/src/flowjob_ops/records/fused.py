@@ -30,7 +30,7 @@ from flowjob_core.plugins.builtin_ops import CORE_OPS
 
 from flowjob_ops.records import activations, arithmetic, comparisons
 from flowjob_ops.records.common import normalize_axis, require_floating
-from flowjob_ops.records.matmul import BIAS_ADD, MATMUL, bias_axis
+from flowjob_ops.records.matmul import BIAS_ADD, MATMUL, bias_axis, matmul_flops
 
 
 class _StepGrad:
@@ -110,7 +110,7 @@ def _matmul_bias_grad(ctx: GradContext) -> list[Any]:
 
 
 MATMUL_BIAS = OpDef("matmul_bias", _matmul_bias_infer, kernel=_matmul_bias_kernel, grad=_matmul_bias_grad,
-                    name_prefix="MatmulBias",
+                    name_prefix="MatmulBias", flops=matmul_flops,
                     doc="inputs (a, b, bias): matmul -> bias_add (-> relu with activation='relu') on one buffer; "
                         "made by the fusion pass", amp="white")
 

@@ -29,6 +29,20 @@ def _matmul_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     return [BlobSpec(batch + (m, n), dtype)]
 
 
+def matmul_flops(inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], attrs: dict) -> float:
+    """Multiply-adds of op(a) @ op(b), twice (``OpDef.flops``): every output element sums over the inner axis."""
+    a = inputs[0]
+    inner = a.shape[-2] if attrs.get("transpose_a", False) else a.shape[-1]
+    return 2.0 * _count(outputs[0].shape) * inner
+
+
+def _count(shape: Sequence[int]) -> int:
+    total = 1
+    for d in shape:
+        total *= int(d)
+    return total
+
+
 def _matmul_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     ta, tb = bool(ctx.attrs.get("transpose_a", False)), bool(ctx.attrs.get("transpose_b", False))
@@ -68,6 +82,7 @@ def _matmul_grad(ctx: GradContext) -> list[Any]:
 
 
 MATMUL = OpDef("matmul", _matmul_infer, kernel=_matmul_kernel, grad=_matmul_grad, name_prefix="Matmul",
+               flops=matmul_flops,
                doc="op(a) @ op(b), op = transpose of the last two axes when asked; batch axes broadcast", amp="white")
 
 

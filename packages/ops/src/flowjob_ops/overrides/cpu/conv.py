@@ -11,7 +11,8 @@ choice: ``im2col`` everywhere (the 1x1 path included), ``winograd`` wherever it 
 (the default).
 
 Winograd is a CPU algorithm here (its transforms are many small GEMMs on strided views); other
-backends keep the reference im2col, whose one large GEMM suits them.
+backends keep the reference im2col, whose one large GEMM suits them. The im2col data gradient runs in
+parts over the batch on the host threads where it is large enough (``batch_parts``).
 
 The filter gradient reuses its forward's transformed input: the forward kernel of a train job
 publishes itself in the plan's shared kernel dict under ``("conv2d-winograd", node name)``, and
@@ -24,6 +25,7 @@ from typing import Any
 
 from flowjob_core import KernelContext, switches
 
+from flowjob_ops.overrides.cpu import batch_parts
 from flowjob_ops.overrides.cpu.pool import TiledMaxPool2d
 from flowjob_ops.records import conv as conv_records
 from flowjob_ops.kernels import conv, pointwise, winograd
@@ -66,7 +68,7 @@ def grad_data_kernel(ctx: KernelContext) -> Any:
     if chosen == "pointwise":
         return pointwise.PointwiseBackwardData(ctx.xp, geom, dy.dtype, out=ctx.out(0), scratch=ctx.scratch)
     if chosen != "winograd":
-        return _REFERENCE[ctx.op](ctx)
+        return batch_parts.data_gradient(ctx) or _REFERENCE[ctx.op](ctx)
     return winograd.WinogradBackwardData(ctx.xp, geom, dy.dtype)
 
 

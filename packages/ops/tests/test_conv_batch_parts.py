@@ -1,0 +1,66 @@
+"""The cpu backend's conv2d data gradient in parts over the batch: the same bits on any number of threads,
+and the whole-batch kernel's values to float32 rounding."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flowjob_core.backends.host_threads import HostThreads
+from flowjob_ops.kernels import conv
+from flowjob_ops.overrides.cpu import batch_parts
+
+GEOMETRIES = [  # x shape, w shape, options
+    ((5, 3, 9, 9), (4, 3, 3, 3), {"pads": "SAME"}),
+    ((4, 1, 12, 12), (8, 1, 5, 5), {"pads": "SAME"}),  # C=1: the cols strategy (GEMM + col2im)
+    ((3, 6, 10, 10), (6, 3, 3, 3), {"strides": 2, "pads": "VALID", "groups": 2}),
+    ((4, 8, 7, 7), (16, 8, 3, 3), {"pads": "SAME", "dilation": 2}),
+    ((4, 9, 9, 3), (4, 3, 3, 3), {"pads": "SAME", "data_format": "NHWC"}),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, options", GEOMETRIES)
+def test_batch_parts_give_the_same_bits_on_any_thread_count(monkeypatch, x_shape, w_shape, options):
+    rng = np.random.default_rng(0)
+    whole = conv.Conv2dBackwardData(np, x_shape, w_shape, np.float32, **options)
+    dy = rng.standard_normal(whole.geom.y_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    want = whole(dy, w).copy()
+    results = []
+    for threads in (1, 2, 3):
+        monkeypatch.setenv("FLOWJOB_HOST_THREADS", str(threads))
+        out = np.full(x_shape, np.nan, np.float32)
+        split = batch_parts.BatchPartsDataGradient(np, x_shape, w_shape, np.float32, options,
+                                                   batch_parts.parts(x_shape[0]), HostThreads().split, out)
+        for _ in range(2):  # the parts' padded buffers are zeroed on every call
+            got = split(dy, w)
+            assert got is out
+        results.append(got.copy())
+    for got in results[1:]:
+        np.testing.assert_array_equal(got, results[0])
+    np.testing.assert_allclose(results[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_parts_cover_the_batch_in_near_equal_contiguous_runs():
+    assert batch_parts.parts(5, 2) == [(0, 2), (2, 5)]
+    assert batch_parts.parts(2) == [(0, 1), (1, 2)]
+    assert batch_parts.parts(7, 1) == [(0, 7)]
+    assert batch_parts.parts(100) == [(100 * i // 8, 100 * (i + 1) // 8) for i in range(8)]
+
+
+def test_the_cpu_override_splits_a_large_data_gradient_only(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "im2col")  # the split is of the im2col kernel
+    from flowjob_core import BlobSpec, KernelContext
+    from flowjob_core.backends.numpy_backend import make_backend
+
+    from flowjob_ops.overrides.cpu import conv as cpu_conv
+
+    def kernel(batch: int) -> object:
+        x_shape, w_shape = (batch, 32, 14, 14), (64, 32, 5, 5)
+        attrs = {"x_shape": x_shape, "w_shape": w_shape, "padding": "SAME", "strides": 1}
+        inputs = (BlobSpec((batch, 64, 14, 14), np.dtype(np.float32)), BlobSpec(w_shape, np.dtype(np.float32)))
+        ctx = KernelContext(np, make_backend(), "conv2d_grad_data", "n", attrs, inputs,
+                            (BlobSpec(x_shape, np.dtype(np.float32)),))
+        return cpu_conv.grad_data_kernel(ctx)
+
+    assert isinstance(kernel(16), batch_parts.BatchPartsDataGradient)  # LeNet's second convolution, 16 images
+    assert not isinstance(kernel(1), batch_parts.BatchPartsDataGradient)  # one image: nothing to split
