@@ -11,6 +11,7 @@ from flowjob_core import (
     FunctionConfig, clear_default_session, function_config, get_variable, global_function,
     sync_default_session)
 from flowjob_core.api.checkpoint import load_variables
+from flowjob_core.api.current_scope import current_scope
 from flowjob_core.ir.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
 from flowjob_core.ir.dtypes import convert_oneflow_dtype_to_numpy_dtype, dtype, dtypes, half, int, long
 from flowjob_core.api.env import current_resource  # legacy exported it as flow.env.current_resource too
@@ -54,7 +55,7 @@ __all__ = [
     "load_variables", "sync_default_session", "uint8",
 ]
 __all__ += ["convert_oneflow_dtype_to_numpy_dtype", "dtype", "dtypes", "half", "int", "long"]  # legacy dtype names
-__all__ += ["current_machine_id"]
+__all__ += ["current_machine_id", "current_scope"]
 __all__ += ["consistent_user_op_builder", "consistent_user_op_module_builder", "user_op_builder",
             "user_op_module_builder"]  # any registered op by name (flowjob_core/api/user_op.py)
 __all__ += ["current_resource", "get_all_variables", "load", "save"]
