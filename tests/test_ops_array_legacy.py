@@ -542,3 +542,29 @@ def test_size_is_a_shape_in_lazy_programs():
         return flow.reshape(x, flow.Size([3, 4]))
 
     np.testing.assert_array_equal(job(x), x.reshape(3, 4))
+
+
+def test_concat_max_dim_size_bounds_the_static_inputs():
+    cfg = flow.function_config()
+    cfg.default_logical_view(flow.scope.mirrored_view())
+    seen = {}
+
+    @flow.global_function(function_config=cfg)
+    def job(a: tp.ListNumpy.Placeholder((10, 3)), b: tp.ListNumpy.Placeholder((10, 3))) -> tp.ListNumpy:
+        ones = flow.constant(1.0, dtype=flow.float, shape=(4, 3))
+        # the dynamic blobs' rows do not count against the bound, as in legacy: only the constant's 4
+        out = flow.concat([a, ones, b], axis=0, max_dim_size=12)
+        seen["dynamic"] = out.is_dynamic
+        return out
+
+    a, b = np.ones((2, 3), np.float32), np.full((3, 3), 2.0, np.float32)
+    (out,) = job([a], [b])
+    assert seen["dynamic"]
+    np.testing.assert_array_equal(out, np.concatenate([a, np.ones((4, 3), np.float32), b]))
+
+    @flow.global_function()
+    def static(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        return flow.concat(values=[x, x], axis=0, max_dim_size=7)
+
+    with pytest.raises(OpBuildError, match="static inputs add up to 8 along axis 0, more than max_dim_size=7"):
+        static(np.ones((4, 3), np.float32))

@@ -648,6 +648,18 @@ def cast_case(targets: list[Any]) -> Any:
     return make
 
 
+def fused_cast_scale_case(draw: Draw) -> Case:
+    x = _array(draw, _shape(draw)).astype(draw(st.sampled_from([np.float32, np.int32])))
+    scale_dtype = draw(st.sampled_from([np.float32, np.float64]))
+    scale_by_tensor = np.array([draw(st.floats(-4, 4, width=32))], dtype=scale_dtype)
+    return [x, scale_by_tensor], {"scale": draw(st.sampled_from([1.0, 0.125, -3.0]))}
+
+
+def fused_cast_scale_ref(x: np.ndarray, scale_by_tensor: np.ndarray, scale: float) -> np.ndarray:
+    dtype = scale_by_tensor.dtype
+    return x.astype(dtype) * (scale_by_tensor[0] * dtype.type(scale)).astype(dtype)
+
+
 # indexing ---------------------------------------------------------------------------
 def slice_case(draw: Draw) -> Case:
     shape = _shape(draw)
@@ -879,6 +891,7 @@ CASES = [
     OpCase("cast", cast_case([np.float32, np.float64]), reference=lambda x, dtype: x.astype(dtype)),
     OpCase("cast", cast_case([np.int32, np.int64, np.float16]), reference=lambda x, dtype: x.astype(dtype), wrt=(),
            name="cast_narrowing"),
+    OpCase("fused_cast_scale", fused_cast_scale_case, reference=fused_cast_scale_ref, wrt=()),
     # indexing
     OpCase("slice", slice_case, reference=lambda x, begin, size: x[_box(x.shape, begin, size)]),
     OpCase("slice_grad", slice_grad_case, reference=slice_grad_ref, wrt=()),
@@ -886,7 +899,8 @@ CASES = [
     OpCase("gather_grad", gather_grad_case, reference=gather_grad_ref, wrt=()),
     OpCase("where", where_case, reference=lambda c, x, y: np.where(c != 0, x, y), wrt=(1, 2)),
     OpCase("where_grad", where_grad_case, reference=where_grad_ref, wrt=()),
-    OpCase("argmax", argmax_case, reference=lambda x, axis: np.argmax(x, axis=axis).astype(np.int32), wrt=()),
+    OpCase("argmax", argmax_case, reference=lambda x, axis: np.atleast_1d(np.argmax(x, axis=axis).astype(np.int32)),
+           wrt=()),
     OpCase("one_hot", one_hot_case, reference=one_hot_ref, wrt=()),
     # constants and random numbers
     OpCase("constant", constant_case, reference=constant_ref, wrt=()),
