@@ -295,7 +295,8 @@ def sparse_xent_grad_ref(labels: np.ndarray, prob: np.ndarray, dy: np.ndarray) -
 
 def dense_xent_case(draw: Draw) -> Case:
     shape = _shape(draw, 1, 3, 4)
-    return [_array(draw, shape, 0.0, 1.0), _array(draw, shape)], {}
+    labels = _array(draw, shape, 0.1, 1.0)  # a distribution per row, as the op's labels are meant to be
+    return [labels / labels.sum(-1, keepdims=True), _array(draw, shape)], {}
 
 
 def dense_xent_ref(labels: np.ndarray, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -308,7 +309,7 @@ def dense_xent_grad_case(draw: Draw) -> Case:
 
 
 def dense_xent_grad_ref(labels: np.ndarray, prob: np.ndarray, dy: np.ndarray) -> np.ndarray:
-    return (prob * labels.sum(-1, keepdims=True) - labels) * dy[..., None]
+    return (prob - labels) * dy[..., None]  # legacy's and TensorFlow's rule, whatever the labels sum to
 
 
 def sigmoid_xent_case(draw: Draw) -> Case:
