@@ -568,3 +568,19 @@ def test_concat_max_dim_size_bounds_the_static_inputs():
 
     with pytest.raises(OpBuildError, match="static inputs add up to 8 along axis 0, more than max_dim_size=7"):
         static(np.ones((4, 3), np.float32))
+
+
+def test_cast_to_static_shape_ends_dynamic_blobs():
+    cfg = flow.function_config()
+    cfg.default_logical_view(flow.scope.mirrored_view())
+    seen = []
+
+    @flow.global_function(function_config=cfg)
+    def job(x: tp.ListNumpy.Placeholder((5, 4))) -> tp.ListNumpy:
+        y = flow.cast_to_static_shape(x)
+        seen.append((x.is_dynamic, y.is_dynamic, (y + 1.0).is_dynamic))
+        return y
+
+    x = np.arange(20, dtype=np.float32).reshape(5, 4)
+    np.testing.assert_array_equal(job([x])[0], x)
+    assert seen == [(True, False, False)]

@@ -426,8 +426,14 @@ def cast_to_current_logical_view(x: Blob) -> Blob:
 
 
 def cast_to_static_shape(x: Blob, name: str | None = None) -> Blob:
-    """``x`` itself: flowjob blobs always have a static shape (legacy returns a static blob unchanged)."""
-    return x
+    """``x`` as a static blob (``is_dynamic`` false): a static ``x`` itself, as legacy returned it; a dynamic one
+    through an identity named ``CastToStaticShape_<n>``. Shapes here are inferred again for every call's data,
+    so the values are ``x``'s actual ones (legacy's static blob had the declared maximum shape)."""
+    if not x.is_dynamic:
+        return x
+    out = apply("identity", [x], name=op_name(name, "CastToStaticShape"))
+    out.dynamic = False
+    return out
 
 
 def _check_distribute(value: Any, what: str, arg: str) -> None:
