@@ -63,3 +63,26 @@ def test_a_mask_from_a_comparison_keeps_training():
     mask = (X - 4.5 > 0).astype(np.float32)
     np.testing.assert_allclose(train(X), np.sum(mask * (X - 4.5)), rtol=1e-6)
     np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), 1.0 - 1e-4 * mask * X, rtol=1e-6)
+
+
+def test_an_integer_loss_is_seeded_with_integer_ones():
+    # legacy's tril/masked_fill tests: a float variable cast into an int32 blob whose op output is the loss
+    got = {}
+
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder(SHAPE, dtype=flow.int32)) -> tp.Numpy:
+        v = flow.get_variable("v", shape=(1,), initializer=flow.zeros_initializer())
+        x = x + flow.cast(v, dtype=flow.int32)
+        out = flow.math.tril(x, 0)
+        sgd().minimize(out)
+        flow.watch_diff(x, lambda d: got.setdefault("x_diff", d))
+        return out
+
+    x = X.astype(np.int32)
+    np.testing.assert_array_equal(train(x), np.tril(x))
+    assert got["x_diff"].dtype == np.int32
+    np.testing.assert_array_equal(got["x_diff"], np.tril(np.ones(SHAPE, np.int32)))
+    # the variable's gradient: the kept elements' ones summed, cast back to float, scaled by 1/12 elements
+    np.testing.assert_allclose(flow.get_all_variables()["v"].numpy(), [-1e-4 * np.tril(np.ones(SHAPE)).sum() / X.size],
+                               rtol=1e-5)
+

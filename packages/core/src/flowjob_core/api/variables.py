@@ -61,7 +61,7 @@ def add_loss(loss: Any) -> None:
     for blob in loss if isinstance(loss, (list, tuple)) else [loss]:
         if not isinstance(blob, Blob):
             raise FlowjobError(f"job {builder.job.name!r}: a loss must be a blob, got {type(blob).__name__}")
-        if not blob.dtype.kind == "f":
-            raise FlowjobError(f"job {builder.job.name!r}: loss {blob.lbn!r} must be floating, is {blob.dtype}")
+        if blob.dtype.kind not in "fiu":  # legacy seeded any numeric loss with ones of its dtype
+            raise FlowjobError(f"job {builder.job.name!r}: loss {blob.lbn!r} must be numeric, is {blob.dtype}")
         if blob.lbn not in builder.job.losses:
             builder.job.losses.append(blob.lbn)
