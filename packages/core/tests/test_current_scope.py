@@ -93,3 +93,12 @@ def test_current_scope_counts_the_placement_devices(session, toy):
     assert placed.device_parallel_desc_symbol.machine_id2device_id_list == {0: [0, 1, 2, 3], 1: [0, 1]}
     assert placed.device_parallel_desc_symbol.parallel_num == 6
     assert scopes.current_scope().job_name is None  # outside a body: the session's initial scope
+
+
+def test_job_only_calls_outside_a_body_raise_legacys_not_implemented():
+    from flowjob_core import add_loss
+    from flowjob_core.errors import FlowjobError
+
+    with pytest.raises(NotImplementedError, match="only valid inside a @flow.global_function body") as info:
+        add_loss(None)
+    assert isinstance(info.value, FlowjobError)

@@ -44,3 +44,8 @@ class ConfigError(FlowjobError, AttributeError):
 
 class CheckpointError(FlowjobError, OSError):
     """A checkpoint cannot be saved or loaded."""
+
+
+class OutsideJobError(FlowjobError, NotImplementedError):
+    """A call that is only valid while a global function body is traced, made outside one (legacy's dispatch
+    found no implementation for that mode and raised ``NotImplementedError``)."""

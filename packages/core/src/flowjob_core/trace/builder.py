@@ -13,7 +13,7 @@ from flowjob_core.ir import naming
 from flowjob_core.trace import scope
 from flowjob_core.ir.bindings import Bindings
 from flowjob_core.trace.blob import Blob
-from flowjob_core.errors import FlowjobError, OpBuildError, VariableError
+from flowjob_core.errors import FlowjobError, OpBuildError, OutsideJobError, VariableError
 from flowjob_core.ir.job import BlobSpec, Intent, Job, Node, Placeholder, VariableDef
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def current_builder(what: str = "this call") -> "JobBuilder":
     """The builder of the job being traced; outside a global function body this is an error."""
     builder = _current.get()
     if builder is None:
-        raise FlowjobError(f"{what} is only valid inside a @flow.global_function body while it is traced")
+        raise OutsideJobError(f"{what} is only valid inside a @flow.global_function body while it is traced")
     return builder
 
 
