@@ -584,3 +584,18 @@ def test_cast_to_static_shape_ends_dynamic_blobs():
     x = np.arange(20, dtype=np.float32).reshape(5, 4)
     np.testing.assert_array_equal(job([x])[0], x)
     assert seen == [(True, False, False)]
+
+
+def test_broadcast_to_compatible_with_dynamic_blobs_follows_each_calls_shapes():
+    cfg = flow.function_config()
+    cfg.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=cfg)
+    def job(x: tp.ListNumpy.Placeholder((23, 1, 1)), a: tp.ListNumpy.Placeholder((15, 1)),
+            b: tp.ListNumpy.Placeholder((8,))) -> tp.ListNumpy:
+        return flow.broadcast_to_compatible_with(x, [flow.identity(a), flow.identity(b)])
+
+    rng = np.random.default_rng(4)
+    x, a, b = rng.random((20, 1, 1)), rng.random((11, 1)), rng.random((7,))
+    (out,) = job([x.astype(np.float32)], [a.astype(np.float32)], [b.astype(np.float32)])
+    np.testing.assert_array_equal(out, np.broadcast_to(x.astype(np.float32), (20, 11, 7)))

@@ -649,6 +649,14 @@ def cast_case(targets: list[Any]) -> Any:
     return make
 
 
+def compatible_case(draw: Draw) -> Case:
+    shape = _shape(draw, 1, 3, 4)
+    x_shape = tuple(draw(st.sampled_from([d, 1])) for d in shape)
+    count = draw(st.integers(1, 2))
+    like = [_array(draw, tuple(draw(st.sampled_from([d, 1])) for d in shape[k:])) for k in range(count)]
+    return [_array(draw, x_shape), *like], {}
+
+
 def fused_cast_scale_case(draw: Draw) -> Case:
     x = _array(draw, _shape(draw)).astype(draw(st.sampled_from([np.float32, np.int32])))
     scale_dtype = draw(st.sampled_from([np.float32, np.float64]))
@@ -893,6 +901,8 @@ CASES = [
     OpCase("cast", cast_case([np.int32, np.int64, np.float16]), reference=lambda x, dtype: x.astype(dtype), wrt=(),
            name="cast_narrowing"),
     OpCase("fused_cast_scale", fused_cast_scale_case, reference=fused_cast_scale_ref, wrt=()),
+    OpCase("broadcast_to_compatible_with", compatible_case, reference=lambda x, *like: np.broadcast_to(
+        x, np.broadcast_shapes(x.shape, *(b.shape for b in like))), wrt=(0,)),
     # indexing
     OpCase("slice", slice_case, reference=lambda x, begin, size: x[_box(x.shape, begin, size)]),
     OpCase("slice_grad", slice_grad_case, reference=slice_grad_ref, wrt=()),

@@ -416,7 +416,10 @@ def broadcast_to_compatible_with(x: Blob, compatible: Sequence[Blob], name: str 
         shape = np.broadcast_shapes(*shapes)
     except ValueError:
         raise build_error("flow.broadcast_to_compatible_with", f"shapes {shapes} do not broadcast") from None
-    return apply("broadcast_to", [x], {"shape": tuple(shape)}, name=op_name(name, "BroadcastToCompatibleWith"))
+    name = op_name(name, "BroadcastToCompatibleWith")
+    if any(b.is_dynamic for b in [x, *compatible]):  # the shape comes from the blobs at each call, as in legacy
+        return apply("broadcast_to_compatible_with", [x, *compatible], name=name)
+    return apply("broadcast_to", [x], {"shape": tuple(shape)}, name=name)
 
 
 # one device: nothing to distribute ------------------------------------------------------------

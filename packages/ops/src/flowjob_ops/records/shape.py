@@ -249,6 +249,36 @@ FUSED_CAST_SCALE = OpDef("fused_cast_scale", _fused_cast_scale_infer, kernel=_fu
                              "scale_by_tensor[0] * scale (legacy registered no gradient)")
 
 
+# broadcast_to_compatible_with (its shape read from its inputs, so dynamic blobs reach it) ---------------
+def _compatible_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    shapes = [spec.shape for spec in inputs]
+    try:
+        return [BlobSpec(tuple(np.broadcast_shapes(*shapes)), inputs[0].dtype)]
+    except ValueError:
+        raise ShapeError(f"broadcast_to_compatible_with: shapes {shapes} do not broadcast") from None
+
+
+def _compatible_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+
+    def run(x: Any, *compatible: Any) -> Any:
+        xp.copyto(out, x)  # copyto broadcasts; the other inputs give only their shapes
+        return out
+
+    return run
+
+
+def _compatible_grad(ctx: GradContext) -> list[Any]:
+    # the compatible blobs give only their shapes: no gradient reaches them, as in legacy
+    return [ctx.apply("unbroadcast", [ctx.dy], {"shape": ctx.inputs[0].shape})] + [None] * (len(ctx.inputs) - 1)
+
+
+BROADCAST_TO_COMPATIBLE_WITH = OpDef(
+    "broadcast_to_compatible_with", _compatible_infer, kernel=_compatible_kernel, grad=_compatible_grad,
+    name_prefix="BroadcastToCompatibleWith", amp="black",
+    doc="inputs (x, *compatible): x broadcast to the broadcast shape of all inputs, taken from them at each call")
+
+
 # tile ------------------------------------------------------------------------------------------------
 def _tile_multiples(attrs: dict, rank: int) -> tuple[int, ...]:
     """One multiple per axis; a shorter list applies to the trailing axes (numpy's rule)."""
@@ -384,5 +414,5 @@ SHAPE_ELEM_CNT = OpDef("shape_elem_cnt", _elem_cnt_infer, kernel=_elem_cnt_kerne
                        name_prefix="ShapeElemCnt", doc="(1,): the product of the input's extents along axis",
                        amp="black")
 
-OPS = (RESHAPE, IDENTITY, TRANSPOSE, CONCAT, SPLIT, CAST, FUSED_CAST_SCALE, TILE, REVERSE, TUPLE_IDENTITY,
-       SHAPE_ELEM_CNT)
+OPS = (RESHAPE, IDENTITY, TRANSPOSE, CONCAT, SPLIT, CAST, FUSED_CAST_SCALE, BROADCAST_TO_COMPATIBLE_WITH, TILE,
+       REVERSE, TUPLE_IDENTITY, SHAPE_ELEM_CNT)
