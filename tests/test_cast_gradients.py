@@ -5,18 +5,13 @@ import pytest
 
 import oneflow as flow
 import oneflow.typing as tp
+from flowjob_core.testing.modules import sibling
 
 SHAPE = (3, 4)
 RNG = np.random.default_rng(2)
 X = RNG.integers(0, 10, SHAPE).astype(np.float32)
 Y = RNG.integers(0, 10, SHAPE).astype(np.float32)
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
+fresh_session = sibling(__file__, "legacy_helpers").fresh_session  # each test in its own session
 
 
 def sgd() -> object:

@@ -8,16 +8,12 @@ import oneflow as flow
 import oneflow.python.framework.distribute as legacy_distribute
 import oneflow.typing as tp
 from flowjob_core import OpBuildError
+from flowjob_core.testing.modules import sibling
 
+_helpers = sibling(__file__, "legacy_helpers")
+fresh_session = _helpers.fresh_session  # each test in its own session
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((5, 4)).astype(np.float32)
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
 
 
 def test_annotated_blobs_compute_as_the_blob_and_train_the_same():
@@ -51,10 +47,8 @@ def test_the_face_names():
 
 def test_views_inside_a_mirrored_job():
     seen = []
-    cfg = flow.function_config()
-    cfg.default_logical_view(flow.scope.mirrored_view())
 
-    @flow.global_function(function_config=cfg)
+    @flow.global_function(function_config=_helpers.mirrored_config())
     def job(x: tp.ListNumpy.Placeholder((5, 4))) -> tp.ListNumpy:
         seen.append((flow.scope.mirrored_view_enabled(), flow.current_scope().is_mirrored))
         return flow.cast_to_current_logical_view(x)

@@ -1,26 +1,15 @@
 """What un-annotated watch handlers and un-annotated global functions get: legacy's local blob, with
 ``numpy()``, ``numpy_list()``, ``is_dynamic``, ``shape`` and ``dtype``, that still computes as the array."""
 import numpy as np
-import pytest
 
 import oneflow as flow
 import oneflow.typing as tp
+from flowjob_core.testing.modules import sibling
 
+_helpers = sibling(__file__, "legacy_helpers")
+fresh_session, _mirrored = _helpers.fresh_session, _helpers.mirrored_config  # each test in its own session
 RNG = np.random.default_rng(5)
 X = RNG.standard_normal((4, 3)).astype(np.float32)
-
-
-@pytest.fixture(autouse=True)
-def fresh_session():
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
-
-
-def _mirrored() -> flow.FunctionConfig:
-    cfg = flow.function_config()
-    cfg.default_logical_view(flow.scope.mirrored_view())
-    return cfg
 
 
 def test_handlers_of_a_mirrored_train_job_get_dynamic_blobs():

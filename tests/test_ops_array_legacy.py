@@ -545,8 +545,7 @@ def test_size_is_a_shape_in_lazy_programs():
 
 
 def test_concat_max_dim_size_bounds_the_static_inputs():
-    cfg = flow.function_config()
-    cfg.default_logical_view(flow.scope.mirrored_view())
+    cfg = _helpers.mirrored_config()
     seen = {}
 
     @flow.global_function(function_config=cfg)
@@ -571,8 +570,7 @@ def test_concat_max_dim_size_bounds_the_static_inputs():
 
 
 def test_cast_to_static_shape_ends_dynamic_blobs():
-    cfg = flow.function_config()
-    cfg.default_logical_view(flow.scope.mirrored_view())
+    cfg = _helpers.mirrored_config()
     seen = []
 
     @flow.global_function(function_config=cfg)
@@ -587,8 +585,7 @@ def test_cast_to_static_shape_ends_dynamic_blobs():
 
 
 def test_broadcast_to_compatible_with_dynamic_blobs_follows_each_calls_shapes():
-    cfg = flow.function_config()
-    cfg.default_logical_view(flow.scope.mirrored_view())
+    cfg = _helpers.mirrored_config()
 
     @flow.global_function(function_config=cfg)
     def job(x: tp.ListNumpy.Placeholder((23, 1, 1)), a: tp.ListNumpy.Placeholder((15, 1)),

@@ -142,8 +142,7 @@ def test_nn_exports_the_math_triangles():
 
 def test_in_top_k_takes_mirrored_arguments_declared_apart() -> None:
     # legacy's test: targets declared (n + 10,), predictions (n + 5, c + 5); legacy checked no row count
-    cfg = flow.function_config()
-    cfg.default_logical_view(flow.scope.mirrored_view())
+    cfg = sibling(__file__, "legacy_helpers").mirrored_config()
 
     @flow.global_function(function_config=cfg)
     def job(targets: tp.ListNumpy.Placeholder((20,), dtype=flow.int32),
