@@ -22,11 +22,14 @@ def keep_mask_source(ctx: Any, shape: tuple[int, ...]) -> Callable[[float], Any]
     seed = ctx.attrs.get("seed")
     if seed is None:
         seed = int(np.random.default_rng().integers(2 ** 32))  # legacy drew a random seed per kernel too
-    state = np.random.RandomState(int(seed) % 2 ** 32)
+    # the bit generator itself, seeded as RandomState(seed) seeds it: its raw 32-bit draws, three times faster
+    # than RandomState.randint
+    generator = np.random.MT19937()
+    generator.state = np.random.RandomState(int(seed) % 2 ** 32).get_state(legacy=False)
     size = int(np.prod(shape, dtype=np.int64))
 
     def draw(rate: float) -> Any:
-        uniform = state.randint(0, 2 ** 32, size=size, dtype=np.uint32).astype(np.float32)
+        uniform = generator.random_raw(size).astype(np.float32)
         uniform /= TWO_32
         np.minimum(uniform, BELOW_ONE, out=uniform)  # libstdc++ maps a rounded-up 1.0 just below it
         return (uniform > np.float32(rate)).reshape(shape)
