@@ -21,6 +21,13 @@ def fresh_session() -> Iterator[None]:
     flow.clear_default_session()
 
 
+def mirrored_config() -> Any:
+    """A function config in the mirrored view (mirrored placeholders are legacy's dynamic blobs)."""
+    cfg = flow.function_config()
+    cfg.default_logical_view(flow.scope.mirrored_view())
+    return cfg
+
+
 def value(name: str) -> np.ndarray:
     """A variable's value once every launched step has run."""
     flow.sync_default_session()

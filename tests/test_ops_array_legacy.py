@@ -544,3 +544,57 @@ def test_size_is_a_shape_in_lazy_programs():
         return flow.reshape(x, flow.Size([3, 4]))
 
     np.testing.assert_array_equal(job(x), x.reshape(3, 4))
+
+
+def test_concat_max_dim_size_bounds_the_static_inputs():
+    cfg = _helpers.mirrored_config()
+    seen = {}
+
+    @flow.global_function(function_config=cfg)
+    def job(a: tp.ListNumpy.Placeholder((10, 3)), b: tp.ListNumpy.Placeholder((10, 3))) -> tp.ListNumpy:
+        ones = flow.constant(1.0, dtype=flow.float, shape=(4, 3))
+        # the dynamic blobs' rows do not count against the bound, as in legacy: only the constant's 4
+        out = flow.concat([a, ones, b], axis=0, max_dim_size=12)
+        seen["dynamic"] = out.is_dynamic
+        return out
+
+    a, b = np.ones((2, 3), np.float32), np.full((3, 3), 2.0, np.float32)
+    (out,) = job([a], [b])
+    assert seen["dynamic"]
+    np.testing.assert_array_equal(out, np.concatenate([a, np.ones((4, 3), np.float32), b]))
+
+    @flow.global_function()
+    def static(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        return flow.concat(values=[x, x], axis=0, max_dim_size=7)
+
+    with pytest.raises(OpBuildError, match="static inputs add up to 8 along axis 0, more than max_dim_size=7"):
+        static(np.ones((4, 3), np.float32))
+
+
+def test_cast_to_static_shape_ends_dynamic_blobs():
+    cfg = _helpers.mirrored_config()
+    seen = []
+
+    @flow.global_function(function_config=cfg)
+    def job(x: tp.ListNumpy.Placeholder((5, 4))) -> tp.ListNumpy:
+        y = flow.cast_to_static_shape(x)
+        seen.append((x.is_dynamic, y.is_dynamic, (y + 1.0).is_dynamic))
+        return y
+
+    x = np.arange(20, dtype=np.float32).reshape(5, 4)
+    np.testing.assert_array_equal(job([x])[0], x)
+    assert seen == [(True, False, False)]
+
+
+def test_broadcast_to_compatible_with_dynamic_blobs_follows_each_calls_shapes():
+    cfg = _helpers.mirrored_config()
+
+    @flow.global_function(function_config=cfg)
+    def job(x: tp.ListNumpy.Placeholder((23, 1, 1)), a: tp.ListNumpy.Placeholder((15, 1)),
+            b: tp.ListNumpy.Placeholder((8,))) -> tp.ListNumpy:
+        return flow.broadcast_to_compatible_with(x, [flow.identity(a), flow.identity(b)])
+
+    rng = np.random.default_rng(4)
+    x, a, b = rng.random((20, 1, 1)), rng.random((11, 1)), rng.random((7,))
+    (out,) = job([x.astype(np.float32)], [a.astype(np.float32)], [b.astype(np.float32)])
+    np.testing.assert_array_equal(out, np.broadcast_to(x.astype(np.float32), (20, 11, 7)))

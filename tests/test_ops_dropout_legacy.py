@@ -49,3 +49,32 @@ def test_random_mask_like_rejects_bad_arguments(kwargs, match):
 
     with pytest.raises(FlowjobError, match=f"random_mask_like at .*: {match}"):
         job(np.zeros((2, 3), np.float32))
+
+
+def test_a_seeded_dropout_draws_legacys_cpu_masks_step_after_step():
+    # legacy's CPU kernels: std::mt19937(12345), float uniforms > rate; OneFlow's test_dropout_module literals
+    @flow.global_function(type="train")
+    def train() -> tp.Numpy:
+        x = flow.get_variable("x", shape=(2, 2, 2, 2), initializer=flow.ones_initializer())
+        out = flow.nn.dropout(x, rate=0.75, seed=12345, name="dropout")
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [1e-4]), momentum=0).minimize(
+            flow.math.square(out))
+        return out
+
+    first, second = train().flatten(), train().flatten()
+    np.testing.assert_array_equal(first, [4, 4, 0, 0, 0, 0, 0, 4, 0, 0, 0, 4, 4, 0, 0, 4])
+    np.testing.assert_array_equal(second, [0, 0, 0, 0, 0, 4, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0])
+
+
+def test_dropout_and_random_mask_like_with_one_seed_draw_one_mask():
+    @flow.global_function(type="train")
+    def train() -> tuple[tp.Numpy, tp.Numpy]:
+        x = flow.get_variable("x", shape=(6, 7), initializer=flow.ones_initializer(), dtype=flow.double)
+        out = flow.nn.dropout(x, rate=0.5, seed=3)
+        mask = flow.nn.random_mask_like(x, rate=0.5, seed=3)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [1e-4]), momentum=0).minimize(out)
+        return out, mask
+
+    out, mask = train()
+    np.testing.assert_array_equal(out, mask.astype(np.float64) * 2.0)
+    assert 0 < mask.sum() < mask.size

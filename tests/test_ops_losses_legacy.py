@@ -151,3 +151,15 @@ def test_ctc_loss_refuses_a_bad_reduction():
 
     with pytest.raises(FlowjobError, match='ctc_loss at .*reduction must be "none", "sum" or "mean"'):
         job(_LOG_PROBS, np.ones((2, 3), np.int32), np.full(2, 5, np.int32), np.full(2, 3, np.int32))
+
+
+def test_softmax_cross_entropy_gradient_is_legacys_prob_minus_labels() -> None:
+    # legacy's and TensorFlow's rule: (softmax(logits) - labels) * dy, also for labels whose rows do not sum to 1
+    # (OneFlow's own test normalises its labels over the wrong axis of a (5, 5, 1000) blob)
+    logits = np.array([[0.5, -1.0, 2.0], [1.0, 0.0, -0.5]], np.float32)
+    labels = np.array([[0.2, 0.3, 0.1], [1.0, 0.5, 0.5]], np.float32)
+    loss, dx = train_grad(logits.shape, lambda xv, lab: flow.nn.softmax_cross_entropy_with_logits(lab, xv),
+                          logits, labels)
+    prob = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    np.testing.assert_allclose(loss, -(labels * np.log(prob)).sum(-1), rtol=1e-5)
+    np.testing.assert_allclose(dx, prob - labels, rtol=1e-5, atol=1e-6)

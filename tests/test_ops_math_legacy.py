@@ -150,3 +150,11 @@ def test_integer_division_by_zero_is_a_clear_error():
 def test_float_divide_is_unchanged():
     x, y = _f32(2, 3), _f32(2, 3, low=0.5, high=2.0)
     np.testing.assert_allclose(run_job(lambda a, b: flow.math.divide(a, b), x, y), x / y, rtol=1e-6)
+
+
+def test_floordiv_gives_both_inputs_legacys_zero_gradient() -> None:
+    x = np.array([[-3.5, 7.0], [2.5, -9.0]], np.float32)
+    y = np.array([[2.0, 3.0], [1.5, 4.0]], np.float32)
+    out, dx = train_grad(x.shape, lambda xv, y: flow.math.floordiv(xv, y), x, y)
+    np.testing.assert_array_equal(out, np.floor(x / y))
+    np.testing.assert_array_equal(dx, np.zeros_like(x))  # zeros reach the input: watch_diff sees them

@@ -7,7 +7,7 @@ import pytest
 
 import oneflow as flow
 import oneflow.typing as tp
-from flowjob_core import OpBuildError
+from flowjob_core import FlowjobError, OpBuildError
 from flowjob_core.testing import check_grads
 from flowjob_core.testing.modules import sibling
 
@@ -138,3 +138,32 @@ def test_nn_exports_the_math_triangles():
         return flow.nn.fused_scale_tril(x, diagonal=-1, fill_value=5, scale=2.0) + flow.nn.tril(x)
 
     np.testing.assert_allclose(job(x), np.where(np.tril(np.ones((3, 3)), -1) > 0, 2 * x, 5) + np.tril(x), rtol=1e-6)
+
+
+def test_in_top_k_takes_mirrored_arguments_declared_apart() -> None:
+    # legacy's test: targets declared (n + 10,), predictions (n + 5, c + 5); legacy checked no row count
+    cfg = sibling(__file__, "legacy_helpers").mirrored_config()
+
+    @flow.global_function(function_config=cfg)
+    def job(targets: tp.ListNumpy.Placeholder((20,), dtype=flow.int32),
+            predictions: tp.ListNumpy.Placeholder((15, 10))) -> tp.ListNumpy:
+        return flow.math.in_top_k(targets, predictions, k=2)
+
+    predictions = RNG.random((10, 5)).astype(np.float32)
+    targets = RNG.integers(0, 5, 10).astype(np.int32)
+    (hit,) = job([targets], [predictions])
+    higher = (predictions > predictions[np.arange(10), targets][:, None]).sum(axis=1)
+    np.testing.assert_array_equal(hit, (higher < 2).astype(np.int8))
+    with pytest.raises(FlowjobError, match="in_top_k: 10 targets need as many rows of predictions, got 4"):
+        job([targets], [predictions[:4]])
+
+
+def test_argmax_of_a_vector_has_shape_one() -> None:
+    # legacy's argmax dropped the last axis and gave (1,) when nothing was left (TensorFlow gives a scalar)
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((100,), dtype=flow.int64)) -> tp.Numpy:
+        return flow.math.argmax(x)
+
+    x = RNG.integers(0, 50, 100)  # ties: the first maximum, as TensorFlow's
+    out = job(x)
+    assert out.shape == (1,) and out.dtype == np.int32 and out[0] == np.argmax(x)

@@ -1,5 +1,5 @@
 """Op case of ``random_mask_like`` (legacy v0.4's keep mask of flow.nn.random_mask_like); numpy reference
-drawn from the kernel's stream. op_cases.py appends ``CASES`` to its table."""
+drawn from legacy's CPU stream. op_cases.py appends ``CASES`` to its table."""
 from __future__ import annotations
 
 from typing import Any
@@ -22,9 +22,11 @@ def random_mask_like_case(draw: Draw) -> Case:
 
 
 def random_mask_like_ref(like: np.ndarray, rate: float, seed: int) -> np.ndarray:
-    """The kernel's stream: float32 uniforms from ``default_rng(seed)``, kept where they exceed rate."""
-    u = np.random.default_rng(seed).random(like.shape, dtype=np.float32)
-    return (u > np.float32(rate)).astype(np.int8)
+    """Legacy's CPU stream, as libstdc++ computes it: std::mt19937(seed) 32-bit draws, each made a float32 and
+    divided by 2^32 (std::uniform_real_distribution<float>), kept where they exceed rate."""
+    raw = np.random.RandomState(seed).randint(0, 2 ** 32, size=like.size, dtype=np.uint32)
+    u = np.minimum(raw.astype(np.float32) / np.float32(2 ** 32), np.nextafter(np.float32(1), np.float32(0)))
+    return (u > np.float32(rate)).astype(np.int8).reshape(like.shape)
 
 
 CASES = [

@@ -295,7 +295,8 @@ def sparse_xent_grad_ref(labels: np.ndarray, prob: np.ndarray, dy: np.ndarray) -
 
 def dense_xent_case(draw: Draw) -> Case:
     shape = _shape(draw, 1, 3, 4)
-    return [_array(draw, shape, 0.0, 1.0), _array(draw, shape)], {}
+    labels = _array(draw, shape, 0.1, 1.0)  # a distribution per row, as the op's labels are meant to be
+    return [labels / labels.sum(-1, keepdims=True), _array(draw, shape)], {}
 
 
 def dense_xent_ref(labels: np.ndarray, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -308,7 +309,7 @@ def dense_xent_grad_case(draw: Draw) -> Case:
 
 
 def dense_xent_grad_ref(labels: np.ndarray, prob: np.ndarray, dy: np.ndarray) -> np.ndarray:
-    return (prob * labels.sum(-1, keepdims=True) - labels) * dy[..., None]
+    return (prob - labels) * dy[..., None]  # legacy's and TensorFlow's rule, whatever the labels sum to
 
 
 def sigmoid_xent_case(draw: Draw) -> Case:
@@ -648,6 +649,26 @@ def cast_case(targets: list[Any]) -> Any:
     return make
 
 
+def compatible_case(draw: Draw) -> Case:
+    shape = _shape(draw, 1, 3, 4)
+    x_shape = tuple(draw(st.sampled_from([d, 1])) for d in shape)
+    count = draw(st.integers(1, 2))
+    like = [_array(draw, tuple(draw(st.sampled_from([d, 1])) for d in shape[k:])) for k in range(count)]
+    return [_array(draw, x_shape), *like], {}
+
+
+def fused_cast_scale_case(draw: Draw) -> Case:
+    x = _array(draw, _shape(draw)).astype(draw(st.sampled_from([np.float32, np.int32])))
+    scale_dtype = draw(st.sampled_from([np.float32, np.float64]))
+    scale_by_tensor = np.array([draw(st.floats(-4, 4, width=32))], dtype=scale_dtype)
+    return [x, scale_by_tensor], {"scale": draw(st.sampled_from([1.0, 0.125, -3.0]))}
+
+
+def fused_cast_scale_ref(x: np.ndarray, scale_by_tensor: np.ndarray, scale: float) -> np.ndarray:
+    dtype = scale_by_tensor.dtype
+    return x.astype(dtype) * (scale_by_tensor[0] * dtype.type(scale)).astype(dtype)
+
+
 # indexing ---------------------------------------------------------------------------
 def slice_case(draw: Draw) -> Case:
     shape = _shape(draw)
@@ -879,6 +900,9 @@ CASES = [
     OpCase("cast", cast_case([np.float32, np.float64]), reference=lambda x, dtype: x.astype(dtype)),
     OpCase("cast", cast_case([np.int32, np.int64, np.float16]), reference=lambda x, dtype: x.astype(dtype), wrt=(),
            name="cast_narrowing"),
+    OpCase("fused_cast_scale", fused_cast_scale_case, reference=fused_cast_scale_ref, wrt=()),
+    OpCase("broadcast_to_compatible_with", compatible_case, reference=lambda x, *like: np.broadcast_to(
+        x, np.broadcast_shapes(x.shape, *(b.shape for b in like))), wrt=(0,)),
     # indexing
     OpCase("slice", slice_case, reference=lambda x, begin, size: x[_box(x.shape, begin, size)]),
     OpCase("slice_grad", slice_grad_case, reference=slice_grad_ref, wrt=()),
@@ -886,7 +910,8 @@ CASES = [
     OpCase("gather_grad", gather_grad_case, reference=gather_grad_ref, wrt=()),
     OpCase("where", where_case, reference=lambda c, x, y: np.where(c != 0, x, y), wrt=(1, 2)),
     OpCase("where_grad", where_grad_case, reference=where_grad_ref, wrt=()),
-    OpCase("argmax", argmax_case, reference=lambda x, axis: np.argmax(x, axis=axis).astype(np.int32), wrt=()),
+    OpCase("argmax", argmax_case, reference=lambda x, axis: np.atleast_1d(np.argmax(x, axis=axis).astype(np.int32)),
+           wrt=()),
     OpCase("one_hot", one_hot_case, reference=one_hot_ref, wrt=()),
     # constants and random numbers
     OpCase("constant", constant_case, reference=constant_ref, wrt=()),

@@ -48,3 +48,8 @@ class CheckpointError(FlowjobError, OSError):
 
 class SavedModelError(FlowjobError, ValueError):
     """A saved model cannot be written, found, read or run as asked (legacy raised ``ValueError``)."""
+
+
+class OutsideJobError(FlowjobError, NotImplementedError):
+    """A call that is only valid while a global function body is traced, made outside one (legacy's dispatch
+    found no implementation for that mode and raised ``NotImplementedError``)."""

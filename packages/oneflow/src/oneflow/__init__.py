@@ -11,6 +11,7 @@ from flowjob_core import (
     FunctionConfig, clear_default_session, function_config, get_variable, global_function,
     sync_default_session)
 from flowjob_core.api.checkpoint import load_variables
+from flowjob_core.api.current_scope import current_scope
 from flowjob_core.ir.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
 from flowjob_core.ir.dtypes import convert_oneflow_dtype_to_numpy_dtype, dtype, dtypes, half, int, long, record
 from flowjob_core.ir.dtypes import tensor_buffer
@@ -72,7 +73,7 @@ __all__ += ["convert_oneflow_dtype_to_numpy_dtype", "dtype", "dtypes", "half", "
 __all__ += ["ExecutionConfig", "current_global_function_desc", "eager_nccl_all_reduce", "inter_job_reuse_mem_strategy",
             "is_deprecated", "name_scope"]
 __all__ += ["builtin_op"]  # a registered op declared by argument names and called on blobs
-__all__ += ["current_machine_id"]
+__all__ += ["current_machine_id", "current_scope"]
 __all__ += ["consistent_user_op_builder", "consistent_user_op_module_builder", "user_op_builder",
             "user_op_module_builder"]  # any registered op by name (flowjob_core/api/user_op.py)
 __all__ += ["current_resource", "get_all_variables", "load", "save"]

@@ -14,10 +14,11 @@ advance every step, as in the dense update.
 Legacy silently kept the dense update where its pass did not match (another optimizer, weight decay,
 an L1/L2 regularizer, clipping, a variable also read elsewhere, a name the job lacks). flowjob refuses
 the settings with a ``ConfigError`` naming the job, the variable and the reason, so a listed variable
-never trains differently from what the program asked without a word; another optimizer (RMSProp, LAMB, LARS)
-keeps the dense update, and a name the job lacks is ignored, each with a warning, because legacy
-programs rely on both (the v0.4 Wide&Deep benchmark's wdl_train_eval_test.py lists its embeddings and
-trains with LARS; its hybrid-embedding script lists tables it does not have). LazyAdam
+never trains differently from what the program asked without a word; another optimizer (RMSProp, LAMB,
+LARS) and a gradient that is not one gather's (the variable also read elsewhere) keep the dense update,
+and a name the job lacks is ignored, each with a warning, because legacy programs rely on them (the v0.4
+Wide&Deep benchmark's wdl_train_eval_test.py lists its embeddings and trains with LARS; its
+hybrid-embedding script lists tables it does not have). LazyAdam
 (Adam with bias correction here) gets the sparse Adam update: sparse rows are what "lazy" stands for.
 """
 from __future__ import annotations
@@ -49,10 +50,12 @@ def refuse(job: Job, name: str, why: str) -> ConfigError:
     return ConfigError(f"function_config.{OPTION} of job {job.name!r}, variable {name!r}: {why}")
 
 
-def gathered_gradient(job: Job, ctx: Any, name: str) -> tuple[str, str, float]:
+def gathered_gradient(job: Job, ctx: Any, name: str) -> tuple[str, str, float] | None:
     """``(indices, values, scale)`` of a listed variable: the lbns its one ``gather`` along axis 0 took
     and got as output gradient, and the factor autodiff scales its gradient by (1/loss elements)
-    (``ctx``: the pass context holding autodiff's gradients)."""
+    (``ctx``: the pass context holding autodiff's gradients). ``None``, with a warning naming the variable,
+    when its gradient is not one such gather's: legacy's rewrite did not match it and the variable was
+    updated densely."""
     vdef = job.variables.get(name)
     if vdef is None:
         raise refuse(job, name, f"no variable of that name in this job (its variables: {sorted(job.variables)})")
@@ -64,8 +67,10 @@ def gathered_gradient(job: Job, ctx: Any, name: str) -> tuple[str, str, float]:
     axis = node.attrs.get("axis", 0)
     if node.op != "gather_grad" or axis not in (0, -len(vdef.spec.shape)):
         what = node.op if node.op != "gather_grad" else f"a gather along axis {axis}"
-        raise refuse(job, name, f"its gradient must come from one flow.gather along axis 0 (an embedding "
-                                 f"lookup) and nothing else, it comes from {what} ({node.name!r})")
+        warnings.warn(f"{OPTION} of job {job.name!r}, variable {name!r}: a sparse update needs a gradient from "
+                      f"one flow.gather along axis 0 (an embedding lookup) and nothing else, this one comes from "
+                      f"{what} ({node.name!r}); the variable is updated densely, as legacy did", stacklevel=4)
+        return None
     indices, values = node.inputs
     scaled = producers.get(ctx.variable_grads[name])
     scale = 1.0
@@ -84,7 +89,8 @@ def listed_gradients(job: Job, ctx: Any, optimizer: Any,
             # keeps listing its plain script's tables, which it splits into hf_/lf_ ones: warn, go on
             warnings.warn(f"{OPTION} of job {job.name!r}, variable {name!r}: no variable of that name in this "
                           f"job (its variables: {sorted(job.variables)}); the name is ignored", stacklevel=3)
-    found = {name: gathered_gradient(job, ctx, name) for name in listed if name in job.variables}
+    gathered = {name: gathered_gradient(job, ctx, name) for name in listed if name in job.variables}
+    found = {name: slices for name, slices in gathered.items() if slices is not None}
     for name in found:
         if not optimizer.updates(name):
             raise refuse(job, name, "the optimizer does not update it (its variables= list leaves it out)")

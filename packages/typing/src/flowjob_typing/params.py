@@ -49,6 +49,8 @@ class ListParam(ArrayParam):
     declared number of elements in all.
     """
 
+    dynamic = True  # its blobs are legacy's dynamic blobs (Blob.is_dynamic): the declared shape is a maximum
+
     def feed(self, value: Any, where: str) -> list[Any]:
         if not isinstance(value, (list, tuple)) or not value:
             raise JobArgumentError(f"{where}: expected a list with one ndarray per device, found {_found(value)}")

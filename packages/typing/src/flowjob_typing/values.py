@@ -33,7 +33,9 @@ def per_device_lists(value: Any) -> list[list[np.ndarray]]:
 
 
 class LocalBlob:
-    """A fetched value: ``.numpy()`` / ``.ndarray()``, and numpy attributes forwarded (``.mean()``).
+    """A fetched value: ``.numpy()`` / ``.ndarray()``, ``.is_dynamic``, and numpy attributes forwarded
+    (``.mean()``, ``.shape``, ``.dtype``), as legacy's local blob; what un-annotated watch handlers and
+    un-annotated global functions' results are.
 
     After a mirrored step it holds one piece per device: ``.numpy()`` concatenates them on
     the batch axis, ``.numpy(i)`` and ``.numpy_list()`` give the pieces.
@@ -69,6 +71,12 @@ class LocalBlob:
 
     def parallel_num(self) -> int:
         return len(self._value) if type(self._value) is PerDevice else 1
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether the blob it was fetched from is dynamic (legacy's ``LocalBlob.is_dynamic``: a mirrored
+        placeholder's blob and what is computed from it; ``numpy_list()`` then gives the device pieces)."""
+        return bool(getattr(self.blob_def, "is_dynamic", False))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):

@@ -64,14 +64,14 @@ class EagerBuilder(JobBuilder):
         return outs
 
     def add_placeholder(self, spec: BlobSpec, *, param: str, batch_axis: int | None = 0,
-                        name: str | None = None) -> Blob:
+                        name: str | None = None, dynamic: bool = False) -> Blob:
         # a mirrored argument may be fed smaller than declared: its blob has the fed shape, as legacy's
         # eager blobs had (the body runs for these feeds only)
         fed = self._feeds[len(self.job.placeholders)]
         shape = tuple(getattr(fed, "shape", spec.shape))
         if shape != spec.shape:
             spec = BlobSpec(shape, spec.dtype)
-        return super().add_placeholder(spec, param=param, batch_axis=batch_axis, name=name)
+        return super().add_placeholder(spec, param=param, batch_axis=batch_axis, name=name, dynamic=dynamic)
 
     def _run(self, node: Node, key: Hashable) -> None:
         if node.op == "input":

@@ -149,8 +149,9 @@ class JobFunction:
         with builder.activate(), (placement if placement is not None else contextlib.nullcontext()):
             args = []
             for param in self.params:
+                dynamic = bool(getattr(param.kind, "dynamic", False))  # ParamKind.dynamic: mirrored parameters
                 blobs = [builder.add_placeholder(BlobSpec(s.shape, s.dtype), param=param.name, batch_axis=s.batch_axis,
-                                                 name=s.name)
+                                                 name=s.name, dynamic=dynamic)
                          for s in param.specs]
                 args.append(param.kind.build(blobs))
             value = self.func(*args)

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from flowjob_core.ir import distribute as distributions
 from flowjob_core.ir import dtypes
 from flowjob_core.trace import scope
 from flowjob_core.trace.blob import Blob
@@ -32,6 +33,11 @@ def get_variable(name: str, shape: tuple[int, ...] | list[int] | None = None, dt
     if random_seed is not None and initializer is not None and hasattr(initializer, "with_seed"):
         initializer = initializer.with_seed(random_seed)
     full = scope.scoped_name(name)
+    if distribute is not None:  # legacy asserted a flow.distribute value; the layout changes no value
+        try:
+            distributions.checked_for(distribute, tuple(shape), f"flow.get_variable({full!r}): distribute")
+        except (TypeError, ValueError) as exc:
+            raise VariableError(str(exc)) from None
     return builder.add_variable(full, BlobSpec(tuple(shape), dt), initializer,
                                 True if trainable is None else bool(trainable), reuse=reuse,
                                 regularizer=regularizer, model_name=model_name)
@@ -58,7 +64,7 @@ def add_loss(loss: Any) -> None:
     for blob in loss if isinstance(loss, (list, tuple)) else [loss]:
         if not isinstance(blob, Blob):
             raise FlowjobError(f"job {builder.job.name!r}: a loss must be a blob, got {type(blob).__name__}")
-        if not blob.dtype.kind == "f":
-            raise FlowjobError(f"job {builder.job.name!r}: loss {blob.lbn!r} must be floating, is {blob.dtype}")
+        if blob.dtype.kind not in "fiu":  # legacy seeded any numeric loss with ones of its dtype
+            raise FlowjobError(f"job {builder.job.name!r}: loss {blob.lbn!r} must be numeric, is {blob.dtype}")
         if blob.lbn not in builder.job.losses:
             builder.job.losses.append(blob.lbn)

@@ -138,6 +138,11 @@ def propagate(builder: JobBuilder, forward_nodes: Sequence[Node], pending: dict[
         if all(g is None for g in out_grads):
             continue
         opdef = ops[node.op]
+        if opdef.grad is None and all(g is None or job.specs[out].dtype.kind != "f"
+                                      for out, g in zip(node.outputs, out_grads)):
+            # only integer outputs bring a gradient (through a cast, which differentiates for every dtype as in
+            # legacy): an op without a rule (a comparison, argmax) ends the path instead of failing the job
+            continue
         if opdef.grad is None:
             why = "is marked not differentiable" if opdef.not_differentiable else "has no gradient rule"
             raise FlowjobError(

@@ -22,7 +22,11 @@ class InputSpec:
 
 
 class ParamKind(Protocol):
-    """How one parameter of a global function is declared, traced and fed."""
+    """How one parameter of a global function is declared, traced and fed.
+
+    An optional class attribute ``dynamic = True`` marks a parameter whose declared shapes are maxima
+    (legacy's mirrored placeholders): its blobs, and what is computed from them, say ``is_dynamic``.
+    """
 
     def input_specs(self) -> Sequence[InputSpec]:
         """The placeholders this parameter needs, in feed order."""

@@ -7,6 +7,7 @@ import numpy as np
 
 from flowjob_core.trace import eager_mode
 from flowjob_core.errors import FlowjobError
+from flowjob_core.ir import distribute as distributions
 from flowjob_core.ir.job import BlobSpec
 
 if TYPE_CHECKING:
@@ -16,15 +17,18 @@ if TYPE_CHECKING:
 class Blob:
     """A value of the job being traced: logical blob name, static shape and dtype, no data."""
 
-    __slots__ = ("lbn", "spec", "builder", "batch_axis", "device", "__weakref__")
+    __slots__ = ("lbn", "spec", "builder", "batch_axis", "device", "distribute", "dynamic", "__weakref__")
 
     def __init__(self, lbn: str, spec: BlobSpec, builder: "JobBuilder", batch_axis: int | None = 0,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", distribute: distributions.Distribute = distributions.AUTO,
+                 dynamic: bool = False) -> None:
         self.lbn = lbn
         self.spec = spec
         self.builder = builder
         self.batch_axis = batch_axis
         self.device = device
+        self.distribute = distribute  # legacy's layout annotation (with_distribute); values never depend on it
+        self.dynamic = dynamic
 
     shape = property(lambda self: self.spec.shape)
     dtype = property(lambda self: self.spec.dtype)
@@ -37,7 +41,26 @@ class Blob:
 
     @property
     def is_dynamic(self) -> bool:
-        return False
+        """Legacy's dynamic blob: its shape is a maximum and each call's data decide the actual one (a
+        mirrored placeholder, a data-dependent op's rows, and what is computed from them)."""
+        return self.dynamic
+
+    def with_distribute(self, distribute: distributions.Distribute) -> "Blob":
+        """This value, annotated to lie over the devices as ``distribute`` says (legacy's layout hint for the
+        ops reading it). The logical value is the same under every layout, so this handle computes as ``self``."""
+        checked = distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: with_distribute")
+        return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, checked, self.dynamic)
+
+    def with_split_distribute(self, axis: int) -> "Blob":
+        return self.with_distribute(distributions.split(axis))
+
+    def with_broadcast_distribute(self) -> "Blob":
+        return self.with_distribute(distributions.broadcast())
+
+    def with_gradient_distribute(self, distribute: distributions.Distribute) -> "Blob":
+        """Legacy's ``parallel_cast(self, gradient_distribute=...)``: the gradient's layout; the value is ``self``."""
+        distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: with_gradient_distribute")
+        return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, self.distribute, self.dynamic)
 
     def __repr__(self) -> str:
         return f"Blob(lbn={self.lbn!r}, shape={self.shape}, dtype={self.dtype})"

@@ -13,7 +13,7 @@ from flowjob_core.ir import naming
 from flowjob_core.trace import scope
 from flowjob_core.ir.bindings import Bindings
 from flowjob_core.trace.blob import Blob
-from flowjob_core.errors import FlowjobError, OpBuildError, VariableError
+from flowjob_core.errors import FlowjobError, OpBuildError, OutsideJobError, VariableError
 from flowjob_core.ir.job import BlobSpec, Intent, Job, Node, Placeholder, VariableDef
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def current_builder(what: str = "this call") -> "JobBuilder":
     """The builder of the job being traced; outside a global function body this is an error."""
     builder = _current.get()
     if builder is None:
-        raise FlowjobError(f"{what} is only valid inside a @flow.global_function body while it is traced")
+        raise OutsideJobError(f"{what} is only valid inside a @flow.global_function body while it is traced")
     return builder
 
 
@@ -128,21 +128,24 @@ class JobBuilder:
         self._names.add(node_name)
         self.job.nodes.append(node)
         batch_axis = inputs[0].batch_axis if inputs else None
+        dynamic = opdef.dynamic_extent or any(b.dynamic for b in inputs)  # legacy's is_dynamic follows the data
         blobs = []
         for lbn, spec in zip(outputs, out_specs):
             self.job.specs[lbn] = spec
-            blobs.append(Blob(lbn, spec, self, batch_axis if spec.shape else None, dev))
+            blobs.append(Blob(lbn, spec, self, batch_axis if spec.shape else None, dev, dynamic=dynamic))
         for observer in scope.current_observers():
             for blob in blobs:
                 observer(blob)
         return tuple(blobs)
 
     def add_placeholder(self, spec: BlobSpec, *, param: str, batch_axis: int | None = 0,
-                        name: str | None = None) -> Blob:
+                        name: str | None = None, dynamic: bool = False) -> Blob:
+        """``dynamic``: a mirrored parameter's placeholder, whose declared shape is a maximum."""
         node_name = name or naming.unique_name("Input")
         attrs = {"shape": spec.shape, "dtype": spec.dtype, "index": len(self.job.placeholders)}
         (blob,) = self.add_op("input", [], attrs, scoped_name=node_name, source=f"parameter {param!r}")
         blob.batch_axis = batch_axis
+        blob.dynamic = dynamic
         self.job.placeholders.append(Placeholder(node_name, blob.lbn, spec, batch_axis, param))
         return blob
 

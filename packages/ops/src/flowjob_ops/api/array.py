@@ -130,18 +130,44 @@ def transpose(a: Blob, perm: Sequence[int] | None = None, conjugate: bool = Fals
     return apply("transpose", [a], {"perm": None if perm is None else tuple(perm)}, name=name)
 
 
-def concat(values: Sequence[Blob], axis: int = 0, name: str | None = None) -> Blob:
+def concat(inputs: Sequence[Blob] | None = None, axis: int = 0, max_dim_size: int | None = None,
+           name: str | None = None, values: Sequence[Blob] | None = None) -> Blob:
     """Blobs joined along ``axis``.
 
     Args:
-        values: a non-empty list of blobs of one dtype and rank, equal off ``axis``.
+        inputs: a non-empty list of blobs of one dtype and rank, equal off ``axis``.
         axis: the axis to join along.
+        max_dim_size: legacy's bound on the joined axis when dynamic blobs (mirrored placeholders and what
+            is computed from them) take part: the static inputs' extents must fit in it. Here a dynamic
+            blob's shapes are inferred again for each call's data, so the joined blob's traced extent is
+            the inputs' traced (maximum) extents added up, and each call's is the actual sum.
         name: the op name; default ``Concat_<n>``.
+        values: legacy's older name of ``inputs``.
 
     Returns:
         The joined blob.
     """
-    return apply("concat", list(values), {"axis": axis}, name=name)
+    if values is not None:
+        if inputs is not None:
+            raise build_error("flow.concat", "give inputs or values (its older name), not both")
+        inputs = values
+    if not isinstance(inputs, (list, tuple)) or not inputs:
+        raise build_error("flow.concat", f"inputs must be a non-empty list of blobs, got {inputs!r}")
+    if max_dim_size is not None:
+        _check_max_dim_size(inputs, axis, max_dim_size)
+    return apply("concat", list(inputs), {"axis": axis}, name=name)
+
+
+def _check_max_dim_size(inputs: Sequence[Blob], axis: int, max_dim_size: Any) -> None:
+    if isinstance(max_dim_size, bool) or not isinstance(max_dim_size, (int, np.integer)) or max_dim_size < 0:
+        raise build_error("flow.concat", f"max_dim_size must be a non-negative int, got {max_dim_size!r}")
+    rank = len(inputs[0].shape) if isinstance(inputs[0], Blob) else 0
+    if not isinstance(axis, (int, np.integer)) or not -rank <= axis < rank:
+        return  # the op's own inference names a bad axis
+    static = sum(b.shape[axis] for b in inputs if isinstance(b, Blob) and not b.is_dynamic)
+    if static > max_dim_size:
+        raise build_error("flow.concat", f"the static inputs add up to {static} along axis {axis}, more than "
+                                         f"max_dim_size={max_dim_size}")
 
 
 def stack(inputs: Sequence[Blob], axis: int = 0, name: str | None = None) -> Blob:
@@ -253,7 +279,7 @@ def identity_n(inputs: Sequence[Blob], name: str | None = None) -> list[Blob]:
 
 
 def cast(x: Blob, dtype: Any, name: str | None = None) -> Blob:
-    """``x`` converted to ``dtype`` (differentiable between floating dtypes only).
+    """``x`` converted to ``dtype`` (differentiable for every dtype: the gradient is cast back, as in legacy).
 
     Args:
         x: a blob.
@@ -401,7 +427,10 @@ def broadcast_to_compatible_with(x: Blob, compatible: Sequence[Blob], name: str 
         shape = np.broadcast_shapes(*shapes)
     except ValueError:
         raise build_error("flow.broadcast_to_compatible_with", f"shapes {shapes} do not broadcast") from None
-    return apply("broadcast_to", [x], {"shape": tuple(shape)}, name=op_name(name, "BroadcastToCompatibleWith"))
+    name = op_name(name, "BroadcastToCompatibleWith")
+    if any(b.is_dynamic for b in [x, *compatible]):  # the shape comes from the blobs at each call, as in legacy
+        return apply("broadcast_to_compatible_with", [x, *compatible], name=name)
+    return apply("broadcast_to", [x], {"shape": tuple(shape)}, name=name)
 
 
 # one device: nothing to distribute ------------------------------------------------------------
@@ -411,8 +440,14 @@ def cast_to_current_logical_view(x: Blob) -> Blob:
 
 
 def cast_to_static_shape(x: Blob, name: str | None = None) -> Blob:
-    """``x`` itself: flowjob blobs always have a static shape (legacy returns a static blob unchanged)."""
-    return x
+    """``x`` as a static blob (``is_dynamic`` false): a static ``x`` itself, as legacy returned it; a dynamic one
+    through an identity named ``CastToStaticShape_<n>``. Shapes here are inferred again for every call's data,
+    so the values are ``x``'s actual ones (legacy's static blob had the declared maximum shape)."""
+    if not x.is_dynamic:
+        return x
+    out = apply("identity", [x], name=op_name(name, "CastToStaticShape"))
+    out.dynamic = False
+    return out
 
 
 def _check_distribute(value: Any, what: str, arg: str) -> None:

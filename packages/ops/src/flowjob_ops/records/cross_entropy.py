@@ -184,15 +184,14 @@ def _dense_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]
 
 def _dense_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
-    spec = ctx.outputs[0]
-    red = ctx.scratch(spec.shape[:-1] + (1,), spec.dtype)
+    column = ctx.outputs[0].shape[:-1] + (1,)
 
     def run(labels: Any, prob: Any, dy: Any) -> Any:
-        # (prob * sum(labels) - labels) * dy: exact also when labels do not sum to 1
-        xp.sum(labels, axis=-1, keepdims=True, out=red)
-        xp.multiply(prob, red, out=out)
-        xp.subtract(out, labels, out=out)
-        return xp.multiply(out, dy.reshape(red.shape), out=out)
+        # legacy's (and TensorFlow's) rule, (prob - labels) * dy: the gradient when each row of labels sums to
+        # 1, as the op's labels are meant to; other labels get the same formula as there, not the exact
+        # (prob * sum(labels) - labels) * dy
+        xp.subtract(prob, labels, out=out)
+        return xp.multiply(out, dy.reshape(column), out=out)
 
     return run
 
@@ -204,7 +203,7 @@ SOFTMAX_CROSS_ENTROPY = OpDef(
     amp="black")
 SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
     "softmax_cross_entropy_grad", _dense_grad_infer, kernel=_dense_grad_kernel, not_differentiable=True,
-    name_prefix="SoftmaxCrossEntropyGrad", doc="(prob * sum(labels) - labels) * dy")
+    name_prefix="SoftmaxCrossEntropyGrad", doc="(prob - labels) * dy, legacy's and TensorFlow's rule")
 
 
 # sigmoid cross entropy --------------------------------------------------------

@@ -2,25 +2,25 @@
 
 The op has two outputs, ``y`` and the scaled mask (0 or 1/(1-rate), shaped like
 ``noise_shape``), so the gradient ``dy * mask`` uses exactly the mask of the forward pass.
-The mask comes from the node's own random stream (``ctx.rng(seed)``), created once per plan:
-the same seed gives the same sequence of masks.
+The mask comes from the node's own stream of legacy's CPU generator (``kernels/keep_mask.py``), created
+once per plan: the same seed gives the same sequence of masks, legacy's own.
 
 ``random_mask_like`` (legacy v0.4 ``flow.nn.random_mask_like``) is an int8 keep mask shaped like its
 input: each element is 1 when a uniform draw in [0, 1) exceeds ``rate`` (kept with probability
 1 - rate), else 0, as legacy's generator compared ``uniform > rate``. Only the input's shape is read;
-a fresh mask is drawn at every step, train or predict job, from the node's own random stream, so a
-seed repeats the sequence of masks.
+a fresh mask is drawn at every step, train or predict job, from the node's own stream of legacy's CPU
+generator, so a seed repeats legacy's sequence of masks (and dropout given that seed draws the same ones).
 """
 from __future__ import annotations
 
 import numbers
 from typing import Any, Sequence
 
-import numpy as np
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
+from flowjob_ops.kernels.keep_mask import keep_mask_source
 from flowjob_ops.records.common import broadcast_shape, require_floating
 
 
@@ -62,16 +62,11 @@ def _kernel(ctx: KernelContext) -> Any:
 
         return identity
     mask = ctx.out(1)
-    rng = ctx.rng(ctx.attrs.get("seed"))
-    # Generator.random fills float32 or float64 only
-    noise_dtype = mask_spec.dtype if mask_spec.dtype in (np.float32, np.float64) else np.dtype(np.float32)
-    uniform = ctx.scratch(mask_spec.shape, noise_dtype)
+    draw = keep_mask_source(ctx, mask_spec.shape)  # legacy's CPU stream: a seed gives legacy's masks
     scale = mask_spec.dtype.type(1.0 / (1.0 - rate))
-    threshold = noise_dtype.type(rate)
 
     def run(x: Any) -> tuple[Any, Any]:
-        rng.random(out=uniform, dtype=noise_dtype)
-        xp.greater_equal(uniform, threshold, out=mask)  # kept with probability 1 - rate
+        xp.copyto(mask, xp.asarray(draw(rate)))  # kept with probability 1 - rate
         xp.multiply(mask, scale, out=mask)
         xp.multiply(x, mask, out=y)
         return y, mask
@@ -102,16 +97,11 @@ def _random_mask_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec
 
 def _random_mask_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
-    rng = ctx.rng(ctx.attrs.get("seed"))
-    # float32 draws compared with a float32 rate, as legacy's float uniform_real_distribution
-    uniform = ctx.scratch(ctx.outputs[0].shape, np.float32)
-    keep = ctx.scratch(ctx.outputs[0].shape, bool)
-    rate = np.float32(ctx.attrs["rate"])
+    draw = keep_mask_source(ctx, ctx.outputs[0].shape)  # legacy's CPU stream: a seed gives legacy's masks
+    rate = float(ctx.attrs["rate"])
 
     def run(like: Any) -> Any:
-        rng.random(out=uniform, dtype=np.float32)
-        xp.greater(uniform, rate, out=keep)
-        xp.copyto(out, keep, casting="unsafe")
+        xp.copyto(out, xp.asarray(draw(rate)), casting="unsafe")
         return out
 
     return run

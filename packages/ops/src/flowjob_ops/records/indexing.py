@@ -222,13 +222,15 @@ def _argmax_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     if not x.shape:
         raise ShapeError("argmax needs an input of rank >= 1")
     axis = normalize_axis(attrs.get("axis", -1), len(x.shape))
-    return [BlobSpec(x.shape[:axis] + x.shape[axis + 1:], dtypes.int32)]
+    # legacy's rule: the reduced axis dropped, and a 1-d input gives shape (1,), not a 0-d blob
+    return [BlobSpec(x.shape[:axis] + x.shape[axis + 1:] or (1,), dtypes.int32)]
 
 
 def _argmax_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     axis = normalize_axis(ctx.attrs.get("axis", -1), len(ctx.inputs[0].shape))
-    index = ctx.scratch(ctx.outputs[0].shape, dtype=xp.intp)  # argmax writes the platform index type only
+    reduced = ctx.inputs[0].shape[:axis] + ctx.inputs[0].shape[axis + 1:]  # () for a 1-d input: out is (1,)
+    index = ctx.scratch(reduced, dtype=xp.intp)  # argmax writes the platform index type only
 
     def run(x: Any) -> Any:
         xp.argmax(x, axis=axis, out=index)
@@ -273,7 +275,8 @@ def _one_hot_kernel(ctx: KernelContext) -> Any:
 
 
 ARGMAX = OpDef("argmax", _argmax_infer, kernel=_argmax_kernel, not_differentiable=True, name_prefix="Argmax",
-               doc="int32 index of the (first) maximum along axis (default -1)", amp="black")
+               doc="int32 index of the (first) maximum along axis (default -1); a 1-d input gives shape (1,)",
+               amp="black")
 ONE_HOT = OpDef("one_hot", _one_hot_infer, kernel=_one_hot_kernel, not_differentiable=True, name_prefix="OneHot",
                 doc="on_value at each index along a new axis of length depth, off_value elsewhere")
 

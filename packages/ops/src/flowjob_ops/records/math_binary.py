@@ -113,9 +113,10 @@ def _nonzero_mask(ctx: GradContext, x: Any) -> Any:
     return ctx.apply("cast", [ctx.apply("not_equal", [x, ctx.apply("zeros_like", [x])])], {"dtype": x.dtype})
 
 
-def _no_gradient_flows(ctx: GradContext) -> list[Any]:
-    """Piecewise constant (floordiv): zero gradient almost everywhere, as legacy's rule gives."""
-    return [None] * len(ctx.inputs)
+def _zero_gradients(ctx: GradContext) -> list[Any]:
+    """Piecewise constant (floordiv): legacy's rule gives both inputs a zero gradient, which reaches them (a
+    watch_diff of an input sees zeros, as in legacy, not "no gradient")."""
+    return [ctx.apply("zeros_like", [x]) if need else None for x, need in zip(ctx.inputs, ctx.needs)]
 
 
 def _atan2_grad(ctx: GradContext) -> list[Any]:
@@ -167,7 +168,7 @@ def _xlogy_grad(ctx: GradContext) -> list[Any]:
 MOD = OpDef("mod", _binary_infer("mod", "fiu"), not_differentiable=True, name_prefix="broadcast_floor_mod",
             elementwise=Elementwise("remainder", arity=2),
             doc="floor modulo with broadcasting: x - floor(x / y) * y, the sign of y (Python's %)", amp="black")
-FLOORDIV = OpDef("floordiv", _binary_infer("floordiv", "f"), kernel=_floordiv_kernel, grad=_no_gradient_flows,
+FLOORDIV = OpDef("floordiv", _binary_infer("floordiv", "f"), kernel=_floordiv_kernel, grad=_zero_gradients,
                  name_prefix="floordiv", doc="floor(x / y) with broadcasting (floating); zero gradient", amp="black")
 ATAN2 = OpDef("atan2", _binary_infer("atan2", "f"), grad=_atan2_grad, name_prefix="atan2",
               elementwise=Elementwise("arctan2", arity=2), doc="the angle of (y, x): arctan(x / y) by quadrant",

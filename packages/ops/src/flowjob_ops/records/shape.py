@@ -211,14 +211,77 @@ def _cast_kernel(ctx: KernelContext) -> Any:
 
 
 def _cast_grad(ctx: GradContext) -> list[Any]:
-    x, y = ctx.inputs[0], ctx.outputs[0]
-    if x.dtype.kind != "f" or y.dtype.kind != "f":
-        return [None]  # integers carry no gradient
-    return [ctx.apply("cast", [ctx.dy], {"dtype": x.dtype})]
+    # legacy's rule for every pair of dtypes: the output gradient cast back, so a float blob cast to int8,
+    # multiplied and cast back still gets a gradient (in int8 arithmetic on the way)
+    return [ctx.apply("cast", [ctx.dy], {"dtype": ctx.inputs[0].dtype})]
 
 
 CAST = OpDef("cast", _cast_infer, kernel=_cast_kernel, grad=_cast_grad, name_prefix="Cast",
-             doc="x converted to dtype; differentiable between floating dtypes only", amp="black")
+             doc="x converted to dtype; its gradient is the output gradient cast back, for every dtype", amp="black")
+
+
+# fused_cast_scale (legacy's fuse-cast-scale pass target, also callable by name) ------------------------
+def _fused_cast_scale_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, scale_by_tensor = inputs
+    if scale_by_tensor.shape != (1,):
+        raise ShapeError(f"fused_cast_scale: scale_by_tensor must have shape (1,), got {scale_by_tensor.shape}")
+    if scale_by_tensor.dtype.kind != "f":
+        raise ShapeError(f"fused_cast_scale: scale_by_tensor must be floating, got {scale_by_tensor.dtype}")
+    if not isinstance(attrs.get("scale", 1.0), numbers.Real):
+        raise ShapeError(f"fused_cast_scale: scale must be a number, got {attrs.get('scale')!r}")
+    return [BlobSpec(x.shape, scale_by_tensor.dtype)]
+
+
+def _fused_cast_scale_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    dtype = ctx.outputs[0].dtype
+    scale = float(ctx.attrs.get("scale", 1.0))
+
+    def run(x: Any, scale_by_tensor: Any) -> Any:
+        # as legacy's kernel: y = T(x) * (scale_by_tensor[0] * scale), the factor formed once in T
+        factor = (scale_by_tensor[0] * dtype.type(scale)).astype(dtype)
+        xp.copyto(out, x, casting="unsafe")
+        xp.multiply(out, factor, out=out)
+        return out
+
+    return run
+
+
+FUSED_CAST_SCALE = OpDef("fused_cast_scale", _fused_cast_scale_infer, kernel=_fused_cast_scale_kernel,
+                         not_differentiable=True, name_prefix="FusedCastScale", amp="black",
+                         input_names=("x", "scale_by_tensor"), attr_names=("scale",), output_names=("y",),
+                         doc="inputs (x, scale_by_tensor of shape (1,)): x cast to scale_by_tensor's dtype, times "
+                             "scale_by_tensor[0] * scale (legacy registered no gradient)")
+
+
+# broadcast_to_compatible_with (its shape read from its inputs, so dynamic blobs reach it) ---------------
+def _compatible_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    shapes = [spec.shape for spec in inputs]
+    try:
+        return [BlobSpec(tuple(np.broadcast_shapes(*shapes)), inputs[0].dtype)]
+    except ValueError:
+        raise ShapeError(f"broadcast_to_compatible_with: shapes {shapes} do not broadcast") from None
+
+
+def _compatible_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+
+    def run(x: Any, *compatible: Any) -> Any:
+        xp.copyto(out, x)  # copyto broadcasts; the other inputs give only their shapes
+        return out
+
+    return run
+
+
+def _compatible_grad(ctx: GradContext) -> list[Any]:
+    # the compatible blobs give only their shapes: no gradient reaches them, as in legacy
+    return [ctx.apply("unbroadcast", [ctx.dy], {"shape": ctx.inputs[0].shape})] + [None] * (len(ctx.inputs) - 1)
+
+
+BROADCAST_TO_COMPATIBLE_WITH = OpDef(
+    "broadcast_to_compatible_with", _compatible_infer, kernel=_compatible_kernel, grad=_compatible_grad,
+    name_prefix="BroadcastToCompatibleWith", amp="black",
+    doc="inputs (x, *compatible): x broadcast to the broadcast shape of all inputs, taken from them at each call")
 
 
 # tile ------------------------------------------------------------------------------------------------
@@ -356,5 +419,5 @@ SHAPE_ELEM_CNT = OpDef("shape_elem_cnt", _elem_cnt_infer, kernel=_elem_cnt_kerne
                        name_prefix="ShapeElemCnt", doc="(1,): the product of the input's extents along axis",
                        amp="black")
 
-OPS = (RESHAPE, IDENTITY, AMP_WHITE_IDENTITY, TRANSPOSE, CONCAT, SPLIT, CAST, TILE, REVERSE, TUPLE_IDENTITY,
-       SHAPE_ELEM_CNT)
+OPS = (RESHAPE, IDENTITY, AMP_WHITE_IDENTITY, TRANSPOSE, CONCAT, SPLIT, CAST, FUSED_CAST_SCALE,
+       BROADCAST_TO_COMPATIBLE_WITH, TILE, REVERSE, TUPLE_IDENTITY, SHAPE_ELEM_CNT)

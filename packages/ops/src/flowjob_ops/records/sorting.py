@@ -133,19 +133,24 @@ def _in_top_k_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     if len(predictions.shape) != 2 or predictions.dtype != dtypes.float32:
         raise ShapeError(f"in_top_k predictions must be a 2-d float32 blob, got "
                          f"{predictions.shape}:{predictions.dtype}")
-    if predictions.shape[0] != targets.shape[0]:
-        raise ShapeError(f"in_top_k predictions {predictions.shape} need one row per target {targets.shape}")
+    # legacy's rule: no check that the rows agree (mirrored placeholders declare maxima independently);
+    # the kernel reads one row of predictions per target, and refuses a step that feeds fewer rows
     _check_k("in_top_k", attrs.get("k"), 0)
     return [BlobSpec(targets.shape, dtypes.int8)]
 
 
 def _in_top_k_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
-    rows, classes = ctx.inputs[1].shape
+    rows = ctx.inputs[0].shape[0]
+    classes = ctx.inputs[1].shape[1]
     k = int(ctx.attrs["k"])
     row_index = xp.arange(rows)
 
-    def run(targets: Any, predictions: Any) -> Any:
+    def run(targets: Any, all_predictions: Any) -> Any:
+        if all_predictions.shape[0] < rows:
+            raise ValueError(f"in_top_k: {rows} targets need as many rows of predictions, got "
+                             f"{all_predictions.shape[0]}")
+        predictions = all_predictions[:rows]
         # as legacy: a target is in the top k when fewer than k classes score strictly higher; a
         # target out of range or a row holding a non-finite score says no
         valid = (targets >= 0) & (targets < classes)

@@ -1,0 +1,1 @@
+"""``oneflow.python.ops``: the legacy helper modules that programs and OneFlow's own tests imported by path."""
