@@ -21,13 +21,6 @@ def fresh_session() -> Iterator[None]:
     flow.clear_default_session()
 
 
-def mirrored_config() -> Any:
-    """A function config in the mirrored view (mirrored placeholders are legacy's dynamic blobs)."""
-    cfg = flow.function_config()
-    cfg.default_logical_view(flow.scope.mirrored_view())
-    return cfg
-
-
 def value(name: str) -> np.ndarray:
     """A variable's value once every launched step has run."""
     flow.sync_default_session()
@@ -101,7 +94,8 @@ def run_job(fn: Callable[..., Any], *arrays: np.ndarray) -> Any:
 
 
 def mirrored_config() -> Any:
-    """The function config of legacy's tensor-list tests: float data, the mirrored view."""
+    """A function config in the mirrored view (mirrored placeholders are legacy's dynamic blobs), float data
+    as legacy's tensor-list tests set it."""
     config = flow.FunctionConfig()
     config.default_data_type(flow.float)
     config.default_logical_view(flow.scope.mirrored_view())
