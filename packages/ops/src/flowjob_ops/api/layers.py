@@ -27,7 +27,7 @@ from flowjob_core.ir import naming
 
 from flowjob_ops.api._common import build_error
 from flowjob_ops.api._initializers import Constant, variance_scaling
-from flowjob_ops.api._windows import conv1d_nodes, conv3d_attrs
+from flowjob_ops.api._windows import conv_nodes
 from flowjob_ops.kernels import padding as pads
 
 
@@ -179,9 +179,8 @@ def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
     weight = get_variable(weight_name or f"{prefix}-weight", shape=shape, dtype=inputs.dtype,
                           initializer=kernel_initializer or variance_scaling(1.0, "fan_avg", "random_uniform", fmt),
                           regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
-    attrs = {"strides": _pair(strides, "strides"), "padding": padding, "data_format": fmt,
-             "dilations": _pair(1 if dilation_rate is None else dilation_rate, "dilation_rate"), "groups": int(groups)}
-    out = apply("conv2d", [inputs, weight], attrs, name=prefix)
+    out = conv_nodes(2, inputs, weight, _pair(strides, "strides"), padding, fmt,
+                     _pair(1 if dilation_rate is None else dilation_rate, "dilation_rate"), int(groups), prefix)
     if use_bias:
         bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
                             initializer=bias_initializer or Constant(value=0.0),
@@ -244,7 +243,7 @@ def conv1d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
     weight = get_variable(weight_name or f"{prefix}-weight", shape=shape, dtype=inputs.dtype,
                           initializer=kernel_initializer or variance_scaling(1.0, "fan_avg", "random_uniform", fmt),
                           regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
-    out = conv1d_nodes("flow.nn.conv1d", inputs, weight, strides, padding, fmt, dilation_rate, int(groups), prefix)
+    out = conv_nodes(1, inputs, weight, strides, padding, fmt, dilation_rate, int(groups), prefix)
     if use_bias:
         bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
                             initializer=bias_initializer or Constant(value=0.0),
@@ -317,8 +316,7 @@ def conv3d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
     # flow.nn.conv3d reads 5 explicit entries in NCDHW order (legacy); the layer takes them in its own order
     if not isinstance(padding, str) and fmt == "NDHWC" and isinstance(padding, (list, tuple)) and len(padding) == 5:
         padding = [padding[0], padding[4], padding[1], padding[2], padding[3]]
-    attrs = conv3d_attrs("flow.nn.conv3d", inputs, weight, strides, padding, fmt, dilation_rate, int(groups))
-    out = apply("conv3d", [inputs, weight], attrs, name=prefix)
+    out = conv_nodes(3, inputs, weight, strides, padding, fmt, dilation_rate, int(groups), prefix)
     if use_bias:
         bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
                             initializer=bias_initializer or Constant(value=0.0),

@@ -1,9 +1,12 @@
-"""Cache-blocked, tiled max pooling: the cpu backend's overrides of ``max_pool2d``,
-``max_pool2d_grad`` and ``max_pool2d_relu_grad`` (registered by ``flowjob_ops.overrides.cpu``).
+"""Cache-blocked, tiled 2-D pooling: the cpu backend's overrides of ``max_pool2d``, ``max_pool2d_grad``,
+``max_pool2d_relu_grad``, ``avg_pool2d`` and ``avg_pool2d_grad`` (registered by
+``flowjob_ops.overrides.cpu``); the conformance suite checks them against the ops' rank-generic
+reference kernels (``flowjob_ops.kernels.pool``).
 
-The reference kernels (``flowjob_ops.kernels.pool``) take kh*kw passes over the output, each
-an inner loop of only ow strided elements, and the backward several passes over full-size
-arrays. These subclasses replace that, with the same results bit for bit, where it pays:
+Average pooling runs the plane-layout kernels of ``overrides.cpu.pool2d`` (a global pooling as one
+reduction). The plane-layout max kernels take kh*kw passes over the output, each an inner loop of only ow
+strided elements, and the backward several passes over full-size arrays. These subclasses replace that,
+with the same results bit for bit, where it pays:
 
 Tiled path (``_Tiling``): when the windows tile the padded plane
 (ksize == strides with nothing left over, e.g. LeNet's 2x2 / stride 2 pooling).  The arrays are
@@ -51,7 +54,7 @@ from flowjob_core import KernelContext
 from flowjob_ops.records import pool as pool_records
 from flowjob_ops.kernels.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
 from flowjob_ops.kernels.padding import as_strided
-from flowjob_ops.kernels.pool import MaxPool2d, MaxPool2dBackward, PaddedGrad
+from flowjob_ops.overrides.cpu.pool2d import AvgPool2d, AvgPool2dBackward, MaxPool2d, MaxPool2dBackward, PaddedGrad
 
 # numpy runs the tiled path in blocks whose input slice has about this many bytes, so that the
 # temporaries stay in the core's cache (2 MiB L2 here) and only x, y, dy and dx travel to memory;
@@ -551,10 +554,19 @@ def max_pool_grad_kernel(ctx: KernelContext) -> Any:
                                   **pool_records.kernel_options(ctx))
 
 
+def avg_pool_kernel(ctx: KernelContext) -> Any:
+    x = ctx.inputs[0]
+    return AvgPool2d(ctx.xp, x.shape, x.dtype, **pool_records.kernel_options(ctx))
+
+
+def avg_pool_grad_kernel(ctx: KernelContext) -> Any:
+    return AvgPool2dBackward(ctx.xp, ctx.attrs["x_shape"], ctx.inputs[0].dtype, **pool_records.kernel_options(ctx))
 
 
 KERNEL_BUILDERS = {
     pool_records.MAX_POOL2D.name: max_pool_kernel,
     pool_records.MAX_POOL2D_GRAD.name: max_pool_grad_kernel,
     pool_records.MAX_POOL2D_RELU_GRAD.name: max_pool_grad_kernel,
+    pool_records.AVG_POOL2D.name: avg_pool_kernel,
+    pool_records.AVG_POOL2D_GRAD.name: avg_pool_grad_kernel,
 }
