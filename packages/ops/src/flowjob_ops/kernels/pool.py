@@ -108,6 +108,15 @@ def _inverse_counts(xp: Any, geom: PoolGeometry, dtype: Any) -> Any:
     return xp.asarray(inverse.reshape(shape))
 
 
+def _combine_taps(xp: Any, geom: PoolGeometry, src: Any, ufunc: Any, out: Any) -> Any:
+    """``out`` = ``ufunc`` folded over the taps of the padded input ``src``, in row-major tap order."""
+    first, *rest = geom.taps
+    xp.copyto(out, src[first])
+    for tap in rest:
+        ufunc(out, src[tap], out=out)
+    return out
+
+
 class MaxPool:
     """y = max over each window (padding is -inf)."""
 
@@ -116,14 +125,8 @@ class MaxPool:
         self.padded = _Padded(xp, geom, dtype, -np.inf)
 
     def __call__(self, x: Any) -> Any:
-        xp, out = self.xp, self.out
         self.geom.check("pooling input x", x, self.geom.x_shape)
-        src = self.padded(x)
-        first, *rest = self.geom.taps
-        xp.copyto(out, src[first])
-        for tap in rest:
-            xp.maximum(out, src[tap], out=out)
-        return out
+        return _combine_taps(self.xp, self.geom, self.padded(x), self.xp.maximum, self.out)
 
 
 class MaxPoolBackward:
@@ -177,15 +180,10 @@ class AvgPool:
         self.inverse = _inverse_counts(xp, geom, dtype)
 
     def __call__(self, x: Any) -> Any:
-        xp, out = self.xp, self.out
+        xp = self.xp
         self.geom.check("pooling input x", x, self.geom.x_shape)
-        src = self.padded(x)
-        first, *rest = self.geom.taps
-        xp.copyto(out, src[first])
-        for tap in rest:
-            xp.add(out, src[tap], out=out)
-        xp.multiply(out, self.inverse, out=out)
-        return out
+        out = _combine_taps(xp, self.geom, self.padded(x), xp.add, self.out)
+        return xp.multiply(out, self.inverse, out=out)
 
 
 class AvgPoolBackward:

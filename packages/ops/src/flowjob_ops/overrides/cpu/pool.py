@@ -45,7 +45,7 @@ reference. Global pooling keeps the reference's one reduction.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
@@ -251,21 +251,9 @@ class _GradBuffers:
 class TiledMaxPool2d(MaxPool2d):
     """``MaxPool2d`` with the tiled, cache-blocked path where the windows tile the plane."""
 
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-        *,
-        block_bytes: int | None = BLOCK_BYTES,
-        plane_block_bytes: int | None = PLANE_BLOCK_BYTES,
-        parallel: Parallel | None = None,
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
+    def _setup(self, *, block_bytes: int | None = BLOCK_BYTES, plane_block_bytes: int | None = PLANE_BLOCK_BYTES,
+               parallel: Parallel | None = None) -> None:
+        super()._setup()
         self.block_bytes = block_bytes
         self._tiled = not self._global and _Tiling.applies(self)
         self._layouts: dict[tuple[int, ...], tuple[_Tiling, Any]] = {}  # by the input's strides
@@ -351,23 +339,9 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
     otherwise (e.g. an (H, W, N, C) x for a contiguous dx) the reference path.
     """
 
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-        *,
-        relu: bool = False,
-        grad_layout: str = "data_format",
-        block_bytes: int | None = BLOCK_BYTES,
-        plane_block_bytes: int | None = PLANE_BLOCK_BYTES,
-        parallel: Parallel | None = None,
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format, relu=relu)
+    def _setup(self, *, relu: bool = False, grad_layout: str = "data_format", block_bytes: int | None = BLOCK_BYTES,
+               plane_block_bytes: int | None = PLANE_BLOCK_BYTES, parallel: Parallel | None = None) -> None:
+        super()._setup(relu=relu)
         self._planes = _Planes(self, plane_block_bytes, parallel)
         if grad_layout not in ("data_format", "input"):
             raise ValueError(f"grad_layout must be 'data_format' or 'input', got {grad_layout!r}")

@@ -43,7 +43,9 @@ def _lowest(dtype: np.dtype) -> Any:
 
 
 class _Pool2d:
-    """Shared geometry and buffers of the pooling kernels."""
+    """Shared geometry and buffers of the pooling kernels: every class is built as
+    ``Kernel(xp, x_shape, dtype, ksize, strides, pads="VALID", data_format="NCHW", **options)``, its own
+    buffers made by ``_setup(**options)``."""
 
     def __init__(
         self,
@@ -52,8 +54,9 @@ class _Pool2d:
         dtype: Any,
         ksize: Any,
         strides: Any,
-        pads: Any,
-        data_format: str,
+        pads: Any = "VALID",
+        data_format: str = "NCHW",
+        **options: Any,
     ):
         self.xp = xp
         self.data_format = fmt = check_data_format(data_format)
@@ -73,6 +76,10 @@ class _Pool2d:
         # in one call instead of kh*kw passes.
         self._global = not win.has_padding and win.out_hw == (1, 1)
         self._region = spatial_index(fmt, slice(0, kh), slice(0, kw))
+        self._setup(**options)
+
+    def _setup(self) -> None:
+        """The kernel's own buffers (a subclass's keyword options are its arguments)."""
 
     def _with_hw(self, hw: tuple[int, int]) -> tuple[int, int, int, int]:
         shape = list(self.x_shape)
@@ -129,17 +136,8 @@ class PaddedGrad:
 class MaxPool2d(_Pool2d):
     """y = max over each window (padding is -inf)."""
 
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
+    def _setup(self) -> None:
+        xp = self.xp
         self._src = _PaddedInput(self, _lowest(self.dtype))
         self._y = xp.empty(self.out_shape, dtype=self.dtype)
 
@@ -174,19 +172,8 @@ class MaxPool2dBackward(_Pool2d):
     dx is contiguous in ``data_format``.
     """
 
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-        *,
-        relu: bool = False,
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
+    def _setup(self, *, relu: bool = False) -> None:
+        xp = self.xp
         self.relu = bool(relu)
         self._src = _PaddedInput(self, _lowest(self.dtype))
         self._grad = PaddedGrad(self)
@@ -266,17 +253,8 @@ def _inverse_counts(pool: _Pool2d) -> Any:
 class AvgPool2d(_Pool2d):
     """y = mean over each window's real (unpadded) elements."""
 
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
+    def _setup(self) -> None:
+        xp = self.xp
         self._src = _PaddedInput(self, 0)
         self._inv = _inverse_counts(self)
         self._y = xp.empty(self.out_shape, dtype=self.dtype)
@@ -305,17 +283,8 @@ class AvgPool2dBackward(_Pool2d):
     Called as ``kernel(dy)``: the gradient needs neither x nor y.
     """
 
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
+    def _setup(self) -> None:
+        xp = self.xp
         self._inv = _inverse_counts(self)
         self._grad = PaddedGrad(self)
         self._g = xp.empty(self.out_shape, dtype=self.dtype)
