@@ -1,4 +1,7 @@
-"""2-D convolution kernels for numpy / cupy: forward, grad w.r.t. filter, grad w.r.t. data.
+"""2-D convolution kernels for numpy / cupy: forward, grad w.r.t. filter, grad w.r.t. data: the cpu
+backend's 2-D convolutions (``flowjob_ops.overrides.cpu.conv``) and the kernels of the 2-D-only ops
+(``conv2d_bias``, ``conv2d_bias_pool``, ``deconv2d``) on every backend; the convolution ops' reference of any
+rank is ``kernels.conv``.
 
 Layouts (legacy OneFlow):
 

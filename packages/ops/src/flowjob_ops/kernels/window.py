@@ -36,12 +36,6 @@ def check_format(data_format: Any, rank: int) -> str:
     return fmt
 
 
-def format_rank(data_format: Any) -> int:
-    """The number of spatial axes a data format names (its length less N and C); 2 for the aliases."""
-    fmt = str(data_format).upper()
-    return len(fmt) - 2 if fmt in sum(FORMATS.values(), ()) else 2
-
-
 def channels_last(fmt: str) -> bool:
     return fmt.endswith("C")
 
@@ -107,10 +101,10 @@ def explicit_pads(padding: Any, rank: int, fmt: str) -> tuple[tuple[int, int], .
         spatial = spatial_axes(check_format(fmt, rank))
         for axis, pair in enumerate(pairs):
             if axis not in spatial and pair != (0, 0):
-                named = "".join(fmt[a] for a in spatial)
-                only = " and ".join(named) if rank == 2 else ", ".join(named[:-1]) + " and " + named[-1]
+                *most, last = (fmt[a] for a in spatial)
+                only = f"{', '.join(most)} and {last}" if most else last
                 raise ValueError(f"padding {padding!r} pads the {fmt[axis]} dimension of a {fmt} tensor; only "
-                                 f"{only if rank > 1 else named} may be padded (use [0, 0] there)")
+                                 f"{only} may be padded (use [0, 0] there)")
         return tuple(pairs[a] for a in spatial)
     raise ValueError(f"padding must be 'SAME', 'SAME_LOWER', 'SAME_UPPER', 'VALID', an int, {rank} spatial "
                      f"entries (ints or (before, after) pairs) or {rank + 2} per-dimension pairs in {fmt} order, "

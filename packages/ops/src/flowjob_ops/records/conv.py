@@ -43,7 +43,8 @@ GRAD_KEYS = ("strides", "padding", "data_format", "dilations", "groups")
 
 def conv_geometry(op: str, x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict,
                   rank: int) -> conv.ConvGeometry:
-    """The validated geometry of a ``rank``-d convolution; its errors name the op, the argument and its value."""
+    """The validated geometry of a ``rank``-d convolution; its errors name the argument and its value (the tracer
+    adds the op)."""
     fmt = attrs.get("data_format", FORMATS[rank][0])
     if len(x_shape) != rank + 2:
         raise ShapeError(f"{op} needs a {rank + 2}-d {fmt} input, got shape {tuple(x_shape)}")

@@ -30,7 +30,8 @@ KernelClass = Callable[..., Any]  # (xp, geometry, dtype, out) -> the kernel's r
 
 
 def geometry(op: str, x_shape: Sequence[int], attrs: dict, rank: int) -> pool.PoolGeometry:
-    """The validated window of a ``rank``-d pooling; its errors name the op, the argument and its value."""
+    """The validated window of a ``rank``-d pooling; its errors name the argument and its value (the tracer adds
+    the op)."""
     if "ksize" not in attrs or "strides" not in attrs:
         raise ShapeError(f"{op} needs the attributes ksize and strides")
     fmt = attrs.get("data_format", FORMATS[rank][0])
