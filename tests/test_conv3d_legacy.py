@@ -19,7 +19,7 @@ _helpers = sibling(__file__, "legacy_helpers")
 fresh_session, value, sgd = _helpers.fresh_session, _helpers.value, _helpers.sgd
 # the loop references of the op cases (packages/ops/tests/cases_conv3d.py), loaded by path
 _cases = sibling(str(pathlib.Path(__file__).resolve().parents[1] / "packages/ops/tests/_"), "cases_conv3d")
-conv3d_loops, pool3d_loops = _cases.conv3d_loops, _cases.pool3d_loops
+conv3d_loops, pool3d_loops = _cases.conv_loops, _cases.pool_loops
 
 RNG = np.random.default_rng(3)
 LR = 0.1

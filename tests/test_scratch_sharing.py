@@ -65,7 +65,7 @@ def test_shared_scratch_trains_like_private_temporaries(monkeypatch, algorithm):
 
 def test_columns_past_the_budget_are_rebuilt_with_the_same_values(monkeypatch):
     from flowjob_ops.records import conv as conv_records
-    from flowjob_ops.kernels import conv as conv_kernels
+    from flowjob_ops.kernels import conv2d as conv_kernels
 
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "im2col")
     reused: list[bool] = []

@@ -1,8 +1,9 @@
 """Op cases of the 3-D convolution and pooling records and their gradient ops. op_cases.py appends ``CASES``.
 
-The references loop over output positions (each window's inner product or reduction in numpy) on an
-explicitly padded NCDHW copy, independently of the kernels' im2col GEMM and tap-by-tap slices; the
-pads come from ``kernels.padding._same_pads``, the 2-D kernels' reading of "SAME".
+The references (``conv_loops``, ``pool_loops``, for any number of spatial axes) loop over output positions
+(each window's inner product or reduction in numpy) on an explicitly padded channels-first copy,
+independently of the kernels' im2col GEMM and tap-by-tap slices; the pads come from
+``kernels.padding._same_pads``, the 2-D kernels' reading of "SAME".
 """
 from __future__ import annotations
 
@@ -24,43 +25,44 @@ def _array(draw: Draw, shape: tuple[int, ...]) -> np.ndarray:
     return draw(fst.arrays(shape, st.floats(-1.0, 1.0, allow_subnormal=False)))
 
 
-def _three(v: Any) -> tuple[int, int, int]:
+def _per_axis(v: Any, rank: int = 3) -> tuple[int, ...]:
     if isinstance(v, int):
-        return (v, v, v)
-    return tuple(v) * 3 if len(v) == 1 else tuple(v)  # type: ignore[return-value]
+        return (v,) * rank
+    return tuple(v) * rank if len(v) == 1 else tuple(v)
 
 
 def resolve(padding: Any, size: tuple[int, ...], k: tuple[int, ...], s: tuple[int, ...],
             d: tuple[int, ...]) -> list[tuple[int, int]]:
-    """Spatial (before, after) pads of a padding attribute (a mode or 3 spatial pairs)."""
+    """Spatial (before, after) pads of a padding attribute (a mode or one spatial pair per axis)."""
     if isinstance(padding, str):
         mode = padding.upper()
         if mode == "VALID":
-            return [(0, 0)] * 3
-        return [_same_pads(mode, size[i], k[i], s[i], d[i]) for i in range(3)]
+            return [(0, 0)] * len(size)
+        return [_same_pads(mode, size[i], k[i], s[i], d[i]) for i in range(len(size))]
     return [tuple(p) for p in padding]  # type: ignore[misc]
 
 
 def _to_first(a: np.ndarray, fmt: str) -> np.ndarray:
-    return a if fmt == "NCDHW" else a.transpose(0, 4, 1, 2, 3)
+    return a.transpose(0, a.ndim - 1, *range(1, a.ndim - 1)) if fmt.endswith("C") else a
 
 
 def _from_first(a: np.ndarray, fmt: str) -> np.ndarray:
-    return a if fmt == "NCDHW" else a.transpose(0, 2, 3, 4, 1)
+    return a.transpose(0, *range(2, a.ndim), 1) if fmt.endswith("C") else a
 
 
 # convolution ------------------------------------------------------------------------------------
-def conv3d_loops(x: np.ndarray, w: np.ndarray, dy: np.ndarray | None, strides: Any, padding: Any, data_format: str,
-                 dilations: Any, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def conv_loops(x: np.ndarray, w: np.ndarray, dy: np.ndarray | None, strides: Any, padding: Any, data_format: str,
+               dilations: Any, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(y, dx, dw) in data_format, dy the output gradient (ones when None), by a loop over output positions."""
     xf = _to_first(x, data_format).astype(np.float64)
-    wf = _to_first(w, data_format).astype(np.float64)  # (F, C/groups, kd, kh, kw)
+    wf = _to_first(w, data_format).astype(np.float64)  # (F, C/groups, *ksize)
     n, c, *size = xf.shape
     f, cg, *k = wf.shape
-    s, d = _three(strides), _three(1 if dilations is None else dilations)
+    rank = len(size)
+    s, d = _per_axis(strides, rank), _per_axis(1 if dilations is None else dilations, rank)
     pads = resolve(padding, tuple(size), tuple(k), s, d)
     xp = np.pad(xf, [(0, 0), (0, 0), *pads])
-    out = [(size[i] + sum(pads[i]) - (k[i] - 1) * d[i] - 1) // s[i] + 1 for i in range(3)]
+    out = [(size[i] + sum(pads[i]) - (k[i] - 1) * d[i] - 1) // s[i] + 1 for i in range(rank)]
     y = np.zeros((n, f, *out))
     g_dy = np.ones_like(y) if dy is None else _to_first(dy, data_format).astype(np.float64)
     dxp, dw = np.zeros_like(xp), np.zeros_like(wf)
@@ -68,12 +70,14 @@ def conv3d_loops(x: np.ndarray, w: np.ndarray, dy: np.ndarray | None, strides: A
     for g in range(groups):
         fs, cs = slice(g * fg, (g + 1) * fg), slice(g * cg, (g + 1) * cg)
         for o in itertools.product(*(range(v) for v in out)):
-            win = (slice(None), cs, *(slice(o[i] * s[i], o[i] * s[i] + (k[i] - 1) * d[i] + 1, d[i]) for i in range(3)))
-            patch = xp[win]  # (N, C/groups, kd, kh, kw)
-            y[(slice(None), fs, *o)] = np.einsum("ncijk,fcijk->nf", patch, wf[fs])
+            win = (slice(None), cs, *(slice(o[i] * s[i], o[i] * s[i] + (k[i] - 1) * d[i] + 1, d[i])
+                                      for i in range(rank)))
+            patch = xp[win]  # (N, C/groups, *ksize)
+            taps = "ijk"[:rank]
+            y[(slice(None), fs, *o)] = np.einsum(f"nc{taps},fc{taps}->nf", patch, wf[fs])
             grad = g_dy[(slice(None), fs, *o)]  # (N, F/groups)
-            dxp[win] += np.einsum("nf,fcijk->ncijk", grad, wf[fs])
-            dw[fs] += np.einsum("nf,ncijk->fcijk", grad, patch)
+            dxp[win] += np.einsum(f"nf,fc{taps}->nc{taps}", grad, wf[fs])
+            dw[fs] += np.einsum(f"nf,nc{taps}->fc{taps}", grad, patch)
     inner = (slice(None), slice(None), *(slice(b, b + sz) for (b, _), sz in zip(pads, size)))
     return _from_first(y, data_format), _from_first(dxp[inner], data_format), _from_first(dw, data_format)
 
@@ -87,7 +91,7 @@ def conv3d_case(draw: Draw) -> Case:
     strides = draw(st.sampled_from([1, 2, (1, 2, 1), [2]]))
     dilations = draw(st.sampled_from([None, 1, (1, 2, 1)]))
     padding = draw(st.sampled_from(["VALID", "SAME", "SAME_LOWER", "SAME_UPPER", ((1, 0), (0, 1), (1, 1))]))
-    d = _three(1 if dilations is None else dilations)
+    d = _per_axis(1 if dilations is None else dilations)
     size = tuple(draw(st.integers((k[i] - 1) * d[i] + 1, max(4, (k[i] - 1) * d[i] + 1))) for i in range(3))
     x_shape = (n, c, *size) if fmt == "NCDHW" else (n, *size, c)
     w_shape = (f, cg, *k) if fmt == "NCDHW" else (f, *k, cg)
@@ -96,7 +100,7 @@ def conv3d_case(draw: Draw) -> Case:
 
 
 def conv3d_ref(x: np.ndarray, w: np.ndarray, **attrs: Any) -> np.ndarray:
-    return conv3d_loops(x, w, None, **attrs)[0]
+    return conv_loops(x, w, None, **attrs)[0]
 
 
 def conv3d_grad_data_case(draw: Draw) -> Case:
@@ -106,7 +110,7 @@ def conv3d_grad_data_case(draw: Draw) -> Case:
 
 
 def conv3d_grad_data_ref(dy: np.ndarray, w: np.ndarray, x_shape: Any, w_shape: Any, **attrs: Any) -> np.ndarray:
-    return conv3d_loops(np.zeros(x_shape), w, dy, **attrs)[1]
+    return conv_loops(np.zeros(x_shape), w, dy, **attrs)[1]
 
 
 def conv3d_grad_filter_case(draw: Draw) -> Case:
@@ -116,25 +120,26 @@ def conv3d_grad_filter_case(draw: Draw) -> Case:
 
 
 def conv3d_grad_filter_ref(x: np.ndarray, dy: np.ndarray, x_shape: Any, w_shape: Any, **attrs: Any) -> np.ndarray:
-    return conv3d_loops(x, np.zeros(w_shape), dy, **attrs)[2]
+    return conv_loops(x, np.zeros(w_shape), dy, **attrs)[2]
 
 
 # pooling ----------------------------------------------------------------------------------------
-def pool3d_loops(x: np.ndarray, dy: np.ndarray | None, kind: str, ksize: Any, strides: Any, padding: Any,
-                 data_format: str) -> tuple[np.ndarray, np.ndarray]:
+def pool_loops(x: np.ndarray, dy: np.ndarray | None, kind: str, ksize: Any, strides: Any, padding: Any,
+               data_format: str) -> tuple[np.ndarray, np.ndarray]:
     """(y, dx) in data_format: max (gradient to each window's first maximum in row-major order) or avg
     (over the window's real elements), by a loop over output positions."""
     xf = _to_first(x, data_format).astype(np.float64)
     n, c, *size = xf.shape
-    k, s = _three(ksize), _three(strides)
-    pads = resolve(padding, tuple(size), k, s, (1, 1, 1))
-    out = [(size[i] + sum(pads[i]) - k[i]) // s[i] + 1 for i in range(3)]
+    rank = len(size)
+    k, s = _per_axis(ksize, rank), _per_axis(strides, rank)
+    pads = resolve(padding, tuple(size), k, s, (1,) * rank)
+    out = [(size[i] + sum(pads[i]) - k[i]) // s[i] + 1 for i in range(rank)]
     y = np.zeros((n, c, *out))
     g_dy = np.ones_like(y) if dy is None else _to_first(dy, data_format).astype(np.float64)
     dx = np.zeros_like(xf)
     for o in itertools.product(*(range(v) for v in out)):
         ranges = []
-        for i in range(3):
+        for i in range(rank):
             start = o[i] * s[i] - pads[i][0]
             ranges.append(slice(max(start, 0), min(start + k[i], size[i])))
         block = xf[(slice(None), slice(None), *ranges)].reshape(n, c, -1)  # real elements, row-major
@@ -156,7 +161,7 @@ def pool3d_loops(x: np.ndarray, dy: np.ndarray | None, kind: str, ksize: Any, st
 def pool3d_case(draw: Draw) -> Case:
     fmt = draw(st.sampled_from(["NCDHW", "NDHWC"]))
     ksize = draw(st.sampled_from([1, 2, (2, 3, 1), 3, [2]]))
-    k = _three(ksize)
+    k = _per_axis(ksize)
     strides = draw(st.sampled_from([1, 2, (2, 1, 2)]))
     explicit = [((1, 0), (0, 0), (0, 1))] if min(k) >= 2 else []  # no window of padding only
     padding = draw(st.sampled_from(["VALID", "SAME", "SAME_UPPER", *explicit]))
@@ -168,11 +173,11 @@ def pool3d_case(draw: Draw) -> Case:
 
 
 def max_pool3d_ref(x: np.ndarray, **attrs: Any) -> np.ndarray:
-    return pool3d_loops(x, None, "max", **attrs)[0]
+    return pool_loops(x, None, "max", **attrs)[0]
 
 
 def avg_pool3d_ref(x: np.ndarray, **attrs: Any) -> np.ndarray:
-    return pool3d_loops(x, None, "avg", **attrs)[0]
+    return pool_loops(x, None, "avg", **attrs)[0]
 
 
 def max_pool3d_grad_case(draw: Draw) -> Case:
@@ -182,7 +187,7 @@ def max_pool3d_grad_case(draw: Draw) -> Case:
 
 
 def max_pool3d_grad_ref(x: np.ndarray, y: np.ndarray, dy: np.ndarray, **attrs: Any) -> np.ndarray:
-    return pool3d_loops(x, dy, "max", **attrs)[1]
+    return pool_loops(x, dy, "max", **attrs)[1]
 
 
 def avg_pool3d_grad_case(draw: Draw) -> Case:
@@ -192,7 +197,7 @@ def avg_pool3d_grad_case(draw: Draw) -> Case:
 
 
 def avg_pool3d_grad_ref(dy: np.ndarray, x_shape: Any, **attrs: Any) -> np.ndarray:
-    return pool3d_loops(np.zeros(x_shape), dy, "avg", **attrs)[1]
+    return pool_loops(np.zeros(x_shape), dy, "avg", **attrs)[1]
 
 
 CASES = [

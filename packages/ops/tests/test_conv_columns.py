@@ -7,7 +7,7 @@ import numpy as np
 import flowjob_typing as tp
 from flowjob_core import add_loss
 from flowjob_ops.api import conv
-from flowjob_ops.kernels import conv as conv_kernels
+from flowjob_ops.kernels import conv2d as conv_kernels
 from flowjob_core.testing.modules import sibling
 
 

@@ -22,10 +22,12 @@ import pytest
 from flowjob_core.testing.modules import sibling
 
 try:
-    from flowjob_ops.kernels import conv, padding, pool
+    from flowjob_ops.kernels import conv2d as conv, padding
+    from flowjob_ops.overrides.cpu import pool2d as pool
 except ModuleNotFoundError:  # package not installed yet: use the source tree
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
-    from flowjob_ops.kernels import conv, padding, pool
+    from flowjob_ops.kernels import conv2d as conv, padding
+    from flowjob_ops.overrides.cpu import pool2d as pool
 
 
 ref = sibling(__file__, "reference_loops")

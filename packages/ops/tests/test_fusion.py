@@ -15,7 +15,8 @@ from flowjob_ops.api import losses as losses_api
 from flowjob_ops.api import pool as pool_api
 from flowjob_ops.passes import fuse_conv
 from flowjob_ops.api.array import reshape
-from flowjob_ops.kernels import conv, pool
+from flowjob_ops.kernels import conv2d as conv
+from flowjob_ops.overrides.cpu import pool2d as pool
 from flowjob_core.testing.modules import sibling
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from flowjob_ops.overrides.cpu import conv as cpu_conv
-from flowjob_ops.kernels import conv, pointwise
+from flowjob_ops.kernels import conv2d as conv, pointwise
 
 SHAPES = [  # x shape, filters, strides, padding
     ((2, 8, 7, 9), 5, 1, "VALID"),

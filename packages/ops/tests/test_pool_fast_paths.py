@@ -3,7 +3,7 @@
 When the windows tile the (padded) plane (ksize == strides, e.g. LeNet's 2x2 / stride 2
 pooling), ``TiledMaxPool2d`` and ``TiledMaxPool2dBackward`` (``flowjob_ops.overrides.cpu.pool``, the cpu
 overrides of max_pool2d / max_pool2d_grad / max_pool2d_relu_grad) take a blocked path; everywhere
-else they run the reference tap-by-tap path of ``flowjob_ops.kernels.pool``.  Each fast result
+else they run the plane-layout tap-by-tap path of ``flowjob_ops.overrides.cpu.pool2d``.  Each fast result
 is compared with the reference kernel's (and a few with the nested-loop references).  Equality
 is bitwise: the same NaN payloads, signs of zero and infinities, including ties (small-integer
 data), NaN in x or dy, negative values under the ReLU mask, float64, integer dtypes, NHWC, many
@@ -27,7 +27,7 @@ try:
 except ModuleNotFoundError:  # package not installed yet: use the source tree
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
     from flowjob_ops.overrides.cpu import pool as tiled
-from flowjob_ops.kernels import pool as reference
+from flowjob_ops.overrides.cpu import pool2d as reference
 
 ref = sibling(__file__, "reference_loops")
 
@@ -459,8 +459,8 @@ def test_one_channel_nhwc_tiling(shape, dtype):
 @pytest.mark.parametrize("geometry", TILED[:3] + GENERIC[:2], ids=str)
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 def test_the_registered_overrides_match_the_records_kernels(geometry: tuple, fmt: str) -> None:
-    """The builders ``flowjob_ops.overrides.cpu`` registers for the cpu tag against the op records' own kernels,
-    built from the same KernelContext: bit for bit, for the three max-pooling ops."""
+    """The builders ``flowjob_ops.overrides.cpu`` registers for the cpu tag against the op records' own kernels
+    (the rank-generic reference), built from the same KernelContext: bit for bit, for the three max-pooling ops."""
     from flowjob_core import BlobSpec, KernelContext
     from flowjob_ops.overrides import cpu
     from flowjob_ops.records import pool as pool_records
@@ -473,7 +473,7 @@ def test_the_registered_overrides_match_the_records_kernels(geometry: tuple, fmt
     y_spec = pool_records.MAX_POOL2D.infer((BlobSpec(shape, np.float32),), attrs)[0]
 
     def built(builder: Any, op: Any, specs: tuple) -> Any:
-        return builder(KernelContext(np, None, op.name, "pool", attrs, specs, (specs[0],)))
+        return builder(KernelContext(np, None, op.name, "pool", attrs, specs, tuple(op.infer(specs, attrs))))
 
     x_spec = BlobSpec(shape, np.float32)
     fast = built(cpu.KERNEL_BUILDERS["max_pool2d"], pool_records.MAX_POOL2D, (x_spec,))

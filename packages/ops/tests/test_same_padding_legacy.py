@@ -24,7 +24,8 @@ from flowjob_ops.api import conv as conv_api
 from flowjob_ops.api import pool as pool_api
 from flowjob_ops.overrides.cpu import conv as cpu_conv
 from flowjob_ops.overrides.cpu import pool as cpu_pool
-from flowjob_ops.kernels import conv, padding, pool, winograd
+from flowjob_ops.kernels import conv2d as conv, padding, winograd
+from flowjob_ops.overrides.cpu import pool2d as pool
 
 probe = sibling(__file__, "grad_probe")
 Pads = tuple[tuple[int, int], tuple[int, int]]

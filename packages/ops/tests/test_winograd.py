@@ -21,7 +21,7 @@ from flowjob_ops.api import pool as pool_api
 from flowjob_ops.api.array import reshape
 import flowjob_ops.overrides.cpu as cpu_overrides
 from flowjob_ops.overrides.cpu import conv as cpu_conv
-from flowjob_ops.kernels import conv, winograd
+from flowjob_ops.kernels import conv2d as conv, winograd
 
 probe = sibling(__file__, "grad_probe")
 

@@ -1,19 +1,19 @@
-"""Legacy window arguments (convolution and pooling) as op attributes, shared by ``conv``, ``pool`` and
-``layers``: the 2-D functions' per-axis forms and ceil mode; the 1-D functions, which run the 2-D records
-on a height of 1; the 3-D functions' forms; and the node groups both ``flow.nn`` and ``flow.layers``
-build (``conv1d_nodes``, ``conv3d_attrs``).
+"""The one implementation of the public convolution and pooling functions of every rank (``pool_nodes``,
+``conv_nodes``), shared by ``conv``, ``pool`` and ``layers``, and the legacy argument forms each rank's
+functions read (``POOL_READERS``): the 2-D functions' per-axis forms, passed on for the op to check; the
+1-D functions', which run the 2-D records on a height of 1 (nodes ``<P>_reshape_in``, ``P``,
+``<P>_reshape_out``, as before); the 3-D functions' forms; and ceil mode (``ceil_pads``) for any rank.
 """
 from __future__ import annotations
 
 import math
-import numbers
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.api._common import build_error
+from flowjob_ops.api._common import build_error, op_name
 from flowjob_ops.kernels import padding as pads
-from flowjob_ops.kernels import window3d
+from flowjob_ops.kernels import window
 
 
 IntOrPair = int | Sequence[int]
@@ -36,22 +36,6 @@ def spatial(value: Any, data_format: str, what: str) -> Any:
             raise build_error("flow.nn", f"{what} {tuple(value)}: the batch and channel entries must be 1 for {fmt}")
         return (value[ah], value[aw])
     return value
-
-
-def ceil_padding(x: Blob, ksize: Any, strides: Any, padding: Any, data_format: str) -> Any:
-    """Explicit pads that make the output size round up (``ceil_mode``), as PyTorch and legacy v0.3 did."""
-    fmt = pads.check_data_format(data_format)
-    ah, aw = pads.SPATIAL_AXES[fmt]
-    in_hw = (x.shape[ah], x.shape[aw])
-    resolved, _ = pads.resolve_padding(padding, in_hw, ksize, strides, 1, fmt)
-    kernel, stride = pads.normalize_pair(ksize, "ksize"), pads.normalize_pair(strides, "strides")
-    grown = []
-    for size, k, s, (before, after) in zip(in_hw, kernel, stride, resolved):
-        out = math.ceil((size + before + after - k) / s) + 1
-        if (out - 1) * s >= size + before:  # the last window must start inside the input or its left pad
-            out -= 1
-        grown.append((before, max(after, (out - 1) * s + k - size - before)))
-    return tuple(grown)
 
 
 # 1-d: the 2-d records on a height of 1 ------------------------------------------------------------
@@ -122,34 +106,18 @@ def from_2d(y: Blob, fmt: str, name: str) -> Blob:
     return apply("reshape", [y], {"shape": (n, a, c) if fmt == "NCW" else (n, b, c)}, name=name)
 
 
-def conv1d_nodes(what: str, input: Blob, filters: Blob, strides: int | Sequence[int], padding: Any,  # noqa: A002
-                 data_format: str, dilations: int | Sequence[int] | None, groups: int, node: str) -> Blob:
-    """``flow.nn.conv1d``'s nodes under the prefix ``node``: ``<node>_reshape_in`` and ``<node>_reshape_weight``
-    (a height axis of 1), the ``conv2d`` node ``node`` and ``<node>_reshape_out``."""
-    fmt = format_1d(what, data_format)
-    stride = one_int(what, "strides", strides, fmt)
-    dilation = 1 if dilations is None else one_int(what, "dilations", dilations, fmt)
-    pad = padding_1d(what, padding, fmt)
-    x = to_2d(what, input, "input", fmt, f"{node}_reshape_in")
-    w = to_2d(what, filters, "filters", fmt, f"{node}_reshape_weight")
-    attrs = {"strides": (1, stride), "padding": pad, "data_format": FORMATS_1D[fmt], "dilations": (1, dilation),
-             "groups": groups}
-    return from_2d(apply("conv2d", [x, w], attrs, name=node), fmt, f"{node}_reshape_out")
-
-
 # 3-d ------------------------------------------------------------------------------------------
 MODES_3D = ("SAME", "SAME_LOWER", "SAME_UPPER", "VALID")
 
 
 def format_3d(what: str, data_format: Any) -> str:
     fmt = data_format.upper() if isinstance(data_format, str) else data_format
-    if fmt not in window3d.FORMATS_3D:
+    if fmt not in window.FORMATS[3]:
         raise build_error(what, f"data_format must be 'NCDHW' or 'NDHWC', got {data_format!r}")
     return fmt
 
 
-def is_int(v: Any) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+is_int = window.is_int
 
 
 def triple(what: str, arg: str, value: Any, fmt: str, per_axis: bool) -> tuple[int, int, int]:
@@ -205,18 +173,17 @@ def check_5d(what: str, arg: str, x: Any, fmt: str) -> None:
         raise build_error(what, f"{arg} must be 5-d ({fmt}), got shape {x.shape}")
 
 
-def ceil_pads_3d(what: str, x: Blob, ksize: tuple[int, ...], strides: tuple[int, ...], padding: Any,
-               fmt: str) -> Any:
-    """Explicit pads that round the output size up (legacy ``ceil_mode``), as the 2-D pools do: the last
+def ceil_pads(what: str, x: Blob, ksize: Any, strides: Any, padding: Any, fmt: str) -> Any:
+    """Explicit pads that round the output size up (``ceil_mode``), as PyTorch and legacy v0.3 did: the last
     window must still start inside the input or its leading pad."""
-    last = fmt == "NDHWC"
-    spatial = x.shape[1:4] if last else x.shape[2:5]
     try:
-        window = window3d.WindowNd.create(spatial, ksize, strides, 1, padding, last, fmt)
+        fmt = window.check_format(fmt, len(x.shape) - 2)
+        spatial = [x.shape[a] for a in window.spatial_axes(fmt)]
+        win = window.Window.create(spatial, ksize, strides, 1, padding, fmt)
     except ValueError as exc:
         raise build_error(what, str(exc)) from None
     grown = []
-    for size, k, s, (before, after) in zip(spatial, ksize, strides, window.pads):
+    for size, k, s, (before, after) in zip(win.in_size, win.ksize, win.strides, win.pads):
         out = math.ceil((size + before + after - k) / s) + 1
         if (out - 1) * s >= size + before:
             out -= 1
@@ -237,3 +204,99 @@ def conv3d_attrs(what: str, input: Blob, filters: Blob, strides: IntOrTriple, pa
             "padding": padding_3d(what, padding, "NCDHW"), "data_format": fmt,
             "dilations": (1, 1, 1) if dilations is None else triple(what, "dilations", dilations, fmt, False),
             "groups": int(groups)}
+
+
+# the public functions of every rank ----------------------------------------------------------------
+class PoolArgs(NamedTuple):
+    """A pooling's arguments read in its rank's legacy forms."""
+
+    data_format: str
+    ksize: Any
+    strides: Any
+    padding: Any
+
+
+def _pool_args_1d(what: str, x: Any, ksize: Any, strides: Any, padding: Any, data_format: Any,
+                  ceil_mode: Any) -> PoolArgs:
+    fmt = format_1d(what, data_format)
+    k, s = one_int(what, "ksize", ksize, fmt), one_int(what, "strides", strides, fmt)
+    return PoolArgs(fmt, k, s, padding_1d(what, padding, fmt))
+
+
+def _pool_args_2d(what: str, x: Any, ksize: Any, strides: Any, padding: Any, data_format: Any,
+                  ceil_mode: Any) -> PoolArgs:
+    # passed on as given: the op checks them, naming itself
+    return PoolArgs(data_format, spatial(ksize, data_format, "ksize"), spatial(strides, data_format, "strides"),
+                    padding)
+
+
+def _pool_args_3d(what: str, x: Any, ksize: Any, strides: Any, padding: Any, data_format: Any,
+                  ceil_mode: Any) -> PoolArgs:
+    fmt = format_3d(what, data_format)
+    check_5d(what, "input", x, fmt)
+    k = triple(what, "ksize", ksize, fmt, True)
+    s = triple(what, "strides", strides, fmt, True)
+    pad = padding_3d(what, padding, fmt)
+    if not isinstance(ceil_mode, bool):
+        raise build_error(what, f"ceil_mode must be a bool, got {ceil_mode!r}")
+    return PoolArgs(fmt, k, s, pad)
+
+
+POOL_READERS = {1: _pool_args_1d, 2: _pool_args_2d, 3: _pool_args_3d}
+"""rank -> the reader of its public pooling functions' legacy argument forms."""
+
+
+def pool_nodes(kind: str, rank: int, input: Blob, ksize: Any, strides: Any, padding: Any,  # noqa: A002
+               data_format: str, ceil_mode: bool, name: str | None) -> Blob:
+    """``flow.nn.<kind>_pool<rank>d``: the op ``<kind>_pool<rank>d`` named ``name`` (default
+    ``<Kind>Pool<rank>D_<n>``); 1-D runs the 2-D op on a height of 1 (see ``lifted_1d``)."""
+    what = f"flow.nn.{kind}_pool{rank}d"
+    args = POOL_READERS[rank](what, input, ksize, strides, padding, data_format, ceil_mode)
+    pad = args.padding
+    if ceil_mode and isinstance(input, Blob) and len(input.shape) == rank + 2:
+        pad = ceil_pads(what, input, args.ksize, args.strides, pad, args.data_format)
+    attrs = {"ksize": args.ksize, "strides": args.strides, "padding": pad, "data_format": args.data_format}
+    if rank == 2:  # the op's own prefix, from the op record
+        return apply(f"{kind}_pool2d", [input], attrs, name=name)
+    node = op_name(name, f"{kind.capitalize()}Pool{rank}D")
+    if rank == 1:
+        return lifted_1d(what, f"{kind}_pool2d", [input], attrs, node)
+    return apply(f"{kind}_pool{rank}d", [input], attrs, name=node)
+
+
+def lifted_1d(what: str, op: str, inputs: Sequence[Any], attrs: dict[str, Any], node: str) -> Blob:
+    """A 1-D window op as its 2-D op on a height of 1: ``<node>_reshape_in`` (and ``<node>_reshape_weight``
+    for a second input), the op ``node`` with 1-D ``attrs`` given a height of 1, ``<node>_reshape_out``."""
+    fmt = attrs["data_format"]
+    lifted = [to_2d(what, inputs[0], "input", fmt, f"{node}_reshape_in")]
+    if len(inputs) > 1:
+        lifted.append(to_2d(what, inputs[1], "filters", fmt, f"{node}_reshape_weight"))
+    attrs2d = dict(attrs, data_format=FORMATS_1D[fmt])
+    for key in ("ksize", "strides", "dilations"):
+        if key in attrs2d:
+            attrs2d[key] = (1, attrs2d[key])
+    return from_2d(apply(op, lifted, attrs2d, name=node), fmt, f"{node}_reshape_out")
+
+
+def conv_nodes(rank: int, input: Blob, filters: Blob, strides: Any, padding: Any, data_format: str,  # noqa: A002
+               dilations: Any, groups: int, name: str | None) -> Blob:
+    """``flow.nn.conv<rank>d`` (and the convolution of ``flow.layers.conv<rank>d``): the op ``conv<rank>d``
+    named ``name`` (default ``Conv2D_<n>``, ``Conv1d_<n>``, ``Conv3d_<n>`` as legacy); 1-D runs the 2-D op on
+    a height of 1 (see ``lifted_1d``)."""
+    what = f"flow.nn.conv{rank}d"
+    if rank == 2:  # passed on as given: the op checks them, naming itself
+        attrs = {"strides": spatial(strides, data_format, "strides"), "padding": padding,
+                 "data_format": data_format,
+                 "dilations": None if dilations is None else spatial(dilations, data_format, "dilations"),
+                 "groups": groups}
+        return apply("conv2d", [input, filters], attrs, name=name)
+    if rank == 1:
+        node = op_name(name, "Conv1d")
+        fmt = format_1d(what, data_format)
+        stride = one_int(what, "strides", strides, fmt)
+        dilation = 1 if dilations is None else one_int(what, "dilations", dilations, fmt)
+        attrs = {"strides": stride, "padding": padding_1d(what, padding, fmt), "data_format": fmt,
+                 "dilations": dilation, "groups": groups}
+        return lifted_1d(what, "conv2d", [input, filters], attrs, node)
+    attrs = conv3d_attrs(what, input, filters, strides, padding, data_format, dilations, groups)
+    return apply("conv3d", [input, filters], attrs, name=op_name(name, "Conv3d"))

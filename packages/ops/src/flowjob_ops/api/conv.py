@@ -1,5 +1,6 @@
-"""``flow.nn``'s convolutions: conv1d (conv2d over a height of 1), conv2d, conv3d, the transposed
-convolutions (conv2d_transpose, PyTorch-style torch_conv2d_transpose) and TensorFlow-style compat_conv2d.
+"""``flow.nn``'s convolutions: conv1d (conv2d over a height of 1), conv2d and conv3d (thin calls of the one
+implementation, ``_windows.conv_nodes``), the transposed convolutions (conv2d_transpose, PyTorch-style
+torch_conv2d_transpose) and TensorFlow-style compat_conv2d.
 
 Legacy readings kept: "SAME" is "SAME_LOWER" for conv1d and conv3d (an odd total's extra element goes
 before); conv3d with NDHWC transposed input and filters to NCDHW before reading the padding, so its
@@ -12,8 +13,8 @@ from typing import Any, Sequence
 
 from flowjob_core import Blob, apply
 
-from flowjob_ops.api._common import build_error, op_name
-from flowjob_ops.api._windows import IntOrPair, IntOrTriple, conv1d_nodes, conv3d_attrs, spatial
+from flowjob_ops.api._common import build_error
+from flowjob_ops.api._windows import IntOrPair, IntOrTriple, conv_nodes, spatial
 from flowjob_ops.kernels import padding as pads
 
 
@@ -42,8 +43,7 @@ def conv1d(input: Blob, filters: Blob, strides: int | Sequence[int], padding: An
     Returns:
         The output blob, (N, F, OW) or (N, OW, F).
     """
-    return conv1d_nodes("flow.nn.conv1d", input, filters, strides, padding, data_format, dilations, groups,
-                        op_name(name, "Conv1d"))
+    return conv_nodes(1, input, filters, strides, padding, data_format, dilations, groups, name)
 
 
 def conv2d(input: Blob, filters: Blob, strides: IntOrPair, padding: Any, data_format: str = "NCHW",  # noqa: A002
@@ -63,10 +63,7 @@ def conv2d(input: Blob, filters: Blob, strides: IntOrPair, padding: Any, data_fo
     Returns:
         The output blob, (N, F, OH, OW) or (N, OH, OW, F).
     """
-    attrs = {"strides": spatial(strides, data_format, "strides"), "padding": padding, "data_format": data_format,
-             "dilations": None if dilations is None else spatial(dilations, data_format, "dilations"),
-             "groups": groups}
-    return apply("conv2d", [input, filters], attrs, name=name)
+    return conv_nodes(2, input, filters, strides, padding, data_format, dilations, groups, name)
 
 
 def conv3d(input: Blob, filters: Blob, strides: IntOrTriple, padding: Any,  # noqa: A002
@@ -89,8 +86,7 @@ def conv3d(input: Blob, filters: Blob, strides: IntOrTriple, padding: Any,  # no
     Returns:
         The output blob, (N, F, OD, OH, OW) or (N, OD, OH, OW, F).
     """
-    attrs = conv3d_attrs("flow.nn.conv3d", input, filters, strides, padding, data_format, dilations, groups)
-    return apply("conv3d", [input, filters], attrs, name=op_name(name, "Conv3d"))
+    return conv_nodes(3, input, filters, strides, padding, data_format, dilations, groups, name)
 
 
 def conv2d_transpose(value: Blob | None = None, filter: Blob | None = None,  # noqa: A002

@@ -27,8 +27,9 @@ from flowjob_core.ir import naming
 
 from flowjob_ops.api._common import build_error
 from flowjob_ops.api._initializers import Constant, variance_scaling
-from flowjob_ops.api._windows import conv1d_nodes, conv3d_attrs
+from flowjob_ops.api._windows import conv_nodes
 from flowjob_ops.kernels import padding as pads
+from flowjob_ops.kernels.window import FORMATS
 
 
 __all__ = ["conv1d", "conv2d", "conv3d", "dense", "prelu", "upsample_2d"]
@@ -127,6 +128,86 @@ def _pair(value: Any, what: str) -> tuple[int, int]:
         raise _fail("conv2d", str(exc)) from None
 
 
+def _positive(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+
+
+def _layer_format(rank: int, data_format: Any) -> str:
+    """The layer's data format: 2-D also reads 'channels_first' / 'channels_last', 1-D and 3-D only their names."""
+    if rank == 2:
+        try:
+            return pads.check_data_format(data_format)
+        except ValueError as exc:
+            raise _fail("conv2d", str(exc)) from None
+    fmt = data_format.upper() if isinstance(data_format, str) else data_format
+    first, last = FORMATS[rank]
+    if fmt not in (first, last):
+        raise _fail(f"conv{rank}d", f"data_format must be '{first}' or '{last}', got {data_format!r}")
+    return fmt
+
+
+def _kernel_size(rank: int, kernel_size: Any) -> tuple[int, ...]:
+    if rank == 2:
+        return _pair(kernel_size, "kernel_size")
+    sizes = list(kernel_size) if isinstance(kernel_size, (list, tuple)) else [kernel_size] * rank
+    if len(sizes) != rank or not all(_positive(k) for k in sizes):
+        forms = "a list of one" if rank == 1 else f"a list of {rank}"
+        raise _fail(f"conv{rank}d", f"kernel_size must be a positive int or {forms}, got {kernel_size!r}")
+    return tuple(int(k) for k in sizes)
+
+
+def _conv_layer(rank: int, inputs: Blob, filters: int, kernel_size: Any, strides: Any, padding: Any,
+                data_format: str, dilation_rate: Any, groups: int, activation: Callable[..., Blob] | None,
+                use_bias: bool, kernel_initializer: Any, bias_initializer: Any, kernel_regularizer: Any,
+                bias_regularizer: Any, trainable: bool, name: str | None, weight_name: str | None,
+                bias_name: str | None) -> Blob:
+    """``flow.layers.conv<rank>d``: the layer's checks, its variables, the convolution of ``flow.nn.conv<rank>d``
+    (``_windows.conv_nodes``) named ``P``, then ``P-bias_add`` and ``P-activation``."""
+    layer = f"conv{rank}d"
+    if not isinstance(inputs, Blob):
+        raise TypeError(f"flow.layers.{layer}: inputs must be a blob, got {type(inputs).__name__}")
+    fmt = _layer_format(rank, data_format)
+    if len(inputs.shape) != rank + 2:
+        raise _fail(layer, f"inputs must be {rank + 2}-d ({fmt}), got shape {inputs.shape}")
+    if not _positive(filters):
+        raise _fail(layer, f"filters must be a positive int, got {filters!r}")
+    if not _positive(groups):
+        raise _fail(layer, f"groups must be a positive int, got {groups!r}")
+    last = fmt.endswith("C")
+    channels = inputs.shape[-1] if last else inputs.shape[1]
+    if channels % groups or filters % groups:
+        raise _fail(layer, f"groups={groups} must divide the input channels ({channels}) and filters ({filters})")
+    ksize = _kernel_size(rank, kernel_size)
+    prefix = name if name is not None else naming.unique_name(_PREFIXES[rank])
+    per_group = channels // int(groups)
+    # legacy's 3-D layer kept its weight channels first for both formats (see the module docstring)
+    weight_format = FORMATS[rank][0] if rank == 3 else fmt
+    shape = (int(filters), *ksize, per_group) if weight_format.endswith("C") else (int(filters), per_group, *ksize)
+    weight = get_variable(weight_name or f"{prefix}-weight", shape=shape, dtype=inputs.dtype,
+                          initializer=kernel_initializer or variance_scaling(1.0, "fan_avg", "random_uniform",
+                                                                             weight_format),
+                          regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
+    dilations = dilation_rate
+    if rank == 2:
+        strides = _pair(strides, "strides")
+        dilations = _pair(1 if dilation_rate is None else dilation_rate, "dilation_rate")
+    if weight_format != fmt:
+        weight = apply("transpose", [weight], {"perm": (0, 2, 3, 4, 1)}, name=f"{prefix}-weight_transpose")
+        # flow.nn.conv3d reads 5 explicit entries in NCDHW order (legacy); the layer takes them in its own order
+        if isinstance(padding, (list, tuple)) and len(padding) == 5:
+            padding = [padding[0], padding[4], padding[1], padding[2], padding[3]]
+    out = conv_nodes(rank, inputs, weight, strides, padding, fmt, dilations, int(groups), prefix)
+    if use_bias:
+        bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
+                            initializer=bias_initializer or Constant(value=0.0),
+                            regularizer=bias_regularizer, trainable=trainable, model_name="bias")
+        out = apply("bias_add", [out, bias], {"data_format": fmt}, name=f"{prefix}-bias_add")
+    return _activate(activation, out, f"{prefix}-activation")
+
+
+_PREFIXES = {1: "Conv1d", 2: "Conv2D", 3: "Conv3d"}
+
+
 def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, strides: int | Sequence[int] = 1,
            padding: Any = "VALID", data_format: str = "NCHW", dilation_rate: int | Sequence[int] | None = 1,
            groups: int = 1, activation: Callable[..., Blob] | None = None, use_bias: bool = True,
@@ -158,36 +239,9 @@ def conv2d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
     Returns:
         The output blob.
     """
-    if not isinstance(inputs, Blob):
-        raise TypeError(f"flow.layers.conv2d: inputs must be a blob, got {type(inputs).__name__}")
-    try:
-        fmt = pads.check_data_format(data_format)
-    except ValueError as exc:
-        raise _fail("conv2d", str(exc)) from None
-    if len(inputs.shape) != 4:
-        raise _fail("conv2d", f"inputs must be 4-d ({fmt}), got shape {inputs.shape}")
-    if isinstance(filters, bool) or not isinstance(filters, numbers.Integral) or filters < 1:
-        raise _fail("conv2d", f"filters must be a positive int, got {filters!r}")
-    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
-        raise _fail("conv2d", f"groups must be a positive int, got {groups!r}")
-    channels = inputs.shape[1] if fmt == "NCHW" else inputs.shape[3]
-    if channels % groups or filters % groups:
-        raise _fail("conv2d", f"groups={groups} must divide the input channels ({channels}) and filters ({filters})")
-    kh, kw = _pair(kernel_size, "kernel_size")
-    prefix = name if name is not None else naming.unique_name("Conv2D")
-    shape = (int(filters), channels // groups, kh, kw) if fmt == "NCHW" else (int(filters), kh, kw, channels // groups)
-    weight = get_variable(weight_name or f"{prefix}-weight", shape=shape, dtype=inputs.dtype,
-                          initializer=kernel_initializer or variance_scaling(1.0, "fan_avg", "random_uniform", fmt),
-                          regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
-    attrs = {"strides": _pair(strides, "strides"), "padding": padding, "data_format": fmt,
-             "dilations": _pair(1 if dilation_rate is None else dilation_rate, "dilation_rate"), "groups": int(groups)}
-    out = apply("conv2d", [inputs, weight], attrs, name=prefix)
-    if use_bias:
-        bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
-                            initializer=bias_initializer or Constant(value=0.0),
-                            regularizer=bias_regularizer, trainable=trainable, model_name="bias")
-        out = apply("bias_add", [out, bias], {"data_format": fmt}, name=f"{prefix}-bias_add")
-    return _activate(activation, out, f"{prefix}-activation")
+    return _conv_layer(2, inputs, filters, kernel_size, strides, padding, data_format, dilation_rate, groups,
+                       activation, use_bias, kernel_initializer, bias_initializer, kernel_regularizer,
+                       bias_regularizer, trainable, name, weight_name, bias_name)
 
 
 def conv1d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, strides: int | Sequence[int] = 1,
@@ -221,40 +275,9 @@ def conv1d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
     Returns:
         The output blob, (N, F, OW) or (N, OW, F).
     """
-    if not isinstance(inputs, Blob):
-        raise TypeError(f"flow.layers.conv1d: inputs must be a blob, got {type(inputs).__name__}")
-    fmt = data_format.upper() if isinstance(data_format, str) else data_format
-    if fmt not in ("NCW", "NWC"):
-        raise _fail("conv1d", f"data_format must be 'NCW' or 'NWC', got {data_format!r}")
-    if len(inputs.shape) != 3:
-        raise _fail("conv1d", f"inputs must be 3-d ({fmt}), got shape {inputs.shape}")
-    if isinstance(filters, bool) or not isinstance(filters, numbers.Integral) or filters < 1:
-        raise _fail("conv1d", f"filters must be a positive int, got {filters!r}")
-    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
-        raise _fail("conv1d", f"groups must be a positive int, got {groups!r}")
-    channels = inputs.shape[1] if fmt == "NCW" else inputs.shape[2]
-    if channels % groups or filters % groups:
-        raise _fail("conv1d", f"groups={groups} must divide the input channels ({channels}) and filters ({filters})")
-    sizes = list(kernel_size) if isinstance(kernel_size, (list, tuple)) else [kernel_size]
-    if len(sizes) != 1 or isinstance(sizes[0], bool) or not isinstance(sizes[0], numbers.Integral) or sizes[0] < 1:
-        raise _fail("conv1d", f"kernel_size must be a positive int or a list of one, got {kernel_size!r}")
-    k = int(sizes[0])
-    prefix = name if name is not None else naming.unique_name("Conv1d")
-    shape = (int(filters), channels // groups, k) if fmt == "NCW" else (int(filters), k, channels // groups)
-    weight = get_variable(weight_name or f"{prefix}-weight", shape=shape, dtype=inputs.dtype,
-                          initializer=kernel_initializer or variance_scaling(1.0, "fan_avg", "random_uniform", fmt),
-                          regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
-    out = conv1d_nodes("flow.nn.conv1d", inputs, weight, strides, padding, fmt, dilation_rate, int(groups), prefix)
-    if use_bias:
-        bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
-                            initializer=bias_initializer or Constant(value=0.0),
-                            regularizer=bias_regularizer, trainable=trainable, model_name="bias")
-        out = apply("bias_add", [out, bias], {"data_format": fmt}, name=f"{prefix}-bias_add")
-    return _activate(activation, out, f"{prefix}-activation")
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+    return _conv_layer(1, inputs, filters, kernel_size, strides, padding, data_format, dilation_rate, groups,
+                       activation, use_bias, kernel_initializer, bias_initializer, kernel_regularizer,
+                       bias_regularizer, trainable, name, weight_name, bias_name)
 
 
 def conv3d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, strides: int | Sequence[int] = 1,
@@ -289,42 +312,9 @@ def conv3d(inputs: Blob, filters: int, kernel_size: int | Sequence[int] = 1, str
     Returns:
         The output blob, (N, F, OD, OH, OW) or (N, OD, OH, OW, F).
     """
-    if not isinstance(inputs, Blob):
-        raise TypeError(f"flow.layers.conv3d: inputs must be a blob, got {type(inputs).__name__}")
-    fmt = data_format.upper() if isinstance(data_format, str) else data_format
-    if fmt not in ("NCDHW", "NDHWC"):
-        raise _fail("conv3d", f"data_format must be 'NCDHW' or 'NDHWC', got {data_format!r}")
-    if len(inputs.shape) != 5:
-        raise _fail("conv3d", f"inputs must be 5-d ({fmt}), got shape {inputs.shape}")
-    if not _positive(filters):
-        raise _fail("conv3d", f"filters must be a positive int, got {filters!r}")
-    if not _positive(groups):
-        raise _fail("conv3d", f"groups must be a positive int, got {groups!r}")
-    channels = inputs.shape[1] if fmt == "NCDHW" else inputs.shape[4]
-    if channels % groups or filters % groups:
-        raise _fail("conv3d", f"groups={groups} must divide the input channels ({channels}) and filters ({filters})")
-    sizes = list(kernel_size) if isinstance(kernel_size, (list, tuple)) else [kernel_size] * 3
-    if len(sizes) != 3 or not all(_positive(k) for k in sizes):
-        raise _fail("conv3d", f"kernel_size must be a positive int or a list of 3, got {kernel_size!r}")
-    prefix = name if name is not None else naming.unique_name("Conv3d")
-    weight = get_variable(weight_name or f"{prefix}-weight",
-                          shape=(int(filters), channels // int(groups), *(int(k) for k in sizes)),
-                          dtype=inputs.dtype,
-                          initializer=kernel_initializer or variance_scaling(1.0, "fan_avg", "random_uniform", "NCDHW"),
-                          regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
-    if fmt == "NDHWC":
-        weight = apply("transpose", [weight], {"perm": (0, 2, 3, 4, 1)}, name=f"{prefix}-weight_transpose")
-    # flow.nn.conv3d reads 5 explicit entries in NCDHW order (legacy); the layer takes them in its own order
-    if not isinstance(padding, str) and fmt == "NDHWC" and isinstance(padding, (list, tuple)) and len(padding) == 5:
-        padding = [padding[0], padding[4], padding[1], padding[2], padding[3]]
-    attrs = conv3d_attrs("flow.nn.conv3d", inputs, weight, strides, padding, fmt, dilation_rate, int(groups))
-    out = apply("conv3d", [inputs, weight], attrs, name=prefix)
-    if use_bias:
-        bias = get_variable(bias_name or f"{prefix}-bias", shape=(int(filters),), dtype=inputs.dtype,
-                            initializer=bias_initializer or Constant(value=0.0),
-                            regularizer=bias_regularizer, trainable=trainable, model_name="bias")
-        out = apply("bias_add", [out, bias], {"data_format": fmt}, name=f"{prefix}-bias_add")
-    return _activate(activation, out, f"{prefix}-activation")
+    return _conv_layer(3, inputs, filters, kernel_size, strides, padding, data_format, dilation_rate, groups,
+                       activation, use_bias, kernel_initializer, bias_initializer, kernel_regularizer,
+                       bias_regularizer, trainable, name, weight_name, bias_name)
 
 
 def prelu(inputs: Blob, alpha_initializer: Any = None, alpha_regularizer: Any = None,

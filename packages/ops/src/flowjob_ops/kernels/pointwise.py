@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from flowjob_ops.kernels.conv import Alloc, ConvGeometry, allocator
+from flowjob_ops.kernels.conv2d import Alloc, ConvGeometry, allocator
 
 
 def applicable(geom: ConvGeometry) -> bool:

@@ -1,339 +1,206 @@
-"""2-D max / average pooling kernels (forward and backward) for any array module: the reference.
+"""Max and average pooling over any number of spatial axes (1, 2 or 3), forward and backward: the
+reference kernels of every pooling op, for numpy and cupy alike.
 
-Pooling is per channel, so the kernels work directly in the tensor's own
-layout (``data_format`` "NCHW" or "NHWC"); there is no transposition.  Each
-kernel is built once per graph node, allocates its output and temporaries in
-``__init__`` and returns the same output array on every call.
-
-Implementation: a window of kh*kw taps is reduced as kh*kw strided slices of
-the (padded) input, combined with ufuncs writing ``out=`` the output; one pass
-per tap over the output.  This reads exactly what a window-view reduction
-reads, but numpy's reduction over small trailing window axes of a strided view
-measured 10-40x slower, so a window-view reduction is only used for a single
-output pixel per plane (global pooling), where it reduces long contiguous rows.
-
-These are the kernels of the op records (``flowjob_ops.records.pool``), which every backend can
-run. The cpu backend overrides max pooling with the cache-blocked tiled variant of
-``flowjob_ops.overrides.cpu.pool`` (same results bit for bit) where the windows tile the plane.
+Pooling is per channel, so the kernels work in the tensor's own layout (channels first or last). A
+window of taps is reduced as one strided slice of the padded input per tap, combined with ufuncs
+writing into the output: the only Python loop is over the kernel's taps.
 
 Semantics (TF / legacy OneFlow):
 
-* max pooling pads with -inf, so padded positions never win a window;
-* max-pool gradient: each window's gradient goes to exactly one element, the
-  *first* maximal one in row-major window order (tap (0, 0), (0, 1), ...);
-  elements that are the argmax of several (overlapping) windows get the sum;
-* average pooling excludes padded positions from the divisor (a window with
-  no real element outputs 0).
-"""
+* max pooling pads with -inf, so padding never wins; each window's gradient goes to its *first*
+  maximal element in row-major tap order (an element that is the first maximum of several
+  overlapping windows gets the sum);
+* average pooling divides by the number of real (unpadded) elements of each window; a window of
+  padding only gives 0.
 
+Each kernel is built once per graph node, writes into the ``out`` array it was given and returns it.
+The cpu backend overrides the 2-D ones with plane-blocked and tiled variants
+(``flowjob_ops.overrides.cpu.pool``), which the conformance suite checks against these.
+"""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import numpy as np
 
-from .padding import Window2d, check_data_format, spatial_index
+from .window import Window, channels_last, check_format, spatial_index, with_spatial
 
 
-def _lowest(dtype: np.dtype) -> Any:
-    """Padding value that never wins a max (-inf, or the minimum for ints)."""
-    if np.issubdtype(dtype, np.floating):
-        return -np.inf
-    return np.iinfo(dtype).min
+class PoolGeometry:
+    """The validated window of one pooling and the index of every tap in the input's layout; the rank is
+    the input's (``len(x_shape) - 2``)."""
 
-
-class _Pool2d:
-    """Shared geometry and buffers of the pooling kernels."""
-
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any,
-        data_format: str,
-    ):
-        self.xp = xp
-        self.data_format = fmt = check_data_format(data_format)
-        if len(x_shape) != 4:
-            raise ValueError(f"pooling input must be 4-d ({fmt}), got shape {tuple(x_shape)}")
+    def __init__(self, x_shape: Sequence[int], ksize: Any, strides: Any, padding: Any, data_format: str) -> None:
+        rank = len(x_shape) - 2
+        if rank not in (1, 2, 3):
+            raise ValueError(f"pooling needs a 3-d, 4-d or 5-d input (N, C and 1 to 3 spatial axes), got shape "
+                             f"{tuple(x_shape)}")
+        self.data_format = fmt = check_format(data_format, rank)
+        self.channels_last = last = channels_last(fmt)
         self.x_shape = tuple(int(v) for v in x_shape)
-        self.dtype = np.dtype(dtype)
-        self._sp = (2, 3) if fmt == "NCHW" else (1, 2)
-        hw = (self.x_shape[self._sp[0]], self.x_shape[self._sp[1]])
-        self.window = win = Window2d.create(hw, ksize, strides, 1, pads, fmt)
-        self.out_shape = self._with_hw(win.out_hw)
-        self.padded_shape = self._with_hw(win.padded_hw)
-        self._interior = spatial_index(fmt, *win.interior)
-        self._tap_idx = [spatial_index(fmt, *win.tap(i, j)) for i, j in win.taps()]
-        kh, kw = win.ksize
-        # Global pooling (one output pixel per plane): reduce the window region
-        # in one call instead of kh*kw passes.
-        self._global = not win.has_padding and win.out_hw == (1, 1)
-        self._region = spatial_index(fmt, slice(0, kh), slice(0, kw))
+        spatial = self.x_shape[1:-1] if last else self.x_shape[2:]
+        self.window = win = Window.create(spatial, ksize, strides, 1, padding, fmt)
+        self.y_shape = with_spatial(self.x_shape, last, win.out_size)
+        self.padded_shape = with_spatial(self.x_shape, last, win.padded_size)
+        self.interior = spatial_index(last, win.interior)
+        self.taps = [spatial_index(last, win.tap(*t)) for t in win.taps()]
 
-    def _with_hw(self, hw: tuple[int, int]) -> tuple[int, int, int, int]:
-        shape = list(self.x_shape)
-        shape[self._sp[0]], shape[self._sp[1]] = hw
-        return tuple(shape)  # type: ignore[return-value]
-
-    def _check(self, name: str, a: Any, expected: tuple[int, ...]) -> None:
-        if tuple(a.shape) != expected:
-            raise ValueError(f"{name} has shape {tuple(a.shape)}, this kernel was built for {expected}")
+    def check(self, name: str, a: Any, shape: tuple[int, ...]) -> None:
+        if tuple(a.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(a.shape)}, this kernel was built for {shape}")
 
 
-class _PaddedInput:
-    """A padded copy of x whose border (fill value) is written only once."""
+class _Padded:
+    """A copy of x inside a border of ``fill``, written once; x itself when there is no padding."""
 
-    def __init__(self, pool: _Pool2d, fill: Any):
-        self._pool = pool
-        self._buf = None
-        if pool.window.has_padding:
-            self._buf = pool.xp.full(pool.padded_shape, fill, dtype=pool.dtype)
-            self._inner = self._buf[pool._interior]
+    def __init__(self, xp: Any, geom: PoolGeometry, dtype: Any, fill: Any) -> None:
+        self.xp = xp
+        self.buf = None
+        if geom.window.has_padding:
+            self.buf = xp.full(geom.padded_shape, fill, dtype=np.dtype(dtype))
+            self._inner = self.buf[geom.interior]
 
     def __call__(self, x: Any) -> Any:
-        self._pool._check("pooling input x", x, self._pool.x_shape)
-        if self._buf is None:
+        if self.buf is None:
             return x
-        self._inner[...] = x
-        return self._buf
+        self.xp.copyto(self._inner, x)
+        return self.buf
 
 
-class PaddedGrad:
-    """A zeroed, padded dx accumulator; ``finish`` returns dx without the border.
+class _GradAccumulator:
+    """A padded dx, each tap's share written (windows that do not overlap never share an element) or added
+    in; ``finish`` copies its interior into ``out``."""
 
-    ``order``: the memory order of the buffer (outermost axis first), NCHW / NHWC by default.
-    """
+    def __init__(self, xp: Any, geom: PoolGeometry, dtype: Any, out: Any) -> None:
+        self.xp, self.out = xp, out
+        self.buf = xp.zeros(geom.padded_shape, dtype=np.dtype(dtype))
+        self.taps = [self.buf[t] for t in geom.taps]
+        self._inner = self.buf[geom.interior]
+        self.overwrite = geom.window.non_overlapping
+        self._zero = not geom.window.tiles  # windows that tile the block write every element
 
-    def __init__(self, pool: _Pool2d, order: tuple[int, ...] | None = None):
-        xp = pool.xp
-        self.order = order = tuple(order) if order is not None else tuple(range(4))
-        mem = xp.zeros(tuple(pool.padded_shape[k] for k in order), dtype=pool.dtype)
-        self.buf = mem.transpose(tuple(int(k) for k in np.argsort(order)))
-        if pool.window.has_padding:
-            self._dx = xp.empty(pool.x_shape, dtype=pool.dtype)
-            self._inner = self.buf[pool._interior]
+    def start(self) -> None:
+        if self._zero:
+            self.buf.fill(0)
+
+    def put(self, target: Any, share: Any) -> None:
+        """A tap's ``share`` into its ``target`` view of the buffer."""
+        if self.overwrite:
+            self.xp.copyto(target, share)
         else:
-            self._dx = self.buf
-            self._inner = None
+            self.xp.add(target, share, out=target)
 
     def finish(self) -> Any:
-        if self._inner is not None:
-            self._dx[...] = self._inner
-        return self._dx
+        self.xp.copyto(self.out, self._inner)
+        return self.out
 
 
-class MaxPool2d(_Pool2d):
+def _inverse_counts(xp: Any, geom: PoolGeometry, dtype: Any) -> Any:
+    """1 / (real elements of each window), 0 for a window of padding only, shaped to broadcast on y."""
+    win = geom.window
+    ones = np.zeros(win.padded_size)
+    ones[win.interior] = 1.0
+    counts = np.zeros(win.out_size)
+    for t in win.taps():
+        counts += ones[win.tap(*t)]
+    inverse = np.divide(1.0, counts, out=np.zeros_like(counts), where=counts > 0).astype(np.dtype(dtype))
+    shape = (1, *win.out_size, 1) if geom.channels_last else (1, 1, *win.out_size)
+    return xp.asarray(inverse.reshape(shape))
+
+
+def _combine_taps(xp: Any, geom: PoolGeometry, src: Any, ufunc: Any, out: Any) -> Any:
+    """``out`` = ``ufunc`` folded over the taps of the padded input ``src``, in row-major tap order."""
+    first, *rest = geom.taps
+    xp.copyto(out, src[first])
+    for tap in rest:
+        ufunc(out, src[tap], out=out)
+    return out
+
+
+class MaxPool:
     """y = max over each window (padding is -inf)."""
 
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
-        self._src = _PaddedInput(self, _lowest(self.dtype))
-        self._y = xp.empty(self.out_shape, dtype=self.dtype)
+    def __init__(self, xp: Any, geom: PoolGeometry, dtype: Any, out: Any) -> None:
+        self.xp, self.geom, self.out = xp, geom, out
+        self.padded = _Padded(xp, geom, dtype, -np.inf)
 
     def __call__(self, x: Any) -> Any:
-        """Return y (the kernel's own buffer, overwritten by the next call)."""
-        xp, y = self.xp, self._y
-        src = self._src(x)
-        if self._global:
-            src[self._region].max(axis=self._sp, keepdims=True, out=y)
-            return y
-        taps = [src[idx] for idx in self._tap_idx]
-        if len(taps) == 1:
-            xp.copyto(y, taps[0])
-            return y
-        xp.maximum(taps[0], taps[1], out=y)
-        for t in taps[2:]:
-            xp.maximum(y, t, out=y)
-        return y
+        self.geom.check("pooling input x", x, self.geom.x_shape)
+        return _combine_taps(self.xp, self.geom, self.padded(x), self.xp.maximum, self.out)
 
 
-class MaxPool2dBackward(_Pool2d):
-    """dx of max pooling: each window's dy goes to its first maximal element.
+class MaxPoolBackward:
+    """dx given (x, y, dy): each window's dy to its first maximal element. ``y`` must be the forward output
+    for ``x`` (the maximum is found by equality).
 
-    "First" is row-major window order, so ties (e.g. ReLU zeros) route each
-    window's gradient to exactly one element.  ``y`` must be the forward
-    output for ``x`` (bitwise: the argmax is found by comparing x with y).
-
-    ``relu=True`` computes ``relu_grad(x, dx)`` (the fused ``max_pool2d_relu_grad``) as the
-    gradient of ``dy * (y > 0)``: exact, since an element only receives dy from windows whose
-    first maximum it is, where x == y and so x > 0 iff y > 0.
-
-    dx is contiguous in ``data_format``.
+    ``relu=True`` gives ``relu_grad(x, dx)`` (the fused ``max_pool2d_relu_grad``) as the gradient of
+    ``dy * (y > 0)``: exact, since an element only receives dy from windows whose first maximum it is,
+    where x == y and so x > 0 iff y > 0.
     """
 
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-        *,
-        relu: bool = False,
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
-        self.relu = bool(relu)
-        self._src = _PaddedInput(self, _lowest(self.dtype))
-        self._grad = PaddedGrad(self)
-        self._hit = xp.empty(self.out_shape, dtype=bool)  # this tap is the window's argmax
-        self._free = xp.empty(self.out_shape, dtype=bool)  # window's argmax not found yet
-        self._tmp = xp.empty(self.out_shape, dtype=self.dtype)
-        self._dst = [self._grad.buf[idx] for idx in self._tap_idx]
-        if self.relu:
-            self._mask = xp.empty(self.out_shape, dtype=bool)
-            self._masked = xp.empty(self.out_shape, dtype=self.dtype)
+    def __init__(self, xp: Any, geom: PoolGeometry, dtype: Any, out: Any, relu: bool = False) -> None:
+        self.xp, self.geom, self.relu = xp, geom, relu
+        self.padded = _Padded(xp, geom, dtype, -np.inf)
+        self.grad = _GradAccumulator(xp, geom, dtype, out)
+        self._open = xp.empty(geom.y_shape, dtype=bool)  # windows whose maximum is not found yet
+        self._hit = xp.empty(geom.y_shape, dtype=bool)
+        self._part = xp.empty(geom.y_shape, dtype=np.dtype(dtype))
+        self._masked = xp.empty(geom.y_shape, dtype=np.dtype(dtype)) if relu else None
 
     def __call__(self, x: Any, y: Any, dy: Any) -> Any:
-        """Return dx (the kernel's own buffer, overwritten by the next call)."""
-        self._check("max-pool output y", y, self.out_shape)
-        self._check("max-pool output gradient dy", dy, self.out_shape)
-        return self._tap_by_tap(self._src(x), y, dy)
-
-    def _tap_by_tap(self, src: Any, y: Any, dy: Any) -> Any:
-        """dx from the padded input ``src``: one pass over the output per window tap."""
-        xp = self.xp
-        if self.relu:
-            xp.greater(y, 0, out=self._mask)
-            xp.multiply(dy, self._mask, out=self._masked)
+        xp, geom = self.xp, self.geom
+        geom.check("max-pool input x", x, geom.x_shape)
+        geom.check("max-pool output y", y, geom.y_shape)
+        geom.check("max-pool output gradient dy", dy, geom.y_shape)
+        if self._masked is not None:
+            xp.greater(y, 0, out=self._hit)
+            xp.multiply(dy, self._hit, out=self._masked)
             dy = self._masked
-        hit, free, tmp = self._hit, self._free, self._tmp
-        # windows that tile the plane write every element: no zero fill
-        if not self.window.tiles:
-            self._grad.buf.fill(0)
-        self._route(src, y, dy, self._dst, hit, free, tmp)
-        return self._grad.finish()
-
-    def _route(self, src: Any, y: Any, dy: Any, dsts: Sequence[Any], hit: Any, free: Any, tmp: Any) -> None:
-        """Each window's dy to its first maximal tap of ``src``: written to, or added into (windows that
-        overlap), ``dsts`` (the taps' views of the padded gradient, zeroed where windows leave gaps)."""
-        xp = self.xp
-        # windows that do not overlap never share an input element: each tap's gradient is written
-        overwrite = self.window.non_overlapping
-        last = len(self._tap_idx) - 1
-        for k, (idx, dst) in enumerate(zip(self._tap_idx, dsts)):
-            xp.equal(src[idx], y, out=hit)
-            if k == 0:
-                if last:
-                    xp.logical_not(hit, out=free)
+        src = self.padded(x)
+        self.grad.start()
+        self._open.fill(True)
+        for tap, target in zip(geom.taps, self.grad.taps):
+            xp.equal(src[tap], y, out=self._hit)
+            xp.logical_and(self._hit, self._open, out=self._hit)
+            xp.logical_xor(self._open, self._hit, out=self._open)
+            if self.grad.overwrite:
+                xp.multiply(dy, self._hit, out=target)
             else:
-                xp.logical_and(hit, free, out=hit)
-                if k < last:
-                    xp.logical_xor(free, hit, out=free)  # free &= ~hit (hit is a subset)
-            if overwrite:
-                xp.multiply(dy, hit, out=dst)
-            else:
-                xp.multiply(dy, hit, out=tmp)
-                xp.add(dst, tmp, out=dst)
+                xp.multiply(dy, self._hit, out=self._part)
+                xp.add(target, self._part, out=target)
+        return self.grad.finish()
 
 
-def _inverse_counts(pool: _Pool2d) -> Any:
-    """1 / (number of real, unpadded elements) per output pixel, broadcastable to y.
-
-    A scalar when nothing is padded; 0 for windows that lie entirely in padding.
-    """
-    win = pool.window
-    kh, kw = win.ksize
-    if not win.has_padding:
-        return 1.0 / (kh * kw)
-
-    def counts(n_out: int, size: int, k: int, s: int, before: int) -> np.ndarray:
-        start = np.arange(n_out) * s - before
-        return np.clip(np.minimum(start + k, size) - np.maximum(start, 0), 0, None)
-
-    (oh, ow), (sh, sw), ((t, _), (l, _)) = win.out_hw, win.strides, win.pads
-    n = np.outer(counts(oh, win.in_hw[0], kh, sh, t), counts(ow, win.in_hw[1], kw, sw, l))
-    inv = np.where(n > 0, 1.0 / np.maximum(n, 1), 0.0).astype(pool.dtype)
-    if pool.data_format == "NHWC":
-        inv = inv[:, :, None]
-    return pool.xp.asarray(inv)
-
-
-class AvgPool2d(_Pool2d):
+class AvgPool:
     """y = mean over each window's real (unpadded) elements."""
 
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
-        self._src = _PaddedInput(self, 0)
-        self._inv = _inverse_counts(self)
-        self._y = xp.empty(self.out_shape, dtype=self.dtype)
+    def __init__(self, xp: Any, geom: PoolGeometry, dtype: Any, out: Any) -> None:
+        self.xp, self.geom, self.out = xp, geom, out
+        self.padded = _Padded(xp, geom, dtype, 0)
+        self.inverse = _inverse_counts(xp, geom, dtype)
 
     def __call__(self, x: Any) -> Any:
-        """Return y (the kernel's own buffer, overwritten by the next call)."""
-        xp, y = self.xp, self._y
-        src = self._src(x)
-        if self._global:
-            src[self._region].mean(axis=self._sp, keepdims=True, out=y)
-            return y
-        taps = [src[idx] for idx in self._tap_idx]
-        if len(taps) == 1:
-            xp.multiply(taps[0], self._inv, out=y)
-            return y
-        xp.add(taps[0], taps[1], out=y)
-        for t in taps[2:]:
-            xp.add(y, t, out=y)
-        xp.multiply(y, self._inv, out=y)
-        return y
+        xp = self.xp
+        self.geom.check("pooling input x", x, self.geom.x_shape)
+        out = _combine_taps(xp, self.geom, self.padded(x), xp.add, self.out)
+        return xp.multiply(out, self.inverse, out=out)
 
 
-class AvgPool2dBackward(_Pool2d):
-    """dx of average pooling: dy / count spread over each window's real elements.
+class AvgPoolBackward:
+    """dx given dy: each window's dy divided by its real elements, spread over them."""
 
-    Called as ``kernel(dy)``: the gradient needs neither x nor y.
-    """
-
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
-        self._inv = _inverse_counts(self)
-        self._grad = PaddedGrad(self)
-        self._g = xp.empty(self.out_shape, dtype=self.dtype)
-        self._dst = [self._grad.buf[idx] for idx in self._tap_idx]
+    def __init__(self, xp: Any, geom: PoolGeometry, dtype: Any, out: Any) -> None:
+        self.xp, self.geom = xp, geom
+        self.grad = _GradAccumulator(xp, geom, dtype, out)
+        self.inverse = _inverse_counts(xp, geom, dtype)
+        self._share = xp.empty(geom.y_shape, dtype=np.dtype(dtype))
 
     def __call__(self, dy: Any) -> Any:
-        """Return dx (the kernel's own buffer, overwritten by the next call)."""
         xp = self.xp
-        self._check("avg-pool output gradient dy", dy, self.out_shape)
-        g = self._g
-        xp.multiply(dy, self._inv, out=g)
-        # Write instead of accumulate / skip the fill as in MaxPool2dBackward.
-        overwrite = self.window.non_overlapping
-        if not self.window.tiles:
-            self._grad.buf.fill(0)
-        for dst in self._dst:
-            if overwrite:
-                xp.copyto(dst, g)
-            else:
-                xp.add(dst, g, out=dst)
-        return self._grad.finish()
+        self.geom.check("avg-pool output gradient dy", dy, self.geom.y_shape)
+        xp.multiply(dy, self.inverse, out=self._share)
+        self.grad.start()
+        # padded positions collect shares too; they are dropped with the border
+        for target in self.grad.taps:
+            self.grad.put(target, self._share)
+        return self.grad.finish()

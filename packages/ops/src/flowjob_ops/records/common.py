@@ -81,11 +81,6 @@ def shape_attr(value: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
-def shape_error(op: str, exc: ValueError) -> ShapeError:
-    """A geometry's ValueError as the op's ShapeError."""
-    return ShapeError(f"{op}: {exc}")
-
-
 def normalize_axis(axis: Any, rank: int, what: str = "axis") -> int:
     """``axis`` as a non-negative int, checked against ``rank``."""
     if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):

@@ -3,8 +3,8 @@
 ``deconv2d(value, weight)`` is, value for value, the data gradient of a convolution whose input
 has shape ``x_shape`` (the requested output) and whose output has ``value``'s shape: the same
 attributes (``strides``, ``padding``, ``data_format``, ``dilations``, ``groups``) and weight
-layout as ``conv2d`` ((F, C/groups, kh, kw) for NCHW, F being value's channels). So it runs the
-``conv2d_grad_data`` reference kernel; unlike that gradient node it is differentiable:
+layout as ``conv2d`` ((F, C/groups, kh, kw) for NCHW, F being value's channels). So it runs the 2-D
+im2col data-gradient kernel (``kernels.conv2d``); unlike that gradient node it is differentiable:
 
 * d value = conv2d(dy, weight): the transpose of the transpose;
 * d weight = conv2d_grad_filter(dy, value): the filter gradient of that convolution, with dy in
@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.records.common import require_floating, same_dtype
-from flowjob_ops.kernels import conv
+from flowjob_ops.kernels import conv2d as conv
 
 _CONV_KEYS = ("strides", "padding", "data_format", "dilations", "groups")
 

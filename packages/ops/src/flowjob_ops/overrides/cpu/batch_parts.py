@@ -1,7 +1,7 @@
 """A convolution's data gradient in parts over the batch, the parts shared out over the host threads.
 
 Each image's dx comes from its own rows of dy alone, so the batch splits into contiguous parts with
-nothing to combine: every part is the reference kernel (``kernels.conv.Conv2dBackwardData``) built for
+nothing to combine: every part is the reference kernel (``kernels.conv2d.Conv2dBackwardData``) built for
 its rows, writing its slice of dx, and the parts run over the backend's host threads (``Backend.parallel``;
 inside a lane of the plan they run one after another on its thread). The im2col/col2im copies and the
 zeroing, which run on one core in the whole-batch kernel, are split with the GEMMs.
@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 from flowjob_core import KernelContext
 
-from flowjob_ops.kernels import conv
+from flowjob_ops.kernels import conv2d
 from flowjob_ops.kernels.host_blocks import host_parallel
 from flowjob_ops.records import conv as conv_records
 
@@ -44,7 +44,7 @@ class BatchPartsDataGradient:
         self._out = out
         self._split = split
         rest = tuple(x_shape[1:])
-        self._parts = [(start, stop, conv.Conv2dBackwardData(xp, (stop - start, *rest), w_shape, dtype, **options,
+        self._parts = [(start, stop, conv2d.Conv2dBackwardData(xp, (stop - start, *rest), w_shape, dtype, **options,
                                                              out=out[start:stop], scratch=scratch))
                        for start, stop in ranges]
 

@@ -1,11 +1,14 @@
-"""Winograd convolution: the cpu backend's overrides of the conv2d kernels.
+"""The cpu backend's overrides of the 2-D convolution kernels (checked by the conformance suite against
+the rank-generic reference of ``flowjob_ops.kernels.conv``): the 2-D im2col of ``kernels.conv2d``
+(GEMMs into strided outputs, the forward's matrix kept for the filter gradient; the fused ops'
+kernels, ``records.conv.im2col_*``), 1x1 products and Winograd.
 
 On numpy, 1x1 convolutions on NCHW without padding or groups are batched matrix products over x
 as it lies (``flowjob_ops.kernels.pointwise``: no im2col, no layout copies, nothing kept from the
 forward for the filter gradient). Winograd F(m x m, r x r) (``flowjob_ops.kernels.winograd``) is chosen per node, from
 the static shapes when the plan is built, where it applies (stride 1, no dilation, one group,
 square 3/4/5 kernel) and has enough channels for its 64 channel GEMMs to pay
-(``winograd.worthwhile``); elsewhere the record's reference kernel (im2col + GEMM) runs.
+(``winograd.worthwhile``); elsewhere the 2-D im2col + GEMM runs.
 ``FLOWJOB_CONV_ALGORITHM`` (``flowjob_core.switches``, read when a plan is built) overrides the
 choice: ``im2col`` everywhere (the 1x1 path included), ``winograd`` wherever it applies, ``auto``
 (the default).
@@ -28,10 +31,10 @@ from flowjob_core import KernelContext, switches
 from flowjob_ops.overrides.cpu import batch_parts
 from flowjob_ops.overrides.cpu.pool import TiledMaxPool2d
 from flowjob_ops.records import conv as conv_records
-from flowjob_ops.kernels import conv, pointwise, winograd
+from flowjob_ops.kernels import conv2d, pointwise, winograd
 
 
-def algorithm(geom: conv.ConvGeometry) -> str:
+def algorithm(geom: conv2d.ConvGeometry) -> str:
     """"pointwise", "winograd" or "im2col" for this convolution on the cpu backend (see the module
     docstring)."""
     choice = switches.current().conv_algorithm
@@ -54,7 +57,7 @@ def conv_kernel(ctx: KernelContext) -> Any:
         return pointwise.PointwiseForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu, out=ctx.out(0),
                                           scratch=ctx.scratch)
     if chosen != "winograd":
-        return _REFERENCE[ctx.op](ctx)
+        return _IM2COL[ctx.op](ctx)
     fast = winograd.WinogradForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu)
     if ctx.training:  # the filter-gradient node reuses its transformed input (see grad_filter_kernel)
         ctx.shared[("conv2d-winograd", ctx.node_name)] = fast
@@ -68,7 +71,7 @@ def grad_data_kernel(ctx: KernelContext) -> Any:
     if chosen == "pointwise":
         return pointwise.PointwiseBackwardData(ctx.xp, geom, dy.dtype, out=ctx.out(0), scratch=ctx.scratch)
     if chosen != "winograd":
-        return batch_parts.data_gradient(ctx) or _REFERENCE[ctx.op](ctx)
+        return batch_parts.data_gradient(ctx) or _IM2COL[ctx.op](ctx)
     return winograd.WinogradBackwardData(ctx.xp, geom, dy.dtype)
 
 
@@ -79,7 +82,7 @@ def grad_filter_kernel(ctx: KernelContext) -> Any:
     if chosen == "pointwise":
         return pointwise.PointwiseBackwardFilter(ctx.xp, geom, x.dtype, out=ctx.out(0), scratch=ctx.scratch)
     if chosen != "winograd":
-        return _REFERENCE[ctx.op](ctx)
+        return _IM2COL[ctx.op](ctx)
     forward = ctx.shared.get(("conv2d-winograd", ctx.attrs.get("forward")))
     if not isinstance(forward, winograd.WinogradForward) or forward.geom != geom or forward.dtype != x.dtype:
         forward = None
@@ -100,7 +103,10 @@ def conv_bias_pool_kernel(ctx: KernelContext) -> Any:
     return conv_records.conv_bias_pool(ctx, algorithm=chosen, max_pool=TiledMaxPool2d)
 
 
-_REFERENCE = {op.name: op.kernel for op in conv_records.OPS}
+_IM2COL = {conv_records.CONV2D.name: conv_records.im2col_kernel,
+              conv_records.CONV2D_BIAS.name: conv_records.im2col_kernel,
+              conv_records.CONV2D_GRAD_DATA.name: conv_records.im2col_grad_data_kernel,
+              conv_records.CONV2D_GRAD_FILTER.name: conv_records.im2col_grad_filter_kernel}
 
 KERNEL_BUILDERS = {
     conv_records.CONV2D.name: conv_kernel,

@@ -1,9 +1,12 @@
-"""Cache-blocked, tiled max pooling: the cpu backend's overrides of ``max_pool2d``,
-``max_pool2d_grad`` and ``max_pool2d_relu_grad`` (registered by ``flowjob_ops.overrides.cpu``).
+"""Cache-blocked, tiled 2-D pooling: the cpu backend's overrides of ``max_pool2d``, ``max_pool2d_grad``,
+``max_pool2d_relu_grad``, ``avg_pool2d`` and ``avg_pool2d_grad`` (registered by
+``flowjob_ops.overrides.cpu``); the conformance suite checks them against the ops' rank-generic
+reference kernels (``flowjob_ops.kernels.pool``).
 
-The reference kernels (``flowjob_ops.kernels.pool``) take kh*kw passes over the output, each
-an inner loop of only ow strided elements, and the backward several passes over full-size
-arrays. These subclasses replace that, with the same results bit for bit, where it pays:
+Average pooling runs the plane-layout kernels of ``overrides.cpu.pool2d`` (a global pooling as one
+reduction). The plane-layout max kernels take kh*kw passes over the output, each an inner loop of only ow
+strided elements, and the backward several passes over full-size arrays. These subclasses replace that,
+with the same results bit for bit, where it pays:
 
 Tiled path (``_Tiling``): when the windows tile the padded plane
 (ksize == strides with nothing left over, e.g. LeNet's 2x2 / stride 2 pooling).  The arrays are
@@ -42,7 +45,7 @@ reference. Global pooling keeps the reference's one reduction.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
@@ -51,7 +54,7 @@ from flowjob_core import KernelContext
 from flowjob_ops.records import pool as pool_records
 from flowjob_ops.kernels.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
 from flowjob_ops.kernels.padding import as_strided
-from flowjob_ops.kernels.pool import MaxPool2d, MaxPool2dBackward, PaddedGrad
+from flowjob_ops.overrides.cpu.pool2d import AvgPool2d, AvgPool2dBackward, MaxPool2d, MaxPool2dBackward, PaddedGrad
 
 # numpy runs the tiled path in blocks whose input slice has about this many bytes, so that the
 # temporaries stay in the core's cache (2 MiB L2 here) and only x, y, dy and dx travel to memory;
@@ -248,21 +251,9 @@ class _GradBuffers:
 class TiledMaxPool2d(MaxPool2d):
     """``MaxPool2d`` with the tiled, cache-blocked path where the windows tile the plane."""
 
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-        *,
-        block_bytes: int | None = BLOCK_BYTES,
-        plane_block_bytes: int | None = PLANE_BLOCK_BYTES,
-        parallel: Parallel | None = None,
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format)
+    def _setup(self, *, block_bytes: int | None = BLOCK_BYTES, plane_block_bytes: int | None = PLANE_BLOCK_BYTES,
+               parallel: Parallel | None = None) -> None:
+        super()._setup()
         self.block_bytes = block_bytes
         self._tiled = not self._global and _Tiling.applies(self)
         self._layouts: dict[tuple[int, ...], tuple[_Tiling, Any]] = {}  # by the input's strides
@@ -348,23 +339,9 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
     otherwise (e.g. an (H, W, N, C) x for a contiguous dx) the reference path.
     """
 
-    def __init__(
-        self,
-        xp: Any,
-        x_shape: Sequence[int],
-        dtype: Any,
-        ksize: Any,
-        strides: Any,
-        pads: Any = "VALID",
-        data_format: str = "NCHW",
-        *,
-        relu: bool = False,
-        grad_layout: str = "data_format",
-        block_bytes: int | None = BLOCK_BYTES,
-        plane_block_bytes: int | None = PLANE_BLOCK_BYTES,
-        parallel: Parallel | None = None,
-    ):
-        super().__init__(xp, x_shape, dtype, ksize, strides, pads, data_format, relu=relu)
+    def _setup(self, *, relu: bool = False, grad_layout: str = "data_format", block_bytes: int | None = BLOCK_BYTES,
+               plane_block_bytes: int | None = PLANE_BLOCK_BYTES, parallel: Parallel | None = None) -> None:
+        super()._setup(relu=relu)
         self._planes = _Planes(self, plane_block_bytes, parallel)
         if grad_layout not in ("data_format", "input"):
             raise ValueError(f"grad_layout must be 'data_format' or 'input', got {grad_layout!r}")
@@ -551,10 +528,19 @@ def max_pool_grad_kernel(ctx: KernelContext) -> Any:
                                   **pool_records.kernel_options(ctx))
 
 
+def avg_pool_kernel(ctx: KernelContext) -> Any:
+    x = ctx.inputs[0]
+    return AvgPool2d(ctx.xp, x.shape, x.dtype, **pool_records.kernel_options(ctx))
+
+
+def avg_pool_grad_kernel(ctx: KernelContext) -> Any:
+    return AvgPool2dBackward(ctx.xp, ctx.attrs["x_shape"], ctx.inputs[0].dtype, **pool_records.kernel_options(ctx))
 
 
 KERNEL_BUILDERS = {
     pool_records.MAX_POOL2D.name: max_pool_kernel,
     pool_records.MAX_POOL2D_GRAD.name: max_pool_grad_kernel,
     pool_records.MAX_POOL2D_RELU_GRAD.name: max_pool_grad_kernel,
+    pool_records.AVG_POOL2D.name: avg_pool_kernel,
+    pool_records.AVG_POOL2D_GRAD.name: avg_pool_grad_kernel,
 }
