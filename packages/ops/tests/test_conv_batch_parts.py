@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from flowjob_core.backends.host_threads import HostThreads
-from flowjob_ops.kernels import conv
+from flowjob_ops.kernels import conv2d
 from flowjob_ops.overrides.cpu import batch_parts
 
 GEOMETRIES = [  # x shape, w shape, options
@@ -21,7 +21,7 @@ GEOMETRIES = [  # x shape, w shape, options
 @pytest.mark.parametrize("x_shape, w_shape, options", GEOMETRIES)
 def test_batch_parts_give_the_same_bits_on_any_thread_count(monkeypatch, x_shape, w_shape, options):
     rng = np.random.default_rng(0)
-    whole = conv.Conv2dBackwardData(np, x_shape, w_shape, np.float32, **options)
+    whole = conv2d.Conv2dBackwardData(np, x_shape, w_shape, np.float32, **options)
     dy = rng.standard_normal(whole.geom.y_shape).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
     want = whole(dy, w).copy()
