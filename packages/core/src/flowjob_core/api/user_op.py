@@ -84,7 +84,8 @@ class UserOpConfBuilder:
         if not isinstance(op_type_name, str) or not op_type_name:
             raise OpBuildError(f"{self.what}: Op() needs the op type name as a str, got {op_type_name!r}")
         self.op_type = op_type_name
-        self._opdef()  # an unknown op type is named here, with the registered ones
+        # an unknown op type is named here, with the registered ones; a legacy name becomes the record's
+        self.op_type = self._opdef().name
         return self
 
     def Input(self, input_name: str, input_blob_list: Sequence[Blob]) -> "UserOpConfBuilder":  # noqa: N802
@@ -146,7 +147,7 @@ class UserOpConfBuilder:
         ops = self._builder.registries.ops
         assert self.op_type is not None  # callers check it
         try:
-            return ops[self.op_type]
+            return ops.resolve(self.op_type)
         except FlowjobError as exc:
             close = difflib.get_close_matches(self.op_type, [op.name for op in ops], n=3)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
