@@ -38,6 +38,7 @@ def test_square_sum_and_indexed_slices_reduce_sum_in_experimental():
         return flow.experimental.square_sum(v), flow.experimental.indexed_slices_reduce_sum(i, v)
 
     square, (y_indices, y_values, num) = job(indices, values).get()
+    assert square.numpy().shape == (1,)
     np.testing.assert_allclose(square.numpy(), [np.sum(values.astype(np.float64) ** 2)], rtol=1e-6)
     keys = np.unique(indices)
     assert num.numpy().dtype == np.int64 and num.numpy()[0] == keys.size

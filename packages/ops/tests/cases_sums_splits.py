@@ -1,5 +1,6 @@
 """Op cases of the legacy ops reached by ``flow.user_op_builder`` names: square_sum, multi_square_sum,
-split_like and indexed_slices_reduce_sum. op_cases.py appends ``CASES`` to its table; numpy references."""
+split_like and indexed_slices_reduce_sum; and ssp_variable_proxy's ring buffer. op_cases.py appends
+``CASES`` to its table; numpy references."""
 from __future__ import annotations
 
 from typing import Any
@@ -63,3 +64,22 @@ CASES = [
     OpCase("split_like", split_like_case, reference=split_like_ref, wrt=(0,)),
     OpCase("indexed_slices_reduce_sum", indexed_slices_case, reference=indexed_slices_ref, wrt=()),
 ]
+
+
+def ssp_case(draw: Draw) -> Case:
+    shape = base._shape(draw, 1, 2)
+    size = draw(st.integers(1, 4))
+    step = np.array([draw(st.integers(0, 6))], np.int64)
+    return [base._array(draw, shape), base._array(draw, (size,) + shape), step], {}
+
+
+def ssp_ref(var: np.ndarray, ring: np.ndarray, step: np.ndarray) -> np.ndarray:
+    ring = np.array(ring)  # the op writes its buffer in place
+    count = int(step[0])
+    if count == 0:
+        ring[...] = var
+    ring[count % ring.shape[0]] = var
+    return ring[(count + 1) % ring.shape[0]]
+
+
+CASES.append(OpCase("ssp_variable_proxy", ssp_case, reference=ssp_ref, wrt=()))

@@ -17,5 +17,4 @@ def square_sum(x: Blob, name: str | None = None) -> Blob:
     """
     if not isinstance(x, Blob):
         raise build_error("flow.experimental.square_sum", f"x must be a blob, got {type(x).__name__}")
-    (y,) = apply("square_sum", [x], {}, name=name)
-    return y
+    return apply("square_sum", [x], {}, name=name)
