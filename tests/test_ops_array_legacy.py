@@ -60,6 +60,20 @@ def test_slice_v2_negative_steps_and_short_lists():
     np.testing.assert_array_equal(job(x), x[::-1] + x[-1:-5:-1])
 
 
+def test_slice_v2_of_a_dynamic_feed_with_an_empty_axis():
+    """Legacy's test_slice_dynamic_empty_blob: an open slice of a zero-length axis is an empty blob."""
+    cfg = flow.FunctionConfig()
+    cfg.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=cfg)
+    def job(x: tp.ListNumpy.Placeholder((8, 2, 10))) -> tp.ListNumpy:
+        return flow.slice_v2(x, [(None, None, None), (None, None, None), (2, 3, None)])
+
+    x = RNG.random((5, 0, 5)).astype(np.float32)
+    (out,) = job([x])
+    assert out.shape == (5, 0, 1)
+
+
 @pytest.mark.parametrize("tups, message", [
     ([(0, 2, 0)], "step of axis 0 can't be 0"),
     ([(4, None, 1)], r"start 4 of axis 0 must be in \[-4, 4\)"),

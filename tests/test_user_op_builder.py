@@ -139,13 +139,9 @@ def test_wrong_configurations_name_the_job_op_and_argument(body, match):
     assert after(np.zeros((2, 3), np.float32)).shape == (2, 3)  # the session goes on
 
 
-def test_outside_a_job_and_refused_names():
+def test_outside_a_job():
     with pytest.raises(Exception, match=r"flow.user_op_builder\('x'\) is only valid inside a @flow.global_function"):
         flow.user_op_builder("x")
-    for name in ("user_op_module_builder", "consistent_user_op_module_builder"):
-        with pytest.raises(NotImplementedError,
-                           match=rf"flow.{name} is not supported: .*guide examples/plugins/flowjob-swish/README"):
-            getattr(flow, name)("m")
 
 
 def test_load_library_points_to_the_plugin_guide():

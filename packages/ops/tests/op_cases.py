@@ -950,3 +950,4 @@ CASES += sibling(__file__, "cases_models").CASES
 CASES += sibling(__file__, "cases_batch_norm_train").CASES
 CASES += sibling(__file__, "cases_tensor_buffer").CASES
 CASES += sibling(__file__, "cases_quantization").CASES
+CASES += sibling(__file__, "cases_sums_splits").CASES

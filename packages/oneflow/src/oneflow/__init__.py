@@ -20,6 +20,7 @@ from flowjob_core.api.env import current_resource  # legacy exported it as flow.
 from flowjob_core.api.model_io import get_all_variables, load, save  # legacy model I/O (v0.4; load/save of v0.3)
 from flowjob_core.trace.eager_mode import enable_eager_execution
 from flowjob_core.api.flow_config import eager_execution_enabled
+from flowjob_core.api.call_counted_module import find_or_create_module
 from flowjob_core.api.user_op import (
     builtin_op, consistent_user_op_builder, consistent_user_op_module_builder, user_op_builder, user_op_module_builder)
 
@@ -72,7 +73,7 @@ __all__ += ["convert_oneflow_dtype_to_numpy_dtype", "dtype", "dtypes", "half", "
             "tensor_buffer"]  # dtype names
 __all__ += ["ExecutionConfig", "current_global_function_desc", "eager_nccl_all_reduce", "inter_job_reuse_mem_strategy",
             "is_deprecated", "name_scope"]
-__all__ += ["builtin_op"]  # a registered op declared by argument names and called on blobs
+__all__ += ["builtin_op", "find_or_create_module"]  # a registered op declared by argument names and called on blobs
 __all__ += ["current_machine_id", "current_scope"]
 __all__ += ["consistent_user_op_builder", "consistent_user_op_module_builder", "user_op_builder",
             "user_op_module_builder"]  # any registered op by name (flowjob_core/api/user_op.py)

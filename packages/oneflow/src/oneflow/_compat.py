@@ -33,9 +33,6 @@ STATUSES = (SUPPORTED, NO_EFFECT, REFUSED_STATUS, MISSING)
 
 # names the face provides only to refuse them with a reason (option records carry their own)
 REFUSED: dict[str, str] = {
-    "flow.user_op_module_builder": "stateful C++ kernel modules; write a Python op plugin (see load_library)",
-    "flow.consistent_user_op_module_builder": ("stateful C++ kernel modules; write a Python op plugin "
-                                               "(see load_library)"),
     "flow.summary.Graph": "legacy wrote OneFlow's own structure-graph JSON, which TensorBoard does not read",
     "flow.summary.Projector": "legacy wrote OneFlow's own projector records, which TensorBoard does not read",
     "flow.tensorrt.write_int8_calibration": "flowjob has no TensorRT backend (jobs run on numpy or CuPy)",

@@ -274,9 +274,9 @@ def _schedule_kernel(ctx: KernelContext) -> Any:
         # one host read per step of (1,) values, as the learning-rate node reads the step
         if int(count[0]) == 0:
             steps = int(good[0]) + 1
-            if steps == period:
+            if steps >= period:  # legacy's test; a counter restored from a longer period still grows
                 old = float(scale[0])
-                scale[0] = old * multiplier
+                scale[0] = min(old * multiplier, float(np.finfo(np.float32).max))
                 steps = 0
                 logger.info("no NaN or Inf in the gradients of the last %d steps: loss scale %g -> %g", period, old,
                             float(scale[0]))
@@ -292,6 +292,9 @@ def _schedule_kernel(ctx: KernelContext) -> Any:
 
 DYNAMIC_SCHEDULE = OpDef("optim_dynamic_loss_scale_schedule", _schedule_infer, kernel=_schedule_kernel,
                          not_differentiable=True, mutates=(1, 2), name_prefix="DynamicLossScaleSchedule",
+                         legacy_names=("dynamic_loss_scale_schedule",),
+                         input_names=("count_not_finite", "loss_scale", "good_step_counter"),
+                         attr_names=("increment_period", "multiplier"),
                          doc="legacy's dynamic_loss_scale_schedule: grows the scale after increment_period good "
                              "steps, shrinks it (at least 1) on a step with non-finite gradients")
 

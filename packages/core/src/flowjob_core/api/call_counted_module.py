@@ -5,9 +5,11 @@ tell the calls apart. Lazy mode: ``forward`` traces ops like any job body code.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+from flowjob_core.errors import OpBuildError
 from flowjob_core.ir import naming
+from flowjob_core.trace.builder import current_builder
 
 
 class Module:
@@ -41,4 +43,24 @@ class Module:
             raise TypeError(f"{cls.__name__}: flow.deprecated.nn.Module subclasses override forward(), not __call__")
 
 
-__all__ = ["Module"]
+def find_or_create_module(module_name: str, create: Callable[[], Module], reuse: bool = False) -> Module:
+    """Legacy ``flow.find_or_create_module``: the job's module named ``module_name``, made by ``create()`` on
+    first use. Asking again for a name the job already made is an error unless ``reuse`` is True."""
+    builder = current_builder("flow.find_or_create_module")
+    if not callable(create):
+        raise OpBuildError(f"job {builder.job.name!r}: flow.find_or_create_module({module_name!r}): create must be "
+                           f"callable, got {type(create).__name__}")
+    if module_name in builder.modules:
+        if not reuse:
+            raise OpBuildError(f"job {builder.job.name!r}: flow.find_or_create_module: module {module_name!r} "
+                               f"was already made in this job (pass reuse=True to share it)")
+        return builder.modules[module_name]
+    module = create()
+    if not isinstance(module, Module):
+        raise OpBuildError(f"job {builder.job.name!r}: flow.find_or_create_module({module_name!r}): create() must "
+                           f"return a flow.deprecated.nn.Module, got {type(module).__name__}")
+    builder.modules[module_name] = module
+    return module
+
+
+__all__ = ["Module"]  # flow.deprecated.nn; find_or_create_module is top-level (oneflow/__init__.py)

@@ -14,13 +14,12 @@ calls, when given, must add up to that count.
 from __future__ import annotations
 
 import difflib
-from typing import Any, NoReturn, Sequence
+from typing import Any, Sequence
 
 from flowjob_core.trace.blob import Blob
 from flowjob_core.errors import FlowjobError, OpBuildError
 from flowjob_core.ir import naming
 from flowjob_core.ir.opdef import OpDef
-from flowjob_core.api.flow_config_options import PLUGIN_HINT
 from flowjob_core.trace.builder import JobBuilder, current_builder, user_source
 
 
@@ -84,7 +83,8 @@ class UserOpConfBuilder:
         if not isinstance(op_type_name, str) or not op_type_name:
             raise OpBuildError(f"{self.what}: Op() needs the op type name as a str, got {op_type_name!r}")
         self.op_type = op_type_name
-        self._opdef()  # an unknown op type is named here, with the registered ones
+        # an unknown op type is named here, with the registered ones; a legacy name becomes the record's
+        self.op_type = self._opdef().name
         return self
 
     def Input(self, input_name: str, input_blob_list: Sequence[Blob]) -> "UserOpConfBuilder":  # noqa: N802
@@ -146,7 +146,7 @@ class UserOpConfBuilder:
         ops = self._builder.registries.ops
         assert self.op_type is not None  # callers check it
         try:
-            return ops[self.op_type]
+            return ops.resolve(self.op_type)
         except FlowjobError as exc:
             close = difflib.get_close_matches(self.op_type, [op.name for op in ops], n=3)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
@@ -269,18 +269,102 @@ def consistent_user_op_builder(op_name: str) -> UserOpConfBuilder:
     return UserOpConfBuilder(op_name)
 
 
-def _module_builder_refused(name: str) -> Any:
-    def refuse(*args: Any, **kwargs: Any) -> NoReturn:
-        raise NotImplementedError(
-            f"flow.{name} is not supported: it built stateful C++ kernel modules; {PLUGIN_HINT} (an op that keeps "
-            f"state holds it in variables it mutates, as flowjob's optimizer updates do)")
-    refuse.__name__ = refuse.__qualname__ = name
-    refuse.__doc__ = f"Refused: legacy ``flow.{name}`` built stateful C++ kernel modules."
-    return refuse
+class _UserOpModule:
+    """``builder.user_op_module``: legacy's handle to the op's kernel object, which kept state between calls."""
+
+    def __init__(self, op_type_name: str) -> None:
+        self.op_type_name = op_type_name
+
+    def InitOpKernel(self) -> None:  # noqa: N802 (legacy name)
+        """Nothing to make: a record's kernel is built by the planner, once per node, from its inputs."""
 
 
-user_op_module_builder = _module_builder_refused("user_op_module_builder")
-consistent_user_op_module_builder = _module_builder_refused("consistent_user_op_module_builder")
+class UserOpModuleBuilder:
+    """Legacy ``flow.user_op_module_builder(op_type_name)``: an op declared once (``InputSize``, ``Output``,
+    ``Attr``), then added per call with ``OpName(...).Input(...).Build().InferAndTryRun()``.
 
-__all__ = ["BuiltinOp", "UserOp", "UserOpConfBuilder", "builtin_op", "consistent_user_op_builder",
-           "consistent_user_op_module_builder", "user_op_builder", "user_op_module_builder"]
+    Legacy kept one C++ kernel object, with whatever state it held, across the calls; records here keep no
+    kernel state (an op that does keeps it in variables it mutates), so each call adds a node of the
+    registered record as ``flow.user_op_builder`` does."""
+
+    def __init__(self, op_type_name: str) -> None:
+        if not isinstance(op_type_name, str) or not op_type_name:
+            raise OpBuildError(f"flow.user_op_module_builder: op_type_name must be a non-empty str, "
+                               f"got {op_type_name!r}")
+        self.op_type_name = op_type_name
+        self.user_op_module = _UserOpModule(op_type_name)
+        self._sizes: dict[str, int] = {}
+        self._outputs: list[tuple[str, int]] = []
+        self._attrs: dict[str, Any] = {}
+        self._op_name: str | None = None
+        self._inputs: list[tuple[str, list[Blob]]] = []
+
+    @property
+    def what(self) -> str:
+        return f"flow.user_op_module_builder({self.op_type_name!r})"
+
+    def InputSize(self, input_name: str, input_blob_size: int) -> "UserOpModuleBuilder":  # noqa: N802
+        """Declare how many blobs each call gives input ``input_name``."""
+        if isinstance(input_blob_size, bool) or not isinstance(input_blob_size, int) or input_blob_size < 1:
+            raise OpBuildError(f"{self.what}: InputSize({input_name!r}, ...) needs an int >= 1, "
+                               f"got {input_blob_size!r}")
+        self._sizes[input_name] = input_blob_size
+        return self
+
+    def Output(self, output_name: str, num: int = 1) -> "UserOpModuleBuilder":  # noqa: N802
+        """Declare ``num`` outputs under ``output_name`` for every call."""
+        self._outputs.append((output_name, num))
+        return self
+
+    def Attr(self, attr_name: str, attr_value: Any, attr_type_name: str | None = None) -> "UserOpModuleBuilder":  # noqa: N802
+        """Set an attribute for every call."""
+        self._attrs[attr_name] = attr_value
+        return self
+
+    def OpName(self, op_name: str) -> "UserOpModuleBuilder":  # noqa: N802
+        """The name of the node the next ``Build`` adds."""
+        if not isinstance(op_name, str) or not op_name:
+            raise OpBuildError(f"{self.what}: OpName needs a non-empty str, got {op_name!r}")
+        self._op_name = op_name
+        return self
+
+    def Input(self, input_name: str, input_blob_list: Sequence[Blob]) -> "UserOpModuleBuilder":  # noqa: N802
+        """This call's blobs for input ``input_name`` (as many as ``InputSize`` declared)."""
+        blobs: list[Blob] = list(input_blob_list)
+        if input_name in self._sizes and len(blobs) != self._sizes[input_name]:
+            raise OpBuildError(f"{self.what}: input {input_name!r} was declared with InputSize "
+                               f"{self._sizes[input_name]}, got {len(blobs)} blob(s)")
+        self._inputs.append((input_name, blobs))
+        return self
+
+    def Build(self) -> UserOp:  # noqa: N802
+        """This call's op, to ``InferAndTryRun``; the next call starts from the declaration again."""
+        if self._op_name is None:
+            raise OpBuildError(f"{self.what}: call OpName(name) before Build(), one name per call")
+        missing = [name for name in self._sizes if name not in dict(self._inputs)]
+        if missing:
+            raise OpBuildError(f"{self.what}: op {self._op_name!r} got no blobs for input(s) {missing}")
+        conf = UserOpConfBuilder(self._op_name).Op(self.op_type_name)
+        for name, blobs in self._inputs:
+            conf.Input(name, blobs)
+        for name, num in self._outputs:
+            conf.Output(name, num)
+        for name, value in self._attrs.items():
+            conf.Attr(name, value)
+        self._op_name, self._inputs = None, []
+        return conf.Build()
+
+
+def user_op_module_builder(op_type_name: str) -> UserOpModuleBuilder:
+    """Legacy ``flow.user_op_module_builder``: a registered op declared once and added per call."""
+    return UserOpModuleBuilder(op_type_name)
+
+
+def consistent_user_op_module_builder(op_type_name: str) -> UserOpModuleBuilder:
+    """Legacy ``flow.consistent_user_op_module_builder``: the same builder (a job's view decides placement)."""
+    return UserOpModuleBuilder(op_type_name)
+
+
+__all__ = ["BuiltinOp", "UserOp", "UserOpConfBuilder", "UserOpModuleBuilder", "builtin_op",
+           "consistent_user_op_builder", "consistent_user_op_module_builder", "user_op_builder",
+           "user_op_module_builder"]

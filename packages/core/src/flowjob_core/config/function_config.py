@@ -13,6 +13,7 @@ from flowjob_core.errors import ConfigError
 from flowjob_core.config.options import (
     BOOL, NUMBER, Option, OptionSet, UnknownOptionError, check_value, count, flag, is_dict, is_int, is_number, is_str)
 from flowjob_core.trace.scope import LogicalView, Placement
+from flowjob_core.config.function_desc import FunctionDesc
 
 __all__ = ["FunctionConfig", "SessionConfig", "TrainConfig", "UnknownOptionError", "function_config"]
 
@@ -237,6 +238,12 @@ class FunctionConfig(OptionSet):
     _children = {"train": TrainConfig, "tensorrt": TensorRTConfig, "qat": QATConfig,
                  "static_mem_alloc_policy_white_list": MemPolicyWhiteList,
                  "static_mem_alloc_algo_white_list": MemAlgoWhiteList}
+
+    @property
+    def function_desc(self) -> FunctionDesc:
+        """Legacy's getter side: the options set so far, by name (``cfg.function_desc.enable_inplace``); a
+        config with training options set describes a trainable function."""
+        return FunctionDesc("<function config>", "train" if self.train.is_set else "predict", self.snapshot())
 
 
 function_config = FunctionConfig

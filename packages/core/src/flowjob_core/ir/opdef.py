@@ -132,6 +132,9 @@ class OpDef:
     ``flops(inputs, outputs, attrs)``: about how many arithmetic operations one run takes, from the specs
     (GEMM-like ops); the planner's inter-op schedule weighs nodes by it and by the bytes they touch.
     None (the default): the node's time follows the bytes it reads and writes.
+    ``legacy_names``: other names legacy gave this op type, which ``flow.user_op_builder(...).Op(name)``
+    accepts for it (``dynamic_loss_scale_schedule`` for ``optim_dynamic_loss_scale_schedule``, whose
+    record carries its package's prefix); the job records the op under ``name``.
     ``ordered``: the node runs on the step's own thread, in schedule order with the plan's other ordered
     and ``effect`` nodes, never beside them on another thread (MPI collectives: every rank must issue
     them in one order).
@@ -158,6 +161,7 @@ class OpDef:
     amp: str | None = None
     flops: FlopsFn | None = None
     ordered: bool = False
+    legacy_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.amp is not None and self.amp not in AMP_CLASSES:

@@ -17,6 +17,7 @@ class OpRegistry:
     def __init__(self) -> None:
         self._ops: dict[str, OpDef] = {}
         self._owner: dict[str, str] = {}
+        self._legacy: dict[str, str] = {}
         self.operators: dict[str, Callable[..., Any]] = {}
         self.current_plugin = ""
 
@@ -24,8 +25,17 @@ class OpRegistry:
         if op.name in self._ops:
             raise PluginError(
                 f"op {op.name!r} registered twice: by {self._owner[op.name]!r} and by {self.current_plugin!r}")
+        for legacy in op.legacy_names:
+            taken = self._legacy.get(legacy) or (legacy if legacy in self._ops else None)
+            if taken is not None:
+                raise PluginError(f"op {op.name!r} (plugin {self.current_plugin!r}) takes the legacy name "
+                                  f"{legacy!r} of op {taken!r}")
+        if op.name in self._legacy:
+            raise PluginError(f"op {op.name!r} (plugin {self.current_plugin!r}) is the legacy name of op "
+                              f"{self._legacy[op.name]!r}")
         self._ops[op.name] = op
         self._owner[op.name] = self.current_plugin
+        self._legacy.update(dict.fromkeys(op.legacy_names, op.name))
 
     def add_operator(self, dunder: str, fn: Callable[..., Any]) -> None:
         """Make ``Blob.<dunder>`` (e.g. ``__add__``) call ``fn(blob, other)``."""
@@ -36,6 +46,10 @@ class OpRegistry:
             return self._ops[name]
         except KeyError:
             raise PluginError(f"no op {name!r} is registered (is the package that provides it installed?)") from None
+
+    def resolve(self, name: str) -> OpDef:
+        """The record of ``name`` or of the op whose ``legacy_names`` hold it (``flow.user_op_builder``)."""
+        return self[self._legacy.get(name, name)]
 
     def __contains__(self, name: str) -> bool:
         return name in self._ops

@@ -63,6 +63,8 @@ class JobBuilder:
         self._variable_blobs: dict[str, Blob] = {}
         self._names: set[str] = {n.name for n in job.nodes}
         self._local_ids: dict[str, int] = {}
+        # flow.find_or_create_module's modules of this job, by name (legacy kept them per job)
+        self.modules: dict[str, Any] = {}
 
     @contextlib.contextmanager
     def activate(self) -> Iterator["JobBuilder"]:

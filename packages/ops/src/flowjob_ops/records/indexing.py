@@ -489,7 +489,8 @@ def strided_bounds(shape: Sequence[int], start: Any, stop: Any, step: Any) -> tu
     """Legacy ``slice_v2`` bounds: per axis Python slice semantics of (start, stop, step), None = open.
 
     start must lie in [-size, size) and stop in [-size-1, size] (legacy's check_slice_tup_list);
-    a step of 0 or a box without elements is an error.
+    a step of 0 or a box without elements is an error, except on an axis that is itself empty (a dynamic
+    feed with a zero-length axis, which legacy sliced to an empty blob).
     """
     rank = len(shape)
     items = [tuple(v) if v is not None else (None,) * rank for v in (start, stop, step)]
@@ -508,7 +509,7 @@ def strided_bounds(shape: Sequence[int], start: Any, stop: Any, step: Any) -> tu
         if e is not None and not -dim - 1 <= e <= dim:
             raise ShapeError(f"slice stop {e} of axis {axis} must be in [-{dim + 1}, {dim}]")
         bound = builtins.slice(b, e, s)
-        if len(range(*bound.indices(dim))) == 0:
+        if dim and len(range(*bound.indices(dim))) == 0:
             raise ShapeError(f"slice ({b}, {e}, {s}) selects nothing from axis {axis} of size {dim}")
         bounds.append(bound)
     return tuple(bounds)
