@@ -50,6 +50,7 @@ INDEXED_SLICES_REDUCE_SUM = OpDef(
     "indexed_slices_reduce_sum", _infer, kernel=_kernel, not_differentiable=True,
     name_prefix="IndexedSlicesReduceSum", input_names=("x_indices", "x_values"), attr_names=(),
     doc="(indices, values) -> (y_indices, y_values, num_unique): the rows sharing an index summed, distinct "
-        "indices ascending first (tail 0)")
+        "indices ascending first (tail 0)",
+    amp="black")  # a sum of rows, kept in float32 as the segment sums are
 
 OPS = (INDEXED_SLICES_REDUCE_SUM,)
