@@ -160,7 +160,8 @@ def test_state_dict_round_trip():
         "fc1.weight", "fc2.weight", "fc2.bias"]
 
 
-def test_module_tree_buffers_and_modes():
+def test_module_tree_buffers_and_modes(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")  # it moves the module to the cpu device by name
     model = MLP()
     model.register_buffer("steps", flow.tensor([0]))
     model.register_buffer("scratch", flow.Tensor(2), persistent=False)

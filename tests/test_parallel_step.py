@@ -52,6 +52,7 @@ def _train(threads: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[np.ndarr
 
 
 def test_two_threads_run_conv_gradients_side_by_side_with_the_one_thread_values(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")  # lanes are the numpy backend's host threads
     want_losses, want_values, serial = _train(1, monkeypatch)
     got_losses, got_values, plan = _train(2, monkeypatch)
     again_losses, again_values, _ = _train(2, monkeypatch)

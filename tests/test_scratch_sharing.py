@@ -64,6 +64,7 @@ def test_shared_scratch_trains_like_private_temporaries(monkeypatch, algorithm):
 
 
 def test_columns_past_the_budget_are_rebuilt_with_the_same_values(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")  # the kept columns are the cpu im2col's
     from flowjob_ops.records import conv as conv_records
     from flowjob_ops.kernels import conv2d as conv_kernels
 
