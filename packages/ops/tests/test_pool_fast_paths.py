@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pathlib
 import sys
+import threading
 import zlib
 from typing import Any
 
@@ -123,7 +124,7 @@ def _assert_same(got: np.ndarray, want: np.ndarray, *, nan_alike: bool = False) 
 def _tiling(kernel: Any) -> Any:
     """The tiling a kernel used (it has met one input layout)."""
     (layout,) = kernel._layouts.values()
-    return layout[0]
+    return layout
 
 
 # the cpu override of each reference kernel class
@@ -188,6 +189,37 @@ DATA = [(dtype, kind) for dtype in DTYPES for kind in (KINDS if np.dtype(dtype).
 @pytest.mark.parametrize("geometry", TILED, ids=str)
 def test_tiled_path_matches_the_reference(geometry: tuple, fmt: str, dtype: Any, kind: str, block_bytes: int) -> None:
     _check_all(geometry, fmt, dtype, kind, tiled_path=True, block_bytes=block_bytes)
+
+
+def _thread_per_block(body: Any, count: int) -> None:
+    """A ``Backend.parallel`` that runs every block on a thread of its own, all at once, under the caller's
+    numpy error state (as ``HostThreads`` does: it is per thread)."""
+    errors: list[BaseException] = []
+    state = np.geterr()
+
+    def run(i: int) -> None:
+        try:
+            with np.errstate(**state):
+                body(i, i + 1)
+        except BaseException as exc:  # re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+@pytest.mark.parametrize("dtype, kind", [(np.float32, "ties"), (np.float32, "special"), (np.float64, "ties")],
+                         ids=str)
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("geometry", TILED, ids=str)
+def test_tiled_blocks_on_threads_match_the_reference(geometry: tuple, fmt: str, dtype: Any, kind: str) -> None:
+    # one block per index of the outermost axis, each on its own thread with its own scratch
+    _check_all(geometry, fmt, dtype, kind, tiled_path=True, block_bytes=1, planes={"parallel": _thread_per_block})
 
 
 def _reversed_split(body: Any, count: int) -> None:

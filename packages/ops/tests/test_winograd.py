@@ -90,6 +90,52 @@ def test_kernels_match_im2col_in_float64(dims: tuple, pads: Any, fmt: str) -> No
     assert _relative(alone(x, dy, reuse=True), want_dw) < 1e-12
 
 
+def _one_thread_per_chunk(body: Any, count: int) -> None:
+    """A ``Backend.parallel`` that runs every part on a thread of its own, all at once."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run(k: int) -> None:
+        try:
+            body(k, k + 1)
+        except BaseException as exc:  # handed to the test below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_chunks_on_threads_give_the_bits_of_one_thread(fmt: str) -> None:
+    # 9 images: MIN_CHUNKS makes 3 chunks of 3, each with its own thread's scratch; the filter gradient's
+    # per-chunk sums are added in chunk order, so every result is bitwise the serial one
+    x_shape, w_shape = _shapes(9, 6, 11, 10, 8, 5, fmt)
+    x, w = _arrays(x_shape, w_shape, np.float32)
+    geom = conv.ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, fmt)
+    dy = np.random.default_rng(4).standard_normal(geom.y_shape).astype(np.float32)
+    results = []
+    for parallel in (None, _one_thread_per_chunk):
+        forward = winograd.WinogradForward(np, geom, np.float32, parallel=parallel)
+        y = forward(x, w).copy()
+        dx = winograd.WinogradBackwardData(np, geom, np.float32, parallel=parallel)(dy, w).copy()
+        dw = winograd.WinogradBackwardFilter(np, geom, np.float32, forward=forward, parallel=parallel)(
+            x, dy, reuse=True).copy()
+        dw_alone = winograd.WinogradBackwardFilter(np, geom, np.float32, parallel=parallel)(x, dy).copy()
+        results.append((y, dx, dw, dw_alone))
+    assert len(winograd.WinogradForward(np, geom, np.float32).shape.chunks) == 3
+    for serial, threaded in zip(*results):
+        np.testing.assert_array_equal(serial, threaded)
+    want = conv.Conv2dForward(np, x_shape, w_shape, np.float64, 1, "SAME", 1, 1, fmt)(x.astype(np.float64),
+                                                                                       w.astype(np.float64))
+    assert _relative(results[1][0], want) < 2e-5
+
+
 def test_the_filter_gradient_rebuilds_the_transform_for_another_array() -> None:
     x_shape, w_shape = (2, 3, 8, 8), (4, 3, 5, 5)
     x, w = _arrays(x_shape, w_shape, np.float64)

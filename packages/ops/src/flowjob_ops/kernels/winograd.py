@@ -37,15 +37,18 @@ from __future__ import annotations
 
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from .host_blocks import PerThread, each_item
 from .padding import as_strided, check_data_format
 
 ALPHA = 8  # tile size: m + r - 1
 WINOGRAD_MAX_CHANNELS = 64  # see worthwhile()
 CHUNK_BYTES = 16 << 20  # the images of one chunk keep their transforms in the last-level cache
+MIN_CHUNKS = 4  # chunks of a batch at least (where it has the images): work for the host threads
+Parallel = Callable[[Callable[[int, int], None], int], None]
 KERNEL_SIZES = (3, 4, 5)
 
 # Interpolation points (infinity is the last row/column of each matrix).
@@ -127,8 +130,9 @@ def _banded(xp: Any, dtype: Any, matrix: np.ndarray, tiles: int, stride: int, of
 
 
 def _chunks(n: int, per_image: int) -> list[tuple[int, int]]:
-    """Near-equal runs of images whose working set is about CHUNK_BYTES (at most two run sizes)."""
-    count = max(1, min(n, -(-n * per_image // CHUNK_BYTES)))
+    """Near-equal runs of images whose working set is about CHUNK_BYTES, and at least MIN_CHUNKS of them
+    (at most two run sizes). The count depends on the shapes alone, never on the threads that run them."""
+    count = max(1, min(n, max(MIN_CHUNKS, -(-n * per_image // CHUNK_BYTES))))
     size = -(-n // count)
     return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
 
@@ -181,20 +185,22 @@ class _OutputTransform:
         self._a, self._batches = a, a * th * tw
         self._z_view = self._z.transpose(0, 2, 3, 1, 4)  # (k, ty, tx, b, nk)
 
-    def target(self, out: Any) -> Any:
-        """out (th*m, tw*m, n, K), n's stride K times K's: the (k, ty, tx, l, n*K) view written by __call__."""
-        (th, tw), m = self._tiles, self._m
-        s_h, s_w, s_n, s_k = out.strides
-        n, k = out.shape[2:]
-        if s_n != k * s_k and n > 1:
-            raise ValueError("Winograd output slices must keep each image's channels contiguous")
-        return as_strided(self.xp, out, (m, th, tw, m, n * k), (s_h, m * s_h, m * s_w, s_w, s_k))
-
     def __call__(self, products: Any, target: Any) -> None:
         xp = self.xp
         src = products.reshape(self._a, self._batches, -1).transpose(1, 0, 2)
         xp.matmul(self._at, src, out=self._z_batches)  # contract a
         xp.matmul(self._at, self._z_view, out=target)  # contract b, into the output tiles
+
+
+def _output_target(xp: Any, out: Any, tiles: tuple[int, int], m: int) -> Any:
+    """out (th*m, tw*m, n, K), n's stride K times K's: the (k, ty, tx, l, n*K) view an ``_OutputTransform``
+    writes."""
+    th, tw = tiles
+    s_h, s_w, s_n, s_k = out.strides
+    n, k = out.shape[2:]
+    if s_n != k * s_k and n > 1:
+        raise ValueError("Winograd output slices must keep each image's channels contiguous")
+    return as_strided(xp, out, (m, th, tw, m, n * k), (s_h, m * s_h, m * s_w, s_w, s_k))
 
 
 def _hwnc(a: Any, data_format: str) -> Any:
@@ -280,8 +286,17 @@ class _Stage:
         self.products = xp.empty((ALPHA * ALPHA, self.tile_count, c_out), dtype=dtype)
 
 
-def _stages(xp: Any, dtype: Any, chunks: list[tuple[int, int]], make: Any) -> dict[int, Any]:
-    return {size: make(size) for size in {hi - lo for lo, hi in chunks}}
+class _Scratch:
+    """The scratch of each chunk size, made on first use by each thread that runs chunks of that size: the
+    chunks of a batch run side by side over the host threads (``parallel``), or in order without it."""
+
+    def __init__(self, make: Callable[[int], Any], parallel: Parallel | None, chunks: int) -> None:
+        self._make = make
+        self._local = PerThread()
+        self.parallel = parallel if chunks > 1 else None
+
+    def __call__(self, size: int) -> Any:
+        return self._local.get(size, lambda: self._make(size))
 
 
 class WinogradForward:
@@ -292,7 +307,8 @@ class WinogradForward:
     chunk) and the array it came from, for the filter-gradient kernel to reuse.
     """
 
-    def __init__(self, xp: Any, geom: Any, dtype: Any, *, bias: bool = False, relu: bool = False) -> None:
+    def __init__(self, xp: Any, geom: Any, dtype: Any, *, bias: bool = False, relu: bool = False,
+                 parallel: Parallel | None = None) -> None:
         self.xp, self.geom = xp, geom
         self.bias, self.relu = bool(bias), bool(relu)
         dt = self.dtype = np.dtype(dtype)
@@ -301,17 +317,16 @@ class WinogradForward:
         (pt, _), (pl, _) = shape.pads
         th, tw = shape.tiles
         padded = shape.padded(shape.tiles)
-        self._stages = _stages(xp, dt, shape.chunks, lambda n: _Stage(
-            xp, dt, bt, shape.tiles, shape.m, padded, (pt, pl), (geom.H, geom.W), n, geom.C, geom.F))
+        self._scratch = _Scratch(lambda n: (
+            _Stage(xp, dt, bt, shape.tiles, shape.m, padded, (pt, pl), (geom.H, geom.W), n, geom.C, geom.F),
+            _OutputTransform(xp, dt, at, shape.tiles, n * geom.F)), parallel, len(shape.chunks))
         self._filter = _FilterTransform(xp, dt, g, geom.F, geom.C, shape.r, rotate=False)
         out4 = xp.empty((th * shape.m, tw * shape.m, geom.N, geom.F), dtype=dt)
-        self._outputs = {n: _OutputTransform(xp, dt, at, shape.tiles, n * geom.F) for n in self._stages}
         self._runs = []
         self.transformed: list[Any] = []
         for lo, hi in shape.chunks:
-            stage = self._stages[hi - lo]
-            self.transformed.append(stage.transform.new_output())
-            self._runs.append((lo, hi, stage, self._outputs[hi - lo], self._outputs[hi - lo].target(out4[:, :, lo:hi])))
+            self.transformed.append(xp.empty((ALPHA, ALPHA, th, tw, (hi - lo) * geom.C), dtype=dt))
+            self._runs.append((lo, hi, _output_target(xp, out4[:, :, lo:hi], shape.tiles, shape.m)))
         self._out4 = out4
         oh, ow = shape.out_hw
         self._valid = out4[:oh, :ow]
@@ -320,9 +335,13 @@ class WinogradForward:
 
     def transform_input(self, x: Any) -> list[Any]:
         """Only the input transform (for a filter gradient that cannot reuse a forward's)."""
-        for (lo, hi, stage, _, _), v in zip(self._runs, self.transformed):
+        def chunk(k: int) -> None:
+            lo, hi, _ = self._runs[k]
+            stage, _ = self._scratch(hi - lo)
             stage.interior[...] = _hwnc(x[lo:hi], self.shape.fmt)
-            stage.transform(stage.pad, v)
+            stage.transform(stage.pad, self.transformed[k])
+
+        each_item(range(len(self._runs)), chunk, self._scratch.parallel)
         return self.transformed
 
     def raw(self, x: Any, w: Any) -> Any:
@@ -334,11 +353,17 @@ class WinogradForward:
             raise ValueError(f"conv2d weight has shape {tuple(w.shape)}, this kernel was built for {geom.w_shape}")
         self.source = None
         u = self._filter(_fcrr(w, fmt))
-        for (lo, hi, stage, output, target), v in zip(self._runs, self.transformed):
+
+        def chunk(k: int) -> None:
+            lo, hi, target = self._runs[k]
+            stage, output = self._scratch(hi - lo)
+            v = self.transformed[k]
             stage.interior[...] = _hwnc(x[lo:hi], fmt)
             stage.transform(stage.pad, v)
             xp.matmul(v.reshape(ALPHA * ALPHA, stage.tile_count, geom.C), u, out=stage.products)
             output(stage.products, target)
+
+        each_item(range(len(self._runs)), chunk, self._scratch.parallel)
         self.source = x
         return self._out4
 
@@ -362,7 +387,7 @@ class WinogradForward:
 class WinogradBackwardData:
     """dx = d(loss)/dx: the forward algorithm on dy padded by r - 1 - pad, with the kernel rotated."""
 
-    def __init__(self, xp: Any, geom: Any, dtype: Any) -> None:
+    def __init__(self, xp: Any, geom: Any, dtype: Any, parallel: Parallel | None = None) -> None:
         self.xp, self.geom = xp, geom
         dt = np.dtype(dtype)
         self.shape = shape = _Geometry(geom, dt.itemsize)
@@ -371,14 +396,17 @@ class WinogradBackwardData:
         (pt, _), (pl, _) = shape.pads
         th, tw = shape.in_tiles
         padded = shape.padded(shape.in_tiles)
-        self._stages = _stages(xp, dt, shape.chunks, lambda n: _Stage(
-            xp, dt, bt, shape.in_tiles, shape.m, padded, (r - 1 - pt, r - 1 - pl), shape.out_hw, n, geom.F, geom.C))
-        self._transformed = {n: stage.transform.new_output() for n, stage in self._stages.items()}
+
+        def scratch(n: int) -> tuple[_Stage, Any, _OutputTransform]:
+            stage = _Stage(xp, dt, bt, shape.in_tiles, shape.m, padded, (r - 1 - pt, r - 1 - pl), shape.out_hw, n,
+                           geom.F, geom.C)
+            return stage, stage.transform.new_output(), _OutputTransform(xp, dt, at, shape.in_tiles, n * geom.C)
+
+        self._scratch = _Scratch(scratch, parallel, len(shape.chunks))
         self._filter = _FilterTransform(xp, dt, g, geom.F, geom.C, r, rotate=True)
         out4 = xp.empty((th * shape.m, tw * shape.m, geom.N, geom.C), dtype=dt)
-        outputs = {n: _OutputTransform(xp, dt, at, shape.in_tiles, n * geom.C) for n in self._stages}
-        self._runs = [(lo, hi, self._stages[hi - lo], self._transformed[hi - lo], outputs[hi - lo],
-                       outputs[hi - lo].target(out4[:, :, lo:hi])) for lo, hi in shape.chunks]
+        self._runs = [(lo, hi, _output_target(xp, out4[:, :, lo:hi], shape.in_tiles, shape.m))
+                      for lo, hi in shape.chunks]
         self._dx = _from_hwnc(out4[:geom.H, :geom.W], shape.fmt)
 
     def __call__(self, dy: Any, w: Any) -> Any:
@@ -389,11 +417,16 @@ class WinogradBackwardData:
         if tuple(w.shape) != geom.w_shape:
             raise ValueError(f"conv2d weight has shape {tuple(w.shape)}, this kernel was built for {geom.w_shape}")
         u = self._filter(_fcrr(w, fmt))
-        for lo, hi, stage, v, output, target in self._runs:
+
+        def chunk(k: int) -> None:
+            lo, hi, target = self._runs[k]
+            stage, v, output = self._scratch(hi - lo)
             stage.interior[...] = _hwnc(dy[lo:hi], fmt)
             stage.transform(stage.pad, v)
             xp.matmul(v.reshape(ALPHA * ALPHA, stage.tile_count, geom.F), u, out=stage.products)
             output(stage.products, target)
+
+        each_item(range(len(self._runs)), chunk, self._scratch.parallel)
         return self._dx
 
 
@@ -404,8 +437,10 @@ class WinogradBackwardFilter:
     reused; ``__call__(x, dy, reuse=True)`` reuses it when it was made from this very ``x``.
     """
 
-    def __init__(self, xp: Any, geom: Any, dtype: Any, forward: WinogradForward | None = None) -> None:
+    def __init__(self, xp: Any, geom: Any, dtype: Any, forward: WinogradForward | None = None,
+                 parallel: Parallel | None = None) -> None:
         self.xp, self.geom = xp, geom
+        self._parallel = parallel
         dt = np.dtype(dtype)
         self.shape = shape = _Geometry(geom, dt.itemsize)
         if forward is not None and (forward.geom != geom or forward.dtype != dt):
@@ -422,9 +457,9 @@ class WinogradBackwardFilter:
             transform = _TileTransform(xp, dt, g_dw, shape.tiles, m, (0, 0), (th * m, tw * m), n * geom.F)
             return dy_buf, dy_buf[:oh, :ow], transform, transform.new_output()
 
-        self._stages = _stages(xp, dt, shape.chunks, stage)
-        self._sums = xp.empty((ALPHA * ALPHA, geom.F, geom.C), dtype=dt)
-        self._partial = xp.empty_like(self._sums) if len(shape.chunks) > 1 else None
+        self._scratch = _Scratch(stage, parallel, len(shape.chunks))
+        # one sum per chunk, added in chunk order afterwards: the same bits however many threads ran them
+        self._sums = [xp.empty((ALPHA * ALPHA, geom.F, geom.C), dtype=dt) for _ in shape.chunks]
         self._at = xp.asarray(at_dw.astype(dt))
         self._half = xp.empty((r, ALPHA, geom.F * geom.C), dtype=dt)
         self._rr = xp.empty((r, r, geom.F * geom.C), dtype=dt)
@@ -436,7 +471,7 @@ class WinogradBackwardFilter:
         if reuse and self._forward is not None and self._forward.source is x:
             return self._forward.transformed
         if self._own_forward is None:  # only when the forward's transform cannot be reused
-            self._own_forward = WinogradForward(self.xp, self.geom, self._dw.dtype)
+            self._own_forward = WinogradForward(self.xp, self.geom, self._dw.dtype, parallel=self._parallel)
         return self._own_forward.transform_input(x)
 
     def __call__(self, x: Any, dy: Any, *, reuse: bool = False) -> Any:
@@ -447,17 +482,23 @@ class WinogradBackwardFilter:
             raise ValueError(f"conv2d output gradient dy has shape {tuple(dy.shape)}, this kernel was built for "
                              f"{geom.y_shape}")
         count = ALPHA * ALPHA
-        for k, ((lo, hi), v) in enumerate(zip(self.shape.chunks, self._transformed_input(x, reuse))):
-            dy_buf, interior, transform, d = self._stages[hi - lo]
+        transformed = self._transformed_input(x, reuse)
+
+        def chunk(k: int) -> None:
+            lo, hi = self.shape.chunks[k]
+            dy_buf, interior, transform, d = self._scratch(hi - lo)
             interior[...] = _hwnc(dy[lo:hi], self.shape.fmt)
             transform(dy_buf, d)
             tiles = d.size // (count * geom.F)
-            # per tile point: (F x tiles) @ (tiles x C), summed over every tile of every image
-            out = self._sums if k == 0 else self._partial
-            xp.matmul(d.reshape(count, tiles, geom.F).transpose(0, 2, 1), v.reshape(count, tiles, geom.C), out=out)
-            if k:
-                xp.add(self._sums, out, out=self._sums)
-        xp.matmul(self._at, self._sums.reshape(ALPHA, -1), out=self._half.reshape(self.shape.r, -1))  # contract a
+            # per tile point: (F x tiles) @ (tiles x C), summed over every tile of the chunk's images
+            xp.matmul(d.reshape(count, tiles, geom.F).transpose(0, 2, 1), transformed[k].reshape(count, tiles, geom.C),
+                      out=self._sums[k])
+
+        each_item(range(len(self.shape.chunks)), chunk, self._scratch.parallel)
+        total = self._sums[0]
+        for partial in self._sums[1:]:
+            xp.add(total, partial, out=total)
+        xp.matmul(self._at, total.reshape(ALPHA, -1), out=self._half.reshape(self.shape.r, -1))  # contract a
         xp.matmul(self._at, self._half, out=self._rr)  # contract b, per kernel row
         self._dw[...] = self._dw_src
         return self._dw

@@ -28,6 +28,7 @@ from typing import Any
 
 from flowjob_core import KernelContext, switches
 
+from flowjob_ops.kernels.host_blocks import host_parallel
 from flowjob_ops.overrides.cpu import batch_parts
 from flowjob_ops.overrides.cpu.pool import TiledMaxPool2d
 from flowjob_ops.records import conv as conv_records
@@ -58,7 +59,7 @@ def conv_kernel(ctx: KernelContext) -> Any:
                                           scratch=ctx.scratch)
     if chosen != "winograd":
         return _IM2COL[ctx.op](ctx)
-    fast = winograd.WinogradForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu)
+    fast = winograd.WinogradForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu, parallel=host_parallel(ctx))
     if ctx.training:  # the filter-gradient node reuses its transformed input (see grad_filter_kernel)
         ctx.shared[("conv2d-winograd", ctx.node_name)] = fast
     return fast
@@ -72,7 +73,7 @@ def grad_data_kernel(ctx: KernelContext) -> Any:
         return pointwise.PointwiseBackwardData(ctx.xp, geom, dy.dtype, out=ctx.out(0), scratch=ctx.scratch)
     if chosen != "winograd":
         return batch_parts.data_gradient(ctx) or _IM2COL[ctx.op](ctx)
-    return winograd.WinogradBackwardData(ctx.xp, geom, dy.dtype)
+    return winograd.WinogradBackwardData(ctx.xp, geom, dy.dtype, parallel=host_parallel(ctx))
 
 
 def grad_filter_kernel(ctx: KernelContext) -> Any:
@@ -86,7 +87,7 @@ def grad_filter_kernel(ctx: KernelContext) -> Any:
     forward = ctx.shared.get(("conv2d-winograd", ctx.attrs.get("forward")))
     if not isinstance(forward, winograd.WinogradForward) or forward.geom != geom or forward.dtype != x.dtype:
         forward = None
-    fast = winograd.WinogradBackwardFilter(ctx.xp, geom, x.dtype, forward=forward)
+    fast = winograd.WinogradBackwardFilter(ctx.xp, geom, x.dtype, forward=forward, parallel=host_parallel(ctx))
 
     def run(x_value: Any, dy_value: Any) -> Any:
         # reused only if the forward kernel's transform was made from this very array

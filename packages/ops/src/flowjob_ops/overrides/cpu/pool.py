@@ -256,8 +256,10 @@ class TiledMaxPool2d(MaxPool2d):
         super()._setup()
         self.block_bytes = block_bytes
         self._tiled = not self._global and _Tiling.applies(self)
-        self._layouts: dict[tuple[int, ...], tuple[_Tiling, Any]] = {}  # by the input's strides
+        self._layouts: dict[tuple[int, ...], _Tiling] = {}  # by the input's strides
         self._planes = _Planes(self, plane_block_bytes, parallel)
+        self._parallel = parallel
+        self._local = PerThread()  # the tiled blocks' scratch, per thread that runs blocks
 
     def __call__(self, x: Any) -> Any:
         """Return y (the kernel's own buffer, overwritten by the next call)."""
@@ -284,13 +286,13 @@ class TiledMaxPool2d(MaxPool2d):
         for t in taps[2:]:
             xp.maximum(y, t, out=y)
 
-    def _layout(self, src: Any) -> tuple[_Tiling, dict]:
+    def _layout(self, src: Any) -> _Tiling:
         key = tuple(src.strides)
         if key not in self._layouts:
             order = memory_order(src, self._sp)
             if order[-1] == 3:  # x's rows run along y's innermost axis: work in y's order
                 order = (0, 1, 2, 3)
-            self._layouts[key] = (_Tiling(self, order, self.block_bytes), {})
+            self._layouts[key] = _Tiling(self, order, self.block_bytes)
         return self._layouts[key]
 
     def _tiled_max(self, src: Any) -> None:
@@ -298,33 +300,35 @@ class TiledMaxPool2d(MaxPool2d):
 
         Same result bit for bit as the tap-by-tap chain: ``maximum`` keeps its first NaN operand
         and, of equal values (+0 / -0), its second, so any grouping of the taps in window order
-        picks the same element (the first NaN, else the last maximal one).
+        picks the same element (the first NaN, else the last maximal one). The blocks (disjoint) run over
+        the host threads, each thread with its own scratch.
         """
         xp = self.xp
-        t, scratch = self._layout(src)
+        t = self._layout(src)
         kh, kw, KW = t.kh, t.kw, t.KW
         x6, y4 = t.split(xp, src), t.pooled(self._y)
         rows, cols = t.row_tap, t.col_tap
-        for index in t.blocks:
+
+        def block(index: tuple[slice, ...]) -> None:
             xb, yb = x6[index], y4[index]
             if kw > 1:
                 if kh == 1:
                     rowmax = yb[t.new_kh]
                 else:  # max over the kw taps of each window row
                     shape = t.shape(xb.shape, without=KW)
-                    if shape not in scratch:
-                        scratch[shape] = xp.empty(shape, dtype=self.dtype)
-                    rowmax = scratch[shape]
+                    rowmax = self._local.get(shape, lambda: xp.empty(shape, dtype=self.dtype))
                 xp.maximum(xb[cols[0]], xb[cols[1]], out=rowmax)
                 for j in range(2, kw):
                     xp.maximum(rowmax, xb[cols[j]], out=rowmax)
                 if kh == 1:
-                    continue
+                    return
             else:
                 rowmax = xb[cols[0]]
             xp.maximum(rowmax[rows[0]], rowmax[rows[1]], out=yb)
             for i in range(2, kh):
                 xp.maximum(yb, rowmax[rows[i]], out=yb)
+
+        each_item(t.blocks, block, self._parallel if len(t.blocks) > 1 else None)
 
 
 class TiledMaxPool2dBackward(MaxPool2dBackward):
@@ -343,13 +347,15 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
                plane_block_bytes: int | None = PLANE_BLOCK_BYTES, parallel: Parallel | None = None) -> None:
         super()._setup(relu=relu)
         self._planes = _Planes(self, plane_block_bytes, parallel)
+        self._parallel = parallel
+        self._local = PerThread()  # the tiled blocks' scratch (_GradBuffers), per thread that runs blocks
         if grad_layout not in ("data_format", "input"):
             raise ValueError(f"grad_layout must be 'data_format' or 'input', got {grad_layout!r}")
         self.block_bytes = block_bytes
         win = self.window
         # (the per-window hit counts are uint8)
         self._tiled = _Tiling.applies(self) and win.ksize[0] * win.ksize[1] <= 255
-        self._layouts: dict[tuple[int, ...], tuple[_Tiling, dict] | None] = {}  # by x's strides
+        self._layouts: dict[tuple[int, ...], _Tiling | None] = {}  # by x's strides
         self._copies: dict[tuple, Any] = {}  # y / dy copied into the tiling's memory order
         # dx's layout is settled (unless it is to follow the first x; padded: the padded buffer's)
         self._relaid = grad_layout != "input" or win.has_padding
@@ -366,7 +372,7 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
         layout = self._layout(src)
         if layout is None:
             return self._tap_by_tap(src, y, dy)
-        self._tiled_grad(*layout, src, y, dy)
+        self._tiled_grad(layout, src, y, dy)
         return self._grad.finish()
 
     def _grad_block(self, x: Any, y: Any, dy: Any, index: tuple[slice, ...]) -> None:
@@ -393,7 +399,7 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
         if grad._inner is not None:
             grad._dx[index] = grad._inner[index]
 
-    def _layout(self, src: Any) -> tuple[_Tiling, dict] | None:
+    def _layout(self, src: Any) -> _Tiling | None:
         """The tiling for x's layout, in dx's memory order; None when x's rows do not run along
         dx's innermost axis (the generic path is cheaper than writing dx across its rows)."""
         key = tuple(src.strides)
@@ -405,48 +411,53 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
                     self._grad = PaddedGrad(self, order)
                     self._dst = [self._grad.buf[idx] for idx in self._tap_idx]
             target = self._grad.order
-            self._layouts[key] = (_Tiling(self, target, self.block_bytes), {}) if order[-1] == target[-1] else None
+            self._layouts[key] = _Tiling(self, target, self.block_bytes) if order[-1] == target[-1] else None
         return self._layouts[key]
 
-    def _tiled_grad(self, t: _Tiling, scratch: dict, src: Any, y: Any, dy: Any) -> None:
-        """Windows that tile the plane: per block, hit = x == y and dx = dy * hit."""
+    def _tiled_grad(self, t: _Tiling, src: Any, y: Any, dy: Any) -> None:
+        """Windows that tile the plane: per block, hit = x == y and dx = dy * hit. The blocks (disjoint) run
+        over the host threads, each thread with its own buffers."""
         xp = self.xp
+        split = self._parallel if len(t.blocks) > 1 else None
         x6, dx6 = t.split(xp, src), t.split(xp, self._grad.buf)
         y4, dy4 = t.pooled(y), t.pooled(dy)
         # y or dy in another memory order than x: one cache-friendly transposing copy first
         if not _c_contiguous(y4):
-            y4 = self._relaid_copy(t, "y", y4)
+            y4 = self._relaid_copy(t, "y", y4, split)
         if not _c_contiguous(dy4):
-            dy4 = self._relaid_copy(t, "dy", dy4)
-        for index in t.blocks:
-            xb, yb, dyb = x6[index], y4[index], dy4[index]
-            block = tuple(xb.shape)
-            if block not in scratch:
-                scratch[block] = _GradBuffers(xp, t, block, self.dtype, self.relu)
-            buf = scratch[block]
-            yb, dyb = _gathered(xp, yb, buf.y), _gathered(xp, dyb, buf.dy)
-            if self.relu:
-                xp.greater(yb, 0, out=buf.maskv, casting="unsafe")
-                xp.multiply(dyb, buf.maskv, out=buf.masked)  # dy * (y > 0), as on the generic path
-                dyb = buf.masked
-                if buf.pos is not None:
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        xp.divide(yb, buf.maskv, out=buf.pos)  # y / 1 is y; y / 0 is -inf or NaN
-                    yb = buf.pos
-            self._repeat(t, buf, yb, buf.yw)
-            self._repeat(t, buf, dyb, buf.dyw)
-            xp.equal(xb, buf.yw_rows, out=buf.hits)
-            if self._has_ties(t, buf):
-                self._first_hits(t, buf)
-            xp.multiply(buf.dyw_rows, buf.hits, out=dx6[index])
+            dy4 = self._relaid_copy(t, "dy", dy4, split)
+        each_item(t.blocks, lambda index: self._grad_tile_block(t, x6[index], y4[index], dy4[index], dx6[index]),
+                  split)
 
-    def _relaid_copy(self, t: _Tiling, name: str, a: Any) -> Any:
+    def _grad_tile_block(self, t: _Tiling, xb: Any, yb: Any, dyb: Any, dxb: Any) -> None:
+        """One block of the tiled gradient (``_tiled_grad``): hits of x against its window's y, the first hit
+        of each window where there are ties, dx = dy * hit."""
+        xp = self.xp
+        block = tuple(xb.shape)
+        buf = self._local.get((t.order, block), lambda: _GradBuffers(xp, t, block, self.dtype, self.relu))
+        yb, dyb = _gathered(xp, yb, buf.y), _gathered(xp, dyb, buf.dy)
+        if self.relu:
+            xp.greater(yb, 0, out=buf.maskv, casting="unsafe")
+            xp.multiply(dyb, buf.maskv, out=buf.masked)  # dy * (y > 0), as on the generic path
+            dyb = buf.masked
+            if buf.pos is not None:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    xp.divide(yb, buf.maskv, out=buf.pos)  # y / 1 is y; y / 0 is -inf or NaN
+                yb = buf.pos
+        self._repeat(t, buf, yb, buf.yw)
+        self._repeat(t, buf, dyb, buf.dyw)
+        xp.equal(xb, buf.yw_rows, out=buf.hits)
+        if self._has_ties(t, buf):
+            self._first_hits(t, buf)
+        xp.multiply(buf.dyw_rows, buf.hits, out=dxb)
+
+    def _relaid_copy(self, t: _Tiling, name: str, a: Any, split: Parallel | None) -> Any:
         """a (a pooled array in t's memory order, not contiguous) copied into a contiguous buffer."""
         key = (t.order, name)
         if key not in self._copies:
             self._copies[key] = self.xp.empty(a.shape, dtype=self.dtype)
         out = self._copies[key]
-        copy_along_memory(self.xp, a, out, self.block_bytes)
+        copy_along_memory(self.xp, a, out, self.block_bytes, split)
         return out
 
     def _repeat(self, t: _Tiling, buf: _GradBuffers, a: Any, out: Any) -> None:
