@@ -64,3 +64,30 @@ def test_the_cpu_override_splits_a_large_data_gradient_only(monkeypatch):
 
     assert isinstance(kernel(16), batch_parts.BatchPartsDataGradient)  # LeNet's second convolution, 16 images
     assert not isinstance(kernel(1), batch_parts.BatchPartsDataGradient)  # one image: nothing to split
+
+
+def _nan_scratch(shape: tuple, dtype) -> np.ndarray:
+    """Scratch as a plan lends it: whatever an earlier node left there (NaN here)."""
+    return np.full(shape, np.nan, dtype)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, options", GEOMETRIES)
+@pytest.mark.parametrize("bias, relu, strided", [(False, False, False), (True, True, True), (True, False, False)])
+def test_forward_copies_in_batch_parts_give_the_bits_of_one_thread(monkeypatch, x_shape, w_shape, options, bias,
+                                                                   relu, strided):
+    # the padding, im2col and epilogue copies run in parts over the batch; copies and maxima are exact
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    args = (x, w) + ((rng.standard_normal(w_shape[0]).astype(np.float32),) if bias else ())
+    kwargs = dict(options, bias=bias, relu=relu, strided_output=strided, scratch=_nan_scratch)
+    if strided:
+        kwargs["out"] = np.empty(conv2d.ConvGeometry.create(x_shape, w_shape, **{
+            k: options.get(k, d) for k, d in (("strides", 1), ("pads", 0), ("dilation", 1), ("groups", 1),
+                                              ("data_format", "NCHW"))}).y_shape, np.float32)
+    want = conv2d.Conv2dForward(np, x_shape, w_shape, np.float32, **kwargs)(*args).copy()
+    for threads in (2, 3):
+        monkeypatch.setenv("FLOWJOB_HOST_THREADS", str(threads))
+        kernel = conv2d.Conv2dForward(np, x_shape, w_shape, np.float32, **kwargs, parallel=HostThreads().split)
+        for _ in range(2):  # the scratch-padded border is zeroed by every call
+            np.testing.assert_array_equal(kernel(*args), want)

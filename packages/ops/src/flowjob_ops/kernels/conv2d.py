@@ -65,6 +65,9 @@ COLS = "cols"
 
 Alloc = Callable[[tuple, Any], Any]
 """``alloc(shape, dtype)``: memory a kernel needs only during one call (a plan's ``KernelContext.scratch``)."""
+Parallel = Callable[[Callable[[int, int], None], int], None]
+"""``parallel(body, count)``: ``body(lo, hi)`` over parts of ``range(count)`` on the host threads
+(``Backend.parallel``)."""
 
 
 def allocator(xp: Any, scratch: Optional[Alloc]) -> Alloc:
@@ -169,6 +172,15 @@ class ConvGeometry:
         return (self.N, hw[0], hw[1], c)
 
 
+def _by_rows(body: Callable[[int, int], None], rows: int, parallel: Optional[Parallel]) -> None:
+    """``body(lo, hi)`` over parts of ``range(rows)`` on ``parallel``, else once for all rows (an elementwise
+    pass: the same bits however it is cut)."""
+    if parallel is None or rows < 2:
+        body(0, rows)
+    else:
+        parallel(body, rows)
+
+
 def _check_shape(name: str, a: Any, expected: tuple[int, ...]) -> None:
     if tuple(a.shape) != expected:
         raise ValueError(f"{name} has shape {tuple(a.shape)}, this kernel was built for {expected}")
@@ -195,15 +207,18 @@ class Im2Col:
 
     def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, strategy: str | None = None,
                  *, ones_row: bool = False, tiles: tuple[int, int] | None = None, scratch: Optional[Alloc] = None,
-                 pad_scratch: Optional[Alloc] = None):
+                 pad_scratch: Optional[Alloc] = None, parallel: Optional[Parallel] = None):
         """``scratch``: the column matrix's memory (see ``Alloc``); ``pad_scratch``: the padded
-        input's, whose border is then zeroed by every call (else it is zeroed once)."""
+        input's, whose border is then zeroed by every call (else it is zeroed once). ``parallel``
+        (a ``Backend.parallel``): the copies run in parts over the batch on the host threads (copies:
+        the same bits however they are cut)."""
         if strategy is None:
             strategy = self.choose(geom)
         if strategy not in (ROWS, COLS):
             raise ValueError(f"im2col strategy must be {ROWS!r} or {COLS!r}, got {strategy!r}")
         self.xp, self.geom, self.strategy = xp, geom, strategy
         self.dtype = np.dtype(dtype)
+        self._parallel = parallel
         g, win = geom, geom.window
         kh, kw = win.ksize
         oh, ow = win.out_hw
@@ -243,6 +258,9 @@ class Im2Col:
             self._m_shape = (ph, pw, g.N, oh // ph, ow // pw)
         else:
             self._m_shape = (g.N, oh, ow)
+        m_batch_axis = 0 if tiles is None else 2
+        # the batch axis of ``col``: parts of the batch are copied apart
+        self._col_batch_axis = m_batch_axis if strategy == ROWS else 4 + m_batch_axis
         alloc = allocator(xp, scratch)  # the matrix is rebuilt by every call
         if strategy == ROWS:
             self.col = alloc(self._m_shape + (g.groups, kh, kw, g.Cg), self.dtype)
@@ -274,10 +292,8 @@ class Im2Col:
             src = _to_nhwc(x, g.data_format)
         else:
             src = _to_nchw(x, g.data_format)
+        unpadded = src
         if not self._direct:
-            for border in self._border:
-                border.fill(0)
-            self._interior[...] = src
             src = self._pad_buf
         kh, kw = win.ksize
         oh, ow = win.out_hw
@@ -299,7 +315,18 @@ class Im2Col:
         else:
             view = as_strided(self.xp, src, (G, Cg, kh, kw) + self._m_shape,
                               (Cg * s_c, s_c, dh * s_h, dw * s_w) + m_strides)
-        self.col[...] = view
+        before = (slice(None),) * self._col_batch_axis
+
+        def fill(lo: int, hi: int) -> None:
+            """Images lo..hi: padded (their border zeroed where it is scratch), then their columns."""
+            images = slice(lo, hi)
+            if not self._direct:
+                for border in self._border:
+                    border[images].fill(0)
+                self._interior[images] = unpadded[images]
+            self.col[before + (images,)] = view[before + (images,)]
+
+        _by_rows(fill, g.N, self._parallel)
         return self.mat
 
 
@@ -426,10 +453,12 @@ class Conv2dForward:
         out: Any = None,
         scratch: Optional[Alloc] = None,
         scratch_columns: bool = False,
+        parallel: Optional[Parallel] = None,
     ):
         self.xp = xp
         self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
         self.bias, self.relu = bool(bias), bool(relu)
+        self._parallel = parallel
         alloc = allocator(xp, scratch)
         self._has_output = bool(output)
         if tiles is not None and output:
@@ -437,7 +466,7 @@ class Conv2dForward:
         if strategy is None:
             strategy = Im2Col.choose(g)
         self.im2col = Im2Col(xp, g, dtype, strategy, ones_row=self.bias, tiles=tiles,
-                             scratch=scratch if scratch_columns else None, pad_scratch=scratch)
+                             scratch=scratch if scratch_columns else None, pad_scratch=scratch, parallel=parallel)
         self.strategy = self.im2col.strategy
         self._bias_in_gemm = self.im2col.mat_ones is not None
         self.out_shape = g.y_shape
@@ -556,11 +585,12 @@ class Conv2dForward:
         if self._fix is not None:
             dst, src = self._fix
             if self.relu:
-                xp.maximum(src, 0, out=dst)
+                _by_rows(lambda lo, hi: xp.maximum(src[lo:hi], 0, out=dst[lo:hi]), len(dst), self._parallel)
             else:
-                dst[...] = src
+                _by_rows(lambda lo, hi: xp.copyto(dst[lo:hi], src[lo:hi]), len(dst), self._parallel)
         elif self.relu:
-            xp.maximum(self._relu_target, 0, out=self._relu_target)
+            target = self._relu_target
+            _by_rows(lambda lo, hi: xp.maximum(target[lo:hi], 0, out=target[lo:hi]), len(target), self._parallel)
         return self._out
 
 

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.kernels import conv, conv2d
+from flowjob_ops.kernels.host_blocks import host_parallel
 from flowjob_ops.kernels.window import FORMATS
 from flowjob_ops.records.common import require_floating, same_dtype
 from flowjob_ops.records.pool import output_shape
@@ -235,7 +236,7 @@ def im2col_kernel(ctx: KernelContext) -> Any:
     keep = keeps_columns(ctx, geom.M * geom.groups * geom.Kg * x.dtype.itemsize)
     forward = conv2d.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **kernel_options(ctx.attrs), bias=bias, relu=relu,
                                    strided_output=True, out=ctx.out(0), scratch=ctx.scratch,
-                                   scratch_columns=not keep)
+                                   scratch_columns=not keep, parallel=host_parallel(ctx))
     if not keep:
         return forward
     # a filter-gradient node of this plan may reuse the matrix (see im2col_grad_filter_kernel)
