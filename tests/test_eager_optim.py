@@ -12,6 +12,7 @@ import pytest
 
 import oneflow as flow
 import oneflow.experimental
+from flowjob_core import errors as flow_errors
 from flowjob_core.imperative import tensor_update
 
 SHAPE = (10,)
@@ -202,6 +203,24 @@ def test_the_update_is_built_once_and_rebuilt_when_an_option_changes(monkeypatch
     (x * 1.0).sum().backward()
     sgd.step()
     assert built == ["optim_momentum_update", "optim_sgd_update"]
+
+
+def test_a_tensor_update_checks_its_operands():
+    w, g = parameter([1.0, 2.0]), flow.Tensor([0.5, 0.5])
+    update = tensor_update.TensorUpdate("optim_sgd_update", (w, g, 0.1), {"weight_decay": 0.0}, "my update")
+    assert update.writes == (0,)
+    update(w, g, 2.0)
+    assert w.numpy().tolist() == [0.0, 1.0]
+    with pytest.raises(flow_errors.FlowjobError, match=r"my update: 2 operands given, the update was built for 3"):
+        update(w, g)
+    with pytest.raises(flow_errors.FlowjobError, match=r"my update: operand 1 is .*\(3,\).*built for .*\(2,\)"):
+        update(w, flow.Tensor([1.0, 2.0, 3.0]), 0.1)
+    with pytest.raises(TypeError, match=r"my update: operand 0 is written by the update and must be a flow.Tensor"):
+        update(np.ones(2, np.float32), g, 0.1)
+    with pytest.raises(TypeError, match=r"my update: operand 2 must be a flow.Tensor, an array or a number, got str"):
+        update(w, g, "fast")
+    with pytest.raises(flow_errors.FlowjobError, match=r"my update: op 'relu' writes none of its inputs"):
+        tensor_update.TensorUpdate("relu", (w,), {}, "my update")
 
 
 def test_values_handed_out_before_a_step_keep_their_value():

@@ -53,6 +53,9 @@ class TensorUpdate:
         opdef = tape.registries.ops[tape.node.op]
         if opdef.dynamic_extent or opdef.effect:
             raise FlowjobError(f"{what}: op {op_type!r} does not run on tensors (it acts on a job's run)")
+        if not opdef.mutates:
+            raise FlowjobError(f"{what}: op {op_type!r} writes none of its inputs; compute with tensor operations "
+                               f"instead")
         self.writes = tuple(opdef.mutates)
         self._kernel = build_kernel(tape, tape.node, {}, tape._check)
 

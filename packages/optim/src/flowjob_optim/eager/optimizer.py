@@ -168,8 +168,8 @@ class Optimizer:
                     all_none = False
                     if set_to_none:
                         param.grad = None
-                    else:
-                        param.grad.zeros_()
+                    else:  # the same gradient tensor, now zeros (as legacy's zeros_(), without a job per call)
+                        param.grad.copy_(_zeros_like(param.grad))
         if all_none:
             warnings.warn(f"{self._owner}.zero_grad: the parameters have no gradient; check that loss.backward() "
                           f"is called, or create the optimizer after calling module.to()", stacklevel=2)
@@ -221,10 +221,9 @@ class Optimizer:
         self._state["step"] = int(state_dict.get("step", self._state["step"]))
 
 
-def _zeros_like(param: Tensor) -> Tensor:
-    """A slot: zeros of the parameter's shape and dtype, a leaf needing no gradient."""
-    backend = get_default_session().backend
-    return Tensor._make(backend.from_host(np.zeros(param.shape, param.dtype)))
+def _zeros_like(tensor: Tensor) -> Tensor:
+    """Zeros of the tensor's shape and dtype on the session's backend, a leaf needing no gradient (a slot)."""
+    return Tensor._make(get_default_session().backend.xp.zeros(tensor.shape, tensor.dtype))
 
 
 __all__ = ["Optimizer", "ParamGroup", "check_number"]
