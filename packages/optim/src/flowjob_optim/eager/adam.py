@@ -10,7 +10,7 @@ from flowjob_optim.eager.optimizer import Optimizer, Rule, check_number
 
 
 def check_adam_options(owner: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The options Adam and AdamW share, checked: ``lr``, ``eps``, ``weight_decay`` >= 0, ``scale`` > 0,
+    """The options of Adam (and AdamW), checked: ``lr``, ``eps``, ``weight_decay`` >= 0, ``scale`` > 0,
     ``betas`` two numbers in [0, 1), ``amsgrad`` False (legacy v0.4 had no AMSGrad)."""
     for name in ("lr", "eps", "weight_decay"):
         options[name] = check_number(owner, name, options[name])
