@@ -12,6 +12,9 @@ from flowjob_optim.eager.optimizer import Optimizer, check_number
 class CosineScheduler(LrScheduler):
     """``CosineScheduler(optimizer, steps, alpha=0.0, last_step=-1, verbose=False)``."""
 
+    steps: int
+    alpha: float
+
     def __init__(self, optimizer: Optimizer, steps: int, alpha: float = 0.0, last_step: int = -1,
                  verbose: bool = False) -> None:
         owner = "flow.optim.lr_scheduler.CosineScheduler"

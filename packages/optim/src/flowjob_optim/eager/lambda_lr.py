@@ -12,11 +12,13 @@ from flowjob_optim.eager.optimizer import Optimizer
 class LambdaLR(LrScheduler):
     """``LambdaLR(optimizer, lr_lambda, last_step=-1, verbose=False)``."""
 
+    lr_lambdas: list[Callable[[int], float]]
+
     def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
                  last_step: int = -1, verbose: bool = False) -> None:
         owner = "flow.optim.lr_scheduler.LambdaLR"
         groups = len(getattr(optimizer, "_param_groups", ()))
-        lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * groups
+        lambdas: list[Any] = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * groups
         if len(lambdas) != groups:
             raise ValueError(f"{owner}: lr_lambda holds {len(lambdas)} function(s), the optimizer has {groups} "
                              f"parameter group(s)")

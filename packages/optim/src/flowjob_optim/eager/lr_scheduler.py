@@ -15,6 +15,12 @@ from flowjob_optim.eager.optimizer import Optimizer
 class LrScheduler:
     """``LrScheduler(optimizer, last_step=-1, verbose=False)``; a subclass defines ``get_lr()``."""
 
+    _optimizer: Optimizer
+    base_lrs: list[float]
+    last_lr: list[float]
+    last_step: int
+    verbose: bool
+
     def __init__(self, optimizer: Optimizer, last_step: int = -1, verbose: bool = False) -> None:
         owner = f"flow.optim.lr_scheduler.{type(self).__name__}"
         if not isinstance(optimizer, Optimizer):
@@ -31,7 +37,7 @@ class LrScheduler:
                     raise ValueError(f"{owner}: resuming at last_step={last_step} needs 'initial_lr' in the options "
                                      f"of parameter group {i}")
         self.base_lrs = [group.options["initial_lr"] for group in optimizer._param_groups]
-        self.last_lr: list[float] = []
+        self.last_lr = []
         self.last_step = int(last_step)
         self.verbose = bool(verbose)
         self.step()

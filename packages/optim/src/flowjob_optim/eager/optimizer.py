@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -38,8 +38,9 @@ def check_number(owner: str, name: str, value: Any, low: float = 0.0, high: floa
 class ParamGroup:
     """Parameters trained with the same options: the optimizer's defaults, updated by a group dict's own."""
 
-    def __init__(self, parameters: Iterable[Parameter] | Mapping[str, Any], default_options: Mapping[str, Any],
+    def __init__(self, parameters: Any, default_options: Mapping[str, Any],
                  owner: str = "flow.optim optimizer") -> None:
+        """``parameters``: an iterable of parameters, or a dict with ``params`` (one) and options."""
         options = dict(default_options)
         if isinstance(parameters, Mapping):
             if "params" not in parameters:
@@ -53,7 +54,7 @@ class ParamGroup:
             parameters = parameters["params"]
         if isinstance(parameters, Tensor):
             parameters = [parameters]
-        listed = list(parameters)
+        listed: list[Parameter] = list(parameters)
         for i, param in enumerate(listed):
             if not isinstance(param, Parameter):
                 raise TypeError(f"{owner}: parameters must be flow.nn.Parameter, item {i} is "

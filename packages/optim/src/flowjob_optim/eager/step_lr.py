@@ -11,6 +11,9 @@ from flowjob_optim.eager.optimizer import Optimizer, check_number
 class StepLR(LrScheduler):
     """``StepLR(optimizer, step_size, gamma=0.1, last_step=-1, verbose=False)``."""
 
+    step_size: int
+    gamma: float
+
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_step: int = -1,
                  verbose: bool = False) -> None:
         owner = "flow.optim.lr_scheduler.StepLR"
