@@ -1,4 +1,6 @@
-"""``flow.model`` (legacy v0.4's object-style API): ``Model.fit`` trains, validates, checkpoints and calls back."""
+"""``flow.model`` (legacy v0.4's object-style API): ``Model.fit`` trains, validates, checkpoints and calls back, in
+the function style (job functions; the tests up to ``ObjectStyle`` below) and the object style (eager modules
+trained by ``flow.optim``, Model's default)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -348,15 +350,215 @@ def test_numpy_batches_must_be_tuples_of_arrays():
         Regression().fit(training_config=training(Booleans()))
 
 
-def test_the_object_style_is_refused_naming_the_switch():
-    class ObjectStyle(Regression):
-        def __init__(self):
-            flow.model.Model.__init__(self)
-
-    with pytest.raises(NotImplementedError, match=r"ObjectStyle.fit: .*is_deprecated_function_style=True"):
-        ObjectStyle().fit(training_config=training())
-
-
 def test_fit_without_configs_warns_and_does_nothing():
     with pytest.warns(UserWarning, match=r"Regression.fit does nothing"):
         Regression().fit(max_steps=3)
+
+
+# the object style (Model's default): eager modules, flow.optim ---------------------------------------------
+PARA = RNG.normal(size=(2, 3)).astype(np.float32)
+
+
+class CustomModule(flow.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = flow.nn.Parameter(flow.Tensor(PARA))
+
+    def forward(self, x):
+        return x + self.w
+
+
+class EagerModel(flow.Model):
+    """Legacy's own object-style test: the loss is sum(x + w), so plain SGD at lr 1 takes 1 from w per step."""
+
+    def __init__(self):
+        super().__init__()
+        self.m = CustomModule()
+
+    def forward(self, x):
+        return self.m(x)
+
+    def training_step(self, batch, **kwargs):
+        return (self(batch).sum(), list(self.m.parameters())[0])
+
+    def configure_optimizers(self):
+        return flow.optim.SGD([{"params": list(self.m.parameters()), "lr": 1.0, "momentum": 0.0, "scale": 1.0}])
+
+    def validation_step(self, batch):
+        return self(batch)
+
+
+class TensorOnes(flow.model.DataModule):
+    def forward(self, step_idx=0, optimizer_idx=0):
+        return flow.Tensor(np.ones((2, 3), np.float32))
+
+
+class Snapshots(Recorder):
+    """Legacy's OutputMonitor: reads the outputs' values when called (the parameter after the step)."""
+
+    def on_training_step_end(self, outputs, step_idx, optimizer_idx):
+        self.events.append(("train", step_idx, optimizer_idx, tuple(o.numpy() for o in outputs)))
+
+    def on_validation_step_end(self, outputs, step_idx):
+        self.events.append(("validation", step_idx, outputs.requires_grad, outputs.numpy()))
+
+
+def object_training(data=None):
+    config = flow.model.TrainingConfig()
+    config.config_data(data if data is not None else TensorOnes())
+    return config
+
+
+def object_validation(interval=1):
+    config = flow.model.ValidationConfig()
+    config.config_data(TensorOnes())
+    config.config_step_interval(interval)
+    return config
+
+
+def test_the_object_style_trains_validates_and_checkpoints_as_legacys_test(tmp_path: Path):
+    recorder = Snapshots()
+    saves = flow.model.CheckpointConfig()
+    saves.config_save(dirpath=str(tmp_path / "model"), step_interval=5)
+    model = EagerModel()
+    model.fit(training_config=object_training(), validation_config=object_validation(), checkpoint_config=saves,
+              callbacks=recorder, max_steps=10)
+    trains = [e for e in recorder.events if e[0] == "train"]
+    validations = [e for e in recorder.events if e[0] == "validation"]
+    assert [e[1] for e in trains] == list(range(10)) and [e[1] for e in validations] == list(range(10))
+    for step, (_, _, optimizer_idx, (loss, w)) in enumerate(trains):
+        assert optimizer_idx == 0
+        np.testing.assert_allclose(loss, np.sum(1 + PARA - step), rtol=1e-5)  # the loss before the step
+        np.testing.assert_allclose(w, PARA - step - 1, rtol=1e-5, atol=1e-5)  # the parameter after it
+    for step, (_, _, requires_grad, outputs) in enumerate(validations):  # after the step's update, without graph
+        np.testing.assert_allclose(outputs, 1 + PARA - step - 1, rtol=1e-5, atol=1e-5)
+        assert requires_grad is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model-4", "model-9"]
+    folder = tmp_path / "model-4"
+    assert (folder / "snapshot_done").is_file() and {p.name for p in folder.iterdir() if p.is_dir()} == {"m.w"}
+    np.testing.assert_allclose(np.fromfile(folder / "m.w" / "out", np.float32).reshape(2, 3), PARA - 5, rtol=1e-5)
+
+    # legacy's check: a new model loading step 4's folder holds step 9's parameter plus 5
+    loaded = EagerModel()
+    loaded.load_state_dict(flow.load(str(folder)))
+    np.testing.assert_allclose(model.m.w.numpy(), loaded.m.w.numpy() - 5, rtol=1e-5, atol=1e-5)
+
+
+def test_the_object_style_loads_the_checkpoint_before_the_first_step(tmp_path: Path):
+    flow.save(EagerModel().state_dict(), str(tmp_path / "start"))  # PARA
+    model = EagerModel()
+    model.m.w.copy_(np.zeros((2, 3), np.float32))
+    loads = flow.model.CheckpointConfig()
+    loads.config_load(dirpath=str(tmp_path / "start"))
+    recorder = Snapshots()
+    model.fit(training_config=object_training(), checkpoint_config=loads, callbacks=recorder, max_steps=2)
+    np.testing.assert_allclose(recorder.events[0][3][0], np.sum(1 + PARA), rtol=1e-5)
+    np.testing.assert_allclose(model.m.w.numpy(), PARA - 2, rtol=1e-5, atol=1e-5)
+
+    class Renamed(EagerModel):
+        def __init__(self):
+            super().__init__()
+            self.other = CustomModule()
+
+    with pytest.raises(RuntimeError, match=r"missing key\(s\) in state_dict: 'other.w'"):
+        Renamed().fit(training_config=object_training(), checkpoint_config=loads, max_steps=1)
+
+
+class Regressor(flow.model.Model):
+    """Least squares on numpy batches: the data module's arrays reach training_step as they are."""
+
+    def __init__(self, optimizers=None):
+        super().__init__()
+        self.w = flow.nn.Parameter(flow.Tensor(np.zeros((4, 1), np.float32)))
+        self.modes = []
+        self.make = optimizers or (lambda params: flow.optim.SGD(params, lr=0.1, momentum=0.5))
+
+    def forward(self, x):
+        return x.matmul(self.w)
+
+    def training_step(self, batch, optimizer_idx):
+        x, y = batch
+        assert isinstance(x, np.ndarray)
+        d = self(flow.Tensor(x)) - flow.Tensor(y)
+        return (d * d).mean()
+
+    def validation_step(self, batch):
+        self.modes.append(self.training)
+        (x,) = batch
+        return self(flow.Tensor(x))
+
+    def configure_optimizers(self):
+        return self.make(self.parameters())
+
+
+def test_the_object_style_learns_from_numpy_batches_and_keeps_the_mode():
+    recorder = Recorder()
+    data = TrainData()
+    model = Regressor().eval()
+    model.fit(training_config=training(data), validation_config=validation(10), callbacks=recorder, max_steps=40)
+    losses = [float(e[3].numpy()) for e in recorder.events if e[0] == "train"]
+    assert losses[0] == pytest.approx(float(np.mean(Y ** 2)), rel=1e-5)
+    assert losses[-1] < 0.01 * losses[0]
+    np.testing.assert_allclose(model.w.numpy(), TRUE_W, atol=0.1)
+    assert data.calls == [(step, 0) for step in range(40)]  # every step reads its batch
+    assert model.modes == [True] * 4 and model.training is False  # legacy validated in training mode, then restored
+
+
+def test_each_object_style_optimizer_has_its_pass():
+    class TwoParts(flow.model.Model):
+        def __init__(self):
+            super().__init__()
+            self.a = flow.nn.Parameter(flow.Tensor(np.ones(3, np.float32)))
+            self.b = flow.nn.Parameter(flow.Tensor(np.ones(3, np.float32)))
+
+        def training_step(self, batch, optimizer_idx):
+            v = (self.a, self.b)[optimizer_idx]
+            d = v - flow.Tensor(batch[0])
+            return (d * d).sum()
+
+        def configure_optimizers(self):
+            return [flow.optim.SGD([self.a], lr=0.1), flow.optim.Adam([self.b], lr=0.1)]
+
+    recorder = Recorder()
+    model = TwoParts()
+    model.fit(training_config=training(Ones3()), callbacks=recorder, max_steps=2)
+    assert [(kind, step, idx) for kind, step, idx, _ in recorder.events] == [
+        ("train", 0, 0), ("train", 0, 1), ("train", 1, 0), ("train", 1, 1)]
+    np.testing.assert_allclose(model.a.numpy(), 1 + 0.2 + 0.16, rtol=1e-6)  # towards 2 by SGD only
+    assert np.all(model.b.numpy() > 1.1)  # towards 3 by Adam only
+
+
+class Ones3(flow.model.NumpyDataModule):
+    def forward(self, step_idx, optimizer_idx):
+        return (np.full((3,), 2.0 + optimizer_idx, np.float32),)
+
+
+def test_the_object_style_names_what_is_wrong():
+    with pytest.raises(TypeError, match=r"Regressor.configure_optimizers must return a flow.optim optimizer or a "
+                                        r"list or tuple of them, got SGD \(the object style, Model's default; "
+                                        r"flow.optimizer optimizers need is_deprecated_function_style=True\)"):
+        Regressor(lambda params: sgd()).fit(training_config=training())
+
+    class NoTensor(Regressor):
+        def training_step(self, batch, optimizer_idx):
+            return float(np.mean(batch[1]))
+
+    with pytest.raises(TypeError, match=r"NoTensor.training_step must return the loss \(a flow.Tensor\)") as info:
+        NoTensor().fit(training_config=training())
+    assert "training of step 0" in " ".join(info.value.__notes__)
+
+    class Detached(Regressor):
+        def training_step(self, batch, optimizer_idx):
+            with flow.no_grad():
+                return super().training_step(batch, optimizer_idx)
+
+    with pytest.raises(TypeError, match=r"Detached.training_step returned a loss that does not require a gradient"):
+        Detached().fit(training_config=training())
+
+
+def test_a_function_style_model_is_refused_flow_optim_optimizers():
+    model = Regression()
+    model.configure_optimizers = lambda: flow.optim.SGD([flow.nn.Parameter(flow.Tensor([1.0]))])
+    with pytest.raises(TypeError, match=r"must return a flow.optimizer optimizer or a list or tuple of them, got "
+                                        r"SGD \(is_deprecated_function_style=True\)"):
+        model.fit(training_config=training())

@@ -1,11 +1,12 @@
-"""``flow.model``: legacy v0.4's object-style training API on job functions.
+"""``flow.model``: legacy v0.4's object-style training API.
 
 A ``Model`` subclass says how a batch becomes a loss (``training_step``), what validation returns
-(``validation_step``) and which optimizers train it (``configure_optimizers``); ``Model.fit`` builds the
-job functions from them and runs them for ``max_steps`` steps with the data of a ``TrainingConfig`` and a
-``ValidationConfig`` (a ``DataModule`` or ``NumpyDataModule``), saving and loading checkpoints as a
-``CheckpointConfig`` says and calling each ``Callback`` after every step. Legacy exported ``Model`` as
-``flow.Model`` too.
+(``validation_step``) and which optimizers train it (``configure_optimizers``); ``Model.fit`` runs
+``max_steps`` steps with the data of a ``TrainingConfig`` and a ``ValidationConfig`` (a ``DataModule`` or
+``NumpyDataModule``), saving and loading checkpoints as a ``CheckpointConfig`` says and calling each
+``Callback`` after every step. By default (the object style) the model is an eager ``flow.nn.Module`` trained
+by ``flow.optim`` optimizers; with ``is_deprecated_function_style=True`` its steps become job functions
+trained by ``flow.optimizer`` optimizers. Legacy exported ``Model`` as ``flow.Model`` too.
 """
 from oneflow.model._callbacks import Callback
 from oneflow.model._configs import CheckpointConfig, TrainingConfig, ValidationConfig

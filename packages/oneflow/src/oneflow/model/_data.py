@@ -1,8 +1,10 @@
 """``flow.model.DataModule`` and ``flow.model.NumpyDataModule``: where ``Model.fit`` takes its batches from.
 
-``forward(step_idx, optimizer_idx)`` gives one batch. A ``DataModule``'s batch is made of blobs: it is called
-once, inside the job function, so its ops (a data reader) run on every step. A ``NumpyDataModule``'s batch is a
-tuple of numpy arrays: the first one fixes the job's placeholders, and it is called again for every step.
+``forward(step_idx, optimizer_idx)`` gives one batch; both are ``flow.nn.Module``s, as in legacy. In the object
+style (eager tensors) either is called for every step and its batch handed to the model's steps as it is. In
+the function style a ``DataModule``'s batch is made of blobs: it is called once, inside the job function, so
+its ops (a data reader) run on every step. A ``NumpyDataModule``'s batch is a tuple of numpy
+arrays: the first one fixes the job's placeholders, and it is called again for every step.
 """
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from typing import Any
 
 import numpy as np
 from flowjob_core import JobDefinitionError
+from flowjob_core.imperative.module import Module
 from flowjob_typing import Numpy, PlaceholderDef
 
-from oneflow.model._module import Module
 
 
 class DataModule(Module):

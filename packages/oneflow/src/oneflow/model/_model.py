@@ -1,10 +1,13 @@
 """``flow.model.Model`` (also ``flow.Model``): a model class whose ``fit`` trains, validates and checkpoints.
 
 A subclass defines ``training_step(batch, optimizer_idx)`` (the loss, or a tuple starting with it),
-``validation_step(batch)`` and ``configure_optimizers()`` (a ``flow.optimizer`` optimizer or a list of them,
-one training job each), all written with ``flow.*`` ops as a job function body is; ``fit`` makes the job
-functions and runs them step by step. Legacy v0.4's ``Model(is_deprecated_function_style=True)``; under
-``flow.enable_eager_execution(True)`` the same jobs run op by op.
+``validation_step(batch)`` and ``configure_optimizers()`` (an optimizer or a list of them, one per training
+pass). ``Model`` is a ``flow.nn.Module``, and by default (legacy v0.4's object style) it is trained eagerly:
+its steps compute on ``flow.Tensor``s with the module's parameters, ``configure_optimizers`` returns
+``flow.optim`` optimizers, and ``fit`` calls ``loss.backward()``, ``step()`` and ``zero_grad()``
+(``oneflow.model._object_stages``). With ``Model(is_deprecated_function_style=True)`` the steps are job
+function bodies written with ``flow.*`` ops on blobs and ``flow.optimizer`` optimizers, and ``fit`` makes the
+job functions (``oneflow.model._stages``); under ``flow.enable_eager_execution(True)`` those run op by op.
 """
 from __future__ import annotations
 
@@ -12,22 +15,28 @@ import warnings
 from typing import Any
 
 from flowjob_core import ConfigError, clear_default_session
+from flowjob_core.imperative.module import Module
 
 from oneflow.model._callbacks import Callback
 from oneflow.model._configs import CheckpointConfig, TrainingConfig, ValidationConfig
-from oneflow.model._module import Module
+from oneflow.model._object_stages import ObjectCheckpointing, ObjectTraining, ObjectValidation
 from oneflow.model._stages import Checkpointing, Training, Validation
 
 
 class Model(Module):
     """A model trained by ``fit``; see the module's description."""
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # a function-style forward may take keyword arguments; the object style runs the forward pre-hooks
+        return self.forward(*args, **kwargs) if kwargs else super().__call__(*args)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()
         self._is_deprecated_function_style = bool(kwargs.get("is_deprecated_function_style", False))
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """The prediction, as ops on blobs (``training_step`` typically calls ``self(images)``)."""
+        """The prediction (``training_step`` typically calls ``self(images)``): on tensors, or on blobs in the
+        function style."""
         raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
 
     def training_step(self, *args: Any, **kwargs: Any) -> Any:
@@ -39,7 +48,8 @@ class Model(Module):
         raise NotImplementedError(f"{type(self).__name__}.validation_step is not defined")
 
     def configure_optimizers(self) -> Any:
-        """The optimizer (``flow.optimizer.SGD(...)``, ...) or a list of them, one training job each."""
+        """The optimizer or a list of them, one training pass each: ``flow.optim`` optimizers of the model's
+        parameters, or ``flow.optimizer`` ones in the function style."""
         raise NotImplementedError(f"{type(self).__name__}.configure_optimizers is not defined")
 
     def method_overrided(self, method_name: str) -> bool:  # legacy's spelling
@@ -60,26 +70,24 @@ class Model(Module):
             warnings.warn(f"{owner} does nothing: neither training_config nor validation_config is given",
                           stacklevel=2)
             return
-        if not self._is_deprecated_function_style:
-            raise NotImplementedError(
-                f"{owner}: {type(self).__name__} is built in the object style (Model's default, "
-                f"is_deprecated_function_style=False), which trains v0.4's eager flow.Tensor modules with "
-                f"loss.backward() and flow.optim; flowjob trains job functions: pass "
-                f"is_deprecated_function_style=True to Model.__init__ and return flow.optimizer optimizers from "
-                f"configure_optimizers")
-        clear_default_session()  # legacy: fit defines its jobs on a new default session
+        functions = self._is_deprecated_function_style
+        clear_default_session()  # legacy: fit starts a new default session (the jobs' in the function style)
         stages: list[Any] = []
         if training_config is not None:
             _check(training_config, TrainingConfig, "training_config", owner)
             self._require("training_step", "training_config", owner)
-            stages.append(Training(self, training_config, self._optimizers(owner), listeners))
+            optimizers = self._optimizers(owner)
+            stages.append(Training(self, training_config, optimizers, listeners) if functions else
+                          ObjectTraining(self, training_config, optimizers, listeners))
         if validation_config is not None:
             _check(validation_config, ValidationConfig, "validation_config", owner)
             self._require("validation_step", "validation_config", owner)
-            stages.append(Validation(self, validation_config, listeners))
+            stages.append(Validation(self, validation_config, listeners) if functions else
+                          ObjectValidation(self, validation_config, listeners))
         if checkpoint_config is not None:
             _check(checkpoint_config, CheckpointConfig, "checkpoint_config", owner)
-            checkpointing = Checkpointing(checkpoint_config)
+            checkpointing = Checkpointing(checkpoint_config) if functions else ObjectCheckpointing(self,
+                                                                                                  checkpoint_config)
             checkpointing.load()
             stages.append(checkpointing)
         for step_idx in range(max_steps):
@@ -98,11 +106,21 @@ class Model(Module):
         self._require("configure_optimizers", "training_config", owner)
         found = self.configure_optimizers()
         optimizers = list(found) if isinstance(found, (list, tuple)) else [found]
+        functions = self._is_deprecated_function_style
+        kind = "flow.optimizer" if functions else "flow.optim"
         for optimizer in optimizers:
-            if not callable(getattr(optimizer, "minimize", None)):
-                raise TypeError(f"{owner}: {type(self).__name__}.configure_optimizers must return a flow.optimizer "
+            if functions:
+                fits = callable(getattr(optimizer, "minimize", None))
+            else:  # flow.optim's optimizers (duck-typed: flowjob-optim is an optional distribution of the face)
+                fits = callable(getattr(optimizer, "step", None)) and callable(getattr(optimizer, "zero_grad", None))
+            if not fits:
+                style = ("is_deprecated_function_style=True" if functions else
+                         "the object style, Model's default; flow.optimizer optimizers need "
+                         "is_deprecated_function_style=True")
+                raise TypeError(f"{owner}: {type(self).__name__}.configure_optimizers must return a {kind} "
                                 f"optimizer or a list or tuple of them, got {type(found).__name__}"
-                                + (f" holding {type(optimizer).__name__}" if optimizer is not found else ""))
+                                + (f" holding {type(optimizer).__name__}" if optimizer is not found else "")
+                                + f" ({style})")
         if not optimizers:
             raise ValueError(f"{owner}: {type(self).__name__}.configure_optimizers returned no optimizer")
         return optimizers
