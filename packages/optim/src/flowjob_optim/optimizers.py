@@ -1,8 +1,9 @@
 """``flow.optimizer.SGD``, ``Adam``, ... : what to do with each variable's gradient.
 
-An optimizer is a description. ``minimize(loss)`` (inside a train job's body) marks the
-loss and records a ``minimize`` intent naming the optimizer by its key in the global
-function's bindings (the job is plain data); the optimizer pass later asks the optimizer, per
+An optimizer is a description. ``minimize(loss)`` (inside a train job's body; a predict job becomes
+one, with a warning, as in legacy) marks the loss and records a ``minimize`` intent naming the
+optimizer by its key in the global function's bindings (the job is plain data); the optimizer
+pass later asks the optimizer, per
 trainable variable, for an :class:`UpdateRule` (the fused update op, its slot variables
 and attributes) and builds the nodes. Formulas are in ``update_ops``; ``g`` there is the
 1/N-scaled gradient (the mean over the loss elements), clipped and regularized.
