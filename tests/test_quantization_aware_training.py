@@ -195,3 +195,21 @@ def test_the_two_legacy_names_set_one_switch():
     cfg.enable_qat(True)
     cfg.enable_quantization_aware_training(False)
     assert cfg.get("enable_quantization_aware_training") is False
+
+
+def test_eager_mode_leaves_the_job_unquantized_with_a_warning():
+    # legacy's eager jobs skipped the rewrite
+    x = RNG.standard_normal((4, 3)).astype(np.float32)
+
+    @flow.global_function(function_config=_config())
+    def dense(inp: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        return flow.matmul(inp, inp, transpose_b=True)
+
+    flow.enable_eager_execution(True)
+    try:
+        with pytest.warns(UserWarning, match=r"job 'dense': function_config\.enable_qat\(True\) has no effect in "
+                                             r"eager mode"):
+            got = dense(x)
+    finally:
+        flow.enable_eager_execution(False)
+    np.testing.assert_allclose(got, x @ x.T, rtol=1e-5)

@@ -87,3 +87,20 @@ def test_a_variable_without_a_stage_is_refused_naming_it():
     with pytest.raises(ConfigError, match=r"job 'step': function_config\.enable_ssp\(True\) reads trainable "
                                           r"variable 'w'.*ssp_num_stages=-1, ssp_stage_id=-1"):
         step()
+
+
+def test_eager_mode_reads_the_variables_as_they_are_with_a_warning():
+    # legacy's eager jobs skipped the rewrite
+    @flow.global_function(type="train", function_config=_ssp())
+    def step() -> tp.Numpy:
+        w = _variable("w", 4, 0)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [-2.0]), momentum=0).minimize(w)
+        return w
+
+    flow.enable_eager_execution(True)
+    try:
+        with pytest.warns(UserWarning, match=r"job 'step': function_config\.enable_ssp\(True\) has no effect"):
+            seen = [float(step()[0]) for _ in range(3)]
+    finally:
+        flow.enable_eager_execution(False)
+    assert seen == [0.0, 1.0, 2.0]

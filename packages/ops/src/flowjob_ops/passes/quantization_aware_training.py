@@ -35,11 +35,13 @@ backend        int8 ops                                                transpare
      ``<observer>-fake-train-step``, always 0).
 
 ``qat.symmetric`` (True) picks the symmetric or affine scheme; ``cambricon`` uses its power-of-two formula,
-the others Google's.
+the others Google's. In eager mode the option does nothing, with a warning, as legacy's eager jobs skipped
+the rewrite.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+import warnings
 from typing import Any
 
 import numpy as np
@@ -50,6 +52,7 @@ from flowjob_core.ir.analysis import value_producers, value_readers
 from flowjob_core.ir.job import BlobSpec, Job, Node
 from flowjob_core.ir.naming import train_step_name
 from flowjob_core.trace.blob import Blob
+from flowjob_core.trace import eager_mode
 from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_ops.passes.node_placement import place_before_readers
@@ -308,6 +311,11 @@ class _Inserter:
 
 def run(job: Job, ctx: Any) -> None:
     if not enabled(job):
+        return
+    if eager_mode.enabled():
+        # legacy's eager jobs skipped this rewrite (only lazy jobs ran it); here the body's ops have run already
+        warnings.warn(f"job {job.name!r}: {OPTION}(True) has no effect in eager mode, as in legacy OneFlow",
+                      stacklevel=2)
         return
     qat = settings(job)
     graph = _Graph(job)

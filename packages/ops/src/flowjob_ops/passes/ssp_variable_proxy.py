@@ -11,10 +11,12 @@ stage 0 of 4 computes on weights 4 updates old and the last stage on weights 1 u
 Legacy placed each stage on its own devices, and the stages ran at once as a pipeline; here the job runs in
 one process, step after step, so each stage's staleness is computed exactly, without the speed-up. The
 proxy keeps its ring buffer and step counter in two variables, ``<proxy>-SspBuffer`` and ``<proxy>-SspStep``
-(not trainable), which checkpoints save with the others.
+(not trainable), which checkpoints save with the others. In eager mode the option does nothing, with a
+warning, as legacy's eager jobs skipped the rewrite.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from flowjob_core import ConfigError
@@ -22,6 +24,7 @@ from flowjob_core.config.scope_config import scope_value
 from flowjob_core.ir.analysis import value_producers
 from flowjob_core.ir.job import BlobSpec, Job
 from flowjob_core.ir.naming import train_step_name
+from flowjob_core.trace import eager_mode
 from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_ops.passes.node_placement import place_before_readers
@@ -49,6 +52,11 @@ def buffer_size(job: Job, variable: str, node: Any) -> int:
 
 def run(job: Job, ctx: Any) -> None:
     if not enabled(job):
+        return
+    if eager_mode.enabled():
+        # legacy's eager jobs skipped this rewrite (only lazy jobs ran it)
+        warnings.warn(f"job {job.name!r}: {OPTION}(True) has no effect in eager mode, as in legacy OneFlow",
+                      stacklevel=2)
         return
     ops = ctx.registries.ops
     producers = value_producers(job)
