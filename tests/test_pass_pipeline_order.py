@@ -23,8 +23,9 @@ PLUGINS: dict[str, ModuleType] = {
     "swish": flowjob_swish.plugin,
 }
 
-PIPELINE = ["verify", "auto-mixed-precision", "loss-scale", "autodiff", "watch", "optimizer", "repeat-acc", "dce",
-            "fuse-conv", "optim-fusion", "fuse-dense", "verify-final"]
+PIPELINE = ["verify", "auto-mixed-precision", "loss-scale", "quantization-aware-training", "autodiff", "watch",
+            "optimizer", "ssp-variable-proxy", "repeat-acc", "dce", "fuse-conv", "optim-fusion", "fuse-dense",
+            "verify-final"]
 
 
 def _pipeline(names: tuple[str, ...]) -> list[str]:

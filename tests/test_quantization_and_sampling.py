@@ -150,3 +150,16 @@ def test_partial_fc_sample_over_several_devices_samples_each_shard_of_classes():
     mapped, sampled = job(np.array([1, 6, 1], np.int32))
     assert sampled[0] == 1 and sampled[1] in range(4) and sampled[2] == 6 and sampled[3] in range(4, 8)
     assert len(set(sampled.tolist())) == 4 and mapped.tolist() == [0, 2, 0]
+
+
+@pytest.mark.parametrize("scheme", ["symmetric", "affine"])
+def test_a_range_of_one_value_keeps_the_values_exact(scheme):
+    # legacy divided by the range's width 0 here and computed NaN
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2, 3))) -> tp.Numpy:
+        scale, zero = flow.quantization.min_max_observer(x, quantization_scheme=scheme)
+        return flow.quantization.fake_quantization(x, scale, zero, quantization_scheme=scheme)
+
+    for value in (0.75, -2.0, 0.0):
+        x = np.full((2, 3), value, np.float32)
+        np.testing.assert_allclose(job(x), x, rtol=1e-6)

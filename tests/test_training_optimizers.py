@@ -130,15 +130,22 @@ def test_every_optimizer_fits_a_small_problem(make):
     assert losses[-1] < losses[0] * 0.8, losses[::10]
 
 
-def test_minimize_in_a_predict_job_is_a_clear_error():
+def test_minimize_in_a_predict_job_trains_it_as_legacy_did():
+    grads = []
+
     @flow.global_function(type="predict")
     def eval_job(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
-        w = flow.get_variable("w", shape=(2,))
-        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(w * x)
+        w = flow.get_variable("w", shape=(2,), initializer=flow.constant_initializer(1.0))
+        flow.watch_diff(w, grads.append)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(w * x)
         return w
 
-    with pytest.raises(FlowjobError, match="job 'eval_job': SGD.minimize\\(loss\\) needs a train job"):
-        eval_job(np.ones(2, np.float32))
+    with pytest.warns(UserWarning, match="job 'eval_job' is declared type='predict' and calls SGD.minimize"):
+        first = eval_job(np.ones(2, np.float32))
+    second = eval_job(np.ones(2, np.float32))
+    assert first.tolist() == [1.0, 1.0]
+    assert grads[0].tolist() == [1.0, 1.0]
+    np.testing.assert_allclose(second, [0.95, 0.95])  # the mean gradient 1/2, learning rate 0.1
 
 
 def test_train_job_without_optimizer_names_the_job():

@@ -35,6 +35,10 @@ def _legal(expected: str):
         return 0.5
     if "'non_distributed'" in expected:
         return "distributed_split"
+    if "'naive_sequential'" in expected:
+        return "disable"
+    if expected.startswith("a list of ints"):
+        return [1, 2]
     if expected.startswith("a dict"):
         return {"k": 1}
     if expected.startswith("a flowjob dtype"):
@@ -104,8 +108,6 @@ def test_values_keep_the_legacy_type_checks(call, message):
 
 UNSUPPORTED = [
     ("default_initializer_conf", {"constant_conf": {"value": 0}}, None, "initializer="),
-    ("enable_qat", True, False, "quantization-aware"),
-    ("enable_quantization_aware_training", True, False, "quantization-aware"),
     ("tensorrt.use_fp16", True, False, "TensorRT"),
     ("tensorrt.use_int8", True, False, "TensorRT"),
     ("tensorrt.int8_calibration", "/cal", None, "TensorRT"),
@@ -137,7 +139,8 @@ def test_declared_effects_partition_the_options():
     # the ones flowjob reads are exactly these; everything else is recorded or refusable
     applied = sorted(n for n, o in FunctionConfig._options.items() if o.effect == "applied")
     assert applied == ["default_distribute_strategy", "default_logical_view", "default_placement_scope",
-                       "enable_auto_mixed_precision", "enable_numerics_check", "indexed_slices_optimizer_conf"]
+                       "enable_auto_mixed_precision", "enable_numerics_check", "enable_qat",
+                       "enable_quantization_aware_training", "enable_ssp", "indexed_slices_optimizer_conf"]
     train_applied = sorted(n for n, o in TrainConfig._options.items() if o.effect == "applied")
     assert train_applied == ["bias_l2", "loss_scale_factor", "model_update_conf", "num_gradient_accumulation_steps",
                              "primary_lr", "secondary_lr", "weight_l2"]

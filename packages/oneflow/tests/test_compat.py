@@ -60,8 +60,10 @@ def test_option_statuses_follow_their_declarations():
     assert entries["function_config.enable_cudnn"].status == _compat.NO_EFFECT
     assert entries["function_config.train.primary_lr"].status == _compat.SUPPORTED
     assert entries["function_config.enable_auto_mixed_precision"].status == _compat.SUPPORTED
-    qat = entries["function_config.enable_qat"]
-    assert qat.status == _compat.REFUSED_STATUS and "legacy default is accepted" in qat.note
+    assert entries["function_config.enable_qat"].status == _compat.SUPPORTED
+    assert entries["function_config.enable_ssp"].status == _compat.SUPPORTED
+    half = entries["function_config.tensorrt.use_fp16"]
+    assert half.status == _compat.REFUSED_STATUS and "legacy default is accepted" in half.note
     calibration = entries["function_config.tensorrt.int8_calibration"]
     assert calibration.status == _compat.REFUSED_STATUS and "accepted" not in calibration.note
     # every declared option is on the page, nested ones too
@@ -75,8 +77,8 @@ def test_option_statuses_follow_their_declarations():
 def test_refusals_are_real():
     cfg = flow.function_config()
     with pytest.raises(ConfigError, match="not supported yet"):
-        cfg.enable_qat(True)
-    cfg.enable_qat(False)  # the legacy default, accepted as the page says
+        cfg.tensorrt.use_fp16(True)
+    cfg.tensorrt.use_fp16(False)  # the legacy default, accepted as the page says
     for name in _compat.REFUSED:  # options refuse with ConfigError; names without a flowjob form, NotImplementedError
         reasons = r"Python plugin|TensorBoard does not read|no TensorRT backend|python -m oneflow launch"
         with pytest.raises((ConfigError, NotImplementedError), match=reasons):

@@ -51,6 +51,15 @@ def test_matmul_operator_and_function() -> None:
                                batched_a @ batched_b.transpose(0, 2, 1))
 
 
+def test_matmul_alpha_scales_the_product() -> None:
+    # legacy v0.4's alpha (its fused self-attention tests compare against matmul(q, k, alpha=...))
+    a, b = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(2, 4, 2))
+    np.testing.assert_allclose(run_job(lambda p, q: math.matmul(p, q, alpha=0.125), a, b), 0.125 * (a @ b),
+                               rtol=1e-6)
+    with pytest.raises(fc.OpBuildError, match="flow.matmul.*alpha must be a number, got 'x'"):
+        run_job(lambda p, q: math.matmul(p, q, alpha="x"), a, b)
+
+
 def test_integer_arithmetic() -> None:
     x = np.arange(6, dtype=np.int32).reshape(2, 3)
     got = run_job(lambda a: a * 2 + 1, x)

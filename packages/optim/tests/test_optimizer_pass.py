@@ -121,9 +121,20 @@ def test_train_job_without_optimizer_names_the_job(define, toy):
         job(np.zeros(2, np.float32))
 
 
-def test_minimize_in_a_predict_job_is_a_clear_error(define, toy):
+def test_minimize_in_a_predict_job_trains_it_with_a_warning(define, toy, session):
+    # legacy's minimize set the job's train conf, which replaced its predict conf
     job = define(mse_job(toy, sgd), type="predict")
-    with pytest.raises(FlowjobError, match="job 'train': SGD.minimize\\(loss\\) needs a train job"):
+    with pytest.warns(UserWarning, match="job 'train' is declared type='predict' and calls SGD.minimize"):
+        before = job(np.zeros(2, np.float32))
+    assert before.tolist() == [1.0, 1.0]
+    assert session.variables.get("w").tolist() == [0.5, 0.5]  # updated as the train job's test above
+    assert job.ensure_traced().type == "train"
+
+
+def test_add_loss_in_a_predict_job_stays_an_error(define, toy):
+    # legacy's add_loss checked the job's train conf, which only minimize set
+    job = define(mse_job(toy, minimize=False), type="predict")
+    with pytest.raises(FlowjobError, match="job 'train': add_loss/minimize needs type='train'"):
         job(np.zeros(2, np.float32))
 
 

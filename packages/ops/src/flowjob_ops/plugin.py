@@ -9,7 +9,8 @@ from flowjob_core import hookimpl
 from flowjob_ops.api._initializers import from_initializer_conf
 from flowjob_ops.operators import OPERATORS
 from flowjob_ops.overrides import cpu
-from flowjob_ops.passes import auto_mixed_precision, fuse_conv, fuse_dense, repeat_acc
+from flowjob_ops.passes import (auto_mixed_precision, fuse_conv, fuse_dense, quantization_aware_training, repeat_acc,
+                                ssp_variable_proxy)
 from flowjob_ops.records import fused
 from flowjob_ops.records.catalog import RECORD_MODULES
 
@@ -35,6 +36,12 @@ def flowjob_add_passes(registry: Any) -> None:
     registry.add("repeat-acc", repeat_acc.run, phase="transform")
     # on the forward graph, so that autodiff differentiates the casts it inserts
     registry.add("auto-mixed-precision", auto_mixed_precision.run, phase="differentiate", before="autodiff")
+    # legacy's order: after mixed precision, before autodiff (the fake quantizations pass gradients straight
+    # through)
+    registry.add("quantization-aware-training", quantization_aware_training.run, phase="differentiate",
+                 before="autodiff", after="auto-mixed-precision")
+    # after the updates exist: the proxies stand in for the variables everywhere but in them
+    registry.add("ssp-variable-proxy", ssp_variable_proxy.run, phase="update", after_if_present="optimizer")
 
 
 @hookimpl

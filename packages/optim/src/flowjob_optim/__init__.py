@@ -3,8 +3,8 @@
 ``flowjob_optim.api`` is what ``flow.optimizer`` re-exports; ``flowjob_optim.regularizers`` is
 ``flow.regularizers``. Registered through the ``flowjob`` entry point ``optim``.
 """
+from flowjob_core.ir.naming import train_step_name
 from flowjob_optim import api, regularizers
-from flowjob_optim.optimizer_pass import train_step_name
 
 __version__ = "0.1.0"
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from flowjob_core import BlobSpec, FlowjobError, Job
 from flowjob_core.ir.bindings import Bindings
+from flowjob_core.ir.naming import train_step_name
 from flowjob_core.trace.blob import Blob
 from flowjob_core.trace.builder import JobBuilder
 
@@ -39,14 +40,6 @@ from flowjob_optim.legacy_conf import optimizer_from_train_config
 from flowjob_optim.optimizers import Optimizer
 from flowjob_optim.schedules import CustomScheduler
 from flowjob_optim.update_ops import LR_DTYPE, STEP_DTYPE
-
-TRAIN_STEP_PREFIX = "System-Train-TrainStep-"
-
-
-def train_step_name(job_name: str) -> str:
-    """The name of a train job's step counter variable."""
-    return f"{TRAIN_STEP_PREFIX}{job_name}"
-
 
 @dataclass(frozen=True)
 class Constant:
@@ -132,7 +125,10 @@ def run(job: Job, ctx: Any) -> None:
     if optimizer.train_step_lbn is not None:
         step, counter = _existing(builder, optimizer.train_step_lbn, step_spec, "train_step_lbn"), None
     else:
-        counter = builder.add_variable(train_step_name(job.name), step_spec, None, trainable=False)
+        name = train_step_name(job.name)
+        known = job.variables.get(name)  # declared by a pass before this one that reads the step
+        counter = builder.blob(known.lbn) if known is not None else builder.add_variable(name, step_spec, None,
+                                                                                           trainable=False)
         step = counter
 
     targets = [(name, lbn) for name, lbn in ctx.variable_grads.items() if optimizer.updates(name)]

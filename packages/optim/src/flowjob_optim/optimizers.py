@@ -1,8 +1,9 @@
 """``flow.optimizer.SGD``, ``Adam``, ... : what to do with each variable's gradient.
 
-An optimizer is a description. ``minimize(loss)`` (inside a train job's body) marks the
-loss and records a ``minimize`` intent naming the optimizer by its key in the global
-function's bindings (the job is plain data); the optimizer pass later asks the optimizer, per
+An optimizer is a description. ``minimize(loss)`` (inside a train job's body; a predict job becomes
+one, with a warning, as in legacy) marks the loss and records a ``minimize`` intent naming the
+optimizer by its key in the global function's bindings (the job is plain data); the optimizer
+pass later asks the optimizer, per
 trainable variable, for an :class:`UpdateRule` (the fused update op, its slot variables
 and attributes) and builds the nodes. Formulas are in ``update_ops``; ``g`` there is the
 1/N-scaled gradient (the mean over the loss elements), clipped and regularized.
@@ -10,6 +11,7 @@ and attributes) and builds the nodes. Formulas are in ``update_ops``; ``g`` ther
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,9 +93,12 @@ class Optimizer(HyperParameters):
         what = f"{type(self).__name__}.minimize"
         if builder is None:
             raise FlowjobError(f"{what} is only valid inside a @flow.global_function body while it is traced")
-        if builder.job.type != "train":
-            raise FlowjobError(f"job {builder.job.name!r}: {what}(loss) needs a train job "
-                               f"(@flow.global_function(type='train')); this one is {builder.job.type!r}")
+        if builder.job.type == "predict":
+            # legacy's minimize set the job's train conf, which replaced its predict conf: the job trained
+            warnings.warn(f"job {builder.job.name!r} is declared type='predict' and calls {what}: it trains from "
+                          f"now on (gradients and updates), as legacy OneFlow made such a job a train job; "
+                          f"declare it @flow.global_function(type='train')", stacklevel=2)
+            builder.job.type = "train"
         add_loss(list(loss) if isinstance(loss, (list, tuple)) else loss)
         builder.add_intent("minimize", optimizer=builder.bindings.add(self))
 

@@ -95,19 +95,22 @@ class TensorRTConfig(OptionSet):
     }
 
 
+QAT_BACKENDS = ("", "tensorrt7", "cambricon")
+
+
 class QATConfig(OptionSet):
-    """Settings of quantization-aware training, which is itself refused (``enable_qat``)."""
+    """``cfg.qat.*``: how the quantization-aware training pass (flowjob-ops, ``enable_qat``) quantizes."""
 
     _path = "function_config.qat"
     _what = "qat option"
     _options = {
-        "per_channel_weight_quantization": flag("quantization-aware training (not enabled here)"),
-        "symmetric": flag("quantization-aware training (not enabled here)"),
-        "moving_min_max_momentum": Option(is_number, "a number", effect="recorded",
-                                          why="quantization-aware training (not enabled here)"),
-        "moving_min_max_stop_update_after_iters": count("quantization-aware training (not enabled here)"),
-        "target_backend": Option(is_str, "a str", effect="recorded",
-                                 why="quantization-aware training (not enabled here)"),
+        # legacy's QatConfig defaults: per-layer, symmetric, momentum 0.95, target backend ""
+        "per_channel_weight_quantization": Option(*BOOL, True),
+        "symmetric": Option(*BOOL, True),
+        "moving_min_max_momentum": Option(lambda v: is_number(v) and 0 <= v <= 1, "a number in [0, 1]"),
+        # no legacy default: a job whose activations are quantized needs it
+        "moving_min_max_stop_update_after_iters": Option(lambda v: is_int(v) and v >= 1, "an int >= 1"),
+        "target_backend": Option(lambda v: v in QAT_BACKENDS, f"one of {', '.join(map(repr, QAT_BACKENDS))}"),
     }
 
 
@@ -184,9 +187,17 @@ class FunctionConfig(OptionSet):
             "a dict {'include_op_names': {'op_name': [variable names]}} (optionally 'enable': bool)"),
         # read by flowjob_ops' auto-mixed-precision pass (float16 casts around GEMM-like ops, GPU backends)
         "enable_auto_mixed_precision": Option(*BOOL, True),
-        "enable_quantization_aware_training": Option(
-            *BOOL, True, "unsupported", "quantization-aware training is not implemented", _is_off),
-        "enable_qat": Option(*BOOL, True, "unsupported", "quantization-aware training is not implemented", _is_off),
+        # read by flowjob_ops' quantization-aware training pass (fake quantization around int8-able ops)
+        "enable_quantization_aware_training": Option(*BOOL, True),
+        "enable_qat": Option(*BOOL, True),
+        # read by flowjob_ops' stale-synchronous pass (train jobs read variables through ssp_variable_proxy)
+        "enable_ssp": Option(*BOOL, True),
+        "ssp_partition_strategy": Option(lambda v: v in ("naive_sequential", "disable"),
+                                         "'naive_sequential' or 'disable'", effect="recorded",
+                                         why="nothing (legacy v0.4 declared it and never read it)"),
+        "ssp_partition_scope_ids": Option(lambda v: isinstance(v, (list, tuple)) and all(is_int(i) for i in v),
+                                          "a list of ints", effect="recorded",
+                                          why="nothing (legacy v0.4 declared it and never read it)"),
         # CUDA / cuDNN
         "enable_cudnn": flag(CUDNN),
         "cudnn_buf_limit_mbyte": count(CUDNN),
@@ -238,6 +249,10 @@ class FunctionConfig(OptionSet):
     _children = {"train": TrainConfig, "tensorrt": TensorRTConfig, "qat": QATConfig,
                  "static_mem_alloc_policy_white_list": MemPolicyWhiteList,
                  "static_mem_alloc_algo_white_list": MemAlgoWhiteList}
+
+    def _store(self, name: str, value: Any) -> None:
+        # legacy's two names set one field: the last call wins
+        super()._store("enable_quantization_aware_training" if name == "enable_qat" else name, value)
 
     @property
     def function_desc(self) -> FunctionDesc:

@@ -44,6 +44,9 @@ class Node:
     attrs: dict[str, Any] = field(default_factory=dict)
     device: str = "cpu"
     source: str = ""
+    # legacy's scope attributes set around the op (flow.experimental.scope.config), by name; unset ones
+    # have their legacy default (flowjob_core.config.scope_config)
+    scope: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

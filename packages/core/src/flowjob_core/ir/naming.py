@@ -23,3 +23,12 @@ def next_id() -> int:
 def unique_name(prefix: str) -> str:
     """``prefix`` followed by the next value of the process-wide counter."""
     return f"{prefix}_{next_id()}"
+
+
+TRAIN_STEP_PREFIX = "System-Train-TrainStep-"
+
+
+def train_step_name(job_name: str) -> str:
+    """Legacy's name of a train job's step counter variable (int64, shape (1,), from 0): the optimizer pass
+    adds it, and a pass before it that reads the step (quantization-aware training) declares it first."""
+    return f"{TRAIN_STEP_PREFIX}{job_name}"

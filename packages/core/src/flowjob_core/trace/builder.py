@@ -126,7 +126,8 @@ class JobBuilder:
             ) from None
         outputs = tuple(f"{node_name}/{out}" for out in opdef.out_names(len(out_specs)))
         dev = device or self._device()
-        node = Node(op_type, node_name, tuple(b.lbn for b in inputs), outputs, attrs, dev, where)
+        node = Node(op_type, node_name, tuple(b.lbn for b in inputs), outputs, attrs, dev, where,
+                    scope.current_attributes())
         self._names.add(node_name)
         self.job.nodes.append(node)
         batch_axis = inputs[0].batch_axis if inputs else None

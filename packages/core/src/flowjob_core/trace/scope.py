@@ -1,4 +1,5 @@
-"""Scopes active while a job body is traced: namespace, placement, logical view, blob observers."""
+"""Scopes active while a job body is traced: namespace, placement, logical view, blob observers and legacy's
+scope attributes (checked by :mod:`flowjob_core.config.scope_config`)."""
 from __future__ import annotations
 
 import contextlib
@@ -10,6 +11,8 @@ from typing import Any, Callable, Iterator
 _namespaces: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("flowjob_namespaces", default=())
 _placements: contextvars.ContextVar[tuple["Placement", ...]] = contextvars.ContextVar("flowjob_placements", default=())
 _views: contextvars.ContextVar[tuple["LogicalView", ...]] = contextvars.ContextVar("flowjob_views", default=())
+_attributes: contextvars.ContextVar[tuple[tuple[str, Any], ...]] = contextvars.ContextVar(
+    "flowjob_scope_attributes", default=())
 _observers: contextvars.ContextVar[tuple[Callable[..., None], ...]] = contextvars.ContextVar(
     "flowjob_blob_observers", default=())
 
@@ -110,3 +113,19 @@ def observe_blobs(observer: Callable[..., None]) -> Iterator[None]:
 
 def current_observers() -> tuple[Callable[..., None], ...]:
     return _observers.get()
+
+
+@contextlib.contextmanager
+def attributes(values: dict[str, Any]) -> Iterator[None]:
+    """Ops traced inside carry ``values`` (over those of enclosing calls) in ``Node.scope``."""
+    merged = dict(_attributes.get())
+    merged.update(values)
+    token = _attributes.set(tuple(sorted(merged.items())))
+    try:
+        yield
+    finally:
+        _attributes.reset(token)
+
+
+def current_attributes() -> tuple[tuple[str, Any], ...]:
+    return _attributes.get()

@@ -503,17 +503,27 @@ def polyval(coeffs: Sequence[float | int], x: Blob, name: str | None = None) -> 
     return p
 
 
-def matmul(a: Blob, b: Blob, transpose_a: bool = False, transpose_b: bool = False, name: str | None = None) -> Blob:
-    """Matrix product op(a) @ op(b); rank >= 3 inputs multiply batches (batch axes broadcast).
+def matmul(a: Blob, b: Blob, transpose_a: bool = False, transpose_b: bool = False, alpha: float = 1.0,
+           name: str | None = None) -> Blob:
+    """Matrix product alpha * op(a) @ op(b); rank >= 3 inputs multiply batches (batch axes broadcast).
 
     Args:
         a: a blob of rank >= 2.
         b: a blob of rank >= 2 and a's dtype.
         transpose_a: use a with its last two axes swapped.
         transpose_b: use b with its last two axes swapped.
+        alpha: a number the product is multiplied by (legacy v0.4's attribute); another value than 1 adds
+            a ``scalar_mul`` node ``<name>-alpha`` after the product.
         name: the op name; default ``Matmul_<n>``.
 
     Returns:
         A blob of shape batch + (rows of op(a), columns of op(b)).
     """
-    return apply("matmul", [a, b], {"transpose_a": bool(transpose_a), "transpose_b": bool(transpose_b)}, name=name)
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+        raise build_error("flow.matmul", f"alpha must be a number, got {alpha!r}")
+    attrs = {"transpose_a": bool(transpose_a), "transpose_b": bool(transpose_b)}
+    if float(alpha) == 1.0:
+        return apply("matmul", [a, b], attrs, name=name)
+    node = op_name(name, "Matmul")
+    product = apply("matmul", [a, b], attrs, name=node)
+    return apply("scalar_mul", [product], {"scalar": float(alpha)}, name=f"{node}-alpha")

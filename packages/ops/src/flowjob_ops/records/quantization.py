@@ -14,7 +14,8 @@ Schemes (``quantization_formula="google"``), with ``b = quantization_bit`` in [2
 
 ``"cambricon"`` (per layer only) gives a power-of-two shift as "scale": floor(log2(max|x|)) - (b - 2); the
 fake quantization then uses 2^shift. Rounding is to nearest even (legacy set FE_TONEAREST around
-``nearbyint``), except the zero point's ``round`` (half away from zero).
+``nearbyint``), except the zero point's ``round`` (half away from zero). A range of width 0, which gave legacy
+NaN or Inf, keeps its values exact here (see :func:`scale_and_zero_point`).
 """
 from __future__ import annotations
 
@@ -50,14 +51,22 @@ def _round_half_away(xp: Any, x: Any) -> Any:
 
 
 def scale_and_zero_point(xp: Any, low: Any, high: Any, bit: int, scheme: str, formula: str) -> tuple[Any, Any]:
-    """Legacy's formulas from a range (arrays of one value per channel)."""
+    """Legacy's formulas from a range (arrays of one value per channel).
+
+    Where legacy divided by a range of width 0 (every value equal: a constant input, a zero weight) and gave
+    NaN or Inf, Google's formula here keeps values exact instead: an affine range of one value is widened
+    to reach 0, and a range holding only 0 takes scale 1 (zero point 0)."""
     if formula == "cambricon":
         top = xp.maximum(xp.abs(high), xp.abs(low))
         return xp.floor(xp.log2(top)) - (bit - 2), xp.zeros_like(top)
     if scheme == "symmetric":
         top = xp.maximum(xp.abs(high), xp.abs(low))
-        return top / (2.0 ** (bit - 1) - 1), xp.zeros_like(top)
+        scale = top / (2.0 ** (bit - 1) - 1)
+        return xp.where(scale == 0, 1.0, scale).astype(scale.dtype), xp.zeros_like(top)
+    flat = high == low
+    low, high = xp.where(flat, xp.minimum(low, 0), low), xp.where(flat, xp.maximum(high, 0), high)
     scale = (high - low) / (2.0 ** bit - 1)
+    scale = xp.where(scale == 0, 1.0, scale).astype(scale.dtype)
     return scale, -_round_half_away(xp, low / scale)
 
 
