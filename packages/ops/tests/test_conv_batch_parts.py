@@ -91,3 +91,19 @@ def test_forward_copies_in_batch_parts_give_the_bits_of_one_thread(monkeypatch, 
         kernel = conv2d.Conv2dForward(np, x_shape, w_shape, np.float32, **kwargs, parallel=HostThreads().split)
         for _ in range(2):  # the scratch-padded border is zeroed by every call
             np.testing.assert_array_equal(kernel(*args), want)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, options", GEOMETRIES)
+def test_filter_gradient_in_batch_parts_gives_the_bits_of_one_thread(monkeypatch, x_shape, w_shape, options):
+    # its im2col copies, and for C=1 NCHW its per-image GEMMs, run in parts over the batch
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    whole = conv2d.Conv2dBackwardFilter(np, x_shape, w_shape, np.float32, **options, scratch=_nan_scratch)
+    dy = rng.standard_normal(whole.geom.y_shape).astype(np.float32)
+    want = whole(x, dy).copy()
+    for threads in (2, 3):
+        monkeypatch.setenv("FLOWJOB_HOST_THREADS", str(threads))
+        kernel = conv2d.Conv2dBackwardFilter(np, x_shape, w_shape, np.float32, **options, scratch=_nan_scratch,
+                                             parallel=HostThreads().split)
+        for _ in range(2):
+            np.testing.assert_array_equal(kernel(x, dy), want)

@@ -622,8 +622,10 @@ class Conv2dBackwardFilter:
         im2col: Im2Col | None = None,
         out: Any = None,
         scratch: Optional[Alloc] = None,
+        parallel: Optional[Parallel] = None,
     ):
         self.xp = xp
+        self._parallel = parallel
         alloc = allocator(xp, scratch)
         self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
         dt = np.dtype(dtype)
@@ -633,7 +635,7 @@ class Conv2dBackwardFilter:
             if strategy is not None and strategy != im2col.strategy:
                 raise ValueError(f"strategy {strategy!r} conflicts with the shared im2col's {im2col.strategy!r}")
         self.im2col = im2col if im2col is not None else Im2Col(xp, g, dt, strategy, scratch=scratch,
-                                                               pad_scratch=scratch)
+                                                               pad_scratch=scratch, parallel=parallel)
         self.strategy = self.im2col.strategy
         self.out_shape = g.w_shape
         if out is not None:
@@ -687,7 +689,11 @@ class Conv2dBackwardFilter:
                 dyt = fnp.reshape(g.F, g.M)
             else:
                 partial, cols, dw = self._per_image
-                xp.matmul(dy.reshape(g.N, g.F, -1), cols, out=partial)
+                dy3 = dy.reshape(g.N, g.F, -1)
+                # one GEMM per image, the images in parts over the host threads (each image's product is
+                # the same however the batch is cut)
+                _by_rows(lambda lo, hi: xp.matmul(dy3[lo:hi], cols[lo:hi], out=partial[lo:hi]), g.N,
+                         self._parallel)
                 xp.sum(partial, axis=0, out=dw)
                 return self._dw
         if dyt is None:
