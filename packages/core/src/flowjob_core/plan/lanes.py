@@ -9,7 +9,8 @@ So a convolution's filter gradient runs beside its data gradient and the rest of
 residual branches beside each other, the per-variable updates side by side.
 
 Where to cut is decided from estimated times (``estimate``: the bytes a node touches, and the arithmetic
-its op's ``flops`` reports) by a dynamic program over the order: each run of nodes either stays a chain
+its op's ``flops`` reports; on a chain the arithmetic, and a large node's memory passes, which its kernel
+splits, spread over the threads) by a dynamic program over the order: each run of nodes either stays a chain
 or becomes a lanes section, whichever ends sooner once the cost of waking the lanes and of each
 cross-lane wait is counted. Lanes are filled by list scheduling (each node, in order, on the lane where it
 would finish first). Everything is decided from the specs, so every rank of an MPI job cuts the same way;
@@ -34,7 +35,11 @@ FLOPS_PER_US = 20000.0
 CALL_US = 2.0
 """A kernel call's fixed cost."""
 BLAS_EFFICIENCY = 0.85
-"""The share of each extra thread a BLAS call on a chain turns into speed."""
+"""The share of each thread a BLAS call, or a kernel split over the threads, on a chain turns into speed."""
+SPLIT_BYTES = 1 << 20
+"""A node moving this many bytes or more has a kernel that splits its passes over the host threads on a chain
+(the elementwise blocks, pooling, the convolutions' copies and Winograd chunks): its memory time shrinks with
+the threads there as its arithmetic does."""
 WAIT_US = 15.0
 """A lane waiting for another lane's node: the wake-up when it must block."""
 SECTION_US = 40.0
@@ -82,8 +87,8 @@ class LanePlan:
 
 
 def estimate(node: Node, job: Job, ops: "OpTable") -> tuple[float, float]:
-    """The node's estimated time on one thread, and the part of it that is arithmetic (which BLAS spreads over
-    its threads on a chain), in microseconds."""
+    """The node's estimated time on one thread, and the part of it that its kernel spreads over the threads on a
+    chain (BLAS's arithmetic; the memory passes of a large node), in microseconds."""
     if node.op == "input":
         return 0.0, 0.0
     opdef = ops[node.op]
@@ -93,7 +98,9 @@ def estimate(node: Node, job: Job, ops: "OpTable") -> tuple[float, float]:
     outs = [job.specs[o] for o in node.outputs]
     moved = sum(s.nbytes for s in ins) + sum(s.nbytes for s in outs)
     flops_us = float(opdef.flops(ins, outs, node.attrs)) / FLOPS_PER_US if opdef.flops is not None else 0.0
-    return CALL_US + moved / BYTES_PER_US + flops_us, flops_us
+    memory_us = moved / BYTES_PER_US
+    spread = flops_us + (memory_us if moved >= SPLIT_BYTES else 0.0)
+    return CALL_US + memory_us + flops_us, spread
 
 
 def plan_lanes(job: Job, order: Sequence[Node], deps: Sequence[set[int]], ops: "OpTable", threads: int) -> LanePlan:
@@ -103,9 +110,9 @@ def plan_lanes(job: Job, order: Sequence[Node], deps: Sequence[set[int]], ops: "
     alone = [0.0] * n
     chain = [0.0] * n
     for p, node in enumerate(order):
-        t1, flops_us = estimate(node, job, ops)
+        t1, spread_us = estimate(node, job, ops)
         alone[p] = t1
-        chain[p] = t1 - flops_us + flops_us / max(1.0, threads * BLAS_EFFICIENCY) if threads > 1 else t1
+        chain[p] = t1 - spread_us + spread_us / max(1.0, threads * BLAS_EFFICIENCY) if threads > 1 else t1
     pinned = {p for p, node in enumerate(order)
               if node.op != "input" and (ops[node.op].ordered or ops[node.op].effect)}
     lane_of = [0] * n
