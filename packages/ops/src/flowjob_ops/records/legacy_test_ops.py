@@ -22,6 +22,7 @@ from flowjob_core.ir import dtypes
 from flowjob_ops.kernels.legacy_uniform import canonical_source
 from flowjob_ops.records.activations import RELU_GRAD
 from flowjob_ops.records.common import dtype_attr, is_int, shape_attr, unary_float
+from flowjob_ops.records.shape import CAST
 
 SOURCE_ROWS = 5  # TestSource, TestRandomSource and TestDynamicSource make a (5,) float blob
 DYNAMIC_ROWS = 3  # of which TestDynamicSource's kernel fills the first three
@@ -225,18 +226,8 @@ def _data_type_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     return [BlobSpec(x.shape, dtype_attr(attrs["output_type"]))]
 
 
-def _convert_kernel(ctx: KernelContext) -> Any:
-    xp, out = ctx.xp, ctx.out(0)
-
-    def run(x: Any) -> Any:
-        xp.copyto(out, x, casting="unsafe")
-        return out
-
-    return run
-
-
 TEST_DATA_TYPE_ATTR = OpDef(
-    "test_data_type_attr", _data_type_infer, kernel=_convert_kernel, not_differentiable=True, input_names=("in",),
+    "test_data_type_attr", _data_type_infer, kernel=CAST.kernel, not_differentiable=True, input_names=("in",),
     attr_names=("output_type",), legacy_names=("TestDataTypeAttr",),
     doc="the input converted to the dtype of the attribute output_type", amp="black")
 
