@@ -204,21 +204,73 @@ def test_reshape_realignment():
         reshaped((12, 5), (5, 5), (4, 3, 5), "w")
 
 
-def test_train_jobs_need_the_declared_shape():
-    cfg = _mirrored()
+def _train_step(x, name, seen):
+    w = flow.get_variable(f"{name}_w", (2, 1), initializer=flow.ones_initializer())
+    b = flow.get_variable(f"{name}_b", (1,), initializer=flow.zeros_initializer())
+    loss = flow.math.reduce_sum(flow.matmul(x, w) + b, axis=1)  # b's gradient is unbroadcast from the rows
+    flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+    flow.watch_diff(w, lambda d: seen.setdefault(name, []).append(d))
+    return loss
 
-    @flow.global_function(type="train", function_config=cfg)
+
+def test_train_jobs_plan_each_fed_shape_as_a_job_declared_with_it():
+    """Legacy built gradients of dynamic blobs at run time: a smaller feed updates as a job declared with that
+    shape does (its gradients, unbroadcasts and 1/N loss scale), and the plan is cached per shape."""
+    seen = {}
+
+    @flow.global_function(type="train", function_config=_mirrored())
     def train(x: tp.ListNumpy.Placeholder((4, 2))) -> tp.ListNumpy:
-        w = flow.get_variable("w", (2, 1), initializer=flow.ones_initializer())
-        loss = flow.math.reduce_sum(flow.matmul(x, w), axis=1)
+        return _train_step(x, "dyn", seen)
+
+    @flow.global_function(type="train")
+    def twin_4(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
+        return _train_step(x, "fix", seen)
+
+    @flow.global_function(type="train")
+    def twin_3(x: tp.Numpy.Placeholder((3, 2))) -> tp.Numpy:
+        return _train_step(x, "fix", seen)
+
+    feeds = [_data(4, 2), _data(3, 2), _data(3, 2), _data(4, 2), _data(3, 2)]
+    for x in feeds:
+        (loss,) = train([x])
+        want = (twin_4 if len(x) == 4 else twin_3)(x)
+        np.testing.assert_array_equal(loss, want)
+        np.testing.assert_array_equal(seen["dyn"][-1], seen["fix"][-1])
+    variables = flow.get_all_variables()
+    for name in ("w", "b"):
+        np.testing.assert_array_equal(variables[f"dyn_{name}"].numpy(), variables[f"fix_{name}"].numpy())
+    assert list(_specialised(train)) == [((3, 2),)]  # one plan for the smaller shape; the declared one is the job's
+    # one SGD step by hand: w -= 0.1 * sum over rows of x / rows, b -= 0.1 * rows / rows
+    assert variables["dyn_b"].numpy().tolist() == pytest.approx([-0.1 * len(feeds)], rel=1e-6)
+
+
+def test_a_train_step_fed_no_rows_leaves_the_variables_as_they_were():
+    seen = {}
+
+    @flow.global_function(type="train", function_config=_mirrored())
+    def train(x: tp.ListNumpy.Placeholder((4, 2))) -> tp.ListNumpy:
+        w = flow.get_variable("empty_w", (2, 1), initializer=flow.ones_initializer())
+        loss = flow.matmul(x, w)
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        flow.watch_diff(w, lambda d: seen.setdefault("w", []).append(d))
         return loss
 
-    (loss,) = train([np.ones((4, 2), np.float32)])
-    assert loss.shape == (4,)
-    with pytest.raises(JobArgumentError, match=r"global function 'train', argument 'x': a train job needs the "
-                                               r"declared shape \(4, 2\) on every device, found \(3, 2\)"):
-        train([np.ones((3, 2), np.float32)])
+    (loss,) = train([np.zeros((0, 2), np.float32)])  # legacy's empty dynamic batch: no loss element, no update
+    assert loss.shape == (0, 1)
+    np.testing.assert_array_equal(seen["w"][-1], np.zeros((2, 1)))
+    np.testing.assert_array_equal(flow.get_all_variables()["empty_w"].numpy(), np.ones((2, 1)))
+
+
+def test_train_job_ops_with_a_traced_target_shape_refuse_a_smaller_feed():
+    @flow.global_function(type="train", function_config=_mirrored())
+    def train(x: tp.ListNumpy.Placeholder((4, 2))) -> tp.ListNumpy:
+        _train_step(x, "t", {})
+        return flow.user_op_builder("fixed").Op("TestReshape").Input("in", [x]).Output("out") \
+            .Attr("shape", [2, 4]).Build().InferAndTryRun().SoleOutputBlob()
+
+    train([_data(4, 2)])
+    with pytest.raises(DynamicShapeError, match=r"op 'fixed' \(test_reshape\).*fixed at trace time"):
+        train([_data(3, 2)])
 
 
 def test_version_01_mirrored_tensor_def_is_dynamic():

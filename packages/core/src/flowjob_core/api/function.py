@@ -166,15 +166,26 @@ class JobFunction:
             job = self.ensure_traced()
             with self._trace_lock:
                 if self._plan is None:
-                    ctx = PassContext(self.session, self.session.registries, self.session.backend, self.bindings)
-                    final = run_passes(job, ctx)
+                    plan = self._planned(job)
                     self.declared = True
-                    with numerics.planning(numerics.wanted(self.session.config, self.config)):
-                        plan = build_plan(final, self.session.backend, self.session.registries,
-                                          self.session.variables, self.bindings)
-                    self.session.pm.hook.flowjob_plan_built(job=final, plan=plan)
                     self._plan = plan
         return self._plan
+
+    def plan_for_shapes(self, shapes: tuple) -> Plan:
+        """A train job's plan for other fed shapes (one per placeholder, smaller than declared): the traced job
+        inferred again for them and run through every pass, so its gradients and loss scale are those of the
+        fed shapes (``flowjob_core.plan.dynamic``, which caches it per shape)."""
+        job = dynamic.retraced(self.ensure_traced(), shapes, self.session.registries)
+        with self._trace_lock:
+            return self._planned(job)
+
+    def _planned(self, job: Job) -> Plan:
+        session = self.session
+        final = run_passes(job, PassContext(session, session.registries, session.backend, self.bindings))
+        with numerics.planning(numerics.wanted(session.config, self.config)):
+            plan = build_plan(final, session.backend, session.registries, session.variables, self.bindings)
+        session.pm.hook.flowjob_plan_built(job=final, plan=plan)
+        return plan
 
     def release_plan(self) -> None:
         """Drop the plan and cached steps (their buffers); the next call plans again. Steps in flight keep
@@ -292,8 +303,9 @@ class JobFunction:
     def _dynamic_runner(self, plan: Plan) -> Callable[[list[Any]], Any]:
         runner = self._dynamic
         if runner is None or runner.plan is not plan:
+            replan = self.plan_for_shapes if plan.job.type == "train" else None
             runner = self._dynamic = dynamic.DynamicRunner(plan, self.session.registries, self.session.variables,
-                                                           self.bindings)
+                                                           self.bindings, replan)
         return runner.run
 
     def _devices(self, feeds: list[Any]) -> int:

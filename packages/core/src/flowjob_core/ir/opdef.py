@@ -138,6 +138,12 @@ class OpDef:
     ``ordered``: the node runs on the step's own thread, in schedule order with the plan's other ordered
     and ``effect`` nodes, never beside them on another thread (MPI collectives: every rank must issue
     them in one order).
+    ``cpu_only``: legacy's ``REGISTER_CPU_ONLY_USER_OP``: the node is placed on the cpu whatever the placement
+    scope names, so its outputs' ``parallel_conf.device_tag()`` is ``"cpu"`` (the session's backend runs it,
+    as every node).
+    ``parallel_num_attr``: the name of an attribute the tracer sets to the number of devices the node's
+    placement names (legacy's ``parallel_num``), for an op whose logical value is made of one piece per device
+    (legacy's physical inference); None (the default): the op does not depend on it.
     """
 
     name: str
@@ -162,6 +168,8 @@ class OpDef:
     flops: FlopsFn | None = None
     ordered: bool = False
     legacy_names: tuple[str, ...] = ()
+    cpu_only: bool = False
+    parallel_num_attr: str | None = None
 
     def __post_init__(self) -> None:
         if self.amp is not None and self.amp not in AMP_CLASSES:

@@ -96,7 +96,7 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
         raw = ctx.grads.get(vdef.lbn)
         if raw is None or not vdef.trainable:
             continue
-        if loss_elements == 1:
+        if loss_elements <= 1:  # one element: nothing to scale; none (an empty batch): the gradients are zeros
             ctx.variable_grads[vdef.name] = raw
             continue
         name = builder.local_name(f"{vdef.name}_grad_scaled")

@@ -9,11 +9,14 @@ the max-sized arena slots (``Specialised``); that step is cached per actual-shap
 batch size seen before costs one dict lookup. A call with the declared shapes runs the
 planned step itself.
 
-Train jobs keep requiring the declared shapes. Legacy built its gradients from ``*_like`` ops
-that read shapes at run time, but here the gradient graph fixes shapes when the job is traced
-(``unbroadcast``/``broadcast_to`` targets, the 1/N loss scale of the variable gradients), so a
-smaller batch would be updated with a wrong scale; it is refused instead, naming the job and
-the placeholder.
+A train job's planned step cannot be specialised so: its gradient graph fixes shapes when the job is
+planned (``unbroadcast``/``broadcast_to`` targets, the 1/N loss scale of the variable gradients), where
+legacy's ``*_like`` ops and dynamic loss-instance count read them at run time. So a train call with
+smaller feeds runs a plan made for those shapes: the traced job inferred again for them (``retraced``),
+through every pass (autodiff builds the gradients and scale of the fed shapes), planned with its own
+buffers and cached per actual-shape key as the specialised steps are. Variables, optimizer slots and the
+train step are the session's, shared by every plan of the job; a seeded random op in a plan of another
+shape draws its own stream, as in a specialised predict step.
 
 A tensor list (``tp.ListListNumpy`` fed several arrays per device, legacy
 ``MirroredTensorListDef``) runs the step once per list element, each element being one
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from flowjob_core.plan import numerics
 from flowjob_core.errors import JobArgumentError
-from flowjob_core.ir.job import BlobSpec, Node
+from flowjob_core.ir.job import BlobSpec, Job, Node
 from flowjob_core.plan.mirrored import PerDevice, TensorList
 from flowjob_core.plan.actual_shapes import MAX_SPECIALISED, DynamicShapeError, SpecialisedArena, reshaped
 from flowjob_core.plan.planner import Plan, build_plan
@@ -67,8 +70,11 @@ class DynamicRunner:
     """
 
     def __init__(self, plan: Plan, registries: "Registries", variables: "VariableStore",
-                 bindings: "Bindings") -> None:
+                 bindings: "Bindings", replan: Callable[[tuple], Plan] | None = None) -> None:
+        """``replan(shapes)``: a plan of the job made for other fed shapes (a train job's global function gives
+        one, ``JobFunction.plan_for_shapes``); without it, smaller feeds specialise the planned step."""
         self.plan = plan
+        self.replan = replan
         self.registries = registries
         self.variables = variables
         self.bindings = bindings
@@ -102,7 +108,10 @@ class DynamicRunner:
     def _specialise(self, key: tuple) -> Plan:
         if len(self.specialised) >= MAX_SPECIALISED:
             del self.specialised[next(iter(self.specialised))]
-        plan = specialise(self.plan, key, self.registries, self.variables, self.bindings)
+        if self.replan is not None:
+            plan = self.replan(key)
+        else:
+            plan = specialise(self.plan, key, self.registries, self.variables, self.bindings)
         self.specialised[key] = plan
         return plan
 
@@ -156,13 +165,26 @@ def specialise(plan: Plan, shapes: Sequence[tuple[int, ...]], registries: "Regis
                bindings: "Bindings") -> Plan:
     """The plan's nodes for the fed ``shapes`` (one per placeholder), in views of the plan's arena slots."""
     job = plan.job
-    changed = {p.lbn: p for p, shape in zip(job.placeholders, shapes) if p.spec.shape != tuple(shape)}
     if job.type == "train":
-        p = next(iter(changed.values()))
+        p = next(p for p, shape in zip(job.placeholders, shapes) if p.spec.shape != tuple(shape))
         raise JobArgumentError(
             f"global function {job.name!r}, argument {p.param!r}: a train job needs the declared shape "
-            f"{p.spec.shape} on every device, found {shapes[job.placeholders.index(p)]} (smaller batches run "
-            f"in predict jobs only: the gradient graph and its 1/N loss scale are fixed when the job is planned)")
+            f"{p.spec.shape} on every device, found {shapes[job.placeholders.index(p)]} (this plan's gradient graph "
+            f"and 1/N loss scale are fixed; a train job's global function plans its job again for other shapes)")
+    specs, order = actual_specs(job, plan.order, shapes, registries)
+    replaced = {id(old): new for old, new in zip(plan.order, order) if old is not new}
+    actual = dataclasses.replace(job, specs=specs, nodes=[replaced.get(id(n), n) for n in job.nodes])
+    with numerics.planning(plan.checks_numerics):  # as the declared-shape plan does
+        return build_plan(actual, plan.backend, registries, variables, bindings,
+                          reuse=(order, SpecialisedArena(plan.arena)))
+
+
+def actual_specs(job: Job, order: Sequence[Node], shapes: Sequence[tuple[int, ...]], registries: "Registries"
+                 ) -> tuple[dict[str, BlobSpec], list[Node]]:
+    """Shape inference again over ``order`` (the job's nodes, producers first) for the fed ``shapes`` (one per
+    placeholder): every value's spec, and the nodes (a reshape whose target was traced realigned to its rows).
+    An op that cannot follow (a target shape fixed at trace time, an inference that fails) is an error naming it."""
+    changed = {p.lbn: p for p, shape in zip(job.placeholders, shapes) if p.spec.shape != tuple(shape)}
     specs = dict(job.specs)
     origin: dict[str, frozenset[str]] = {}  # value -> the placeholders whose fed size reaches it
     for p, shape in zip(job.placeholders, shapes):
@@ -170,11 +192,11 @@ def specialise(plan: Plan, shapes: Sequence[tuple[int, ...]], registries: "Regis
             specs[p.lbn] = BlobSpec(tuple(shape), p.spec.dtype)
             origin[p.lbn] = frozenset((p.param or p.name,))
     ops = registries.ops
-    order: list[Node] = []
-    for node in plan.order:
+    nodes: list[Node] = []
+    for node in order:
         reached = frozenset().union(*(origin.get(i, frozenset()) for i in node.inputs))
         if node.op == "input" or not reached:
-            order.append(node)
+            nodes.append(node)
             continue
         ins = tuple(specs[i] for i in node.inputs)
         where = (f"job {job.name!r}, op {node.name!r} ({node.op}) at {node.source}, fed from dynamic "
@@ -196,9 +218,17 @@ def specialise(plan: Plan, shapes: Sequence[tuple[int, ...]], registries: "Regis
         for lbn, spec in zip(node.outputs, outs):
             specs[lbn] = spec
             origin[lbn] = reached
-        order.append(dataclasses.replace(node, attrs=attrs) if attrs is not node.attrs else node)
-    replaced = {id(old): new for old, new in zip(plan.order, order) if old is not new}
-    actual = dataclasses.replace(job, specs=specs, nodes=[replaced.get(id(n), n) for n in job.nodes])
-    with numerics.planning(plan.checks_numerics):  # as the declared-shape plan does
-        return build_plan(actual, plan.backend, registries, variables, bindings,
-                          reuse=(order, SpecialisedArena(plan.arena)))
+        nodes.append(dataclasses.replace(node, attrs=attrs) if attrs is not node.attrs else node)
+    return specs, nodes
+
+
+def retraced(job: Job, shapes: Sequence[tuple[int, ...]], registries: "Registries") -> Job:
+    """The traced job (before any pass) as if its placeholders had been declared with the fed ``shapes``: what a
+    train job is planned from for a smaller feed, so that autodiff builds the gradient graph and the loss
+    scale of the fed shapes."""
+    specs, nodes = actual_specs(job, job.nodes, shapes, registries)
+    placeholders = [dataclasses.replace(p, spec=specs[p.lbn]) for p in job.placeholders]
+    fed = {p.name: p.spec.shape for p in placeholders}
+    nodes = [dataclasses.replace(n, attrs={**n.attrs, "shape": fed[n.name]}) if n.op == "input" and n.name in fed
+             else n for n in nodes]
+    return dataclasses.replace(job, placeholders=placeholders, specs=specs, nodes=nodes)

@@ -9,6 +9,8 @@ from flowjob_core.trace import eager_mode
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import distribute as distributions
 from flowjob_core.ir.job import BlobSpec
+from flowjob_core.trace.parallel_conf import ParallelConf
+from flowjob_core.trace.scope import Placement
 
 if TYPE_CHECKING:
     from flowjob_core.trace.builder import JobBuilder
@@ -17,11 +19,12 @@ if TYPE_CHECKING:
 class Blob:
     """A value of the job being traced: logical blob name, static shape and dtype, no data."""
 
-    __slots__ = ("lbn", "spec", "builder", "batch_axis", "device", "distribute", "dynamic", "__weakref__")
+    __slots__ = ("lbn", "spec", "builder", "batch_axis", "device", "distribute", "dynamic", "placement",
+                 "__weakref__")
 
     def __init__(self, lbn: str, spec: BlobSpec, builder: "JobBuilder", batch_axis: int | None = 0,
                  device: str = "cpu", distribute: distributions.Distribute = distributions.AUTO,
-                 dynamic: bool = False) -> None:
+                 dynamic: bool = False, placement: Placement | None = None) -> None:
         self.lbn = lbn
         self.spec = spec
         self.builder = builder
@@ -29,6 +32,7 @@ class Blob:
         self.device = device
         self.distribute = distribute  # legacy's layout annotation (with_distribute); values never depend on it
         self.dynamic = dynamic
+        self.placement = placement  # the flow.scope.placement its op was traced in; None: the job's default
 
     shape = property(lambda self: self.spec.shape)
     dtype = property(lambda self: self.spec.dtype)
@@ -40,6 +44,13 @@ class Blob:
     location = property(lambda self: self.device)
 
     @property
+    def parallel_conf(self) -> ParallelConf:
+        """Legacy's placement of the blob: its op's device tag and the devices of the placement it was traced
+        in (else the job's ``default_placement_scope``, else device 0 of machine 0)."""
+        placement = self.placement or self.builder.job.config.get("default_placement_scope")
+        return ParallelConf(self.device, placement.machine_device_ids if placement is not None else ("0:0",))
+
+    @property
     def is_dynamic(self) -> bool:
         """Legacy's dynamic blob: its shape is a maximum and each call's data decide the actual one (a
         mirrored placeholder, a data-dependent op's rows, and what is computed from them)."""
@@ -49,7 +60,8 @@ class Blob:
         """This value, annotated to lie over the devices as ``distribute`` says (legacy's layout hint for the
         ops reading it). The logical value is the same under every layout, so this handle computes as ``self``."""
         checked = distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: with_distribute")
-        return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, checked, self.dynamic)
+        return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, checked, self.dynamic,
+                    self.placement)
 
     def with_split_distribute(self, axis: int) -> "Blob":
         return self.with_distribute(distributions.split(axis))
@@ -60,7 +72,8 @@ class Blob:
     def with_gradient_distribute(self, distribute: distributions.Distribute) -> "Blob":
         """Legacy's ``parallel_cast(self, gradient_distribute=...)``: the gradient's layout; the value is ``self``."""
         distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: with_gradient_distribute")
-        return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, self.distribute, self.dynamic)
+        return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, self.distribute, self.dynamic,
+                    self.placement)
 
     def __repr__(self) -> str:
         return f"Blob(lbn={self.lbn!r}, shape={self.shape}, dtype={self.dtype})"

@@ -116,6 +116,9 @@ class JobBuilder:
                     f"{blob.lbn!r} belongs to job {blob.builder.job.name!r}")
         if node_name in self._names:
             raise OpBuildError(f"job {self.job.name!r} at {where}: op name {node_name!r} is already used in this job")
+        placement = scope.current_placement()
+        if opdef.parallel_num_attr is not None:
+            attrs[opdef.parallel_num_attr] = placement.device_count if placement is not None else 1
         in_specs = tuple(b.spec for b in inputs)
         try:
             out_specs = tuple(opdef.infer(in_specs, attrs))
@@ -125,7 +128,7 @@ class JobBuilder:
                 f"job {self.job.name!r}, op {node_name!r} ({op_type}) at {where}: {exc} [inputs: {shapes or 'none'}]"
             ) from None
         outputs = tuple(f"{node_name}/{out}" for out in opdef.out_names(len(out_specs)))
-        dev = device or self._device()
+        dev = device or ("cpu" if opdef.cpu_only else self._device())
         node = Node(op_type, node_name, tuple(b.lbn for b in inputs), outputs, attrs, dev, where,
                     scope.current_attributes())
         self._names.add(node_name)
@@ -135,7 +138,8 @@ class JobBuilder:
         blobs = []
         for lbn, spec in zip(outputs, out_specs):
             self.job.specs[lbn] = spec
-            blobs.append(Blob(lbn, spec, self, batch_axis if spec.shape else None, dev, dynamic=dynamic))
+            blobs.append(Blob(lbn, spec, self, batch_axis if spec.shape else None, dev, dynamic=dynamic,
+                              placement=placement))
         for observer in scope.current_observers():
             for blob in blobs:
                 observer(blob)
