@@ -73,3 +73,43 @@ def test_two_threads_run_conv_gradients_side_by_side_with_the_one_thread_values(
     for name, want in want_values.items():
         np.testing.assert_array_equal(got_values[name], again_values[name], err_msg=name)
         np.testing.assert_allclose(got_values[name], want, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_a_conv_plan_holds_blas_to_one_thread_and_cuts_its_large_products(monkeypatch):
+    # convolutions cut their own work over the host threads, so the plan keeps BLAS to one thread (OpenBLAS's
+    # spinning workers took the cores those parts needed) and cuts the dense layer's products and its fused SGD
+    # update over the threads instead; the values are the one-thread step's to float32 rounding
+    from flowjob_core.backends.host_gemm import gemm_split
+
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")
+
+    def train(threads: int) -> tuple[np.ndarray, np.ndarray, int, bool]:
+        monkeypatch.setenv("FLOWJOB_HOST_THREADS", str(threads))
+        flow.clear_default_session()
+        init = flow.random_normal_initializer(stddev=0.05, seed=2)
+
+        @flow.global_function(type="train")
+        def step(images: tp.Numpy.Placeholder((BATCH, 1, 28, 28))) -> tp.Numpy:
+            x = flow.layers.conv2d(images, 8, 3, padding="SAME", activation=flow.nn.relu, kernel_initializer=init,
+                                   name="conv")
+            x = flow.reshape(flow.nn.max_pool2d(x, 2, 2, "SAME"), [BATCH, -1])
+            y = flow.layers.dense(x, 512, kernel_initializer=init, name="wide")
+            loss = flow.math.reduce_mean(y * y)
+            flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+            return loss
+
+        images = np.random.default_rng(3).random((BATCH, 1, 28, 28), dtype=np.float32)
+        losses = np.array([np.array(step(images), copy=True) for _ in range(STEPS)])
+        backend = get_default_session().backend
+        chain = backend.lanes.blas.chain
+        weight = np.array(get_default_session().variables.get("wide-weight"), copy=True)
+        cut = gemm_split(backend) is not None  # the plan's product kernels were built to cut
+        flow.clear_default_session()
+        return losses, weight, chain, cut
+
+    want_losses, want_weight, one_chain, one_cut = train(1)
+    got_losses, got_weight, chain, cut = train(2)
+    assert one_chain == 1 and chain == 1
+    assert cut and not one_cut  # one thread: each product one whole call
+    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-5)
+    np.testing.assert_allclose(got_weight, want_weight, rtol=1e-4, atol=1e-6)

@@ -222,3 +222,32 @@ def test_blas_runs_on_one_thread_inside_a_region_and_on_all_outside():
     assert counts() == {1}
     blas.release()
     assert counts() == {2}
+
+
+def test_a_plan_of_host_split_kernels_holds_blas_to_one_thread_on_its_chains():
+    from threadpoolctl import threadpool_info
+
+    from flowjob_core.ir.job import Node
+    from flowjob_core.ir.opdef import OpDef
+    from flowjob_core.plan.lanes import blas_wide
+
+    blas = BlasThreads(2)
+    if not blas.describe():
+        pytest.skip("no BLAS library found by threadpoolctl in this numpy")
+
+    def counts() -> set[int]:
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    ops = {"plain": OpDef("plain", lambda *a: []), "window": OpDef("window", lambda *a: [], host_split=True)}
+    plain = [Node("input", "x", (), ("x/out",)), Node("plain", "p", ("x/out",), ("p/out",))]
+    assert blas_wide(plain, ops)
+    assert not blas_wide(plain + [Node("window", "w", ("p/out",), ("w/out",))], ops)
+    blas.widen()
+    assert counts() == {2}
+    blas.hold(False)  # the plan's chains: one BLAS thread, and a region's end gives back one
+    assert counts() == {1} and blas.chain == 1
+    blas.narrow()
+    blas.release()
+    assert counts() == {1}
+    blas.hold(True)
+    assert counts() == {2}

@@ -48,6 +48,20 @@ def _symbol(letter: str) -> tuple[Any, Any] | None:
     return None
 
 
+def _operand(x: Any, transposed: bool) -> tuple[Any, bool, int]:
+    """(x, transposed, leading dimension) as BLAS reads x in place: a row-major matrix or block of one (its rows
+    ``ld`` elements apart), or the transpose of one; anything else is copied first."""
+    item = x.itemsize
+    s0, s1 = x.strides
+    rows, cols = x.shape
+    if s1 == item and s0 % item == 0 and s0 // item >= max(cols, 1):
+        return x, transposed, s0 // item if rows > 1 else max(cols, 1)
+    if s0 == item and s1 % item == 0 and s1 // item >= max(rows, 1):
+        return x, not transposed, s1 // item if cols > 1 else max(rows, 1)
+    x = np.ascontiguousarray(x)
+    return x, transposed, max(x.shape[1], 1)
+
+
 def gemm(dtype: Any) -> Callable[[float, Any, Any, bool, bool, float, Any], None] | None:
     """``run(alpha, a, b, ta, tb, beta, c)``: ``c = alpha op(a) op(b) + beta c`` for C-ordered ``c``;
     None when numpy's BLAS cannot be reached for this dtype."""
@@ -76,22 +90,8 @@ def gemm(dtype: Any) -> Callable[[float, Any, Any, bool, bool, float, Any], None
             raise ValueError("gemm: c must be C-ordered")
         m, n = c.shape
         k = a.shape[0] if ta else a.shape[1]
-        fa = a.flags
-        if fa.c_contiguous:
-            lda = a.shape[1]
-        elif fa.f_contiguous:
-            ta, lda = not ta, a.shape[0]
-        else:
-            a = np.ascontiguousarray(a)
-            lda = a.shape[1]
-        fb = b.flags
-        if fb.c_contiguous:
-            ldb = b.shape[1]
-        elif fb.f_contiguous:
-            tb, ldb = not tb, b.shape[0]
-        else:
-            b = np.ascontiguousarray(b)
-            ldb = b.shape[1]
+        a, ta, lda = _operand(a, ta)
+        b, tb, ldb = _operand(b, tb)
         fn(_ROW_MAJOR, _TRANS if ta else _NO_TRANS, _TRANS if tb else _NO_TRANS, m, n, k, alpha,
            address(a), lda or 1, address(b), ldb or 1, beta, address(c), n or 1)
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import KernelContext, switches
+from flowjob_core.backends.host_gemm import GEMM_PARTS, gemm_split, matmul_parts, operand_shape
 from flowjob_core.ir.opdef import KernelBuilder
 
 from flowjob_optim import _blas
@@ -41,11 +42,29 @@ class BlasSgdMatmulUpdate:
         ta, tb = bool(ctx.attrs.get("transpose_a")), bool(ctx.attrs.get("transpose_b"))
         s = spec.dtype.type(ctx.attrs.get("grad_scale", 1.0))
 
-        def run(w: Any, a: Any, b: Any, lr: Any) -> None:
-            # C-ordered w += alpha op(a) op(b): ?gemm with beta = 1 writes w, reading transposed operands in place
-            gemm(-float(lr[0] * s), a, b, ta, tb, 1.0, w)
+        split = gemm_split(ctx.backend)
+        a_spec, b_spec = ctx.inputs[1:3]
+        how = matmul_parts(operand_shape(a_spec.shape, ta), operand_shape(b_spec.shape, tb)) if split else None
+        rows = spec.shape[0]
+        if how is None or rows < 4 * GEMM_PARTS:
+            def run(w: Any, a: Any, b: Any, lr: Any) -> None:
+                # C-ordered w += alpha op(a) op(b): ?gemm with beta = 1 writes w, reading transposed operands in place
+                gemm(-float(lr[0] * s), a, b, ta, tb, 1.0, w)
 
-        return run
+            return run
+        # a plan holding BLAS to one thread: blocks of w's rows (contiguous, as ?gemm writes them) over the threads
+        blocks = [slice(rows * i // GEMM_PARTS, rows * (i + 1) // GEMM_PARTS) for i in range(GEMM_PARTS)]
+
+        def run_in_blocks(w: Any, a: Any, b: Any, lr: Any) -> None:
+            alpha = -float(lr[0] * s)
+
+            def part(lo: int, hi: int) -> None:
+                for rows_of in blocks[lo:hi]:
+                    gemm(alpha, a[:, rows_of] if ta else a[rows_of], b, ta, tb, 1.0, w[rows_of])
+
+            split(part, len(blocks))
+
+        return run_in_blocks
 
 
 KERNEL_BUILDERS: dict[str, KernelBuilder] = {SGD_MATMUL_UPDATE.name: BlasSgdMatmulUpdate()}

@@ -3,7 +3,9 @@
 BLAS's thread count is one number for the whole process. A step that runs nodes side by side on
 the host threads, or splits one kernel over them, must drop BLAS to one thread there, or BLAS's
 threads and the host threads together ask for more cores than the setting
-(``FLOWJOB_HOST_THREADS``) allows; a chain of nodes on the step's own thread gives BLAS all of them.
+(``FLOWJOB_HOST_THREADS``) allows; a chain of nodes on the step's own thread gives BLAS all of them, unless
+the plan holds BLAS to one thread throughout (``chain``: a plan of convolutions and pooling, whose kernels
+cut their own work over the host threads, see ``OpDef.host_split``).
 
 threadpoolctl finds the BLAS libraries loaded in the process (numpy's OpenBLAS, MKL, BLIS) once;
 switching then costs a C call per library.
@@ -21,6 +23,7 @@ class BlasThreads:
 
     def __init__(self, threads: int) -> None:
         self.threads = threads
+        self.chain = threads  # BLAS's threads on a chain of the plan now running: ``threads`` or 1
         self._lock = threading.Lock()
         self._libraries: list[Any] | None = None
         self._now: int | None = None
@@ -38,10 +41,17 @@ class BlasThreads:
         self._now = count
 
     def widen(self) -> None:
-        """BLAS on ``threads`` threads (a chain on the step's thread), unless a narrowed region is running."""
+        """BLAS on ``chain`` threads (a chain on the step's thread), unless a narrowed region is running."""
         with self._lock:
             if not self._narrowed:
-                self._set(self.threads)
+                self._set(self.chain)
+
+    def hold(self, wide: bool) -> None:
+        """A plan's choice for its chains: BLAS on every thread (``wide``) or on one; set now if it changes."""
+        chain = self.threads if wide else 1
+        if chain != self.chain:
+            self.chain = chain
+            self.widen()
 
     def narrow(self) -> None:
         """Enter a region running several host threads at once: BLAS on one thread each."""
@@ -54,7 +64,7 @@ class BlasThreads:
         with self._lock:
             self._narrowed -= 1
             if not self._narrowed:
-                self._set(self.threads)
+                self._set(self.chain)
 
     @property
     def current(self) -> int | None:

@@ -82,10 +82,19 @@ class HostThreads:
             self._blas = blas
         return self._blas
 
-    def apply(self) -> None:
-        """Give BLAS the setting's thread count now (a plan is built): a step that never splits or runs lanes
-        (one thread) still keeps BLAS to it."""
-        self.blas.widen()
+    def apply(self, blas_wide: bool = True) -> None:
+        """Give BLAS the thread count a plan's chains use, now (a plan is built, or its step starts): the
+        setting's (``blas_wide``), or one where the plan's kernels cut their own work over the host threads. A
+        step that never splits or runs lanes (one thread) still keeps BLAS to it."""
+        blas = self.blas
+        blas.hold(blas_wide)
+        blas.widen()
+
+    @property
+    def blas_wide(self) -> bool:
+        """Whether BLAS gets every thread on a chain of the plan being built or run (else one: large products are
+        then cut over the host threads, ``host_gemm``)."""
+        return self.blas.chain > 1 or self.threads == 1
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:

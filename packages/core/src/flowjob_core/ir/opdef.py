@@ -144,6 +144,10 @@ class OpDef:
     ``parallel_num_attr``: the name of an attribute the tracer sets to the number of devices the node's
     placement names (legacy's ``parallel_num``), for an op whose logical value is made of one piece per device
     (legacy's physical inference); None (the default): the op does not depend on it.
+    ``host_split``: its kernels on a host backend cut their own work into parts over the host threads
+    (convolutions, pooling). A plan holding such a node keeps BLAS to one thread per caller and cuts its large
+    matrix products over the host threads too (``flowjob_core.backends.host_gemm``): OpenBLAS's idle workers
+    spin on the cores for a while after each threaded call, and took the cores those parts needed.
     """
 
     name: str
@@ -170,6 +174,7 @@ class OpDef:
     legacy_names: tuple[str, ...] = ()
     cpu_only: bool = False
     parallel_num_attr: str | None = None
+    host_split: bool = False
 
     def __post_init__(self) -> None:
         if self.amp is not None and self.amp not in AMP_CLASSES:

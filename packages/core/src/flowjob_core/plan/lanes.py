@@ -103,6 +103,12 @@ def estimate(node: Node, job: Job, ops: "OpTable") -> tuple[float, float]:
     return CALL_US + memory_us + flops_us, spread
 
 
+def blas_wide(order: Sequence[Node], ops: "OpTable") -> bool:
+    """Whether a plan's chains give BLAS every thread: not where a node's kernels cut their own work over the host
+    threads (``OpDef.host_split``: BLAS then keeps one thread per caller and large products are cut too)."""
+    return not any(node.op != "input" and ops[node.op].host_split for node in order)
+
+
 def plan_lanes(job: Job, order: Sequence[Node], deps: Sequence[set[int]], ops: "OpTable", threads: int) -> LanePlan:
     """Cut ``order`` into chain and lanes sections for ``threads`` threads (``deps``: per order position, the
     positions that must run before it)."""

@@ -7,6 +7,7 @@ dict lookups, no hook calls.
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import linecache
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from flowjob_core.plan.extent import Followers
 from flowjob_core.ir.job import Job, Node
 from flowjob_core.plan import kernel_outputs, numerics
 from flowjob_core.ir.opdef import KernelContext
-from flowjob_core.plan.lanes import LanePlan, Section, Signals, plan_lanes
+from flowjob_core.plan.lanes import LanePlan, Section, Signals, blas_wide, plan_lanes
 from flowjob_core.plan.scratch import NodeScratch, ScratchPool
 
 if TYPE_CHECKING:
@@ -191,8 +192,11 @@ class Plan:
     source: str
     kernel_count: int
     side_consumers: list[Callable[[Any], None]]
+    blas_hold: Callable[[], None] | None = None
 
     def run(self, feeds: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        if self.blas_hold is not None:
+            self.blas_hold()  # this plan's BLAS width (another plan of the session may have set another)
         try:
             return self.step(feeds)
         except FlowjobError:
@@ -238,7 +242,9 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
         # while the step runs, keep their meaning; a plan specialised to smaller feeds (reuse) runs in order
         host = backend.lanes
         if host is not None:
-            host.apply()  # BLAS held to the thread count, also where nothing runs side by side
+            # BLAS held to the thread count, also where nothing runs side by side; to one thread where the plan's
+            # kernels cut their own work over the host threads (OpDef.host_split)
+            host.apply(blas_wide=blas_wide(order, ops))
         if host is not None and not check and not dynamic_extent and host.threads > 1:
             lane_plan = plan_lanes(job, order, order_dependencies(job, order, registries), ops, host.threads)
             if not lane_plan.parallel:
@@ -248,6 +254,10 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     else:
         order, arena = reuse
         buffers = arena.buffers
+    blas_hold = None
+    if backend.lanes is not None:
+        blas_hold = functools.partial(backend.lanes.blas.hold, blas_wide(order, ops))
+        blas_hold()  # the kernels built below see the plan's choice (host_gemm cuts products where BLAS is narrow)
     names: dict[str, str] = {}
     namespace: dict[str, Any] = {}
     shared: dict[Any, Any] = {}  # lives as long as the plan's kernels
@@ -331,7 +341,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     if check:
         step = numerics.checked_feeds(step, backend.xp, job)
     plan = Plan(job, backend, order, buffers, arena, step, source, kernel_count,
-                side_consumers)
+                side_consumers, blas_hold)
     plan._filename = filename
     plan._line_nodes = line_nodes
     plan.checks_numerics = check

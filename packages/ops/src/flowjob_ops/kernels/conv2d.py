@@ -56,6 +56,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from flowjob_core.backends.host_gemm import SplitMatmul
+
 from .padding import Window2d, as_strided, check_data_format
 from .pool import MaxPool, PoolGeometry
 from .winograd import WinogradForward
@@ -454,11 +456,16 @@ class Conv2dForward:
         scratch: Optional[Alloc] = None,
         scratch_columns: bool = False,
         parallel: Optional[Parallel] = None,
+        products: Optional[Parallel] = None,
     ):
+        """``parallel``: the copies in parts over the batch; ``products``: the GEMMs cut over the host threads
+        (``flowjob_core.backends.host_gemm``, where a plan holds BLAS to one thread)."""
         self.xp = xp
         self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
         self.bias, self.relu = bool(bias), bool(relu)
         self._parallel = parallel
+        self._products = products
+        self._split_products: dict[tuple, SplitMatmul] = {}
         alloc = allocator(xp, scratch)
         self._has_output = bool(output)
         if tiles is not None and output:
@@ -532,6 +539,16 @@ class Conv2dForward:
             self._relu_target = gemm
             self._fix = None
 
+    def _matmul(self, a: Any, b: Any, out: Any) -> Any:
+        """out = a @ b: one BLAS call, or cut over the host threads (``products``) where it is large."""
+        if self._products is None:
+            return self.xp.matmul(a, b, out=out)
+        key = (a.shape, b.shape)
+        product = self._split_products.get(key)
+        if product is None:
+            product = self._split_products[key] = SplitMatmul(self.xp, a.shape, b.shape, self._products)
+        return product(a, b, out)
+
     def raw(self, x: Any, w: Any) -> tuple[Any, str]:
         """conv(x, w) without bias and layout pass: the GEMM buffer as a 4-d view and its layout.
 
@@ -566,19 +583,20 @@ class Conv2dForward:
         if not self._has_output:
             raise ValueError("this conv2d kernel was built with output=False; use raw()")
         self.im2col(x)
+        matmul = self._matmul
         if self._bias_in_gemm:
             # y.T = [w | b] (F, Kg+1) @ [col; 1] (Kg+1, M)
-            xp.matmul(self._w.with_bias(w, b), self.im2col.mat_ones, out=self._outs[0])
+            matmul(self._w.with_bias(w, b), self.im2col.mat_ones, self._outs[0])
         else:
             wm = self._w(w)
             if self.strategy == ROWS:
                 # y[:, group] = col_g (M, Kg) @ w_g.T (Kg, Fg)
                 for lhs, fs, out in zip(self._lhs, self._fsl, self._outs):
-                    xp.matmul(lhs, wm[fs].T, out=out)
+                    matmul(lhs, wm[fs].T, out)
             else:
                 # y.T[group] = w_g (Fg, Kg) @ col_g (Kg, M)
                 for rhs, fs, out in zip(self._rhs, self._fsl, self._outs):
-                    xp.matmul(wm[fs], rhs, out=out)
+                    matmul(wm[fs], rhs, out)
             if self.bias:
                 gemm = self._gemm
                 xp.add(gemm, b.reshape(self._bias_shape), out=gemm)

@@ -82,3 +82,4 @@ class FlatBlocks:
     def per_thread(self, key: Any, make: Callable[[], Any]) -> Any:
         """The calling thread's own object for ``key`` (scratch a block needs), made on first use."""
         return self._local.get(key, make)
+

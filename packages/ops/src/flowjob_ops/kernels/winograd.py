@@ -46,7 +46,7 @@ from .padding import as_strided, check_data_format
 
 ALPHA = 8  # tile size: m + r - 1
 WINOGRAD_MAX_CHANNELS = 64  # see worthwhile()
-CHUNK_BYTES = 16 << 20  # the images of one chunk keep their transforms in the last-level cache
+CHUNK_BYTES = 2 << 20  # the images of one chunk keep their transforms in the last-level cache
 MIN_CHUNKS = 4  # chunks of a batch at least (where it has the images): work for the host threads
 Parallel = Callable[[Callable[[int, int], None], int], None]
 KERNEL_SIZES = (3, 4, 5)

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core.backends.host_gemm import gemm_split
 
 from flowjob_ops.kernels import conv, conv2d
 from flowjob_ops.kernels.host_blocks import host_parallel
@@ -172,11 +173,13 @@ def conv_records(rank: int, prefix: str, amp: str) -> tuple[OpDef, OpDef, OpDef]
         return run
 
     forward = OpDef(name, infer, kernel=kernel, flops=conv_flops, grad=grad, name_prefix=prefix, amp=amp,
+                    host_split=True,
                     doc=f"inputs (x, weight): {rank}-D convolution (im2col + one batched GEMM over the groups)")
     data = OpDef(data_name, data_infer, kernel=data_kernel, not_differentiable=True, flops=conv_grad_data_flops,
+                 host_split=True,
                  name_prefix=f"{prefix}GradData", doc="inputs (dy, weight): d loss / d x")
     filters = OpDef(filter_name, filter_infer, kernel=filter_kernel, not_differentiable=True,
-                    flops=conv_grad_filter_flops, name_prefix=f"{prefix}GradFilter",
+                    flops=conv_grad_filter_flops, name_prefix=f"{prefix}GradFilter", host_split=True,
                     doc="inputs (x, dy): d loss / d weight")
     return forward, data, filters
 
@@ -236,7 +239,8 @@ def im2col_kernel(ctx: KernelContext) -> Any:
     keep = keeps_columns(ctx, geom.M * geom.groups * geom.Kg * x.dtype.itemsize)
     forward = conv2d.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **kernel_options(ctx.attrs), bias=bias, relu=relu,
                                    strided_output=True, out=ctx.out(0), scratch=ctx.scratch,
-                                   scratch_columns=not keep, parallel=host_parallel(ctx))
+                                   scratch_columns=not keep, parallel=host_parallel(ctx),
+                                   products=gemm_split(ctx.backend))
     if not keep:
         return forward
     # a filter-gradient node of this plan may reuse the matrix (see im2col_grad_filter_kernel)
@@ -379,12 +383,12 @@ CONV2D, CONV2D_GRAD_DATA, CONV2D_GRAD_FILTER = conv_records(2, "Conv2D", "white"
 CONV3D, CONV3D_GRAD_DATA, CONV3D_GRAD_FILTER = conv_records(3, "Conv3d", "black")
 
 CONV2D_BIAS = OpDef("conv2d_bias", _conv_bias_infer, kernel=im2col_kernel, flops=conv_flops, grad=_conv_bias_grad,
-                    name_prefix="Conv2DBias",
+                    name_prefix="Conv2DBias", host_split=True,
                     doc="inputs (x, weight, bias): conv2d -> bias_add (-> relu with activation='relu') in one "
                         "kernel; made by the fusion pass", amp="white")
 
 CONV2D_BIAS_POOL = OpDef("conv2d_bias_pool", _conv_bias_pool_infer, kernel=_conv_bias_pool_kernel, flops=conv_flops,
-                         grad=_conv_bias_pool_grad, name_prefix="Conv2DBiasPool",
+                         grad=_conv_bias_pool_grad, name_prefix="Conv2DBiasPool", host_split=True,
                          doc="inputs (x, weight, bias): conv2d_bias followed by max_pool2d (attributes pool_ksize, "
                              "pool_strides, pool_padding); bias and relu run at the pooled size; made by the "
                              "fusion pass when nothing else reads the activation", amp="white")

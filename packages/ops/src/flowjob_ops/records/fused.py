@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core.backends.host_gemm import SplitMatmul, gemm_split, operand_shape
 from flowjob_core.plugins.builtin_ops import CORE_OPS
 
 from flowjob_ops.records import activations, arithmetic, comparisons
@@ -83,11 +84,14 @@ def _matmul_bias_kernel(ctx: KernelContext) -> Any:
     axis = normalize_axis(bias_axis(ctx.attrs.get("data_format"), rank), rank)
     shape = None if axis == rank - 1 else tuple(ctx.outputs[0].shape[axis] if i == axis else 1 for i in range(rank))
     relu = ctx.attrs.get("activation") == "relu"
-    # the unfused kernels' calls, one after the other on one buffer (matmul, bias_add, relu)
-    matmul, add, maximum = xp.matmul, xp.add, xp.maximum
+    # the unfused kernels' calls, one after the other on one buffer (matmul, bias_add, relu); a large product
+    # in parts over the host threads
+    a_spec, b_spec = ctx.inputs[:2]
+    matmul = SplitMatmul(xp, operand_shape(a_spec.shape, ta), operand_shape(b_spec.shape, tb), gemm_split(ctx.backend))
+    add, maximum = xp.add, xp.maximum
 
     def run(a: Any, b: Any, bias: Any) -> Any:
-        matmul(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b, out=out)
+        matmul(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b, out)
         add(out, bias if shape is None else bias.reshape(shape), out=out)
         if relu:
             maximum(out, 0, out=out)

@@ -6,6 +6,8 @@ import numbers
 from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core.backends.host_gemm import SplitMatmul, gemm_split, operand_shape
+
 
 from flowjob_ops.records.common import broadcast_shape, normalize_axis, require_floating, same_dtype
 
@@ -46,14 +48,17 @@ def _count(shape: Sequence[int]) -> int:
 def _matmul_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     ta, tb = bool(ctx.attrs.get("transpose_a", False)), bool(ctx.attrs.get("transpose_b", False))
+    a_spec, b_spec = ctx.inputs[:2]
+    # a large product runs in parts over the host threads (BLAS keeps one thread per caller)
+    product = SplitMatmul(xp, operand_shape(a_spec.shape, ta), operand_shape(b_spec.shape, tb), gemm_split(ctx.backend))
     # transposed views: BLAS reads them as transposed operands, nothing is copied
     if ta and tb:
-        return lambda a, b: xp.matmul(a.swapaxes(-1, -2), b.swapaxes(-1, -2), out=out)
+        return lambda a, b: product(a.swapaxes(-1, -2), b.swapaxes(-1, -2), out)
     if ta:
-        return lambda a, b: xp.matmul(a.swapaxes(-1, -2), b, out=out)
+        return lambda a, b: product(a.swapaxes(-1, -2), b, out)
     if tb:
-        return lambda a, b: xp.matmul(a, b.swapaxes(-1, -2), out=out)
-    return lambda a, b: xp.matmul(a, b, out=out)
+        return lambda a, b: product(a, b.swapaxes(-1, -2), out)
+    return lambda a, b: product(a, b, out)
 
 
 def _mm(ctx: GradContext, a: Any, b: Any, ta: bool = False, tb: bool = False) -> Any:

@@ -110,9 +110,9 @@ def pool_records(variant: PoolVariant, rank: int) -> tuple[OpDef, OpDef]:
         geom = grad_geometry(ctx.inputs, ctx.attrs)
         return variant.backward(ctx.xp, geom, ctx.inputs[0].dtype, ctx.out(0))
 
-    forward = OpDef(name, infer, kernel=kernel, grad=grad, name_prefix=prefix, amp=variant.amp,
+    forward = OpDef(name, infer, kernel=kernel, grad=grad, name_prefix=prefix, amp=variant.amp, host_split=True,
                     doc=f"{variant.doc} over each {rank}-D window")
-    backward = OpDef(grad_name, grad_infer, kernel=grad_kernel, not_differentiable=True,
+    backward = OpDef(grad_name, grad_infer, kernel=grad_kernel, not_differentiable=True, host_split=True,
                      name_prefix=f"{prefix}Grad", doc=variant.grad_doc)
     return forward, backward
 
@@ -137,7 +137,7 @@ def _max_relu_grad_kernel(ctx: KernelContext) -> Any:
 
 
 MAX_POOL2D_RELU_GRAD = OpDef("max_pool2d_relu_grad", MAX_POOL2D_GRAD.infer, kernel=_max_relu_grad_kernel,
-                             not_differentiable=True, name_prefix="MaxPool2DReluGrad",
+                             not_differentiable=True, name_prefix="MaxPool2DReluGrad", host_split=True,
                              doc="inputs (x, y, dy): max_pool2d_grad followed by relu_grad(x, .) in one kernel "
                                  "(the mask taken at the pooled size); made by the fusion pass")
 
