@@ -16,6 +16,7 @@ def test_small_products_stay_whole_and_large_ones_cut_their_longer_side():
     assert matmul_parts((512, 256), (256, 64)) == ("rows", 512)
     assert matmul_parts((64, 256), (256, 512)) == ("cols", 512)
     assert matmul_parts((8, 64, 128), (8, 128, 64)) == ("batch", 8)
+    assert matmul_parts((64, 128), (8, 128, 64)) == ("batch", 8)  # a 1x1 convolution: W @ x[n] per image
     assert matmul_parts((8, 4096), (4096, 8)) is None  # long inner sum, nothing to cut out of 8 x 8
     assert operand_shape((3, 5, 7), True) == (3, 7, 5)
 
@@ -26,7 +27,8 @@ def _threaded(monkeypatch, threads: int):
 
 
 @pytest.mark.parametrize("shapes", [((300, 200), (200, 90)), ((40, 400), (400, 300)), ((5, 120, 140), (5, 140, 80)),
-                                    ((5, 120, 140), (140, 80)), ((5, 120, 140), (1, 140, 80))], ids=str)
+                                    ((5, 120, 140), (140, 80)), ((5, 120, 140), (1, 140, 80)),
+                                    ((120, 140), (5, 140, 80))], ids=str)
 @pytest.mark.parametrize("transposed_a", [False, True])
 def test_a_cut_product_gives_the_same_bits_on_any_thread_count(monkeypatch, shapes, transposed_a):
     # the blocks are fixed by the shapes; against one whole call BLAS may round a block's sums differently in the

@@ -34,12 +34,19 @@ def matmul_parts(shape_a: Sequence[int], shape_b: Sequence[int]) -> tuple[str, i
         stack *= int(d)
     if 2.0 * stack * m * n * k < GEMM_SPLIT_FLOPS:
         return None
-    if len(shape_a) > 2 and len(shape_a) >= len(shape_b) and shape_a[0] > 1:
-        return ("batch", int(shape_a[0]))
+    stacked = shape_a if len(shape_a) >= len(shape_b) else shape_b
+    if len(stacked) > 2 and stacked[0] > 1:  # the entries of a stacked product (the other operand broadcast)
+        return ("batch", int(stacked[0]))
     if len(shape_a) == 2 and len(shape_b) == 2:  # cut the longer side: each part's product stays large
         if max(m, n) >= 4 * GEMM_PARTS:
             return ("rows", m) if m >= n else ("cols", n)
     return None
+
+
+def _entries(x: Any, s: slice, ndim: int) -> Any:
+    """Entries ``s`` of x's leading stack axis, where x has that axis (as many axes as the product, more than one
+    entry); else x whole (broadcast)."""
+    return x[s] if x.ndim == ndim and x.shape[0] > 1 else x
 
 
 def gemm_split(backend: Any) -> Callable[..., None] | None:
@@ -74,10 +81,10 @@ class SplitMatmul:
             for s in blocks[lo:hi]:
                 if axis == "cols":
                     matmul(a, b[:, s], out=out[:, s])
-                elif axis == "rows" or b.ndim < 3 or b.shape[0] == 1:
+                elif axis == "rows":
                     matmul(a[s], b, out=out[s])
-                else:
-                    matmul(a[s], b[s], out=out[s])
+                else:  # the stacked entries s of each operand that has them (one broadcast has one)
+                    matmul(_entries(a, s, out.ndim), _entries(b, s, out.ndim), out=out[s])
 
         self._split(run, len(blocks))
         return out

@@ -174,6 +174,24 @@ class ConvGeometry:
         return (self.N, hw[0], hw[1], c)
 
 
+class Products:
+    """``products(a, b, out)``: out = a @ b, one BLAS call, or cut over the host threads where it is large
+    (``parallel``: ``flowjob_core.backends.host_gemm``'s split, given where a plan holds BLAS to one thread)."""
+
+    def __init__(self, xp: Any, parallel: Optional[Parallel]) -> None:
+        self.xp, self.parallel = xp, parallel
+        self._cut: dict[tuple, SplitMatmul] = {}
+
+    def __call__(self, a: Any, b: Any, out: Any) -> Any:
+        if self.parallel is None:
+            return self.xp.matmul(a, b, out=out)
+        key = (a.shape, b.shape)
+        product = self._cut.get(key)
+        if product is None:
+            product = self._cut[key] = SplitMatmul(self.xp, a.shape, b.shape, self.parallel)
+        return product(a, b, out)
+
+
 def _by_rows(body: Callable[[int, int], None], rows: int, parallel: Optional[Parallel]) -> None:
     """``body(lo, hi)`` over parts of ``range(rows)`` on ``parallel``, else once for all rows (an elementwise
     pass: the same bits however it is cut)."""
@@ -464,8 +482,7 @@ class Conv2dForward:
         self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
         self.bias, self.relu = bool(bias), bool(relu)
         self._parallel = parallel
-        self._products = products
-        self._split_products: dict[tuple, SplitMatmul] = {}
+        self._matmul = Products(xp, products)
         alloc = allocator(xp, scratch)
         self._has_output = bool(output)
         if tiles is not None and output:
@@ -538,16 +555,6 @@ class Conv2dForward:
             self._y = xp.empty((0,), dtype=self._y.dtype)
             self._relu_target = gemm
             self._fix = None
-
-    def _matmul(self, a: Any, b: Any, out: Any) -> Any:
-        """out = a @ b: one BLAS call, or cut over the host threads (``products``) where it is large."""
-        if self._products is None:
-            return self.xp.matmul(a, b, out=out)
-        key = (a.shape, b.shape)
-        product = self._split_products.get(key)
-        if product is None:
-            product = self._split_products[key] = SplitMatmul(self.xp, a.shape, b.shape, self._products)
-        return product(a, b, out)
 
     def raw(self, x: Any, w: Any) -> tuple[Any, str]:
         """conv(x, w) without bias and layout pass: the GEMM buffer as a 4-d view and its layout.
@@ -641,9 +648,13 @@ class Conv2dBackwardFilter:
         out: Any = None,
         scratch: Optional[Alloc] = None,
         parallel: Optional[Parallel] = None,
+        products: Optional[Parallel] = None,
     ):
+        """``parallel``: the copies and per-image products in parts over the batch; ``products``: the GEMMs cut
+        over the host threads (``flowjob_core.backends.host_gemm``, where a plan holds BLAS to one thread)."""
         self.xp = xp
         self._parallel = parallel
+        self._matmul = Products(xp, products)
         alloc = allocator(xp, scratch)
         self.geom = g = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
         dt = np.dtype(dtype)
@@ -717,11 +728,12 @@ class Conv2dBackwardFilter:
         if dyt is None:
             dyt = self._dy(dy)  # (F, M)
         rows = self.strategy == ROWS
+        matmul = self._matmul
         for (col, out), fs in zip(self._gemms, self._fsl):
             if rows:
-                xp.matmul(dyt[fs], col, out=out)  # (Fg, M) @ (M, Kg)
+                matmul(dyt[fs], col, out)  # (Fg, M) @ (M, Kg)
             else:
-                xp.matmul(col, dyt[fs].T, out=out)  # (Kg, M) @ (M, Fg)
+                matmul(col, dyt[fs].T, out)  # (Kg, M) @ (M, Fg)
         if self._fix is not None:
             dst, src = self._fix
             dst[...] = src

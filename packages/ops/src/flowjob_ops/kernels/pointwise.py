@@ -3,9 +3,11 @@
 A 1x1 convolution without padding, dilation or groups is, per image n, y[n] (F, P) = W (F, C) @
 x[n] (C, P) with P the output pixels, and NCHW already stores x[n] as that (C, P) matrix. So the
 forward is one ``matmul`` over the batch (BLAS per image), the data gradient dx[n] = W.T @ dy[n],
-and the filter gradient dW = sum over n of dy[n] @ x[n].T. The general im2col kernels instead copy
-x into an NHWC column matrix (kept until the filter gradient) and copy the GEMM result back to
-NCHW. With a stride, the strided pixels are first gathered into a contiguous (N, C, OH, OW)
+and the filter gradient dW = sum over n of dy[n] @ x[n].T. Where a plan holds BLAS to one thread
+(``products``, see ``flowjob_core.backends.host_gemm``) the images run in parts over the host threads,
+and the filter gradient in fixed blocks of W's rows, each summed over every image in order. The general
+im2col kernels instead copy x into an NHWC column matrix (kept until the filter gradient) and copy the
+GEMM result back to NCHW. With a stride, the strided pixels are first gathered into a contiguous (N, C, OH, OW)
 buffer; the data gradient writes into the strided positions of a dx whose other pixels stay zero.
 """
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from flowjob_ops.kernels.conv2d import Alloc, ConvGeometry, allocator
+from flowjob_core.backends.host_gemm import GEMM_PARTS
+
+from flowjob_ops.kernels.conv2d import Alloc, ConvGeometry, Parallel, allocator
 
 
 def applicable(geom: ConvGeometry) -> bool:
@@ -51,20 +55,31 @@ class PointwiseForward:
     ``out``: y's buffer (a plan's planned output), else the kernel's own; ``scratch``: see ``Alloc``."""
 
     def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, *, bias: bool = False, relu: bool = False,
-                 out: Any = None, scratch: Optional[Alloc] = None) -> None:
+                 out: Any = None, scratch: Optional[Alloc] = None, products: Optional[Parallel] = None) -> None:
         self.xp, self.geom = xp, geom
         self.bias, self.relu = bias, relu
+        self._products = products
         self._pixels = _Pixels(xp, geom, dtype, scratch)
         self._y = out if out is not None else xp.empty(geom.y_shape, dtype=np.dtype(dtype))
         self._y3 = self._y.reshape(geom.N, geom.F, -1)
 
     def __call__(self, x: Any, w: Any, b: Any = None) -> Any:
         xp, g = self.xp, self.geom
-        xp.matmul(w.reshape(g.F, g.C), self._pixels(x), out=self._y3)
-        if self.bias:
-            xp.add(self._y3, b.reshape(g.F, 1), out=self._y3)
-        if self.relu:
-            xp.maximum(self._y3, 0, out=self._y3)
+        pixels, w2, y3 = self._pixels(x), w.reshape(g.F, g.C), self._y3
+        bias = b.reshape(g.F, 1) if self.bias else None
+
+        def images(lo: int, hi: int) -> None:
+            part = y3[lo:hi]
+            xp.matmul(w2, pixels[lo:hi], out=part)
+            if bias is not None:
+                xp.add(part, bias, out=part)
+            if self.relu:
+                xp.maximum(part, 0, out=part)
+
+        if self._products is None:
+            images(0, g.N)
+        else:
+            self._products(images, g.N)
         return self._y
 
 
@@ -75,8 +90,9 @@ class PointwiseBackwardData:
     pixels no window reads must stay zero, so dx is the kernel's own); ``scratch``: see ``Alloc``."""
 
     def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, *, out: Any = None,
-                 scratch: Optional[Alloc] = None) -> None:
+                 scratch: Optional[Alloc] = None, products: Optional[Parallel] = None) -> None:
         self.xp, self.geom = xp, geom
+        self._products_over = products
         oh, ow = geom.window.out_hw
         sh, sw = geom.window.strides
         if (sh, sw) == (1, 1) and out is not None:
@@ -91,11 +107,19 @@ class PointwiseBackwardData:
                            self._products.reshape(geom.N, geom.C, oh, ow))
 
     def __call__(self, dy: Any, w: Any) -> Any:
-        g = self.geom
-        self.xp.matmul(w.reshape(g.F, g.C).T, dy.reshape(g.N, g.F, -1), out=self._products)
-        if self._place is not None:
-            strided, products = self._place
-            strided[...] = products
+        g, xp = self.geom, self.xp
+        wt, dy3, products = w.reshape(g.F, g.C).T, dy.reshape(g.N, g.F, -1), self._products
+
+        def images(lo: int, hi: int) -> None:
+            xp.matmul(wt, dy3[lo:hi], out=products[lo:hi])
+            if self._place is not None:
+                strided, placed = self._place
+                strided[lo:hi] = placed[lo:hi]
+
+        if self._products_over is None:
+            images(0, g.N)
+        else:
+            self._products_over(images, g.N)
         return self._dx
 
 
@@ -105,19 +129,32 @@ class PointwiseBackwardFilter:
     ``out``: dW's buffer, else the kernel's own; ``scratch``: see ``Alloc``."""
 
     def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, *, out: Any = None,
-                 scratch: Optional[Alloc] = None) -> None:
+                 scratch: Optional[Alloc] = None, products: Optional[Parallel] = None) -> None:
         self.xp, self.geom = xp, geom
         alloc = allocator(xp, scratch)
         self._pixels = _Pixels(xp, geom, dtype, alloc)
         self._dw = out if out is not None else xp.empty(geom.w_shape, dtype=np.dtype(dtype))
         self._dw2 = self._dw.reshape(geom.F, geom.C)
         self._term = alloc((geom.F, geom.C), np.dtype(dtype))
+        # blocks of W's rows, fixed by the shapes, over the host threads: each block sums every image in order
+        self._products = products if products is not None and geom.F >= 4 * GEMM_PARTS else None
+        bounds = [geom.F * i // GEMM_PARTS for i in range(GEMM_PARTS + 1)]
+        self._rows = [slice(bounds[i], bounds[i + 1]) for i in range(GEMM_PARTS)]
 
     def __call__(self, x: Any, dy: Any) -> Any:
         xp, g = self.xp, self.geom
         pixels, dy3 = self._pixels(x), dy.reshape(g.N, g.F, -1)
-        xp.matmul(dy3[0], pixels[0].T, out=self._dw2)
-        for n in range(1, g.N):
-            xp.matmul(dy3[n], pixels[n].T, out=self._term)
-            xp.add(self._dw2, self._term, out=self._dw2)
+
+        def rows(lo: int, hi: int) -> None:
+            for fs in self._rows[lo:hi] if self._products is not None else [slice(None)]:
+                dw, term = self._dw2[fs], self._term[fs]
+                xp.matmul(dy3[0, fs], pixels[0].T, out=dw)
+                for n in range(1, g.N):
+                    xp.matmul(dy3[n, fs], pixels[n].T, out=term)
+                    xp.add(dw, term, out=dw)
+
+        if self._products is None:
+            rows(0, 1)
+        else:
+            self._products(rows, len(self._rows))
         return self._dw

@@ -367,10 +367,11 @@ def im2col_grad_filter_kernel(ctx: KernelContext) -> Any:
     columns = ctx.shared.get(("conv2d-columns", ctx.attrs.get("forward")))
     if columns is None or columns.im2col.geom != geom or columns.im2col.dtype != x.dtype:
         return conv2d.Conv2dBackwardFilter(ctx.xp, x.shape, ctx.attrs["w_shape"], x.dtype, **options,
-                                           out=ctx.out(0), scratch=ctx.scratch, parallel=host_parallel(ctx))
+                                           out=ctx.out(0), scratch=ctx.scratch, parallel=host_parallel(ctx),
+                                           products=gemm_split(ctx.backend))
     backward = conv2d.Conv2dBackwardFilter(ctx.xp, x.shape, ctx.attrs["w_shape"], x.dtype, **options,
                                            im2col=columns.im2col, out=ctx.out(0), scratch=ctx.scratch,
-                                           parallel=host_parallel(ctx))
+                                           parallel=host_parallel(ctx), products=gemm_split(ctx.backend))
 
     def run(x_value: Any, dy_value: Any) -> Any:
         # the forward kernel's matrix is valid for this very array, which nothing writes before this node

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowjob_core import KernelContext, switches
+from flowjob_core.backends.host_gemm import gemm_split
 
 from flowjob_ops.kernels.host_blocks import host_parallel
 from flowjob_ops.overrides.cpu import batch_parts
@@ -56,7 +57,7 @@ def conv_kernel(ctx: KernelContext) -> Any:
     relu = bias and ctx.attrs.get("activation") == "relu"
     if chosen == "pointwise":
         return pointwise.PointwiseForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu, out=ctx.out(0),
-                                          scratch=ctx.scratch)
+                                          scratch=ctx.scratch, products=gemm_split(ctx.backend))
     if chosen != "winograd":
         return _IM2COL[ctx.op](ctx)
     fast = winograd.WinogradForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu, parallel=host_parallel(ctx))
@@ -70,7 +71,8 @@ def grad_data_kernel(ctx: KernelContext) -> Any:
     geom = conv_records.geometry(ctx.attrs["x_shape"], w.shape, ctx.attrs)
     chosen = algorithm(geom)
     if chosen == "pointwise":
-        return pointwise.PointwiseBackwardData(ctx.xp, geom, dy.dtype, out=ctx.out(0), scratch=ctx.scratch)
+        return pointwise.PointwiseBackwardData(ctx.xp, geom, dy.dtype, out=ctx.out(0), scratch=ctx.scratch,
+                                               products=gemm_split(ctx.backend))
     if chosen != "winograd":
         return batch_parts.data_gradient(ctx) or _IM2COL[ctx.op](ctx)
     return winograd.WinogradBackwardData(ctx.xp, geom, dy.dtype, parallel=host_parallel(ctx))
@@ -81,7 +83,8 @@ def grad_filter_kernel(ctx: KernelContext) -> Any:
     geom = conv_records.geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
     chosen = algorithm(geom)
     if chosen == "pointwise":
-        return pointwise.PointwiseBackwardFilter(ctx.xp, geom, x.dtype, out=ctx.out(0), scratch=ctx.scratch)
+        return pointwise.PointwiseBackwardFilter(ctx.xp, geom, x.dtype, out=ctx.out(0), scratch=ctx.scratch,
+                                                 products=gemm_split(ctx.backend))
     if chosen != "winograd":
         return _IM2COL[ctx.op](ctx)
     forward = ctx.shared.get(("conv2d-winograd", ctx.attrs.get("forward")))
