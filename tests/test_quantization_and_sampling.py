@@ -163,3 +163,20 @@ def test_a_range_of_one_value_keeps_the_values_exact(scheme):
     for value in (0.75, -2.0, 0.0):
         x = np.full((2, 3), value, np.float32)
         np.testing.assert_allclose(job(x), x, rtol=1e-6)
+
+
+@pytest.mark.parametrize("per_layer", [True, False])
+def test_an_affine_range_that_does_not_reach_zero_quantizes_within_half_a_step(per_layer):
+    # all negative (or all positive) rows: zero points above 255 (or below 0), used as they are
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((2, 4))) -> tp.Numpy:
+        scale, zero = flow.quantization.min_max_observer(x, quantization_scheme="affine",
+                                                         per_layer_quantization=per_layer)
+        return flow.quantization.fake_quantization(x, scale, zero, quantization_scheme="affine")
+
+    x = np.array([[-2.3, -0.7, -0.22, -1.1], [0.4, 1.9, 0.35, 1.2]] if not per_layer
+                 else [[-2.3, -0.7, -0.22, -1.1], [-0.4, -1.9, -0.35, -1.2]], np.float32)
+    rows = x if not per_layer else x.reshape(1, -1)
+    step = (rows.max(axis=1) - rows.min(axis=1)) / 255
+    got = job(x).reshape(rows.shape)
+    assert np.all(np.abs(got - rows) <= step[:, None] / 2 + 1e-6)

@@ -106,9 +106,11 @@ def _fake(v, low, high, symmetric):
 
 @pytest.mark.parametrize("per_channel", [False, True])
 @pytest.mark.parametrize("symmetric", [True, False])
-def test_a_quantized_matmul_computes_what_numpy_computes(per_channel, symmetric):
-    x = RNG.standard_normal((4, 3)).astype(np.float32)
-    w0 = RNG.standard_normal((2, 3)).astype(np.float32)
+@pytest.mark.parametrize("seed", range(6))
+def test_a_quantized_matmul_computes_what_numpy_computes(per_channel, symmetric, seed):
+    rng = np.random.default_rng(seed)  # its own data whatever order the tests run in
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    w0 = rng.standard_normal((2, 3)).astype(np.float32)
 
     @flow.global_function(type="train", function_config=_config(per_channel, symmetric))
     def dense(inp: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:

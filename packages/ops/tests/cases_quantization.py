@@ -117,7 +117,8 @@ def fake_case(draw: Draw) -> Case:
     scales = np.array(draw(st.lists(st.sampled_from([0.05, 0.1, 0.25, 0.3]), min_size=count, max_size=count)))
     if attrs["quantization_formula"] == "cambricon":
         scales = np.array([float(draw(st.integers(-4, 1)))])  # a shift
-    zeros = np.array(draw(st.lists(st.integers(0, 20), min_size=count, max_size=count)), dtype=np.float64)
+    # zero points outside [0, 255] too: those of ranges that do not reach 0
+    zeros = np.array(draw(st.lists(st.integers(-20, 300), min_size=count, max_size=count)), dtype=np.float64)
     if attrs["quantization_scheme"] == "symmetric":
         zeros[:] = 0
     return [x, scales, zeros], attrs
@@ -138,7 +139,7 @@ def fake_ref(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, quantizat
                 top = 2 ** (quantization_bit - 1) - 1
                 flat[c, i] = min(max(round(v / s), -top - 1), top) * s
             else:
-                zp = int(_round_away(z)) % 256
+                zp = _round_away(z)
                 flat[c, i] = (min(max(round(v / s + zp), 0), 2 ** quantization_bit - 1) - zp) * s
     return out
 

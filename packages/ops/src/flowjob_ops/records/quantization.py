@@ -15,7 +15,9 @@ Schemes (``quantization_formula="google"``), with ``b = quantization_bit`` in [2
 ``"cambricon"`` (per layer only) gives a power-of-two shift as "scale": floor(log2(max|x|)) - (b - 2); the
 fake quantization then uses 2^shift. Rounding is to nearest even (legacy set FE_TONEAREST around
 ``nearbyint``), except the zero point's ``round`` (half away from zero). A range of width 0, which gave legacy
-NaN or Inf, keeps its values exact here (see :func:`scale_and_zero_point`).
+NaN or Inf, keeps its values exact here (see :func:`scale_and_zero_point`). An affine range that does not
+reach 0 gives a zero point outside [0, 2^b - 1]; fake quantization uses it as it is (legacy's GPU kernel and
+its tests' formula; the CPU kernel's cast of it to uint8 was undefined there).
 """
 from __future__ import annotations
 
@@ -185,8 +187,8 @@ def fake_quantize(xp: Any, x: Any, scale: Any, zero: Any, bit: int, scheme: str,
     if scheme == "symmetric":
         top = 2.0 ** (bit - 1) - 1
         return xp.clip(xp.rint(x / scale), -top - 1, top) * scale
-    # legacy cast the rounded zero point to uint8 (modulo 256)
-    zero = (_round_half_away(xp, zero).astype(np.int64) % 256).astype(x.dtype)
+    # not wrapped to uint8 as legacy's CPU kernel cast it: a range that does not reach 0 needs it as it is
+    zero = _round_half_away(xp, zero).astype(x.dtype)
     return (xp.clip(xp.rint(x / scale + zero), 0, 2.0 ** bit - 1) - zero) * scale
 
 
