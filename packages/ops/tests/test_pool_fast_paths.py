@@ -411,7 +411,7 @@ def _laid_out(a: np.ndarray, layout: str, fmt: str) -> np.ndarray:
 LAYOUTS = ["contiguous", "FNHW", "HWNC", "reversed"]
 
 
-@pytest.mark.parametrize("grad_layout", ["data_format", "input"])
+@pytest.mark.parametrize("grad_layout", ["data_format", "input", "auto"])
 @pytest.mark.parametrize("relu", [False, True])
 @pytest.mark.parametrize("dy_layout", ["contiguous", "HWNC"])
 @pytest.mark.parametrize("x_layout", LAYOUTS)
@@ -420,7 +420,8 @@ LAYOUTS = ["contiguous", "FNHW", "HWNC", "reversed"]
 def test_strided_layouts(geometry: tuple, fmt: str, x_layout: str, dy_layout: str, relu: bool, grad_layout: str,
                          block_bytes: int) -> None:
     """Inputs in conv-output memory layouts; with grad_layout="input" dx follows x's layout (when
-    nothing is padded), else it is contiguous."""
+    nothing is padded), with "auto" only where x's rows do not run along dx's innermost axis, else it is
+    contiguous."""
     ksize, strides, padding, h, w = geometry
     rng = _rng("layouts", geometry, fmt, x_layout, dy_layout, relu)
     shape = _shape(fmt, 3, 4, h, w)
@@ -440,8 +441,10 @@ def test_strided_layouts(geometry: tuple, fmt: str, x_layout: str, dy_layout: st
         want = slow(x, y, dy).copy()
         dx = fast(xs, ys, dys)
         _assert_same(dx, want)
-        if grad_layout == "input" and not fast.window.has_padding:  # laid out as x
-            order = tiled.memory_order(xs, fast._sp)
+        order = tiled.memory_order(xs, fast._sp)
+        rows_across = order[-1] != 3  # x's innermost axis is not dx's (axis 3: NCHW's W, NHWC's C)
+        follows = grad_layout == "input" or (grad_layout == "auto" and rows_across)
+        if follows and not fast.window.has_padding:  # laid out as x
             assert dx.transpose(order).flags.c_contiguous
         else:
             assert dx.flags.c_contiguous
@@ -452,7 +455,7 @@ def test_strided_layouts(geometry: tuple, fmt: str, x_layout: str, dy_layout: st
 
 
 def test_grad_layout_is_checked() -> None:
-    with pytest.raises(ValueError, match="grad_layout must be 'data_format' or 'input', got 'NHWC'"):
+    with pytest.raises(ValueError, match="grad_layout must be 'data_format', 'input' or 'auto', got 'NHWC'"):
         tiled.TiledMaxPool2dBackward(np, (1, 1, 4, 4), np.float32, 2, 2, grad_layout="NHWC")
 
 

@@ -340,7 +340,10 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
     written along x's memory and reaches the conv's backward in the conv's own layout (faster
     for both), but the consumers then sum in another order, so their results round differently.
     The tiled path runs when x's innermost memory axis is dx's (the writes run along memory);
-    otherwise (e.g. an (H, W, N, C) x for a contiguous dx) the reference path.
+    otherwise (e.g. an (H, W, N, C) x for a contiguous dx) the reference path. ``grad_layout="auto"``
+    (the cpu backend's kernels): dx in ``data_format`` where the first x's rows run along its innermost
+    axis, else laid out like that x, so that the tiled path runs either way (Winograd's (H, W, N, C)
+    output: about half the time of the reference path, and it splits over the host threads).
     """
 
     def _setup(self, *, relu: bool = False, grad_layout: str = "data_format", block_bytes: int | None = BLOCK_BYTES,
@@ -349,8 +352,9 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
         self._planes = _Planes(self, plane_block_bytes, parallel)
         self._parallel = parallel
         self._local = PerThread()  # the tiled blocks' scratch (_GradBuffers), per thread that runs blocks
-        if grad_layout not in ("data_format", "input"):
-            raise ValueError(f"grad_layout must be 'data_format' or 'input', got {grad_layout!r}")
+        if grad_layout not in ("data_format", "input", "auto"):
+            raise ValueError(f"grad_layout must be 'data_format', 'input' or 'auto', got {grad_layout!r}")
+        self._follow_input = "always" if grad_layout == "input" else "where-tiling-needs"
         self.block_bytes = block_bytes
         win = self.window
         # (the per-window hit counts are uint8)
@@ -358,7 +362,7 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
         self._layouts: dict[tuple[int, ...], _Tiling | None] = {}  # by x's strides
         self._copies: dict[tuple, Any] = {}  # y / dy copied into the tiling's memory order
         # dx's layout is settled (unless it is to follow the first x; padded: the padded buffer's)
-        self._relaid = grad_layout != "input" or win.has_padding
+        self._relaid = grad_layout == "data_format" or win.has_padding
 
     def __call__(self, x: Any, y: Any, dy: Any) -> Any:
         """Return dx (the kernel's own buffer, overwritten by the next call)."""
@@ -405,9 +409,10 @@ class TiledMaxPool2dBackward(MaxPool2dBackward):
         key = tuple(src.strides)
         if key not in self._layouts:
             order = memory_order(src, self._sp)
-            if not self._relaid:  # the first call: dx in x's memory order
+            if not self._relaid:  # the first call: dx in x's memory order (auto: where the tiling needs it)
                 self._relaid = True
-                if order != self._grad.order:
+                follow = self._follow_input == "always" or order[-1] != self._grad.order[-1]
+                if follow and order != self._grad.order:
                     self._grad = PaddedGrad(self, order)
                     self._dst = [self._grad.buf[idx] for idx in self._tap_idx]
             target = self._grad.order
@@ -536,7 +541,7 @@ def max_pool_grad_kernel(ctx: KernelContext) -> Any:
     x = ctx.inputs[0]
     relu = ctx.op == pool_records.MAX_POOL2D_RELU_GRAD.name
     return TiledMaxPool2dBackward(ctx.xp, x.shape, x.dtype, relu=relu, parallel=host_parallel(ctx),
-                                  **pool_records.kernel_options(ctx))
+                                  grad_layout="auto", **pool_records.kernel_options(ctx))
 
 
 def avg_pool_kernel(ctx: KernelContext) -> Any:
