@@ -238,10 +238,21 @@ def test_a_plan_of_host_split_kernels_holds_blas_to_one_thread_on_its_chains():
     def counts() -> set[int]:
         return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
 
+    from flowjob_core.ir.job import BlobSpec, Job
+
     ops = {"plain": OpDef("plain", lambda *a: []), "window": OpDef("window", lambda *a: [], host_split=True)}
     plain = [Node("input", "x", (), ("x/out",)), Node("plain", "p", ("x/out",), ("p/out",))]
-    assert blas_wide(plain, ops)
-    assert not blas_wide(plain + [Node("window", "w", ("p/out",), ("w/out",))], ops)
+
+    def job(rows: int) -> Job:
+        made = Job("j")
+        for lbn in ("x/out", "p/out", "w/out"):
+            made.specs[lbn] = BlobSpec((rows, 64), np.float32)
+        return made
+
+    small, large = job(4), job(1 << 14)  # 1 KiB and 4 MiB values
+    assert blas_wide(small, plain, ops)
+    assert not blas_wide(small, plain + [Node("window", "w", ("p/out",), ("w/out",))], ops)
+    assert not blas_wide(large, plain, ops)  # a large elementwise pass, which its kernel splits
     blas.widen()
     assert counts() == {2}
     blas.hold(False)  # the plan's chains: one BLAS thread, and a region's end gives back one

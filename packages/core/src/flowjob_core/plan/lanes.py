@@ -86,27 +86,41 @@ class LanePlan:
         return []
 
 
-def estimate(node: Node, job: Job, ops: "OpTable") -> tuple[float, float]:
-    """The node's estimated time on one thread, and the part of it that its kernel spreads over the threads on a
-    chain (BLAS's arithmetic; the memory passes of a large node), in microseconds."""
+def estimate(node: Node, job: Job, ops: "OpTable") -> tuple[float, float, float]:
+    """The node's estimated time on one thread, its arithmetic (BLAS's, spread over the threads on a chain) and
+    its memory passes where the node is large enough for its kernel to split them, in microseconds."""
     if node.op == "input":
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     opdef = ops[node.op]
     if opdef.view:
-        return CALL_US / 2, 0.0
+        return CALL_US / 2, 0.0, 0.0
     ins = [job.specs[i] for i in node.inputs]
     outs = [job.specs[o] for o in node.outputs]
     moved = sum(s.nbytes for s in ins) + sum(s.nbytes for s in outs)
     flops_us = float(opdef.flops(ins, outs, node.attrs)) / FLOPS_PER_US if opdef.flops is not None else 0.0
     memory_us = moved / BYTES_PER_US
-    spread = flops_us + (memory_us if moved >= SPLIT_BYTES else 0.0)
-    return CALL_US + memory_us + flops_us, spread
+    return CALL_US + memory_us + flops_us, flops_us, memory_us if moved >= SPLIT_BYTES else 0.0
 
 
-def blas_wide(order: Sequence[Node], ops: "OpTable") -> bool:
-    """Whether a plan's chains give BLAS every thread: not where a node's kernels cut their own work over the host
-    threads (``OpDef.host_split``: BLAS then keeps one thread per caller and large products are cut too)."""
-    return not any(node.op != "input" and ops[node.op].host_split for node in order)
+SPLIT_SHARE = 0.2
+"""A plan whose large memory passes (split by their kernels) are estimated at this share of its time or more holds
+BLAS to one thread (``blas_wide``)."""
+
+
+def blas_wide(job: Job, order: Sequence[Node], ops: "OpTable") -> bool:
+    """Whether a plan's chains give BLAS every thread. Not where a node's kernels cut their own work over the host
+    threads (``OpDef.host_split``), nor where large memory passes, which kernels split, are a good share of the
+    step (``SPLIT_SHARE``): BLAS then keeps one thread per caller and large products are cut over the host threads
+    (``backends.host_gemm``), for OpenBLAS's idle workers spin on the cores those parts need."""
+    if any(node.op != "input" and ops[node.op].host_split for node in order):
+        return False
+    total = split = 0.0
+    for node in order:
+        t1, flops_us, split_us = estimate(node, job, ops)
+        total += t1
+        if node.inputs and not flops_us:  # a pass over memory (a product's memory is BLAS's; a source moves none)
+            split += split_us
+    return split < SPLIT_SHARE * total
 
 
 def plan_lanes(job: Job, order: Sequence[Node], deps: Sequence[set[int]], ops: "OpTable", threads: int) -> LanePlan:
@@ -116,7 +130,8 @@ def plan_lanes(job: Job, order: Sequence[Node], deps: Sequence[set[int]], ops: "
     alone = [0.0] * n
     chain = [0.0] * n
     for p, node in enumerate(order):
-        t1, spread_us = estimate(node, job, ops)
+        t1, flops_us, split_us = estimate(node, job, ops)
+        spread_us = flops_us + split_us
         alone[p] = t1
         chain[p] = t1 - spread_us + spread_us / max(1.0, threads * BLAS_EFFICIENCY) if threads > 1 else t1
     pinned = {p for p, node in enumerate(order)

@@ -236,6 +236,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     check = numerics.active(job)  # flow.config.enable_debug_mode / enable_numerics_check: off, nothing is wrapped
     dynamic_extent = _holds_dynamic_extent(job.nodes, registries)
     lane_plan: LanePlan | None = None
+    wide: bool | None = None  # the plan's BLAS width (lanes.blas_wide), once decided
     if reuse is None:
         order = schedule(job, registries)
         # side by side only where the numerics check's first failing op and the data-dependent readers, built
@@ -243,8 +244,9 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
         host = backend.lanes
         if host is not None:
             # BLAS held to the thread count, also where nothing runs side by side; to one thread where the plan's
-            # kernels cut their own work over the host threads (OpDef.host_split)
-            host.apply(blas_wide=blas_wide(order, ops))
+            # kernels cut their own work over the host threads (lanes.blas_wide)
+            wide = blas_wide(job, order, ops)
+            host.apply(blas_wide=wide)
         if host is not None and not check and not dynamic_extent and host.threads > 1:
             lane_plan = plan_lanes(job, order, order_dependencies(job, order, registries), ops, host.threads)
             if not lane_plan.parallel:
@@ -256,7 +258,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
         buffers = arena.buffers
     blas_hold = None
     if backend.lanes is not None:
-        blas_hold = functools.partial(backend.lanes.blas.hold, blas_wide(order, ops))
+        blas_hold = functools.partial(backend.lanes.blas.hold, blas_wide(job, order, ops) if wide is None else wide)
         blas_hold()  # the kernels built below see the plan's choice (host_gemm cuts products where BLAS is narrow)
     names: dict[str, str] = {}
     namespace: dict[str, Any] = {}
