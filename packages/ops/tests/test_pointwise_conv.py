@@ -78,10 +78,9 @@ def test_where_the_pointwise_path_applies(args, applies, monkeypatch):
 
 
 @pytest.mark.parametrize("x_shape, filters, strides, padding", SHAPES + [((4, 16, 6, 6), 40, 1, "VALID")])
-def test_products_over_the_host_threads_give_the_same_bits_on_any_thread_count(monkeypatch, x_shape, filters,
-                                                                               strides, padding):
+def test_products_over_the_host_threads_give_the_whole_batch_values(monkeypatch, x_shape, filters, strides, padding):
     # images in parts (forward, data gradient: one product per image either way) and, with 32 filters or more,
-    # fixed blocks of W's rows summed over every image in order (the filter gradient)
+    # a block of W's rows per thread summed over every image in order (the filter gradient)
     from flowjob_core.backends.host_threads import HostThreads
 
     rng = np.random.default_rng(5)
@@ -98,12 +97,10 @@ def test_products_over_the_host_threads_give_the_same_bits_on_any_thread_count(m
                 pointwise.PointwiseBackwardFilter(np, geom, np.float32, products=products)(x, dy).copy())
 
     whole = run(None)
-    cut = []
     for threads in (2, 3):
         monkeypatch.setenv("FLOWJOB_HOST_THREADS", str(threads))
-        cut.append(run(HostThreads().split))
-    for a, b2 in zip(*cut):
-        np.testing.assert_array_equal(a, b2)
-    for got, want in zip(cut[0][:2], whole[:2]):
-        np.testing.assert_array_equal(got, want)  # per image the very products of the whole batch
-    np.testing.assert_allclose(cut[0][2], whole[2], rtol=1e-5, atol=1e-5)
+        cut = run(HostThreads().split)
+        for got, want in zip(cut[:2], whole[:2]):
+            np.testing.assert_array_equal(got, want)  # per image the very products of the whole batch
+        # a block of W's rows per thread: BLAS may round a block's sums apart from the whole rows' in the last bit
+        np.testing.assert_allclose(cut[2], whole[2], rtol=1e-5, atol=1e-5)

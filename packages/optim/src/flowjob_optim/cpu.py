@@ -52,17 +52,15 @@ class BlasSgdMatmulUpdate:
                 gemm(-float(lr[0] * s), a, b, ta, tb, 1.0, w)
 
             return run
-        # a plan holding BLAS to one thread: blocks of w's rows (contiguous, as ?gemm writes them) over the threads
-        blocks = [slice(rows * i // GEMM_PARTS, rows * (i + 1) // GEMM_PARTS) for i in range(GEMM_PARTS)]
+        # a plan holding BLAS to one thread: one block of w's rows (contiguous, as ?gemm writes them) per thread
 
         def run_in_blocks(w: Any, a: Any, b: Any, lr: Any) -> None:
             alpha = -float(lr[0] * s)
 
             def part(lo: int, hi: int) -> None:
-                for rows_of in blocks[lo:hi]:
-                    gemm(alpha, a[:, rows_of] if ta else a[rows_of], b, ta, tb, 1.0, w[rows_of])
+                gemm(alpha, a[:, lo:hi] if ta else a[lo:hi], b, ta, tb, 1.0, w[lo:hi])
 
-            split(part, len(blocks))
+            split(part, rows)
 
         return run_in_blocks
 

@@ -4,10 +4,10 @@ BLAS runs one thread per caller in a step (``blas_threads``): OpenBLAS's own wor
 after each call, and that spinning took the core a following split or lane needed (a LeNet step on two threads
 was no faster than on one). A product large enough is cut instead into parts that the host threads run, each
 part one BLAS call: the entries of a stacked product, or fixed blocks of a 2-D product's rows (or columns).
-The blocks are fixed by the shapes, never by the thread count, so a plan gives the same bits on two threads as
-on eight. Against one whole call BLAS may round a block's sums differently in the last bit (its kernels depend
-on the sizes), and a one-thread step makes that whole call: a product cut here agrees with it to float32
-rounding.
+A stacked product's entries are numpy's own BLAS calls, so the bits are those of one call on one BLAS thread.
+A 2-D product is cut into one block per thread, and BLAS may round a block's sums differently in the last bit
+from a whole call's (its kernels depend on the sizes): such a product agrees across thread counts to float32
+rounding, and gives the same bits run after run on one count.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 GEMM_SPLIT_FLOPS = 8e6
 """A matrix product this small (multiply-adds, twice) is one BLAS call: handing parts to threads costs more."""
 GEMM_PARTS = 8
-"""Parts of a large 2-D product: enough for eight threads; fixed by the shapes, never by the thread count."""
+"""A 2-D product is cut where its longer side has at least four rows per part of this many."""
 
 
 def operand_shape(shape: Sequence[int], transposed: bool) -> tuple[int, ...]:
@@ -60,31 +60,31 @@ def gemm_split(backend: Any) -> Callable[..., None] | None:
 
 class SplitMatmul:
     """``out = a @ b`` in parts over the host threads (``Backend.parallel``): the stacked entries of a batched
-    product, else fixed blocks of out's rows (or columns): each part one BLAS call on one thread. BLAS keeps
-    one thread per caller (``blas_threads``), so a large product uses the cores this way."""
+    product (each entry one BLAS call, as numpy makes them), else one block of out's rows (or columns) per
+    thread, each one BLAS call on one thread. BLAS keeps one thread per caller (``blas_threads``), so a large
+    product uses the cores this way; one block per thread, as BLAS's own threads would cut it, because every
+    block reads the whole of the other operand (a vocabulary projection's 30522-long inner sum packed eight
+    times took twice as long as once)."""
 
     def __init__(self, xp: Any, shape_a: Sequence[int], shape_b: Sequence[int], split: Callable[..., None] | None):
         self.xp = xp
         how = matmul_parts(shape_a, shape_b) if split is not None else None
         self._split = split if how is not None else None
-        self._axis, size = how if how is not None else ("whole", 1)
-        count = size if self._axis == "batch" else min(GEMM_PARTS, size)
-        bounds = [size * i // count for i in range(count + 1)]
-        self._blocks = [slice(bounds[i], bounds[i + 1]) for i in range(count)]
+        self._axis, self._size = how if how is not None else ("whole", 1)
 
     def __call__(self, a: Any, b: Any, out: Any) -> Any:
         if self._split is None:
             return self.xp.matmul(a, b, out=out)
-        matmul, blocks, axis = self.xp.matmul, self._blocks, self._axis
+        matmul, axis = self.xp.matmul, self._axis
 
         def run(lo: int, hi: int) -> None:
-            for s in blocks[lo:hi]:
-                if axis == "cols":
-                    matmul(a, b[:, s], out=out[:, s])
-                elif axis == "rows":
-                    matmul(a[s], b, out=out[s])
-                else:  # the stacked entries s of each operand that has them (one broadcast has one)
-                    matmul(_entries(a, s, out.ndim), _entries(b, s, out.ndim), out=out[s])
+            s = slice(lo, hi)
+            if axis == "cols":
+                matmul(a, b[:, s], out=out[:, s])
+            elif axis == "rows":
+                matmul(a[s], b, out=out[s])
+            else:  # the stacked entries s of each operand that has them (one broadcast has one)
+                matmul(_entries(a, s, out.ndim), _entries(b, s, out.ndim), out=out[s])
 
-        self._split(run, len(blocks))
+        self._split(run, self._size)
         return out

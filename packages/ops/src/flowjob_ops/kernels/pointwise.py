@@ -5,7 +5,7 @@ x[n] (C, P) with P the output pixels, and NCHW already stores x[n] as that (C, P
 forward is one ``matmul`` over the batch (BLAS per image), the data gradient dx[n] = W.T @ dy[n],
 and the filter gradient dW = sum over n of dy[n] @ x[n].T. Where a plan holds BLAS to one thread
 (``products``, see ``flowjob_core.backends.host_gemm``) the images run in parts over the host threads,
-and the filter gradient in fixed blocks of W's rows, each summed over every image in order. The general
+and the filter gradient in a block of W's rows per thread, each summed over every image in order. The general
 im2col kernels instead copy x into an NHWC column matrix (kept until the filter gradient) and copy the
 GEMM result back to NCHW. With a stride, the strided pixels are first gathered into a contiguous (N, C, OH, OW)
 buffer; the data gradient writes into the strided positions of a dx whose other pixels stay zero.
@@ -136,25 +136,23 @@ class PointwiseBackwardFilter:
         self._dw = out if out is not None else xp.empty(geom.w_shape, dtype=np.dtype(dtype))
         self._dw2 = self._dw.reshape(geom.F, geom.C)
         self._term = alloc((geom.F, geom.C), np.dtype(dtype))
-        # blocks of W's rows, fixed by the shapes, over the host threads: each block sums every image in order
+        # a block of W's rows per host thread: each block sums every image in order
         self._products = products if products is not None and geom.F >= 4 * GEMM_PARTS else None
-        bounds = [geom.F * i // GEMM_PARTS for i in range(GEMM_PARTS + 1)]
-        self._rows = [slice(bounds[i], bounds[i + 1]) for i in range(GEMM_PARTS)]
 
     def __call__(self, x: Any, dy: Any) -> Any:
         xp, g = self.xp, self.geom
         pixels, dy3 = self._pixels(x), dy.reshape(g.N, g.F, -1)
 
         def rows(lo: int, hi: int) -> None:
-            for fs in self._rows[lo:hi] if self._products is not None else [slice(None)]:
-                dw, term = self._dw2[fs], self._term[fs]
-                xp.matmul(dy3[0, fs], pixels[0].T, out=dw)
-                for n in range(1, g.N):
-                    xp.matmul(dy3[n, fs], pixels[n].T, out=term)
-                    xp.add(dw, term, out=dw)
+            fs = slice(lo, hi)
+            dw, term = self._dw2[fs], self._term[fs]
+            xp.matmul(dy3[0, fs], pixels[0].T, out=dw)
+            for n in range(1, g.N):
+                xp.matmul(dy3[n, fs], pixels[n].T, out=term)
+                xp.add(dw, term, out=dw)
 
         if self._products is None:
-            rows(0, 1)
+            rows(0, g.F)
         else:
-            self._products(rows, len(self._rows))
+            self._products(rows, g.F)
         return self._dw
