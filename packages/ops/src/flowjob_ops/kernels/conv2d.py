@@ -564,15 +564,15 @@ class Conv2dForward:
         """
         if self.bias:
             raise ValueError("raw() needs a kernel built without bias")
-        xp, g = self.xp, self.geom
+        g = self.geom
         self.im2col(x)
         wm = self._w(w)
         if self.strategy == ROWS:
             for lhs, fs, out in zip(self._lhs, self._fsl, self._outs):
-                xp.matmul(lhs, wm[fs].T, out=out)
+                self._matmul(lhs, wm[fs].T, out)
         else:
             for rhs, fs, out in zip(self._rhs, self._fsl, self._outs):
-                xp.matmul(wm[fs], rhs, out=out)
+                self._matmul(wm[fs], rhs, out)
         m_shape = self.im2col._m_shape  # (N, OH, OW), or tile-ordered (ph, pw, N, OH/ph, OW/pw)
         if self.strategy == ROWS:
             return self._gemm.reshape(m_shape + (g.F,)), "NHWC"
@@ -883,7 +883,10 @@ class Conv2dBiasPool:
     def __init__(self, xp: Any, x_shape: Sequence[int], w_shape: Sequence[int], dtype: Any,
                  strides: Any = 1, pads: Any = 0, dilation: Any = 1, groups: int = 1,
                  data_format: str = "NCHW", *, pool: tuple[Any, Any, Any], relu: bool = False,
-                 strategy: str | None = None, algorithm: str = "im2col", max_pool: type | None = None):
+                 strategy: str | None = None, algorithm: str = "im2col", max_pool: type | None = None,
+                 parallel: Optional[Parallel] = None, products: Optional[Parallel] = None):
+        """``parallel``: the convolution's copies (Winograd's chunks) and the pooling's blocks over the host
+        threads (then ``max_pool`` must take ``parallel=``); ``products``: its GEMMs cut over them."""
         self.xp = xp
         g = self.geom = ConvGeometry.create(x_shape, w_shape, strides, pads, dilation, groups, data_format)
         oh, ow = g.window.out_hw
@@ -894,11 +897,11 @@ class Conv2dBiasPool:
             raise ValueError(f"conv2d algorithm must be 'im2col' or 'winograd', got {algorithm!r}")
         if self._winograd:
             # the Winograd result is an (H', W', N, F) buffer: pooled as NHWC through a strided view
-            self.conv = WinogradForward(xp, g, dtype)
+            self.conv = WinogradForward(xp, g, dtype, parallel=parallel)
             raw_shape, raw_fmt, self._raw_layout = (g.N, oh, ow, g.F), "NHWC", "NHWC"
         else:
             self.conv = Conv2dForward(xp, x_shape, w_shape, dtype, strides, pads, dilation, groups, data_format,
-                                      strategy=strategy, output=False)
+                                      strategy=strategy, output=False, parallel=parallel, products=products)
             if self.conv.strategy == ROWS:
                 raw_shape, raw_fmt, self._raw_layout = (g.N, oh, ow, g.F), "NHWC", "NHWC"
             else:
@@ -909,7 +912,8 @@ class Conv2dBiasPool:
         if self._tiled:
             # GEMM rows/columns in tile order: the pooling is kh*kw - 1 maxima of contiguous blocks
             self.conv = Conv2dForward(xp, x_shape, w_shape, dtype, strides, pads, dilation, groups, data_format,
-                                      strategy=self.conv.strategy, output=False, tiles=window.ksize)
+                                      strategy=self.conv.strategy, output=False, tiles=window.ksize,
+                                      parallel=parallel, products=products)
             self.pool = None
             ph, pw = window.out_hw
             T = window.ksize[0] * window.ksize[1]
@@ -929,7 +933,8 @@ class Conv2dBiasPool:
                 self.pool = MaxPool(xp, geom, dtype, xp.empty(geom.y_shape, dtype=np.dtype(dtype)))
                 pooled = geom.y_shape
             else:
-                self.pool = max_pool(xp, raw_shape, dtype, window.ksize, window.strides, window.pads, raw_fmt)
+                self.pool = max_pool(xp, raw_shape, dtype, window.ksize, window.strides, window.pads, raw_fmt,
+                                     **({"parallel": parallel} if parallel is not None else {}))
                 pooled = self.pool.out_shape
             ph, pw = (pooled[1], pooled[2]) if raw_fmt == "NHWC" else (pooled[2], pooled[3])
         self.out_shape = (g.N, g.F, ph, pw) if g.data_format == "NCHW" else (g.N, ph, pw, g.F)

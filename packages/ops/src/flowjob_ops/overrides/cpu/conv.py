@@ -104,7 +104,8 @@ def conv_bias_pool_kernel(ctx: KernelContext) -> Any:
     x, w = ctx.inputs[:2]
     geom = conv_records.geometry(x.shape, w.shape, conv_records.conv_attrs(ctx.attrs))
     chosen = "winograd" if algorithm(geom) == "winograd" else "im2col"  # the fused kernel has no 1x1 path
-    return conv_records.conv_bias_pool(ctx, algorithm=chosen, max_pool=TiledMaxPool2d)
+    return conv_records.conv_bias_pool(ctx, algorithm=chosen, max_pool=TiledMaxPool2d, parallel=host_parallel(ctx),
+                                       products=gemm_split(ctx.backend))
 
 
 _IM2COL = {conv_records.CONV2D.name: conv_records.im2col_kernel,
