@@ -113,3 +113,50 @@ def test_a_conv_plan_holds_blas_to_one_thread_and_cuts_its_large_products(monkey
     assert cut and not one_cut  # one thread: each product one whole call
     np.testing.assert_allclose(got_losses, want_losses, rtol=1e-5)
     np.testing.assert_allclose(got_weight, want_weight, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("make_optimizer", [
+    lambda lr: flow.optimizer.Adam(lr),
+    lambda lr: flow.optimizer.SGD(lr, momentum=0.9),
+    lambda lr: flow.optimizer.RMSProp(lr, centered=True),
+], ids=["adam", "momentum", "rmsprop-centered"])
+def test_a_large_variable_updates_in_parts_with_the_one_thread_bits(monkeypatch, make_optimizer):
+    # an elementwise update of a variable of a million elements or more runs one part per host thread
+    import flowjob_optim.update_ops as update_ops
+
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")
+    rows = 1 << 11  # a 2048 x 512 table: 1M elements
+    built_in_parts: list[bool] = []
+    in_parts = update_ops._in_parts
+
+    def spy(*args, **kwargs):
+        kernel = in_parts(*args, **kwargs)
+        built_in_parts.append(kernel is not None)
+        return kernel
+
+    monkeypatch.setattr(update_ops, "_in_parts", spy)
+
+    def train(threads: int) -> np.ndarray:
+        monkeypatch.setenv("FLOWJOB_HOST_THREADS", str(threads))
+        flow.clear_default_session()
+
+        @flow.global_function(type="train")
+        def step(ids: tp.Numpy.Placeholder((64,), dtype=flow.int32)) -> tp.Numpy:
+            table = flow.get_variable("table", shape=(rows, 512),
+                                      initializer=flow.random_normal_initializer(stddev=0.1, seed=4))
+            loss = flow.math.reduce_mean(flow.math.square(flow.gather(table, ids)))
+            make_optimizer(flow.optimizer.PiecewiseConstantScheduler([], [0.01])).minimize(loss)
+            return loss
+
+        ids = np.random.default_rng(5).integers(0, rows, 64).astype(np.int32)
+        for _ in range(STEPS):
+            step(ids)
+        table = np.array(get_default_session().variables.get("table"), copy=True)
+        flow.clear_default_session()
+        return table
+
+    want = train(1)
+    assert built_in_parts == [False]  # one thread: the whole update
+    got = train(2)
+    assert built_in_parts == [False, True]
+    np.testing.assert_array_equal(got, want)

@@ -15,6 +15,7 @@ the last micro-batch of a cycle only (``flowjob_optim.accumulation``).
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -196,6 +197,11 @@ def _update_kernel(n_slots: int, rule: Callable[[KernelContext], Step]) -> Calla
                 and not float(ctx.attrs.get("weight_decay", 0.0) or 0.0))
         prep = _gradient_prep(ctx, 1.0 if fold else scale)
         end = n_slots + 1
+        plain = not clipped and prep is not None and scale == 1.0 and not l1 and not l2
+        if fold or plain:
+            in_parts = _in_parts(ctx, rule, end, dt(scale) if fold else None)
+            if in_parts is not None:
+                return in_parts
         if fold:
             s = dt(scale)
 
@@ -203,7 +209,7 @@ def _update_kernel(n_slots: int, rule: Callable[[KernelContext], Step]) -> Calla
                 step(args[0], args[1:end], args[end], args[end + 1][0] * s)
 
             return run_folded
-        if not clipped and prep is not None and scale == 1.0 and not l1 and not l2:
+        if plain:
             def run_plain(*args: Any) -> None:
                 step(args[0], args[1:end], args[end], args[end + 1][0])
 
@@ -216,6 +222,49 @@ def _update_kernel(n_slots: int, rule: Callable[[KernelContext], Step]) -> Calla
         return run
 
     return build
+
+
+UPDATE_SPLIT_ITEMS = 1 << 20
+"""A variable with this many elements or more updates in parts over the host threads (an embedding table)."""
+
+
+def _in_parts(ctx: KernelContext, rule: Callable[[KernelContext], Step], end: int, scale: Any) -> Any | None:
+    """The update of a large variable by an elementwise rule (``rule.elementwise``) in one part of its elements
+    per host thread, each part the rule's own step built for its size (its own scratch): elementwise, so the
+    same bits as the whole. None where it does not apply (small, a device backend, one thread, a rule that
+    reads the whole variable, such as LARS's norms). ``scale``: a gradient scale folded into the rate."""
+    spec = ctx.inputs[0]
+    host = getattr(ctx.backend, "lanes", None)
+    split = getattr(ctx.backend, "parallel", None)
+    if (not getattr(rule, "elementwise", False) or spec.size < UPDATE_SPLIT_ITEMS or host is None or split is None
+            or not getattr(ctx.backend, "host_arrays", False) or host.threads <= 1):
+        return None
+    count = host.threads
+    bounds = [spec.size * k // count for k in range(count + 1)]
+    parts = [slice(bounds[k], bounds[k + 1]) for k in range(count)]
+
+    def part_context(size: int) -> KernelContext:
+        return dataclasses.replace(ctx, inputs=tuple(BlobSpec((size,), s.dtype) if s.shape == spec.shape else s
+                                                     for s in ctx.inputs))
+
+    steps = [rule(part_context(p.stop - p.start)) for p in parts]
+
+    def run_in_parts(*args: Any) -> None:
+        w, slots, g = args[0], args[1:end], args[end]
+        lr = args[end + 1][0] if scale is None else args[end + 1][0] * scale
+        if not (w.flags.c_contiguous and all(x.flags.c_contiguous for x in slots)):
+            raise FlowjobError(f"op {ctx.node_name!r} ({ctx.op}): the variable and its slots must be contiguous "
+                               f"to update in parts")
+        flat_w, flat_slots, flat_g = w.reshape(-1), [x.reshape(-1) for x in slots], g.reshape(-1)
+
+        def run(lo: int, hi: int) -> None:
+            for k in range(lo, hi):
+                p = parts[k]
+                steps[k](flat_w[p], [x[p] for x in flat_slots], flat_g[p], lr)
+
+        split(run, count)
+
+    return run_in_parts
 
 
 def _consts(ctx: KernelContext, *names: str) -> list[Any]:
@@ -256,6 +305,7 @@ def _sgd(ctx: KernelContext) -> Step:
 
 
 _sgd.lr_times_grad = True  # type: ignore[attr-defined]
+_sgd.elementwise = True  # type: ignore[attr-defined]
 
 
 def _momentum(ctx: KernelContext) -> Step:
@@ -277,6 +327,7 @@ def _momentum(ctx: KernelContext) -> Step:
 
 
 _momentum.lr_times_grad = True  # type: ignore[attr-defined]
+_momentum.elementwise = True  # type: ignore[attr-defined]
 
 
 def _adam_step(ctx: KernelContext, bias_correction: bool) -> Step:
@@ -317,6 +368,10 @@ def _adam_bias_corrected(ctx: KernelContext) -> Step:
     return _adam_step(ctx, bias_correction=True)
 
 
+# (bias-corrected Adam advances its beta powers once per step: not elementwise, it stays whole)
+_adam.elementwise = True  # type: ignore[attr-defined]
+
+
 def _rmsprop_step(ctx: KernelContext, centered: bool) -> Step:
     """``ms = (1-d) g^2 + d ms``; centered: ``mg = (1-d) g + d mg``, ``den = ms - mg^2``, else ``den = ms``;
     ``w -= lr g / sqrt(den + eps) + lr wd w``."""
@@ -353,6 +408,10 @@ def _rmsprop(ctx: KernelContext) -> Step:
 
 def _rmsprop_centered(ctx: KernelContext) -> Step:
     return _rmsprop_step(ctx, centered=True)
+
+
+_rmsprop.elementwise = True  # type: ignore[attr-defined]
+_rmsprop_centered.elementwise = True  # type: ignore[attr-defined]
 
 
 def _lars(ctx: KernelContext) -> Step:
