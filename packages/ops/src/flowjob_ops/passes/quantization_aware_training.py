@@ -41,7 +41,6 @@ the rewrite.
 from __future__ import annotations
 
 from dataclasses import dataclass
-import warnings
 from typing import Any
 
 import numpy as np
@@ -52,9 +51,9 @@ from flowjob_core.ir.analysis import value_producers, value_readers
 from flowjob_core.ir.job import BlobSpec, Job, Node
 from flowjob_core.ir.naming import train_step_name
 from flowjob_core.trace.blob import Blob
-from flowjob_core.trace import eager_mode
 from flowjob_core.trace.builder import JobBuilder
 
+from flowjob_ops.passes.lazy_rewrites import skipped_in_eager_mode
 from flowjob_ops.passes.node_placement import place_before_readers
 
 OPTION = "function_config.enable_qat"
@@ -310,12 +309,7 @@ class _Inserter:
 
 
 def run(job: Job, ctx: Any) -> None:
-    if not enabled(job):
-        return
-    if eager_mode.enabled():
-        # legacy's eager jobs skipped this rewrite (only lazy jobs ran it); here the body's ops have run already
-        warnings.warn(f"job {job.name!r}: {OPTION}(True) has no effect in eager mode, as in legacy OneFlow",
-                      stacklevel=2)
+    if not enabled(job) or skipped_in_eager_mode(job, OPTION):
         return
     qat = settings(job)
     graph = _Graph(job)

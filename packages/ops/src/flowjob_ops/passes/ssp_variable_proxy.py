@@ -16,7 +16,6 @@ warning, as legacy's eager jobs skipped the rewrite.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from flowjob_core import ConfigError
@@ -24,9 +23,9 @@ from flowjob_core.config.scope_config import scope_value
 from flowjob_core.ir.analysis import value_producers
 from flowjob_core.ir.job import BlobSpec, Job
 from flowjob_core.ir.naming import train_step_name
-from flowjob_core.trace import eager_mode
 from flowjob_core.trace.builder import JobBuilder
 
+from flowjob_ops.passes.lazy_rewrites import skipped_in_eager_mode
 from flowjob_ops.passes.node_placement import place_before_readers
 from flowjob_ops.records.ssp import SSP_VARIABLE_PROXY
 
@@ -51,12 +50,7 @@ def buffer_size(job: Job, variable: str, node: Any) -> int:
 
 
 def run(job: Job, ctx: Any) -> None:
-    if not enabled(job):
-        return
-    if eager_mode.enabled():
-        # legacy's eager jobs skipped this rewrite (only lazy jobs ran it)
-        warnings.warn(f"job {job.name!r}: {OPTION}(True) has no effect in eager mode, as in legacy OneFlow",
-                      stacklevel=2)
+    if not enabled(job) or skipped_in_eager_mode(job, OPTION):
         return
     ops = ctx.registries.ops
     producers = value_producers(job)
