@@ -227,18 +227,15 @@ def test_blas_runs_on_one_thread_inside_a_region_and_on_all_outside():
 def test_a_plan_of_host_split_kernels_holds_blas_to_one_thread_on_its_chains():
     from threadpoolctl import threadpool_info
 
-    from flowjob_core.ir.job import Node
+    from flowjob_core.ir.job import BlobSpec, Job, Node
     from flowjob_core.ir.opdef import OpDef
     from flowjob_core.plan.lanes import blas_wide
 
     blas = BlasThreads(2)
-    if not blas.describe():
-        pytest.skip("no BLAS library found by threadpoolctl in this numpy")
+    assert blas.describe(), "numpy's wheels bundle OpenBLAS, which threadpoolctl finds"
 
     def counts() -> set[int]:
         return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
-
-    from flowjob_core.ir.job import BlobSpec, Job
 
     ops = {"plain": OpDef("plain", lambda *a: []), "window": OpDef("window", lambda *a: [], host_split=True)}
     plain = [Node("input", "x", (), ("x/out",)), Node("plain", "p", ("x/out",), ("p/out",))]
