@@ -120,21 +120,20 @@ def test_a_conv_plan_holds_blas_to_one_thread_and_cuts_its_large_products(monkey
     lambda lr: flow.optimizer.SGD(lr, momentum=0.9),
     lambda lr: flow.optimizer.RMSProp(lr, centered=True),
 ], ids=["adam", "momentum", "rmsprop-centered"])
-def test_a_large_variable_updates_in_parts_with_the_one_thread_bits(monkeypatch, make_optimizer):
-    # an elementwise update of a variable of a million elements or more runs one part per host thread
+def test_a_large_variable_updates_in_blocks_with_the_bits_of_the_whole_update(monkeypatch, make_optimizer):
+    # an elementwise update of a large variable runs block by block (on one thread too), the blocks shared
+    # over the host threads: the same bits as the update of the whole variable in one go
     import flowjob_optim.update_ops as update_ops
 
     monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")
-    rows = 1 << 11  # a 2048 x 512 table: 1M elements
-    built_in_parts: list[bool] = []
-    in_parts = update_ops._in_parts
+    rows = 1 << 11  # a 2048 x 512 table: 1M elements, eight blocks
+    built_in_blocks: list[bool] = []
+    in_blocks = update_ops._in_blocks
 
     def spy(*args, **kwargs):
-        kernel = in_parts(*args, **kwargs)
-        built_in_parts.append(kernel is not None)
+        kernel = in_blocks(*args, **kwargs)
+        built_in_blocks.append(kernel is not None)
         return kernel
-
-    monkeypatch.setattr(update_ops, "_in_parts", spy)
 
     def train(threads: int) -> np.ndarray:
         monkeypatch.setenv("FLOWJOB_HOST_THREADS", str(threads))
@@ -155,8 +154,11 @@ def test_a_large_variable_updates_in_parts_with_the_one_thread_bits(monkeypatch,
         flow.clear_default_session()
         return table
 
-    want = train(1)
-    assert built_in_parts == [False]  # one thread: the whole update
-    got = train(2)
-    assert built_in_parts == [False, True]
-    np.testing.assert_array_equal(got, want)
+    monkeypatch.setattr(update_ops, "_in_blocks", lambda *args, **kwargs: None)
+    want = train(1)  # the whole variable in one update
+    monkeypatch.setattr(update_ops, "_in_blocks", spy)
+    one_thread = train(1)
+    two_threads = train(2)
+    assert built_in_blocks == [True, True]
+    np.testing.assert_array_equal(one_thread, want)
+    np.testing.assert_array_equal(two_threads, want)

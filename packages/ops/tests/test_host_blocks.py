@@ -8,7 +8,7 @@ import pytest
 from flowjob_core import BlobSpec, KernelContext
 from flowjob_core.backends.numpy_backend import make_backend
 from flowjob_ops.records import activations
-from flowjob_ops.kernels.host_blocks import BLOCK_ITEMS, FlatBlocks
+from flowjob_core.backends.host_blocks import BLOCK_ITEMS, FlatBlocks
 
 
 def _context(backend, shape, op, inputs):
@@ -43,3 +43,25 @@ def test_gelu_and_its_gradient_blocked_and_threaded_equal_one_block(monkeypatch)
         results[name] = (forward(x).copy(), grad(x, dy).copy())
     for got, want in zip(results["threads"], results["one block"]):
         np.testing.assert_array_equal(got, want)
+
+
+def test_sparse_softmax_cross_entropy_in_row_blocks_over_threads_equals_the_whole_array(monkeypatch):
+    from flowjob_ops.records import cross_entropy
+
+    monkeypatch.setenv("FLOWJOB_HOST_THREADS", "2")
+    rows, classes = 37, 30011  # 8 rows a block: five blocks, a short last one, over two threads
+    rng = np.random.default_rng(3)
+    logits = (rng.normal(size=(rows, classes)) * 4).astype(np.float32)
+    labels = rng.integers(0, classes, rows).astype(np.int32)
+    ctx = KernelContext(xp=np, backend=make_backend(), op="sparse_softmax_cross_entropy", node_name="ce", attrs={},
+                        inputs=(BlobSpec((rows,), np.dtype(np.int32)), BlobSpec((rows, classes), np.dtype(np.float32))),
+                        outputs=(BlobSpec((rows,), np.dtype(np.float32)), BlobSpec((rows, classes), np.dtype(np.float32))))
+    loss, prob = cross_entropy._sparse_kernel(ctx)(labels, logits)
+    # the same passes over the whole array at once
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    picked = shifted[np.arange(rows), labels]
+    want_prob = np.exp(shifted)
+    total = want_prob.sum(axis=1, keepdims=True)
+    want_prob /= total
+    np.testing.assert_array_equal(prob, want_prob)
+    np.testing.assert_array_equal(loss, np.log(total.reshape(rows)) - picked)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import BlobSpec, FlowjobError, KernelContext, OpDef, ShapeError
+from flowjob_core.backends.host_blocks import SHARED_BLOCK_ITEMS, FlatBlocks
 
 from flowjob_optim.accumulation import gated, split_counter
 
@@ -199,9 +200,9 @@ def _update_kernel(n_slots: int, rule: Callable[[KernelContext], Step]) -> Calla
         end = n_slots + 1
         plain = not clipped and prep is not None and scale == 1.0 and not l1 and not l2
         if fold or plain:
-            in_parts = _in_parts(ctx, rule, end, dt(scale) if fold else None)
-            if in_parts is not None:
-                return in_parts
+            in_blocks = _in_blocks(ctx, rule, end, dt(scale) if fold else None)
+            if in_blocks is not None:
+                return in_blocks
         if fold:
             s = dt(scale)
 
@@ -224,47 +225,40 @@ def _update_kernel(n_slots: int, rule: Callable[[KernelContext], Step]) -> Calla
     return build
 
 
-UPDATE_SPLIT_ITEMS = 1 << 20
-"""A variable with this many elements or more updates in parts over the host threads (an embedding table)."""
-
-
-def _in_parts(ctx: KernelContext, rule: Callable[[KernelContext], Step], end: int, scale: Any) -> Any | None:
-    """The update of a large variable by an elementwise rule (``rule.elementwise``) in one part of its elements
-    per host thread, each part the rule's own step built for its size (its own scratch): elementwise, so the
-    same bits as the whole. None where it does not apply (small, a device backend, one thread, a rule that
-    reads the whole variable, such as LARS's norms). ``scale``: a gradient scale folded into the rate."""
+def _in_blocks(ctx: KernelContext, rule: Callable[[KernelContext], Step], end: int, scale: Any) -> Any | None:
+    """The update of a large variable by an elementwise rule (``rule.elementwise``) block by block, the blocks
+    shared over the host threads (``FlatBlocks``). Each block is the rule's own step built for its size (scratch
+    per thread): elementwise, so the same bits as the whole update, and each block goes through all of the rule's
+    passes while in cache (Adam's dozen passes over an embedding table cost half as much so on one thread).
+    None where it does not apply (one block, a device backend, a rule that reads the whole variable, such as
+    LARS's norms). ``scale``: a gradient scale folded into the rate."""
     spec = ctx.inputs[0]
-    host = getattr(ctx.backend, "lanes", None)
-    split = getattr(ctx.backend, "parallel", None)
-    if (not getattr(rule, "elementwise", False) or spec.size < UPDATE_SPLIT_ITEMS or host is None or split is None
-            or not getattr(ctx.backend, "host_arrays", False) or host.threads <= 1):
+    if not getattr(rule, "elementwise", False):
         return None
-    count = host.threads
-    bounds = [spec.size * k // count for k in range(count + 1)]
-    parts = [slice(bounds[k], bounds[k + 1]) for k in range(count)]
+    blocks = FlatBlocks(ctx, spec.size, block=SHARED_BLOCK_ITEMS)
+    if len(blocks.ranges) < 2:
+        return None
 
-    def part_context(size: int) -> KernelContext:
+    def block_context(size: int) -> KernelContext:
         return dataclasses.replace(ctx, inputs=tuple(BlobSpec((size,), s.dtype) if s.shape == spec.shape else s
                                                      for s in ctx.inputs))
 
-    steps = [rule(part_context(p.stop - p.start)) for p in parts]
-
-    def run_in_parts(*args: Any) -> None:
+    def run_in_blocks(*args: Any) -> None:
         w, slots, g = args[0], args[1:end], args[end]
         lr = args[end + 1][0] if scale is None else args[end + 1][0] * scale
         if not (w.flags.c_contiguous and all(x.flags.c_contiguous for x in slots)):
             raise FlowjobError(f"op {ctx.node_name!r} ({ctx.op}): the variable and its slots must be contiguous "
-                               f"to update in parts")
+                               f"to update in blocks")
         flat_w, flat_slots, flat_g = w.reshape(-1), [x.reshape(-1) for x in slots], g.reshape(-1)
 
-        def run(lo: int, hi: int) -> None:
-            for k in range(lo, hi):
-                p = parts[k]
-                steps[k](flat_w[p], [x[p] for x in flat_slots], flat_g[p], lr)
+        def block(start: int, stop: int) -> None:
+            size = stop - start
+            step = blocks.per_thread(size, lambda: rule(block_context(size)))
+            step(flat_w[start:stop], [x[start:stop] for x in flat_slots], flat_g[start:stop], lr)
 
-        split(run, count)
+        blocks.each(block)
 
-    return run_in_parts
+    return run_in_blocks
 
 
 def _consts(ctx: KernelContext, *names: str) -> list[Any]:

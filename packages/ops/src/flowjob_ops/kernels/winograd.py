@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .host_blocks import PerThread, each_item
+from flowjob_core.backends.host_blocks import PerThread, each_item
 from .padding import as_strided, check_data_format
 
 ALPHA = 8  # tile size: m + r - 1

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.records.common import grad_like_second, require_floating, unary_float
-from flowjob_ops.kernels.host_blocks import FlatBlocks
+from flowjob_core.backends.host_blocks import FlatBlocks
 from flowjob_ops.kernels.normal_cdf import NormalCdf
 
 

@@ -35,7 +35,7 @@ from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.backends.host_gemm import gemm_split
 
 from flowjob_ops.kernels import conv, conv2d
-from flowjob_ops.kernels.host_blocks import host_parallel
+from flowjob_core.backends.host_blocks import host_parallel
 from flowjob_ops.kernels.window import FORMATS
 from flowjob_ops.records.common import require_floating, same_dtype
 from flowjob_ops.records.pool import output_shape

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core.backends.host_blocks import PARALLEL_ITEMS, each_item, host_parallel
 
 from flowjob_ops.kernels.class_labels import ClassLabels, of_forward
 from flowjob_ops.records.common import require_floating, same_dtype
@@ -51,6 +52,11 @@ def _sparse_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     return [BlobSpec(labels.shape, logits.dtype), logits]
 
 
+ROW_BLOCK_ITEMS = 1 << 18
+"""Logits per block of rows of the softmax losses (1 MiB of float32): the block stays in cache through its
+passes, and blocks are shared over the host threads (one vocabulary-sized row is 30,522 values)."""
+
+
 def _sparse_kernel(ctx: KernelContext) -> Any:
     xp = ctx.xp
     loss, prob = ctx.out(0), ctx.out(1)
@@ -59,20 +65,30 @@ def _sparse_kernel(ctx: KernelContext) -> Any:
     m = _rows(logits_spec.shape)
     prob2, loss1 = prob.reshape(m, classes), loss.reshape(m)
     red = ctx.scratch((m, 1), logits_spec.dtype)
-    rows = xp.arange(m)
     labels = ClassLabels(ctx, m, classes, warn=True).publish(ctx)
+    # row blocks on the host (each row's max and sum are its own, so blocks give the whole array's bits)
+    per_block = max(1, ROW_BLOCK_ITEMS // max(classes, 1)) if getattr(ctx.backend, "host_arrays", True) else m
+    blocks = [slice(lo, min(m, lo + per_block)) for lo in range(0, m, per_block)] or [slice(0, 0)]
+    split = host_parallel(ctx) if len(blocks) > 1 and m * classes >= PARALLEL_ITEMS else None
+    rows = xp.arange(min(per_block, m))
 
     def run(labels_in: Any, logits: Any) -> tuple[Any, Any]:
         lab, valid = labels.split(labels_in)
-        xp.max(logits.reshape(m, classes), axis=1, keepdims=True, out=red)
-        xp.subtract(logits.reshape(m, classes), red, out=prob2)
-        # picked before exp: log(sum) - (x - max)[label] stays finite where prob underflows
-        picked = prob2[rows, lab]
-        xp.exp(prob2, out=prob2)
-        xp.sum(prob2, axis=1, keepdims=True, out=red)
-        xp.divide(prob2, red, out=prob2)
-        xp.log(red.reshape(m), out=loss1)
-        xp.subtract(loss1, picked, out=loss1)
+        logits2 = logits.reshape(m, classes)
+
+        def block(b: slice) -> None:
+            p, r, n = prob2[b], red[b], b.stop - b.start
+            xp.max(logits2[b], axis=1, keepdims=True, out=r)
+            xp.subtract(logits2[b], r, out=p)
+            # picked before exp: log(sum) - (x - max)[label] stays finite where prob underflows
+            picked = p[rows[:n], lab[b]]
+            xp.exp(p, out=p)
+            xp.sum(p, axis=1, keepdims=True, out=r)
+            xp.divide(p, r, out=p)
+            xp.log(r.reshape(n), out=loss1[b])
+            xp.subtract(loss1[b], picked, out=loss1[b])
+
+        each_item(blocks, block, split)
         if valid is not None:  # a label outside [0, C) adds no loss
             xp.multiply(loss1, valid, out=loss1)
         return loss, prob

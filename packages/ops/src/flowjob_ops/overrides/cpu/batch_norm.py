@@ -19,7 +19,7 @@ import numpy as np
 from flowjob_core import KernelContext
 from flowjob_core.ir.opdef import KernelBuilder
 
-from flowjob_ops.kernels.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
+from flowjob_core.backends.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
 from flowjob_ops.records.common import normalize_axis
 
 

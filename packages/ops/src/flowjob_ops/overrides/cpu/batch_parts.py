@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from flowjob_core import KernelContext
 
 from flowjob_ops.kernels import conv2d
-from flowjob_ops.kernels.host_blocks import host_parallel
+from flowjob_core.backends.host_blocks import host_parallel
 from flowjob_ops.records import conv as conv_records
 
 SPLIT_FLOPS = 4e6

@@ -29,7 +29,7 @@ from typing import Any
 from flowjob_core import KernelContext, switches
 from flowjob_core.backends.host_gemm import gemm_split
 
-from flowjob_ops.kernels.host_blocks import host_parallel
+from flowjob_core.backends.host_blocks import host_parallel
 from flowjob_ops.overrides.cpu import batch_parts
 from flowjob_ops.overrides.cpu.pool import TiledMaxPool2d
 from flowjob_ops.records import conv as conv_records

@@ -52,7 +52,7 @@ import numpy as np
 from flowjob_core import KernelContext
 
 from flowjob_ops.records import pool as pool_records
-from flowjob_ops.kernels.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
+from flowjob_core.backends.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
 from flowjob_ops.kernels.padding import as_strided
 from flowjob_ops.overrides.cpu.pool2d import AvgPool2d, AvgPool2dBackward, MaxPool2d, MaxPool2dBackward, PaddedGrad
 
