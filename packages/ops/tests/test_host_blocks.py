@@ -53,9 +53,9 @@ def test_sparse_softmax_cross_entropy_in_row_blocks_over_threads_equals_the_whol
     rng = np.random.default_rng(3)
     logits = (rng.normal(size=(rows, classes)) * 4).astype(np.float32)
     labels = rng.integers(0, classes, rows).astype(np.int32)
+    per_row, table = BlobSpec((rows,), np.dtype(np.float32)), BlobSpec((rows, classes), np.dtype(np.float32))
     ctx = KernelContext(xp=np, backend=make_backend(), op="sparse_softmax_cross_entropy", node_name="ce", attrs={},
-                        inputs=(BlobSpec((rows,), np.dtype(np.int32)), BlobSpec((rows, classes), np.dtype(np.float32))),
-                        outputs=(BlobSpec((rows,), np.dtype(np.float32)), BlobSpec((rows, classes), np.dtype(np.float32))))
+                        inputs=(BlobSpec((rows,), np.dtype(np.int32)), table), outputs=(per_row, table))
     loss, prob = cross_entropy._sparse_kernel(ctx)(labels, logits)
     # the same passes over the whole array at once
     shifted = logits - logits.max(axis=1, keepdims=True)
