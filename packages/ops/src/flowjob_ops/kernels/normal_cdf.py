@@ -7,6 +7,11 @@ library's ``math.erfc`` (an asymptotic series where erfc underflows). Degree 24 
 about 1e-15 absolute in float64; float32 uses degree 12 (about 1e-9, below its epsilon).
 Because the result is accurate to rounding, the exact derivative ``Phi(x) + x * phi(x)`` is
 a consistent gradient of the implemented gelu.
+
+The series is evaluated by Horner's rule in powers of ``s`` (its coefficients converted once from the
+Chebyshev ones): two array passes a degree where Clenshaw's recurrence takes three. The power
+coefficients are all below 0.7 in size (their sum about 1.5), so nothing cancels: the float32 and
+float64 results are as accurate as Clenshaw's (checked against ``math.erfc`` on a fine grid).
 """
 from __future__ import annotations
 
@@ -41,6 +46,12 @@ def chebyshev_coefficients(degree: int) -> tuple[float, ...]:
     return tuple(float(c) for c in chebyshev.chebinterpolate(np.vectorize(_g), degree))
 
 
+@functools.cache
+def power_coefficients(degree: int) -> tuple[float, ...]:
+    """The same series in powers of s, lowest first."""
+    return tuple(float(c) for c in chebyshev.cheb2poly(chebyshev_coefficients(degree)))
+
+
 def degree_for(dtype: np.dtype) -> int:
     return 24 if np.dtype(dtype).itemsize >= 8 else 12
 
@@ -51,36 +62,28 @@ class NormalCdf:
     def __init__(self, xp: Any, shape: tuple[int, ...], dtype: Any) -> None:
         self.xp = xp
         self.dtype = dt = np.dtype(dtype)
-        self.coefficients = [dt.type(c) for c in chebyshev_coefficients(degree_for(dt))]
-        self._z, self._t, self._s2 = (xp.empty(shape, dtype=dt) for _ in range(3))
-        self._ring = [xp.empty(shape, dtype=dt) for _ in range(3)]  # Clenshaw's b_k, b_k+1, b_k+2
+        self.coefficients = [dt.type(c) for c in power_coefficients(degree_for(dt))]
+        self._z, self._t, self._s, self._g = (xp.empty(shape, dtype=dt) for _ in range(4))
 
     def _erfc_of_abs(self, x: Any) -> Any:
-        """erfc(|x| / sqrt(2)) into one of the ring buffers, which is returned."""
-        xp, dt, z, t, s2 = self.xp, self.dtype.type, self._z, self._t, self._s2
+        """erfc(|x| / sqrt(2)) into a scratch buffer, which is returned."""
+        xp, dt, z, t, s, g = self.xp, self.dtype.type, self._z, self._t, self._s, self._g
         xp.abs(x, out=z)
         xp.multiply(z, dt(1.0 / math.sqrt(2.0)), out=z)
         xp.add(z, dt(2.0), out=t)
         xp.divide(dt(2.0), t, out=t)  # t = 2 / (2 + z)
-        xp.multiply(t, dt(4.0), out=s2)
-        xp.subtract(s2, dt(2.0), out=s2)  # 2s, with s = 2t - 1 in [-1, 1]
-        b1, b2, new = self._ring
-        b1.fill(0)
-        b2.fill(0)
-        for c in self.coefficients[:0:-1]:  # b_k = 2s b_k+1 - b_k+2 + c_k
-            xp.multiply(s2, b1, out=new)
-            xp.subtract(new, b2, out=new)
-            xp.add(new, c, out=new)
-            b1, b2, new = new, b1, b2
-        xp.multiply(s2, b1, out=new)  # g = s b_1 - b_2 + c_0
-        xp.multiply(new, dt(0.5), out=new)
-        xp.subtract(new, b2, out=new)
-        xp.add(new, self.coefficients[0], out=new)
-        xp.multiply(z, z, out=b1)
-        xp.subtract(new, b1, out=new)
-        xp.exp(new, out=new)
-        xp.multiply(new, t, out=new)
-        return new
+        xp.multiply(t, dt(2.0), out=s)
+        xp.subtract(s, dt(1.0), out=s)  # s = 2t - 1 in [-1, 1]
+        xp.multiply(s, self.coefficients[-1], out=g)
+        for c in self.coefficients[-2:0:-1]:  # Horner: g = (...(a_n s + a_n-1) s + ...) s + a_0
+            xp.add(g, c, out=g)
+            xp.multiply(g, s, out=g)
+        xp.add(g, self.coefficients[0], out=g)
+        xp.multiply(z, z, out=s)
+        xp.subtract(g, s, out=g)
+        xp.exp(g, out=g)
+        xp.multiply(g, t, out=g)
+        return g
 
     def cdf(self, x: Any, out: Any) -> Any:
         """Phi(x) = erfc(-x / sqrt(2)) / 2 into ``out`` (which must not be ``x``)."""
@@ -88,9 +91,9 @@ class NormalCdf:
         e = self._erfc_of_abs(x)
         xp.greater_equal(x, 0, out=self._t)  # Phi = e/2 for x < 0, 1 - e/2 for x >= 0
         xp.multiply(e, dt(0.5), out=out)
-        xp.subtract(dt(1.0), e, out=self._s2)
-        xp.multiply(self._s2, self._t, out=self._s2)
-        xp.add(out, self._s2, out=out)
+        xp.subtract(dt(1.0), e, out=self._s)
+        xp.multiply(self._s, self._t, out=self._s)
+        xp.add(out, self._s, out=out)
         return out
 
     def pdf(self, x: Any, out: Any) -> Any:
