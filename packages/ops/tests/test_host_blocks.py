@@ -1,4 +1,4 @@
-"""Kernels that run block by block over host threads (flowjob_ops.kernels.host_blocks) give exactly the
+"""Kernels that run block by block over host threads (flowjob_core.backends.host_blocks) give exactly the
 values of the same kernel run as one block."""
 from __future__ import annotations
 

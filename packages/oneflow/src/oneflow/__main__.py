@@ -59,8 +59,8 @@ def info() -> int:
 
     host = HostThreads()
     blas = ", ".join(f"{api} ({path.rsplit('/', 1)[-1]})" for api, path, _ in host.blas.describe()) or "none found"
-    print(f"threads per step: {host.threads} of {cpu_count()} CPUs this process may use (FLOWJOB_HOST_THREADS); "
-          f"BLAS: {blas}")
+    print(f"threads per step: {host.threads} of {cpu_count()} CPUs this process may use (FLOWJOB_HOST_THREADS, "
+          f"else a program's flow.config.compute_thread_pool_size); BLAS: {blas}")
     print("switches:")
     for variable, value, doc in current().describe():
         print(f"  {variable:<32} {value:<8} {doc}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from typing import Any
 
 from flowjob_core.errors import ConfigError
@@ -89,7 +90,9 @@ class TopLevel(_SessionOptions):
     _options = {
         "comm_net_worker_num": count(NETWORK),
         "max_mdsave_worker_num": count(RUNTIME),
-        "compute_thread_pool_size": count(RUNTIME),
+        "compute_thread_pool_size": Option(lambda v: is_int(v) and v >= 1, "an int of 1 or more", effect="applied",
+                                           why="the host threads one step keeps busy (FLOWJOB_HOST_THREADS wins "
+                                               "where set)"),
         "rdma_mem_block_mbyte": count(NETWORK),
         "rdma_recv_msg_buf_mbyte": count(NETWORK),
         "reserved_host_mem_mbyte": count(RUNTIME),
@@ -123,6 +126,11 @@ def _setter(name: str) -> Any:
 
     def set_option(val: Any = option.default) -> None:
         _TOP._store(name, check_value(f"flow.config.{name}", option, val))
+        if name == "compute_thread_pool_size" and get_default_session().backend_chosen:
+            # legacy ignored it silently once the session had started
+            warnings.warn(f"flow.config.compute_thread_pool_size({val}) comes after the session's first job was "
+                          f"planned: this session's steps keep their thread count (set it before the first job "
+                          f"runs)", RuntimeWarning, stacklevel=2)
 
     set_option.__name__ = set_option.__qualname__ = name
     set_option.__doc__ = f"Legacy ``flow.config.{name}``: checked and recorded; it tuned {option.why}."

@@ -1,7 +1,8 @@
 """The host's threads for one step (the numpy backend's ``parallel`` and its lanes).
 
-One setting, ``FLOWJOB_HOST_THREADS`` (auto: ``OMP_NUM_THREADS`` or ``OPENBLAS_NUM_THREADS`` when
-set, else every CPU this process may run on, as PyTorch counts), bounds everything one step runs
+One setting, ``FLOWJOB_HOST_THREADS`` (else a program's ``flow.config.compute_thread_pool_size``, else
+``OMP_NUM_THREADS`` or ``OPENBLAS_NUM_THREADS`` when set, else every CPU this process may run on, as
+PyTorch counts), bounds everything one step runs
 at once: independent nodes side by side (``lanes``, the planner's inter-op schedule), the parts of
 one kernel (``split``: numpy's ufuncs and einsum run on one core and release the GIL), and BLAS's
 own threads. BLAS gets all of them on a chain of nodes and one thread inside a split or beside
@@ -37,13 +38,16 @@ def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def host_thread_count() -> int:
-    """Threads one step may keep busy: ``FLOWJOB_HOST_THREADS`` if set; else the count the environment
-    asks BLAS for (``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``, so MPI ranks given one thread each keep
-    to one); else the CPUs available."""
+def host_thread_count(program: int | None = None) -> int:
+    """Threads one step may keep busy: ``FLOWJOB_HOST_THREADS`` if set (the person running the program has the
+    last word); else the count the program asked for (``program``: legacy ``compute_thread_pool_size``); else
+    the count the environment asks BLAS for (``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``, so MPI ranks given
+    one thread each keep to one); else the CPUs available."""
     asked = current().host_threads
     if asked:
         return asked
+    if program:
+        return program
     for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         raw = os.environ.get(variable, "").strip()
         if raw:
@@ -66,12 +70,20 @@ class HostThreads:
         self._threads: int | None = None
         self._blas: BlasThreads | None = None
         self._local = threading.local()  # .busy: this thread runs a lane or a part
+        self._program: int | None = None
 
     @property
     def threads(self) -> int:
         if self._threads is None:
-            self._threads = host_thread_count()
+            self._threads = host_thread_count(self._program)
         return self._threads
+
+    def configure(self, program: int) -> None:
+        """The thread count a program asked for (``flow.config.compute_thread_pool_size``), before any step ran
+        (``FLOWJOB_HOST_THREADS`` still wins where set)."""
+        if self._pool is not None or self._blas is not None:
+            raise ConfigError("the host threads are in use: their count is set before the session's first step")
+        self._program, self._threads = program, None
 
     @property
     def blas(self) -> BlasThreads:

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("flowjob.session")
 
+THREAD_POOL_OPTION = "flow.config.compute_thread_pool_size"
+"""The legacy option giving the host threads of a step, applied when the session chooses its backend."""
+
 
 class Session:
     def __init__(self, pm: pluggy.PluginManager | None = None, config: SessionConfig | None = None) -> None:
@@ -66,8 +69,16 @@ class Session:
             if backend is None:
                 raise FlowjobError(f"no backend can run device {tag!r}; installed: "
                                    f"{[b.tag for b in self.registries.backends]}")
+            pool_size = self.config.options.get(THREAD_POOL_OPTION)
+            if pool_size and backend.lanes is not None:
+                backend.lanes.configure(pool_size)
             self._backend = backend
         return self._backend
+
+    @property
+    def backend_chosen(self) -> bool:
+        """Whether the session has chosen its backend (its first job was planned or a variable made)."""
+        return self._backend is not None
 
     def note_device_request(self, device_tag: str) -> None:
         """Warn once per tag when a program places ops on a device other than the session's backend.
