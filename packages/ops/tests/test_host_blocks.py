@@ -2,6 +2,8 @@
 values of the same kernel run as one block."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -65,3 +67,29 @@ def test_sparse_softmax_cross_entropy_in_row_blocks_over_threads_equals_the_whol
     want_prob /= total
     np.testing.assert_array_equal(prob, want_prob)
     np.testing.assert_array_equal(loss, np.log(total.reshape(rows)) - picked)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_an_elementwise_chain_and_relu_grad_in_row_blocks_equal_the_whole_array(monkeypatch, threads):
+    from flowjob_ops.records import fused
+
+    monkeypatch.setenv("FLOWJOB_HOST_THREADS", threads)
+    shape = (9, 16, 40, 40)  # 230,400 values: runs of leading rows, a short last one
+    rng = np.random.default_rng(11)
+    # a strided input (a transposed buffer), a per-channel operand that broadcasts, a full one
+    x = rng.normal(size=(16, 9, 40, 40)).astype(np.float32).transpose(1, 0, 2, 3)
+    scale = rng.normal(size=(16, 1, 1)).astype(np.float32)
+    residual = rng.normal(size=shape).astype(np.float32)
+    f32 = np.dtype(np.float32)
+    steps = (("multiply", {}, (0, 1)), ("add", {}, (-1, 2)), ("relu", {}, (-1,)))
+    ctx = KernelContext(xp=np, backend=make_backend(), op="elementwise_chain", node_name="chain",
+                        attrs={"steps": steps},
+                        inputs=(BlobSpec(shape, f32), BlobSpec((16, 1, 1), f32), BlobSpec(shape, f32)),
+                        outputs=(BlobSpec(shape, f32),))
+    kernel = fused.chain_op().kernel(ctx)
+    assert not isinstance(kernel, functools.partial)  # built to run in blocks
+    got = kernel(x, scale, residual)
+    np.testing.assert_array_equal(got, np.maximum(x * scale + residual, 0))
+    dy = rng.normal(size=shape).astype(np.float32)
+    relu_grad = activations._relu_grad_kernel(_context(make_backend(), shape, "relu_grad", 2))
+    np.testing.assert_array_equal(relu_grad(got, dy), dy * (got > 0))

@@ -12,6 +12,7 @@ kernels on 32 Ki-value blocks gained 1.0-1.3x from a second thread, on 128 Ki-va
 """
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Callable, Sequence
 
@@ -96,3 +97,33 @@ class FlatBlocks:
         """The calling thread's own object for ``key`` (scratch a block needs), made on first use."""
         return self._local.get(key, make)
 
+
+
+class RowBlocks:
+    """Runs of the leading axis of an array of ``shape``, each of about ``block`` values: for elementwise work whose
+    operands may broadcast or be strided views (a run of leading rows is a view of any layout). ``each(body)`` calls
+    ``body(rows)`` on every run, shared over the host threads as ``FlatBlocks`` does; one run (``slice(None)``) for
+    small arrays, device backends and a leading axis of one."""
+
+    def __init__(self, ctx: KernelContext, shape: Sequence[int], block: int | None = None) -> None:
+        size = math.prod(shape)
+        self.ndim, self.rows = len(shape), (shape[0] if shape else 1)
+        if block is None:
+            block = SHARED_BLOCK_ITEMS if split_threads(ctx) > 1 else BLOCK_ITEMS
+        if not getattr(ctx.backend, "host_arrays", True) or size < PARALLEL_ITEMS or self.rows < 2:
+            self.blocks = [slice(None)]
+        else:
+            step = max(1, block // max(1, size // self.rows))
+            self.blocks = [slice(lo, min(self.rows, lo + step)) for lo in range(0, self.rows, step)]
+        self._split = host_parallel(ctx) if len(self.blocks) > 1 else None
+
+    @property
+    def whole(self) -> bool:
+        return len(self.blocks) == 1
+
+    def part(self, a: Any, rows: slice) -> Any:
+        """``a``'s rows ``rows`` where it runs along the leading axis, else all of it (it broadcasts there)."""
+        return a[rows] if getattr(a, "ndim", 0) == self.ndim and a.shape[0] == self.rows else a
+
+    def each(self, body: Callable[[slice], None]) -> None:
+        each_item(self.blocks, body, self._split)

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.records.common import grad_like_second, require_floating, unary_float
-from flowjob_core.backends.host_blocks import FlatBlocks
+from flowjob_core.backends.host_blocks import FlatBlocks, RowBlocks
 from flowjob_ops.kernels.normal_cdf import NormalCdf
 
 
@@ -22,12 +22,21 @@ def _relu_grad(ctx: GradContext) -> list[Any]:
 def _relu_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     mask = ctx.scratch(ctx.outputs[0].shape, dtype=bool)  # a per-step bool temporary would be mmap'd for conv maps
+    blocks = RowBlocks(ctx, ctx.outputs[0].shape)
 
     def run(y: Any, dy: Any) -> Any:
         xp.greater(y, 0, out=mask)
         return xp.multiply(dy, mask, out=out)
 
-    return run
+    def run_in_blocks(y: Any, dy: Any) -> Any:
+        def block(rows: slice) -> None:
+            xp.greater(y[rows], 0, out=mask[rows])
+            xp.multiply(dy[rows], mask[rows], out=out[rows])
+
+        blocks.each(block)
+        return out
+
+    return run if blocks.whole else run_in_blocks
 
 
 RELU = OpDef("relu", unary_float, grad=_relu_grad, name_prefix="Relu", elementwise=Elementwise("maximum", fixed=0),

@@ -21,11 +21,13 @@ recomputed as plain nodes), so a differentiated fused node gives the unfused gra
 """
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core.backends.host_blocks import RowBlocks
 from flowjob_core.backends.host_gemm import SplitMatmul, gemm_split, operand_shape
 from flowjob_core.plugins.builtin_ops import CORE_OPS
 
@@ -240,9 +242,9 @@ class _Chain:
     def kernel(self, ctx: KernelContext) -> Any:
         xp, out = ctx.xp, ctx.out(0)
         dtype = ctx.outputs[0].dtype
-        namespace: dict[str, Any] = {"out": out}
+        namespace: dict[str, Any] = {}
         params = [f"x{i}" for i in range(len(ctx.inputs))]
-        lines = [f"def run({', '.join(params)}):"]
+        lines = [f"def run(out, {', '.join(params)}):"]
         for k, (op, step_attrs, args) in enumerate(self.steps(ctx.attrs)):
             descriptor = self.record(op).elementwise
             assert descriptor is not None
@@ -256,7 +258,17 @@ class _Chain:
             lines.append(f"    f{k}({', '.join(operands)}, out=out)")
         lines.append("    return out")
         exec(compile("\n".join(lines) + "\n", f"<elementwise_chain {ctx.node_name}>", "exec"), namespace)
-        return namespace["run"]
+        run = namespace["run"]
+        # large outputs run in runs of leading rows (over the host threads): every step is elementwise
+        blocks = RowBlocks(ctx, ctx.outputs[0].shape)
+        if blocks.whole:
+            return functools.partial(run, out)
+
+        def run_in_blocks(*inputs: Any) -> Any:
+            blocks.each(lambda rows: run(out[rows], *(blocks.part(x, rows) for x in inputs)))
+            return out
+
+        return run_in_blocks
 
     def grad(self, ctx: GradContext) -> list[Any]:
         steps = self.steps(ctx.attrs)
