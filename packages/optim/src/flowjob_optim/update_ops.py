@@ -240,8 +240,10 @@ def _in_blocks(ctx: KernelContext, rule: Callable[[KernelContext], Step], end: i
         return None
 
     def block_context(size: int) -> KernelContext:
+        # built on first use by the thread running the block: its scratch is its own (``_scratch=None``), never
+        # the plan's pool, whose lending is for kernels built before the step and running one node at a time
         return dataclasses.replace(ctx, inputs=tuple(BlobSpec((size,), s.dtype) if s.shape == spec.shape else s
-                                                     for s in ctx.inputs))
+                                                     for s in ctx.inputs), _scratch=None)
 
     def run_in_blocks(*args: Any) -> None:
         w, slots, g = args[0], args[1:end], args[end]
