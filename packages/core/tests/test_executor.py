@@ -90,6 +90,36 @@ def test_queue_is_bounded():
     ex.close()
 
 
+def test_a_sync_is_not_kept_waiting_by_calls_made_after_it():
+    # a thread calling jobs back to back kept a checkpoint's sync waiting forever: a call made while
+    # another thread syncs now waits for that sync instead of joining what it waits for
+    ex = Executor(lambda e: None, lambda: None)
+    gate = threading.Event()
+    events: list[str] = []
+    ex.submit(lambda: gate.wait(5), lambda raw: raw, wait=False)  # runs on the worker until the gate opens
+
+    def sync() -> None:
+        ex.sync()
+        events.append("sync returned")
+
+    syncer = threading.Thread(target=sync)
+    syncer.start()
+    deadline = time.monotonic() + 5
+    while not ex._sync_waiters and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert ex._sync_waiters == 1
+    later = threading.Thread(target=lambda: ex.submit(lambda: events.append("later call ran"), lambda raw: raw,
+                                                      wait=True).wait())
+    later.start()
+    later.join(0.2)
+    assert later.is_alive() and not events  # held back while the sync waits
+    gate.set()
+    syncer.join(5)
+    later.join(5)
+    assert events == ["sync returned", "later call ran"]
+    ex.close()
+
+
 def test_sync_call_with_nothing_in_flight_runs_in_the_caller():
     ex = Executor(lambda e: None, lambda: None)
     where = []

@@ -144,7 +144,12 @@ class Executor:
             raise RuntimeError("the session is closed; flow.clear_default_session() made a new one")
         worker = self._worker
         in_worker = worker is not None and threading.current_thread() is worker
-        with self._cond_lock:
+        with self._cond:
+            if self._sync_waiters and not in_worker and not getattr(self._local, "depth", 0):
+                # another thread's sync waits for the calls made so far: a new call from outside any call waits
+                # for it to end, else a thread calling jobs back to back could keep the sync waiting forever
+                # (a call's own callbacks and handlers go on: the sync may be waiting for that very call)
+                self._cond.wait_for(lambda: not self._sync_waiters)
             inline = in_worker or (wait and self._outstanding == 0)
             self._outstanding += 1
             self._calls += 1
@@ -273,6 +278,8 @@ class Executor:
                     self._cond.wait_for(lambda: self._outstanding <= mine)
                 finally:
                     self._sync_waiters -= 1
+                    if not self._sync_waiters:
+                        self._cond.notify_all()  # calls held back while it waited
         self._flush_failures()
 
     @property
