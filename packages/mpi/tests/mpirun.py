@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,16 @@ def ranks(n: int, worker: str, *args: object, timeout: float = 60, cwd: object =
     command = [sys.executable, str(WORKERS / worker), *map(str, args)]
     if n:
         command = [find_mpiexec(), "-n", str(n), *command]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    # its own process group: at the time limit the launcher and every rank end, none is left spinning
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
+                          start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:

@@ -6,6 +6,11 @@ as it exits; a rank then found waiting in a collective for more than ``GRACE_S``
 can never finish it (every collective needs every rank), so it aborts the job naming both. The
 grace lets the last collective a leaving rank took part in finish on the slower ranks. A rank killed
 outright is the launcher's business: MPICH's hydra ends the other ranks and reports the signal.
+
+A rank whose launcher is gone (mpiexec killed outright: its rank processes are handed to another
+parent) ends itself: nobody is left to end it, ``MPI_Abort`` has no process manager to reach, and a
+rank blocked in a collective would spin on its core for ever (seen: a test run's time limit killed
+mpiexec, and rank 0 spun for twenty minutes).
 """
 from __future__ import annotations
 
@@ -68,6 +73,8 @@ def install(world: "World") -> None:
     threading.excepthook = thread_hook
     control = world.comm.Dup()  # collective: every rank installs at the same point
     watchdog = threading.Thread(target=_watch, args=(world, control), name="flowjob-mpi-watchdog", daemon=True)
+    threading.Thread(target=_watch_launcher, args=(world, os.getppid()), name="flowjob-mpi-launcher-watch",
+                     daemon=True).start()
     watchdog.start()
     atexit.register(_leave, world, control, watchdog)  # after mpi4py's own (registered earlier): runs first
     if world.rank != 0:
@@ -85,6 +92,24 @@ def abort(world: "World", kind: type[BaseException], exc: BaseException, tb: Any
         time.sleep(FORWARD_S)
     finally:
         world.comm.Abort(ABORT_STATUS)
+
+
+LAUNCHER_POLL_S = 0.2  # how often a rank looks whether the process that started it is still its parent
+
+
+def _watch_launcher(world: "World", launcher: int) -> None:
+    """End this rank at once when ``launcher``, the process that started it, is no longer its parent (see the module
+    notes). Its own thread, which touches no MPI: a rank whose launcher died can hang in any MPI call."""
+    while os.getppid() == launcher:
+        time.sleep(LAUNCHER_POLL_S)
+    try:  # standard error may be a pipe to the dead launcher
+        sys.stderr.write(f"flowjob-mpi: rank {world.rank} of {world.size}: its launcher (process {launcher}) is "
+                         f"gone; ending this rank\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    finally:
+        os._exit(ABORT_STATUS)
 
 
 def _watch(world: "World", control: Any) -> None:
