@@ -43,7 +43,8 @@ def test_a_device_registers_the_backend(monkeypatch):
     regs = gather_registries(make_plugin_manager(plugins=[plugin], autoload=False))
     backend = regs.backends.get("gpu")
     assert backend is not None and backend.xp is fake and backend.device_count() == 1
-    assert regs.kernels.overrides("gpu") == ["elementwise_chain", "relu_grad"]
+    assert regs.kernels.overrides("gpu") == ["elementwise_chain", "relu_grad", "sparse_softmax_cross_entropy",
+                                             "sparse_softmax_cross_entropy_grad"]
 
 
 @pytest.mark.gpu

@@ -1,23 +1,19 @@
 """Kernel overrides for the gpu backend: one fused launch where the xp kernel needs several."""
 from __future__ import annotations
 
-import functools
 from typing import Any
 
+from flowjob_gpu import cross_entropy_kernels
 from flowjob_gpu.chain_kernels import elementwise_chain_kernel
-from flowjob_gpu.sources import kernel_source
+from flowjob_gpu.sources import compiled_module
 
 # (op, CUDA family, symbol per dtype): a CPU-only test checks each symbol is an entry point of flowjob-kernels'
 # cuda/<family>.cu, whose own tests check, where nvcc is present, the entry points of the compiled PTX
 OVERRIDES: dict[str, tuple[str, dict[str, str]]] = {
     "relu_grad": ("elementwise", {"float32": "relu_backward_f32", "float64": "relu_backward_f64"}),
+    "sparse_softmax_cross_entropy": (cross_entropy_kernels.FAMILY, cross_entropy_kernels.FORWARD),
+    "sparse_softmax_cross_entropy_grad": (cross_entropy_kernels.FAMILY, cross_entropy_kernels.BACKWARD),
 }
-
-
-@functools.lru_cache(maxsize=None)
-def _module(cp: Any, family: str, device: int) -> Any:
-    # compiled on first use, once per device; CuPy caches the binary on disk too
-    return cp.RawModule(code=kernel_source(family))
 
 
 def relu_grad_kernel(ctx: Any) -> Any:
@@ -26,7 +22,7 @@ def relu_grad_kernel(ctx: Any) -> Any:
     symbol = symbols.get(ctx.outputs[0].dtype.name)
     if symbol is None:  # other dtypes: the generic kernel's formula
         return lambda y, dy: cp.multiply(dy, y > 0, out=out)
-    fn = _module(cp, family, cp.cuda.Device().id).get_function(symbol)
+    fn = compiled_module(cp, family, cp.cuda.Device().id).get_function(symbol)
     n = out.size
     block = 256
     grid = max(1, min((n + block - 1) // block, 4096))
@@ -41,4 +37,9 @@ def relu_grad_kernel(ctx: Any) -> Any:
     return run
 
 
-KERNEL_BUILDERS = {"relu_grad": relu_grad_kernel, "elementwise_chain": elementwise_chain_kernel}
+KERNEL_BUILDERS = {
+    "relu_grad": relu_grad_kernel,
+    "elementwise_chain": elementwise_chain_kernel,
+    "sparse_softmax_cross_entropy": cross_entropy_kernels.sparse_softmax_cross_entropy_kernel,
+    "sparse_softmax_cross_entropy_grad": cross_entropy_kernels.sparse_softmax_cross_entropy_grad_kernel,
+}

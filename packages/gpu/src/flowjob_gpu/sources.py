@@ -5,8 +5,10 @@ repository); this module only applies the switch, so every source goes through o
 """
 from __future__ import annotations
 
+import functools
 import pathlib
 from importlib.resources.abc import Traversable
+from typing import Any
 
 import flowjob_kernels
 from flowjob_core import switches
@@ -32,3 +34,10 @@ def kernel_source(family: str) -> str:
     except FileNotFoundError as exc:
         where = "FLOWJOB_KERNEL_DIR" if switches.current().kernel_dir else "flowjob-kernels' packaged kernels"
         raise FileNotFoundError(f"flowjob-gpu: {exc} ({where})") from None
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_module(cp: Any, family: str, device: int) -> Any:
+    """``cuda/<family>.cu`` as a ``cupy.RawModule``, made once per device on first use (CuPy compiles it with NVRTC
+    then and keeps the binary on disk)."""
+    return cp.RawModule(code=kernel_source(family))

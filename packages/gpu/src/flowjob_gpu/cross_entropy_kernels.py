@@ -1,0 +1,99 @@
+"""The gpu backend's sparse softmax cross entropy, forward and backward: flowjob-kernels' ``cuda/cross_entropy.cu``,
+one launch each where the xp kernels take eight (max, subtract, pick, exp, sum, divide, log, subtract).
+
+Semantics are the op records' (``flowjob_ops.records.cross_entropy``): a label outside [0, C) adds zero loss and
+zero gradient, and the forward node warns once with the op and the count. The kernel counts such labels on the
+device; the count is read back each step until the node has warned (the xp kernel reads back whether any label
+is out of range every step), never after. Dtypes the source has no entry point for (float16) run the record's
+own kernel.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from flowjob_core import FlowjobError, KernelContext
+
+from flowjob_gpu.sources import compiled_module
+
+FAMILY = "cross_entropy"
+FORWARD = {"float32": "sparse_softmax_xent_f32", "float64": "sparse_softmax_xent_f64"}
+BACKWARD = {"float32": "sparse_softmax_xent_backward_f32", "float64": "sparse_softmax_xent_backward_f64"}
+BLOCK = 256  # threads per block: the forward's reductions need a multiple of 32
+MAX_ROW_BLOCKS = 65535  # the forward's blocks stride over the rows beyond this
+MAX_BLOCKS = 4096  # the backward's grid-stride loop
+
+
+def _own_kernel(ctx: KernelContext) -> Any:
+    """The op record's xp kernel, for a dtype the CUDA source lacks."""
+    if ctx.ops is None:
+        raise FlowjobError(f"op {ctx.node_name!r} ({ctx.op}): no CUDA kernel for {ctx.inputs[1].dtype}, and the "
+                           f"record's own kernel is found in the session's op registry (KernelContext.ops), which "
+                           f"this context lacks")
+    return ctx.ops[ctx.op].kernel(ctx)
+
+
+def _function(ctx: KernelContext, symbol: str) -> Any:
+    cp = ctx.xp
+    return compiled_module(cp, FAMILY, cp.cuda.Device().id).get_function(symbol)
+
+
+def sparse_softmax_cross_entropy_kernel(ctx: KernelContext) -> Any:
+    """Inputs (labels, logits); outputs (per-row loss, softmax)."""
+    logits_spec = ctx.inputs[1]
+    symbol = FORWARD.get(logits_spec.dtype.name)
+    if symbol is None:
+        return _own_kernel(ctx)
+    cp, fn = ctx.xp, _function(ctx, symbol)
+    loss, prob = ctx.out(0), ctx.out(1)
+    classes = logits_spec.shape[-1]
+    rows = math.prod(logits_spec.shape[:-1])
+    labels64 = ctx.workspace((rows,), np.int64)
+    bad = ctx.workspace((1,), np.int32)
+    grid, block = (max(1, min(rows, MAX_ROW_BLOCKS)),), (BLOCK,)
+    size = (cp.int64(rows), cp.int64(classes))
+    warned = [False]
+    what = f"op {ctx.node_name!r} ({ctx.op})"
+
+    def run(labels: Any, logits: Any) -> tuple[Any, Any]:
+        # an unsigned label too large for int64 turns negative here: out of range either way
+        cp.copyto(labels64, labels.reshape(rows), casting="unsafe")
+        if not warned[0]:
+            bad.fill(0)
+        fn(grid, block, (cp.ascontiguousarray(logits), labels64, prob, loss, bad, *size))
+        if not warned[0]:
+            count = int(bad[0])
+            if count:
+                warned[0] = True
+                warnings.warn(
+                    f"{what}: {count} of {rows} labels lie outside the class range [0, {classes}); they add zero "
+                    f"loss and zero gradient (legacy's split-class semantics); said once per op and job",
+                    RuntimeWarning, stacklevel=2)
+        return loss, prob
+
+    return run
+
+
+def sparse_softmax_cross_entropy_grad_kernel(ctx: KernelContext) -> Any:
+    """Inputs (labels, softmax, dy); output (prob - onehot(labels)) * dy, zero rows for labels out of range."""
+    spec = ctx.outputs[0]
+    symbol = BACKWARD.get(spec.dtype.name)
+    if symbol is None:
+        return _own_kernel(ctx)
+    cp, fn = ctx.xp, _function(ctx, symbol)
+    out = ctx.out(0)
+    classes = spec.shape[-1]
+    rows = math.prod(spec.shape[:-1])
+    labels64 = ctx.workspace((rows,), np.int64)
+    grid, block = (max(1, min(-(-rows * classes // BLOCK), MAX_BLOCKS)),), (BLOCK,)
+    size = (cp.int64(rows), cp.int64(classes))
+
+    def run(labels: Any, prob: Any, dy: Any) -> Any:
+        cp.copyto(labels64, labels.reshape(rows), casting="unsafe")
+        fn(grid, block, (cp.ascontiguousarray(prob), labels64, cp.ascontiguousarray(dy), out, *size))
+        return out
+
+    return run
