@@ -14,6 +14,7 @@ from flowjob_core import ConfigError, get_default_session
 def _fresh(monkeypatch: pytest.MonkeyPatch):
     for variable in ("FLOWJOB_HOST_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("FLOWJOB_DEVICE", "cpu")  # the host threads are the cpu backend's (an emulated GPU has none)
     flow.clear_default_session()
     yield
     flow.clear_default_session()
