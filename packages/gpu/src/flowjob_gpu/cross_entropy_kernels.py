@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjob_core import FlowjobError, KernelContext
+from flowjob_core import BlobSpec, FlowjobError, KernelContext
 
 from flowjob_gpu.sources import compiled_module
 
@@ -36,9 +36,21 @@ def _own_kernel(ctx: KernelContext) -> Any:
     return ctx.ops[ctx.op].kernel(ctx)
 
 
-def _function(ctx: KernelContext, symbol: str) -> Any:
-    cp = ctx.xp
-    return compiled_module(cp, FAMILY, cp.cuda.Device().id).get_function(symbol)
+class _Labelled:
+    """What both kernels share: the entry point, the (rows, classes) of the class axis last, and an int64 copy of
+    the labels (the kernels read 64-bit labels whatever integer type the job feeds)."""
+
+    def __init__(self, ctx: KernelContext, spec: BlobSpec, symbol: str) -> None:
+        cp = self.cp = ctx.xp
+        self.fn = compiled_module(cp, FAMILY, cp.cuda.Device().id).get_function(symbol)
+        self.classes, self.rows = spec.shape[-1], math.prod(spec.shape[:-1])
+        self.size = (cp.int64(self.rows), cp.int64(self.classes))
+        self.labels64 = ctx.workspace((self.rows,), np.int64)
+
+    def labels(self, labels: Any) -> Any:
+        # an unsigned label too large for int64 turns negative here: out of range either way
+        self.cp.copyto(self.labels64, labels.reshape(self.rows), casting="unsafe")
+        return self.labels64
 
 
 def sparse_softmax_cross_entropy_kernel(ctx: KernelContext) -> Any:
@@ -47,23 +59,19 @@ def sparse_softmax_cross_entropy_kernel(ctx: KernelContext) -> Any:
     symbol = FORWARD.get(logits_spec.dtype.name)
     if symbol is None:
         return _own_kernel(ctx)
-    cp, fn = ctx.xp, _function(ctx, symbol)
+    kernel = _Labelled(ctx, logits_spec, symbol)
+    cp, fn, rows, classes = kernel.cp, kernel.fn, kernel.rows, kernel.classes
     loss, prob = ctx.out(0), ctx.out(1)
-    classes = logits_spec.shape[-1]
-    rows = math.prod(logits_spec.shape[:-1])
-    labels64 = ctx.workspace((rows,), np.int64)
     bad = ctx.workspace((1,), np.int32)
     grid, block = (max(1, min(rows, MAX_ROW_BLOCKS)),), (BLOCK,)
-    size = (cp.int64(rows), cp.int64(classes))
     warned = [False]
     what = f"op {ctx.node_name!r} ({ctx.op})"
 
     def run(labels: Any, logits: Any) -> tuple[Any, Any]:
-        # an unsigned label too large for int64 turns negative here: out of range either way
-        cp.copyto(labels64, labels.reshape(rows), casting="unsafe")
+        wide = kernel.labels(labels)
         if not warned[0]:
             bad.fill(0)
-        fn(grid, block, (cp.ascontiguousarray(logits), labels64, prob, loss, bad, *size))
+        fn(grid, block, (cp.ascontiguousarray(logits), wide, prob, loss, bad, *kernel.size))
         if not warned[0]:
             count = int(bad[0])
             if count:
@@ -83,17 +91,13 @@ def sparse_softmax_cross_entropy_grad_kernel(ctx: KernelContext) -> Any:
     symbol = BACKWARD.get(spec.dtype.name)
     if symbol is None:
         return _own_kernel(ctx)
-    cp, fn = ctx.xp, _function(ctx, symbol)
-    out = ctx.out(0)
-    classes = spec.shape[-1]
-    rows = math.prod(spec.shape[:-1])
-    labels64 = ctx.workspace((rows,), np.int64)
-    grid, block = (max(1, min(-(-rows * classes // BLOCK), MAX_BLOCKS)),), (BLOCK,)
-    size = (cp.int64(rows), cp.int64(classes))
+    kernel = _Labelled(ctx, spec, symbol)
+    cp, fn, out = kernel.cp, kernel.fn, ctx.out(0)
+    grid, block = (max(1, min(-(-kernel.rows * kernel.classes // BLOCK), MAX_BLOCKS)),), (BLOCK,)
 
     def run(labels: Any, prob: Any, dy: Any) -> Any:
-        cp.copyto(labels64, labels.reshape(rows), casting="unsafe")
-        fn(grid, block, (cp.ascontiguousarray(prob), labels64, cp.ascontiguousarray(dy), out, *size))
+        fn(grid, block, (cp.ascontiguousarray(prob), kernel.labels(labels), cp.ascontiguousarray(dy), out,
+                         *kernel.size))
         return out
 
     return run
