@@ -47,6 +47,12 @@ class _Labelled:
         self.size = (cp.int64(self.rows), cp.int64(self.classes))
         self.labels64 = ctx.workspace((self.rows,), np.int64)
 
+    @classmethod
+    def of(cls, ctx: KernelContext, spec: BlobSpec, symbols: dict[str, str]) -> "_Labelled | None":
+        """For the entry point of ``spec``'s dtype; None where the source has none (the record's kernel runs)."""
+        symbol = symbols.get(spec.dtype.name)
+        return None if symbol is None else cls(ctx, spec, symbol)
+
     def labels(self, labels: Any) -> Any:
         # an unsigned label too large for int64 turns negative here: out of range either way
         self.cp.copyto(self.labels64, labels.reshape(self.rows), casting="unsafe")
@@ -55,11 +61,9 @@ class _Labelled:
 
 def sparse_softmax_cross_entropy_kernel(ctx: KernelContext) -> Any:
     """Inputs (labels, logits); outputs (per-row loss, softmax)."""
-    logits_spec = ctx.inputs[1]
-    symbol = FORWARD.get(logits_spec.dtype.name)
-    if symbol is None:
+    kernel = _Labelled.of(ctx, ctx.inputs[1], FORWARD)
+    if kernel is None:
         return _own_kernel(ctx)
-    kernel = _Labelled(ctx, logits_spec, symbol)
     cp, fn, rows, classes = kernel.cp, kernel.fn, kernel.rows, kernel.classes
     loss, prob = ctx.out(0), ctx.out(1)
     bad = ctx.workspace((1,), np.int32)
@@ -87,11 +91,9 @@ def sparse_softmax_cross_entropy_kernel(ctx: KernelContext) -> Any:
 
 def sparse_softmax_cross_entropy_grad_kernel(ctx: KernelContext) -> Any:
     """Inputs (labels, softmax, dy); output (prob - onehot(labels)) * dy, zero rows for labels out of range."""
-    spec = ctx.outputs[0]
-    symbol = BACKWARD.get(spec.dtype.name)
-    if symbol is None:
+    kernel = _Labelled.of(ctx, ctx.outputs[0], BACKWARD)
+    if kernel is None:
         return _own_kernel(ctx)
-    kernel = _Labelled(ctx, spec, symbol)
     cp, fn, out = kernel.cp, kernel.fn, ctx.out(0)
     grid, block = (max(1, min(-(-kernel.rows * kernel.classes // BLOCK), MAX_BLOCKS)),), (BLOCK,)
 
