@@ -4,7 +4,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from flowjob_core.testing.modules import sibling
@@ -92,26 +91,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads parent processes from /proc (Linux)")
 def test_ranks_whose_launcher_is_killed_outright_end_themselves(tmp_path):
     # the process that started the ranks (hydra's proxy under mpiexec) killed with SIGKILL can end no rank, and rank
     # 0 blocked in a collective would spin on its core for ever: each rank's watchdog sees its parent gone and ends
     launcher = subprocess.Popen([mpirun.find_mpiexec(), "-n", "2", sys.executable, str(mpirun.WORKERS / "orphan.py"),
                                  str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True)
-    pids: list[int] = []
+    started: list[tuple[int, int]] = []  # (rank's process, its parent)
     try:
         deadline = time.monotonic() + 60
-        while len(pids) < 2 and time.monotonic() < deadline:
-            pids = [int(p.read_text()) for p in sorted(tmp_path.glob("rank*.pid"))]
+        while len(started) < 2 and time.monotonic() < deadline:
+            started = [tuple(map(int, p.read_text().split())) for p in sorted(tmp_path.glob("rank*.pid"))]
             time.sleep(0.1)
-        assert len(pids) == 2, "the ranks did not start"
+        assert len(started) == 2, "the ranks did not start"
+        pids = [pid for pid, _ in started]
         time.sleep(0.5)  # rank 0 is in its barrier
-        for parent in {_parent(pid) for pid in pids}:
+        for parent in {parent for _, parent in started}:
             os.kill(parent, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
