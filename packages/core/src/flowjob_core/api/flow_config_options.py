@@ -126,11 +126,6 @@ def _setter(name: str) -> Any:
 
     def set_option(val: Any = option.default) -> None:
         _TOP._store(name, check_value(f"flow.config.{name}", option, val))
-        if name == "compute_thread_pool_size" and get_default_session().backend_chosen:
-            # legacy ignored it silently once the session had started
-            warnings.warn(f"flow.config.compute_thread_pool_size({val}) comes after the session's first job was "
-                          f"planned: this session's steps keep their thread count (set it before the first job "
-                          f"runs)", RuntimeWarning, stacklevel=2)
 
     set_option.__name__ = set_option.__qualname__ = name
     set_option.__doc__ = f"Legacy ``flow.config.{name}``: checked and recorded; it tuned {option.why}."
@@ -141,7 +136,18 @@ def _setter(name: str) -> Any:
 
 comm_net_worker_num = _setter("comm_net_worker_num")
 max_mdsave_worker_num = _setter("max_mdsave_worker_num")
-compute_thread_pool_size = _setter("compute_thread_pool_size")
+_store_compute_thread_pool_size = _setter("compute_thread_pool_size")
+
+
+def compute_thread_pool_size(val: int) -> None:
+    """Legacy ``flow.config.compute_thread_pool_size``: the host threads of the session's steps, read when the
+    session chooses its backend (``FLOWJOB_HOST_THREADS`` wins where set)."""
+    _store_compute_thread_pool_size(val)
+    if get_default_session().backend_chosen:
+        # legacy ignored it silently once the session had started
+        warnings.warn(f"flow.config.compute_thread_pool_size({val}) comes after the session's first job was "
+                      f"planned: this session's steps keep their thread count (set it before the first job runs)",
+                      RuntimeWarning, stacklevel=2)
 rdma_mem_block_mbyte = _setter("rdma_mem_block_mbyte")
 rdma_recv_msg_buf_mbyte = _setter("rdma_recv_msg_buf_mbyte")
 reserved_host_mem_mbyte = _setter("reserved_host_mem_mbyte")

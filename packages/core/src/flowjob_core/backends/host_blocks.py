@@ -35,6 +35,18 @@ def split_threads(ctx: KernelContext) -> int:
     return getattr(lanes, "threads", 1) if host_parallel(ctx) is not None else 1
 
 
+def _block_items(ctx: KernelContext, block: int | None) -> int:
+    """``block``, else the default size: larger where the blocks are shared over threads (the module notes)."""
+    if block is not None:
+        return block
+    return SHARED_BLOCK_ITEMS if split_threads(ctx) > 1 else BLOCK_ITEMS
+
+
+def _worth_blocking(ctx: KernelContext, size: int) -> bool:
+    """Whether ``size`` values on this backend go in blocks (host memory, and large enough to pay for it)."""
+    return getattr(ctx.backend, "host_arrays", True) and size >= PARALLEL_ITEMS
+
+
 class PerThread:
     """Objects made on first use per (key, calling thread): scratch for blocks that run on several threads."""
 
@@ -82,10 +94,7 @@ class FlatBlocks:
     """Ranges [start, stop) covering ``range(size)``; ``each(body)`` calls ``body(start, stop)`` on each."""
 
     def __init__(self, ctx: KernelContext, size: int, block: int | None = None) -> None:
-        if block is None:
-            block = SHARED_BLOCK_ITEMS if split_threads(ctx) > 1 else BLOCK_ITEMS
-        if not getattr(ctx.backend, "host_arrays", True) or size < PARALLEL_ITEMS:
-            block = max(size, 1)
+        block = _block_items(ctx, block) if _worth_blocking(ctx, size) else max(size, 1)
         self.ranges = [(start, min(start + block, size)) for start in range(0, size, block)] or [(0, 0)]
         self._split = host_parallel(ctx) if len(self.ranges) > 1 else None
         self._local = PerThread()
@@ -98,7 +107,6 @@ class FlatBlocks:
         return self._local.get(key, make)
 
 
-
 class RowBlocks:
     """Runs of the leading axis of an array of ``shape``, each of about ``block`` values: for elementwise work whose
     operands may broadcast or be strided views (a run of leading rows is a view of any layout). ``each(body)`` calls
@@ -108,12 +116,10 @@ class RowBlocks:
     def __init__(self, ctx: KernelContext, shape: Sequence[int], block: int | None = None) -> None:
         size = math.prod(shape)
         self.ndim, self.rows = len(shape), (shape[0] if shape else 1)
-        if block is None:
-            block = SHARED_BLOCK_ITEMS if split_threads(ctx) > 1 else BLOCK_ITEMS
-        if not getattr(ctx.backend, "host_arrays", True) or size < PARALLEL_ITEMS or self.rows < 2:
+        if not _worth_blocking(ctx, size) or self.rows < 2:
             self.blocks = [slice(None)]
         else:
-            step = max(1, block // max(1, size // self.rows))
+            step = max(1, _block_items(ctx, block) // max(1, size // self.rows))
             self.blocks = [slice(lo, min(self.rows, lo + step)) for lo in range(0, self.rows, step)]
         self._split = host_parallel(ctx) if len(self.blocks) > 1 else None
 

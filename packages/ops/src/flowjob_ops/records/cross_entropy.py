@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
-from flowjob_core.backends.host_blocks import PARALLEL_ITEMS, each_item, host_parallel
+from flowjob_core.backends.host_blocks import RowBlocks
 
 from flowjob_ops.kernels.class_labels import ClassLabels, of_forward
 from flowjob_ops.records.common import require_floating, same_dtype
@@ -67,17 +67,16 @@ def _sparse_kernel(ctx: KernelContext) -> Any:
     red = ctx.scratch((m, 1), logits_spec.dtype)
     labels = ClassLabels(ctx, m, classes, warn=True).publish(ctx)
     # row blocks on the host (each row's max and sum are its own, so blocks give the whole array's bits)
-    per_block = max(1, ROW_BLOCK_ITEMS // max(classes, 1)) if getattr(ctx.backend, "host_arrays", True) else m
-    blocks = [slice(lo, min(m, lo + per_block)) for lo in range(0, m, per_block)] or [slice(0, 0)]
-    split = host_parallel(ctx) if len(blocks) > 1 and m * classes >= PARALLEL_ITEMS else None
-    rows = xp.arange(min(per_block, m))
+    blocks = RowBlocks(ctx, (m, classes), block=ROW_BLOCK_ITEMS)
+    rows = xp.arange(m)
 
     def run(labels_in: Any, logits: Any) -> tuple[Any, Any]:
         lab, valid = labels.split(labels_in)
         logits2 = logits.reshape(m, classes)
 
         def block(b: slice) -> None:
-            p, r, n = prob2[b], red[b], b.stop - b.start
+            p, r = prob2[b], red[b]
+            n = p.shape[0]
             xp.max(logits2[b], axis=1, keepdims=True, out=r)
             xp.subtract(logits2[b], r, out=p)
             # picked before exp: log(sum) - (x - max)[label] stays finite where prob underflows
@@ -88,7 +87,7 @@ def _sparse_kernel(ctx: KernelContext) -> Any:
             xp.log(r.reshape(n), out=loss1[b])
             xp.subtract(loss1[b], picked, out=loss1[b])
 
-        each_item(blocks, block, split)
+        blocks.each(block)
         if valid is not None:  # a label outside [0, C) adds no loss
             xp.multiply(loss1, valid, out=loss1)
         return loss, prob
