@@ -56,6 +56,10 @@ class Switches:
     gpu_emulation: bool = _switch(
         "FLOWJOB_GPU_EMULATION", False,
         "flowjob-gpu's backend on an emulated CuPy (numpy behind CuPy's names; the default device, no GPU needed)")
+    cuda_graphs: bool = _switch(
+        "FLOWJOB_CUDA_GRAPHS", True,
+        "the gpu backend records each step's device work as CUDA graphs once and replays them (0: launch every kernel "
+        "each step)")
     data_home: str = _switch(
         "FLOWJOB_DATA_HOME", "", "dataset cache folder (flowjob-data; default ${XDG_CACHE_HOME:-~/.cache}/flowjob)")
 

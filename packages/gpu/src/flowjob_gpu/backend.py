@@ -6,6 +6,7 @@ from typing import Any
 from flowjob_core import Backend
 
 from flowjob_gpu.random import HostSeededGenerator
+from flowjob_gpu.step_graphs import step_recorder
 
 
 def available_cupy() -> Any | None:
@@ -36,4 +37,5 @@ def make_backend(cp: Any) -> Backend:
         description=f"cupy {cp.__version__}",
         # NVTX ranges, which Nsight Systems shows (flow.profiler); looked up when used
         profiler_range=(lambda name: cp.cuda.nvtx.RangePush(name), lambda: cp.cuda.nvtx.RangePop()),
+        step_recorder=step_recorder(cp),  # whole-step CUDA graphs (FLOWJOB_CUDA_GRAPHS)
     )

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowjob_gpu import cross_entropy_kernels
+from flowjob_gpu import cross_entropy_kernels, update_kernels
 from flowjob_gpu.chain_kernels import elementwise_chain_kernel
 from flowjob_gpu.sources import compiled_module
 
@@ -13,6 +13,7 @@ OVERRIDES: dict[str, tuple[str, dict[str, str]]] = {
     "relu_grad": ("elementwise", {"float32": "relu_backward_f32", "float64": "relu_backward_f64"}),
     "sparse_softmax_cross_entropy": (cross_entropy_kernels.FAMILY, cross_entropy_kernels.FORWARD),
     "sparse_softmax_cross_entropy_grad": (cross_entropy_kernels.FAMILY, cross_entropy_kernels.BACKWARD),
+    **update_kernels.OVERRIDES,
 }
 
 
@@ -42,4 +43,5 @@ KERNEL_BUILDERS = {
     "elementwise_chain": elementwise_chain_kernel,
     "sparse_softmax_cross_entropy": cross_entropy_kernels.sparse_softmax_cross_entropy_kernel,
     "sparse_softmax_cross_entropy_grad": cross_entropy_kernels.sparse_softmax_cross_entropy_grad_kernel,
+    **update_kernels.KERNEL_BUILDERS,
 }

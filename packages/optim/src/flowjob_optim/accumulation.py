@@ -88,6 +88,7 @@ def gated(run: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
     def run_if_finite(*args: Any) -> Any:
         return inner(*args[:-1]) if int(args[-1][0]) == 0 else None
 
+    run_if_finite.host_state = True  # type: ignore[attr-defined]  # decides on the host: never recorded for replay
     return run_if_finite
 
 
@@ -104,6 +105,7 @@ def _on_last_micro_batch(run: Callable[..., Any], attrs: dict) -> Callable[..., 
         return None
 
     run_on_last.gated = True  # type: ignore[attr-defined]  # the planner's output check waits for a real call
+    run_on_last.host_state = True  # type: ignore[attr-defined]  # decides on the host: never recorded for replay
     return run_on_last
 
 
@@ -140,7 +142,7 @@ def _accumulate_kernel(ctx: KernelContext) -> Any:
 
 GRAD_ACCUMULATE = OpDef(
     "optim_grad_accumulate", _accumulate_infer, kernel=_accumulate_kernel, not_differentiable=True,
-    name_prefix="GradientAccumulation",
+    host_state=True, name_prefix="GradientAccumulation",
     doc="inputs (accumulator, gradient, micro-step counter): gradient * scale, plus the accumulator unless "
         "the counter starts a cycle of accumulation_steps calls")
 
@@ -171,7 +173,7 @@ def _store_kernel(ctx: KernelContext) -> Any:
 
 GRAD_ACCUMULATE_STORE = OpDef(
     "optim_grad_accumulate_store", _store_infer, kernel=_store_kernel, not_differentiable=True, mutates=(0,),
-    name_prefix="GradientAccumulationStore",
+    host_state=True, name_prefix="GradientAccumulationStore",
     doc="inputs (accumulator, sum, micro-step counter): keeps the sum in the accumulator for the next call, "
         "except on the last call of a cycle")
 

@@ -61,7 +61,7 @@ def _learning_rate_kernel(ctx: KernelContext) -> Any:
 
 
 LEARNING_RATE = OpDef("optim_learning_rate", _learning_rate_infer, kernel=_learning_rate_kernel,
-                      not_differentiable=True, name_prefix="LearningRate",
+                      not_differentiable=True, name_prefix="LearningRate", host_state=True,
                       doc="The learning rate for the step in the counter (float32, shape (1,)) of the schedule "
                           "that the attribute 'schedule' names by its key in the global function's bindings.")
 

@@ -148,6 +148,12 @@ class OpDef:
     (convolutions, pooling). A plan holding such a node keeps BLAS to one thread per caller and cuts its large
     matrix products over the host threads too (``flowjob_core.backends.host_gemm``): OpenBLAS's idle workers
     spin on the cores for a while after each threaded call, and took the cores those parts needed.
+    ``host_state``: the kernel reads or changes state on the host each call (a schedule evaluated in Python, a
+    value read back from the device). A backend that records a step once and replays it (CUDA graphs,
+    ``flowjob_core.plan.pieces``) runs such a node live, between recorded pieces, every step; so it does for
+    ``ordered`` and ``cpu_only`` nodes, for a kernel whose builder drew a random stream (``KernelContext.rng``)
+    and for a kernel function carrying the attribute ``host_state = True`` (``effect`` alone is no such mark: a
+    returned value's copy or a variable's assignment is device work).
     """
 
     name: str
@@ -175,6 +181,7 @@ class OpDef:
     cpu_only: bool = False
     parallel_num_attr: str | None = None
     host_split: bool = False
+    host_state: bool = False
 
     def __post_init__(self) -> None:
         if self.amp is not None and self.amp not in AMP_CLASSES:
@@ -257,5 +264,10 @@ class KernelContext:
             return self.xp.empty(tuple(shape), dtype=dtype)
         return self._scratch.take(shape, dtype)
 
+    host_state: bool = field(default=False, repr=False)
+    """Set when the builder draws a random stream (``rng``): the stream lives on the host and advances each call,
+    so a step recorded for replay runs this node live (``OpDef.host_state``)."""
+
     def rng(self, seed: int | None = None) -> Any:
+        self.host_state = True
         return self.backend.make_rng(seed if seed is not None else self.attrs.get("seed"))

@@ -21,6 +21,7 @@ from flowjob_core.ir.job import Job, Node
 from flowjob_core.plan import kernel_outputs, numerics
 from flowjob_core.ir.opdef import KernelContext
 from flowjob_core.plan.lanes import LanePlan, Section, Signals, blas_wide, plan_lanes
+from flowjob_core.plan.pieces import StepCall, StepProgram
 from flowjob_core.plan.scratch import NodeScratch, ScratchPool
 
 if TYPE_CHECKING:
@@ -210,6 +211,8 @@ class Plan:
         while tb is not None:
             if tb.tb_frame.f_code.co_filename == self._filename:
                 node = self._line_nodes.get(tb.tb_lineno)
+            elif self.program is not None:  # a piece of the step (flowjob_core.plan.pieces)
+                node = self.program.piece_lines.get(tb.tb_frame.f_code.co_filename, {}).get(tb.tb_lineno, node)
             tb = tb.tb_next
         if node is None:
             return StepError(f"job {self.job.name!r}: step failed: {exc!r}")
@@ -220,6 +223,7 @@ class Plan:
     _line_nodes: dict[int, Node] = field(default_factory=dict)
     checks_numerics: bool = False  # plans specialised from this one (smaller dynamic feeds) check too
     lanes: LanePlan | None = None  # the sections run side by side on the host threads (None: in order)
+    program: StepProgram | None = None  # the step's calls as data where they run in order (None: lanes)
 
 
 def build_plan(job: Job, backend: "Backend", registries: "Registries", variables: "VariableStore",
@@ -275,6 +279,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
 
     placeholder_vars = [var(p.lbn) for p in job.placeholders]
     calls: dict[int, str] = {}  # order position -> the statement calling its kernel
+    program_calls: list[StepCall] = []  # the same calls as data, in order (flowjob_core.plan.pieces)
     kernel_count = 0
     followers = None  # readers of data-dependent rows (argwhere): kernels built per actual shape
     if dynamic_extent:
@@ -309,6 +314,8 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
         except Exception as exc:
             raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
                                f"{node.source} failed: {exc!r}") from exc
+        live = (opdef.host_state or opdef.ordered or opdef.cpu_only or kctx.host_state
+                or bool(getattr(fn, "host_state", False)))
         if check:
             fn = numerics.checked(fn, backend.xp, job, node, opdef.mutates)
         kname = f"k{kernel_count}"
@@ -320,6 +327,8 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
         if node.outputs:
             call = f"{', '.join(var(o) for o in node.outputs)} = {call}"
         calls[position] = call
+        program_calls.append(StepCall(node, kname, tuple(var(i) for i in node.inputs),
+                                      tuple(var(o) for o in node.outputs), live))
     lines = ["def step(feeds):"]
     if placeholder_vars:
         lines.append(f"    {', '.join(placeholder_vars)}, = feeds")
@@ -348,6 +357,11 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     plan._line_nodes = line_nodes
     plan.checks_numerics = check
     plan.lanes = lane_plan
+    if lane_plan is None:
+        plan.program = StepProgram(job.name, namespace, program_calls, tuple(placeholder_vars),
+                                   tuple(var(lbn) for lbn in job.returns), tuple(var(s.lbn) for s in job.side_outputs))
+    if backend.step_recorder is not None and plan.program is not None and not check and not dynamic_extent:
+        plan.step = backend.step_recorder(plan)  # records the step once and replays it (the gpu backend's graphs)
     return plan
 
 

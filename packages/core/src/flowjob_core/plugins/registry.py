@@ -110,6 +110,9 @@ class Backend:
     ``standard_normal(out=, dtype=)`` (numpy ``Generator`` signatures), which fill ``out`` in place.
     ``profiler_range``: ``(push(name), pop())`` opening and closing a named range in the device's own profiler
     (NVTX on CUDA), for ``flow.profiler``'s ranges; None where the device has none.
+    ``step_recorder(plan)``: the step function that replaces ``plan.step`` (the generated one) for a plan whose
+    nodes run in order (``plan.program``, ``flowjob_core.plan.pieces``) and check no numerics: one that records
+    the step once and replays it (the gpu backend's CUDA graphs). None (the default): the generated step runs.
     """
 
     tag: str
@@ -125,6 +128,7 @@ class Backend:
     parallel: Callable[[Callable[[int, int], None], int], None] = split_serially
     lanes: Any = None
     profiler_range: tuple[Callable[[str], None], Callable[[], None]] | None = None
+    step_recorder: Callable[[Any], Callable[[list[Any]], Any]] | None = None
 
 
 class BackendRegistry:

@@ -71,7 +71,8 @@ def _kernel(ctx: KernelContext) -> Any:
     return run
 
 
-COCO_READER = OpDef("coco_reader", _infer, kernel=_kernel, not_differentiable=True, name_prefix="COCOReader",
+COCO_READER = OpDef("coco_reader", _infer, kernel=_kernel, not_differentiable=True,
+                    host_state=True, name_prefix="COCOReader",
                     output_names=OUTPUTS, effect=True,
                     doc="one COCO batch per step: image bytes, ids, sizes, boxes, labels and polygons")
 

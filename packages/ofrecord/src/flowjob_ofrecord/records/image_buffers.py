@@ -55,7 +55,8 @@ def _kernel(ctx: KernelContext) -> Any:
 
 
 IMAGE_DECODE_TENSOR_BUFFER = OpDef(
-    "image_decode_tensor_buffer", _infer, kernel=_kernel, not_differentiable=True, name_prefix="ImageDecode",
+    "image_decode_tensor_buffer", _infer, kernel=_kernel, not_differentiable=True,
+    host_state=True, name_prefix="ImageDecode",
     doc="each element's encoded image decoded to (H, W, C) pixels of data_type (BGR, RGB or GRAY)")
 
 

@@ -193,7 +193,7 @@ IMAGE_RANDOM_CROP = _op("image_random_crop", _random_crop_infer, _random_crop, "
 IMAGE_NORMALIZE = _op("image_normalize", _normalize_infer, _normalize, "ImageNormalize",
                       "(image - mean) / std per channel for each image of a handle, float32; a handle")
 IMAGE_BATCH_ALIGN = OpDef(
-    "image_batch_align", _batch_align_infer, kernel=_batch_align_kernel, not_differentiable=True,
+    "image_batch_align", _batch_align_infer, kernel=_batch_align_kernel, not_differentiable=True, host_state=True,
     name_prefix="ImageBatchAlign",
     doc="Images of a handle pasted top-left into one zero-padded (batch, H, W, C) blob, H and W aligned")
 

@@ -204,20 +204,21 @@ def _cmn_kernel(ctx: KernelContext) -> Any:
 
 
 IMAGE_RESIZE_TO_FIXED = OpDef(
-    "image_resize_to_fixed", _resize_infer, kernel=_resize_kernel, not_differentiable=True,
+    "image_resize_to_fixed", _resize_infer, kernel=_resize_kernel, not_differentiable=True, host_state=True,
     name_prefix="ImageResize", output_names=("out", "scale"),
     doc="Decoded images resized to (batch, h, w, C), and each image's (w, h) scale, float32")
 IMAGE_RESIZE_KEEP_ASPECT_RATIO = OpDef(
     "image_resize_keep_aspect_ratio", _keep_ratio_infer, kernel=_keep_ratio_kernel, not_differentiable=True,
+    host_state=True,
     name_prefix="ImageResize", output_names=("out", "scale", "size"),
     doc="Decoded images resized keeping their aspect ratio (a handle), their (w, h) scales and (w, h) sizes")
 IMAGE_CROP_FROM_TENSORBUFFER = OpDef(
-    "image_crop_from_tensorbuffer", _crop_infer, kernel=_crop_kernel, not_differentiable=True,
+    "image_crop_from_tensorbuffer", _crop_infer, kernel=_crop_kernel, not_differentiable=True, host_state=True,
     name_prefix="CropMirrorNormalize_Crop",
     doc="Images of differing sizes (a handle) cropped to one (batch, crop_h, crop_w, C) uint8 blob")
 
 CROP_MIRROR_NORMALIZE = OpDef(
-    "crop_mirror_normalize_from_uint8", _cmn_infer, kernel=_cmn_kernel, not_differentiable=True,
+    "crop_mirror_normalize_from_uint8", _cmn_infer, kernel=_cmn_kernel, not_differentiable=True, host_state=True,
     name_prefix="CropMirrorNormalize",
     doc="Crops a window, flips the images whose mirror flag is set, subtracts mean and divides by std")
 

@@ -70,10 +70,11 @@ def _kernel(ctx: KernelContext) -> Any:
 
 
 MEGATRON_GPT_MMAP_DATA_LOADER = OpDef(
-    "megatron_gpt_mmap_data_loader", _infer, kernel=_kernel, not_differentiable=True, name_prefix="gpt_data_loader",
+    "megatron_gpt_mmap_data_loader", _infer, kernel=_kernel, not_differentiable=True,
+    host_state=True, name_prefix="gpt_data_loader",
     effect=True, doc="batches of seq_length + 1 tokens from a Megatron .idx/.bin dataset, shuffled as legacy's loader")
 MEGATRON_GPT_MMAP_DATA_LOADER_WITH_PROGRESS = OpDef(
-    "megatron_gpt_mmap_data_loader_with_progress", _infer, kernel=_kernel, not_differentiable=True,
+    "megatron_gpt_mmap_data_loader_with_progress", _infer, kernel=_kernel, not_differentiable=True, host_state=True,
     name_prefix="gpt_data_loader", mutates=(0,), effect=True,
     doc="megatron_gpt_mmap_data_loader taking the batch its iteration counter (input 0) names, then advancing it")
 

@@ -90,10 +90,11 @@ def _raw_kernel(ctx: KernelContext) -> Any:
 
 
 OFRECORD_READER = OpDef("ofrecord_reader", _reader_infer, kernel=_reader_kernel, not_differentiable=True,
+                        host_state=True,
                         name_prefix="OFRecord_Reader",
                         doc="The next batch of records of an OFRecord folder (their ids, int64), read ahead")
 OFRECORD_RAW_DECODER = OpDef("ofrecord_raw_decoder", _raw_infer, kernel=_raw_kernel, not_differentiable=True,
-                             name_prefix="OFRecordRawDecoder",
+                             host_state=True, name_prefix="OFRecordRawDecoder",
                              doc="One feature of each record as a (batch, *shape) blob of a numeric dtype")
 
 OPS = (OFRECORD_READER, OFRECORD_RAW_DECODER)

@@ -162,10 +162,11 @@ def _decoder_kernel(ctx: KernelContext) -> Any:
     return copy_decoded(ctx, reader)
 
 
-ONEREC_READER = OpDef("onerec_reader", _reader_infer, kernel=_reader_kernel, not_differentiable=True,
+ONEREC_READER = OpDef("onerec_reader", _reader_infer, kernel=_reader_kernel, not_differentiable=True, host_state=True,
                       name_prefix="OneRecReader",
                       doc="The next batch of examples of a list of OneRec files (their ids, int64), read ahead")
 ONEREC_DECODER = OpDef("onerec_decoder", _decoder_infer, kernel=_decoder_kernel, not_differentiable=True,
+                       host_state=True,
                        name_prefix="OneRecDecoder",
                        doc="One feature's tensor of each OneRec example as a (batch, *shape) blob")
 

@@ -71,7 +71,8 @@ def _encode_kernel(ctx: KernelContext) -> Any:
 
 
 CATEGORICAL_ORDINAL_ENCODE = OpDef(
-    "categorical_ordinal_encode", _encode_infer, kernel=_encode_kernel, not_differentiable=True, mutates=(1, 2),
+    "categorical_ordinal_encode", _encode_infer, kernel=_encode_kernel, not_differentiable=True,
+    host_state=True, mutates=(1, 2),
     effect=True, name_prefix="CategoricalOrdinalEncode",
     doc="ordinals 1, 2, ... by first appearance from a hash table (table, size updated in place)")
 

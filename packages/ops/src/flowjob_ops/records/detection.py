@@ -193,7 +193,7 @@ def _mask_kernel(ctx: KernelContext) -> Any:
 
 
 OBJECT_SEGMENTATION_POLYGON_TO_MASK = OpDef(
-    "object_segmentation_polygon_to_mask", _mask_infer, kernel=_mask_kernel, not_differentiable=True,
+    "object_segmentation_polygon_to_mask", _mask_infer, kernel=_mask_kernel, not_differentiable=True, host_state=True,
     name_prefix="ObjectSegmPolyToMask", input_names=("poly", "poly_index", "image_size"),
     doc="each image's objects drawn from their polygons into int8 (objects, h, w) masks", amp="black")
 

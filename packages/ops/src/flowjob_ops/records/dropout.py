@@ -81,7 +81,7 @@ def _grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("multiply", [ctx.out_grads[0], ctx.outputs[1]])]
 
 
-DROPOUT = OpDef("dropout", _infer, kernel=_kernel, grad=_grad, name_prefix="Dropout",
+DROPOUT = OpDef("dropout", _infer, kernel=_kernel, grad=_grad, host_state=True, name_prefix="Dropout",
                 doc="out_0 = x * mask (train) or x (predict); out_1 = the mask, 0 or 1/(1-rate)", amp="gray")
 
 
@@ -108,7 +108,7 @@ def _random_mask_kernel(ctx: KernelContext) -> Any:
 
 
 RANDOM_MASK_LIKE = OpDef("random_mask_like", _random_mask_infer, kernel=_random_mask_kernel, not_differentiable=True,
-                         name_prefix="RandomMaskLike",
+                         host_state=True, name_prefix="RandomMaskLike",
                          doc="int8 mask like the input: 1 with probability 1 - rate, else 0; fresh every step",
                          amp="clear")
 

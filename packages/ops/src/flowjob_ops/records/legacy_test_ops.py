@@ -132,6 +132,7 @@ def _random_source_kernel(ctx: KernelContext) -> Any:
 
 TEST_RANDOM_SOURCE = OpDef(
     "test_random_source", _random_source_infer, kernel=_random_source_kernel, not_differentiable=True,
+    host_state=True,
     legacy_names=("TestRandomSource",),
     doc="five uniform float32 draws in [0, 1) per step from legacy's CPU stream of std::mt19937(seed)")
 

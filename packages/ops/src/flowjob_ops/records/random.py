@@ -60,7 +60,7 @@ def _decode_kernel(ctx: KernelContext) -> Any:
 
 
 DECODE_RANDOM = OpDef("decode_random", _decode_infer, kernel=_decode_kernel, not_differentiable=True,
-                      name_prefix="DecodeRandom",
+                      host_state=True, name_prefix="DecodeRandom",
                       doc="(batch_size, *shape) values drawn from the initializer, fresh every step")
 
 
@@ -104,11 +104,12 @@ def _random_kernel(kind: str) -> Any:
 
 
 RANDOM_UNIFORM = OpDef("random_uniform", _random_infer, kernel=_random_kernel("uniform"), not_differentiable=True,
-                       name_prefix="RandomUniform", doc="uniform in [minval, maxval), fresh every step")
+                       host_state=True, name_prefix="RandomUniform",
+                       doc="uniform in [minval, maxval), fresh every step")
 
 
 RANDOM_NORMAL = OpDef("random_normal", _random_infer, kernel=_random_kernel("normal"), not_differentiable=True,
-                      name_prefix="RandomNormal", doc="normal(mean, stddev), fresh every step")
+                      host_state=True, name_prefix="RandomNormal", doc="normal(mean, stddev), fresh every step")
 
 
 # bernoulli, coin_flip, batch permutations ------------------------------------------------------------
@@ -195,16 +196,18 @@ def _permutation_kernel(ctx: KernelContext) -> Any:
 
 
 BERNOULLI = OpDef("bernoulli", _bernoulli_infer, kernel=_bernoulli_kernel, not_differentiable=True,
-                  name_prefix="Bernoulli", doc="1 with probability x, else 0, in dtype (default x's)", amp="black")
+                  host_state=True, name_prefix="Bernoulli", doc="1 with probability x, else 0, in dtype (default x's)",
+                  amp="black")
 
 
 COIN_FLIP = OpDef("coin_flip", _coin_flip_infer, kernel=_coin_flip_kernel, not_differentiable=True,
-                  name_prefix="CoinFlip", doc="(batch_size,) int8: 1 with the given probability, else 0")
+                  host_state=True, name_prefix="CoinFlip",
+                  doc="(batch_size,) int8: 1 with the given probability, else 0")
 
 
 BATCH_PERMUTATION = OpDef("generate_random_batch_permutation_indices", _permutation_infer,
                           kernel=_permutation_kernel, not_differentiable=True,
-                          name_prefix="RandomBatchPermutationIndices",
+                          host_state=True, name_prefix="RandomBatchPermutationIndices",
                           doc="int32 random permutation of range(x.shape[0]), fresh every step", amp="black")
 
 OPS = (DECODE_RANDOM, RANDOM_UNIFORM, RANDOM_NORMAL, BERNOULLI, COIN_FLIP, BATCH_PERMUTATION)

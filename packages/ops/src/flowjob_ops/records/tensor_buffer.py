@@ -93,7 +93,7 @@ def _to_buffer_kernel(ctx: KernelContext) -> Any:
 
 
 TENSOR_TO_TENSOR_BUFFER = OpDef(
-    "tensor_to_tensor_buffer", _to_buffer_infer, kernel=_to_buffer_kernel, not_differentiable=True,
+    "tensor_to_tensor_buffer", _to_buffer_infer, kernel=_to_buffer_kernel, not_differentiable=True, host_state=True,
     name_prefix="TensorToTensorBuffer", input_names=("in",), attr_names=("instance_dims",),
     doc="a tensor buffer of the input's outer axes; each element the last instance_dims axes", amp="black")
 
@@ -124,7 +124,7 @@ def _to_tensor_kernel(ctx: KernelContext) -> Any:
 
 
 TENSOR_BUFFER_TO_TENSOR = OpDef(
-    "tensor_buffer_to_tensor", _to_tensor_infer, kernel=_to_tensor_kernel, not_differentiable=True,
+    "tensor_buffer_to_tensor", _to_tensor_infer, kernel=_to_tensor_kernel, not_differentiable=True, host_state=True,
     name_prefix="TensorBufferToTensor", input_names=("in",), attr_names=("dtype", "instance_shape"),
     doc="the elements of a tensor buffer (each of instance_shape and dtype) stacked into one tensor", amp="black")
 
@@ -162,7 +162,8 @@ def _gen_kernel(ctx: KernelContext) -> Any:
 
 
 GEN_TENSOR_BUFFER = OpDef(
-    "gen_tensor_buffer", _gen_infer, kernel=_gen_kernel, not_differentiable=True, name_prefix="GenTensorBuffer",
+    "gen_tensor_buffer", _gen_infer, kernel=_gen_kernel, not_differentiable=True,
+    host_state=True, name_prefix="GenTensorBuffer",
     attr_names=("shape", "shape_list", "value_list", "data_type", "dynamic_out"),
     doc="a tensor buffer whose element k is shape_list[k] filled with value_list[k]")
 
@@ -198,7 +199,7 @@ def _list_kernel(ctx: KernelContext) -> Any:
 
 
 TENSOR_BUFFER_TO_LIST_OF_TENSORS = OpDef(
-    "tensor_buffer_to_list_of_tensors", _list_infer, kernel=_list_kernel, not_differentiable=True,
+    "tensor_buffer_to_list_of_tensors", _list_infer, kernel=_list_kernel, not_differentiable=True, host_state=True,
     name_prefix="TensorBufferToListOfTensors", input_names=("in",),
     attr_names=("out_shape", "out_dtype", "dynamic_out"), dynamic_extent=True,
     doc="one output per tensor buffer element (planned at out_shape; dynamic_out: each its own shape)",
@@ -235,7 +236,7 @@ def _list_to_buffer_kernel(ctx: KernelContext) -> Any:
 
 TENSOR_LIST_TO_TENSOR_BUFFER = OpDef(
     "tensor_list_to_tensor_buffer", _list_to_buffer_infer, kernel=_list_to_buffer_kernel, not_differentiable=True,
-    name_prefix="TensorListToBuffer", input_names=("in",), takes_tensor_list=True,
+    host_state=True, name_prefix="TensorListToBuffer", input_names=("in",), takes_tensor_list=True,
     doc="a tensor buffer of the tensor list's items, one element each (the item without its leading axis)",
     amp="black")
 
@@ -277,7 +278,8 @@ def _buffer_to_list_kernel(ctx: KernelContext) -> Any:
 
 TENSOR_BUFFER_TO_TENSOR_LIST = OpDef(
     "tensor_buffer_to_tensor_list", _buffer_to_list_infer, kernel=_buffer_to_list_kernel, not_differentiable=True,
-    name_prefix="TensorBufferToList", input_names=("in",), attr_names=("shape", "dtype"), dynamic_extent=True,
+    host_state=True, name_prefix="TensorBufferToList", input_names=("in",), attr_names=("shape", "dtype"),
+    dynamic_extent=True,
     doc="a tensor list of the buffer's elements, item k being (1, *element k's shape); planned at (n, *shape)",
     amp="black")
 
@@ -308,8 +310,8 @@ def _split_kernel(ctx: KernelContext) -> Any:
 
 
 TENSOR_LIST_SPLIT = OpDef(
-    "tensor_list_split", _split_infer, kernel=_split_kernel, not_differentiable=True, name_prefix="TensorListSplit",
-    input_names=("in",), dynamic_extent=True, takes_tensor_list=True,
+    "tensor_list_split", _split_infer, kernel=_split_kernel, not_differentiable=True,
+    host_state=True, name_prefix="TensorListSplit", input_names=("in",), dynamic_extent=True, takes_tensor_list=True,
     doc="one output per tensor-list item (the item without its leading axis)", amp="black")
 
 OPS = (TENSOR_TO_TENSOR_BUFFER, TENSOR_BUFFER_TO_TENSOR, GEN_TENSOR_BUFFER, TENSOR_BUFFER_TO_LIST_OF_TENSORS,

@@ -43,10 +43,10 @@ def _flush_kernel(ctx: KernelContext) -> Callable[[], None]:
 
 
 CREATE_SUMMARY_WRITER = OpDef("create_summary_writer", _no_inputs("create_summary_writer"), kernel=_create_kernel,
-                              not_differentiable=True, effect=True, name_prefix="CreateWriter",
+                              not_differentiable=True, host_state=True, effect=True, name_prefix="CreateWriter",
                               doc="Opens the log folder's event-file writer as the process's current one.")
 FLUSH_SUMMARY_WRITER = OpDef("flush_summary_writer", _no_inputs("flush_summary_writer"), kernel=_flush_kernel,
-                             not_differentiable=True, effect=True, name_prefix="FlushWriter",
+                             not_differentiable=True, host_state=True, effect=True, name_prefix="FlushWriter",
                              doc="Flushes the current summary writer.")
 OPS = (CREATE_SUMMARY_WRITER, FLUSH_SUMMARY_WRITER)
 
