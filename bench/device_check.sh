@@ -10,11 +10,12 @@
 #   facts        bench/cupy_facts.py: the CuPy behaviours the kernels rely on
 #   gpu_tests    the gpu and kernels packages' tests (the `gpu`-marked ones run on the device)
 #   profile      where a ResNet-50 training step's device time goes (bench/profile_plan.py --sync)
+#   graphs       bench/graph_overhead.py: a recorded step's cost an op, against launching every kernel
 #   suite        the whole test suite with the GPU as every job's default device (seed programs among
 #                it); SUITE_PATHS narrows it (a file listing test paths, one a line), SUITE_LIMIT
 #                sets its seconds (200)
 #   bench        bench/gpu.py: flowjob on CuPy against PyTorch CUDA (BENCH_WORKLOADS narrows it,
-#                BENCH_LIMIT sets its seconds: 150)
+#                BENCH_SYSTEMS adds flowjob-nographs (every kernel launched), BENCH_LIMIT sets its seconds: 150)
 # Each step's log is in $OUT; the summary (one line a step: exit status, seconds, last line) is
 # $OUT/summary.txt and is printed last.
 set -u
@@ -61,12 +62,13 @@ environment() {
 install >"$OUT/install.log" 2>&1; echo "install        rc=$?" | tee -a "$SUMMARY"
 export -f environment
 export PY
-steps=${*:-environment facts gpu_tests profile suite bench}
+steps=${*:-environment facts gpu_tests graphs profile suite bench}
 for name in $steps; do
   case $name in
     environment) step environment 25 bash -c environment ;;
     facts) step facts 30 "$PY" bench/cupy_facts.py ;;
     gpu_tests) step gpu_tests 60 "$PY" -m pytest packages/gpu/tests kernels/tests -q -p no:cacheprovider -rs ;;
+    graphs) step graphs 60 "$PY" bench/graph_overhead.py --steps 200 ;;
     profile) step profile 90 env FLOWJOB_DEVICE=gpu "$PY" bench/profile_plan.py resnet50_train --steps 3 \
       --warmup 1 --sync --by-op --top 25 ;;
     suite)
@@ -78,6 +80,7 @@ for name in $steps; do
         PYTHONPATH="bench:${PYTHONPATH:-}" "$PY" -m pytest "${paths[@]}" -m "not slow" -q -p no:cacheprovider \
         -p failure_log -n 15 --timeout 90 --tb=no -rN ;;
     bench) step bench "${BENCH_LIMIT:-150}" "$PY" bench/gpu.py --rounds 1 --timeout 60 --json "$OUT/bench.json" \
+      --systems "${BENCH_SYSTEMS:-flowjob,torch}" \
       --workloads "${BENCH_WORKLOADS:-lenet_train,mlp_train,resnet50_train_b32}" ;;
     *) echo "unknown step $name" | tee -a "$SUMMARY" ;;
   esac

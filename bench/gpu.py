@@ -28,11 +28,18 @@ WORKLOADS = {
 }
 
 
+# a system name beyond the worker's own: flowjob with every kernel launched each step (no CUDA graphs)
+NO_GRAPHS = "flowjob-nographs"
+
+
 def run(system: str, label: str, timeout: float) -> dict:
     workload, extra = WORKLOADS[label]
+    env = os.environ.copy()
+    if system == NO_GRAPHS:
+        system, env["FLOWJOB_CUDA_GRAPHS"] = "flowjob", "0"
     cmd = [sys.executable, str(HERE / "worker.py"), system, workload, "--device", "gpu", *extra]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"over {timeout:.0f} s"}
     if out.returncode != 0:
@@ -45,7 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma list of " + ", ".join(WORKLOADS))
-    parser.add_argument("--systems", default="flowjob,torch")
+    parser.add_argument("--systems", default="flowjob,torch", help=f"comma list of flowjob, {NO_GRAPHS}, torch")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per worker process")
     parser.add_argument("--json", type=pathlib.Path, default=None, help="also write every run here")
     args = parser.parse_args()
@@ -61,7 +68,7 @@ def main() -> None:
                 got = run(system, label, args.timeout)
                 results.setdefault((system, label), []).append(got)
                 shown = got.get("error") or f"{got['median_ms']:9.2f} ms"
-                print(f"round {r + 1}: {system:8s} {label:20s} {shown}", file=sys.stderr, flush=True)
+                print(f"round {r + 1}: {system:16s} {label:20s} {shown}", file=sys.stderr, flush=True)
     if args.json:
         args.json.write_text(json.dumps([{"system": s, "workload": w, "runs": runs}
                                          for (s, w), runs in results.items()], indent=1))
@@ -73,13 +80,13 @@ def main() -> None:
     print(f"\nmedians of {args.rounds} rounds (each a median over its steps), float32, ms/step; "
           "peak device memory in MiB")
     print(f"{'workload':20s}" + "".join(f" {s + ' ms':>12s} {s + ' MiB':>12s}" for s in systems)
-          + ("  flowjob/torch" if systems == ["flowjob", "torch"] else ""))
+          + ("  flowjob/torch" if {"flowjob", "torch"} <= set(systems) else ""))
     for label in labels:
         row = f"{label:20s}"
         for system in systems:
             ms, mb = med(system, label, "median_ms"), med(system, label, "peak_device_mb")
             row += f" {ms:12.2f} {mb:12.0f}" if ms is not None else f" {'failed':>12s} {'':>12s}"
-        if systems == ["flowjob", "torch"]:
+        if {"flowjob", "torch"} <= set(systems):
             a, b = med("flowjob", label, "median_ms"), med("torch", label, "median_ms")
             row += f"  {a / b:13.2f}x" if a is not None and b is not None else ""
         print(row)
