@@ -324,7 +324,7 @@ def test_a_non_contiguous_call_runs_the_records_kernel_built_once(stand_in):
 def test_without_the_op_registry_an_uncovered_node_names_the_reason(stand_in):
     specs = _specs("optim_sgd_update", (3,), np.float16, {"weight_decay": 0.0})
     ctx = _context(stand_in, "optim_sgd_update", specs, {"weight_decay": 0.0}, ops=None)
-    with pytest.raises(FlowjobError, match=r"'update' \(optim_sgd_update\): no fused CUDA update for float16"):
+    with pytest.raises(FlowjobError, match=r"'update' \(optim_sgd_update\): no CUDA kernel for float16"):
         update_kernels.sgd_update_kernel(ctx)
 
 

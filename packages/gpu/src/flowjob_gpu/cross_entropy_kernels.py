@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from flowjob_core import BlobSpec, FlowjobError, KernelContext
+from flowjob_core import BlobSpec, KernelContext
 
+from flowjob_gpu.record_kernels import own_kernel
 from flowjob_gpu.sources import compiled_module
 
 FAMILY = "cross_entropy"
@@ -25,15 +26,6 @@ BACKWARD = {"float32": "sparse_softmax_xent_backward_f32", "float64": "sparse_so
 BLOCK = 256  # threads per block: the forward's reductions need a multiple of 32
 MAX_ROW_BLOCKS = 65535  # the forward's blocks stride over the rows beyond this
 MAX_BLOCKS = 4096  # the backward's grid-stride loop
-
-
-def _own_kernel(ctx: KernelContext) -> Any:
-    """The op record's xp kernel, for a dtype the CUDA source lacks."""
-    if ctx.ops is None:
-        raise FlowjobError(f"op {ctx.node_name!r} ({ctx.op}): no CUDA kernel for {ctx.inputs[1].dtype}, and the "
-                           f"record's own kernel is found in the session's op registry (KernelContext.ops), which "
-                           f"this context lacks")
-    return ctx.ops[ctx.op].kernel(ctx)
 
 
 class _Labelled:
@@ -63,7 +55,7 @@ def sparse_softmax_cross_entropy_kernel(ctx: KernelContext) -> Any:
     """Inputs (labels, logits); outputs (per-row loss, softmax)."""
     kernel = _Labelled.of(ctx, ctx.inputs[1], FORWARD)
     if kernel is None:
-        return _own_kernel(ctx)
+        return own_kernel(ctx, str(ctx.inputs[1].dtype))
     cp, fn, rows, classes = kernel.cp, kernel.fn, kernel.rows, kernel.classes
     loss, prob = ctx.out(0), ctx.out(1)
     bad = ctx.workspace((1,), np.int32)
@@ -94,7 +86,7 @@ def sparse_softmax_cross_entropy_grad_kernel(ctx: KernelContext) -> Any:
     """Inputs (labels, softmax, dy); output (prob - onehot(labels)) * dy, zero rows for labels out of range."""
     kernel = _Labelled.of(ctx, ctx.outputs[0], BACKWARD)
     if kernel is None:
-        return _own_kernel(ctx)
+        return own_kernel(ctx, str(ctx.inputs[1].dtype))
     cp, fn, out = kernel.cp, kernel.fn, ctx.out(0)
     grid, block = (max(1, min(-(-kernel.rows * kernel.classes // BLOCK), MAX_BLOCKS)),), (BLOCK,)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowjob_gpu import cross_entropy_kernels, update_kernels
+from flowjob_gpu import batch_norm_kernels, cross_entropy_kernels, pool_kernels, update_kernels
 from flowjob_gpu.chain_kernels import elementwise_chain_kernel
 from flowjob_gpu.sources import compiled_module
 
@@ -13,6 +13,8 @@ OVERRIDES: dict[str, tuple[str, dict[str, str]]] = {
     "relu_grad": ("elementwise", {"float32": "relu_backward_f32", "float64": "relu_backward_f64"}),
     "sparse_softmax_cross_entropy": (cross_entropy_kernels.FAMILY, cross_entropy_kernels.FORWARD),
     "sparse_softmax_cross_entropy_grad": (cross_entropy_kernels.FAMILY, cross_entropy_kernels.BACKWARD),
+    **batch_norm_kernels.OVERRIDES,
+    **pool_kernels.OVERRIDES,
     **update_kernels.OVERRIDES,
 }
 
@@ -43,5 +45,7 @@ KERNEL_BUILDERS = {
     "elementwise_chain": elementwise_chain_kernel,
     "sparse_softmax_cross_entropy": cross_entropy_kernels.sparse_softmax_cross_entropy_kernel,
     "sparse_softmax_cross_entropy_grad": cross_entropy_kernels.sparse_softmax_cross_entropy_grad_kernel,
+    **batch_norm_kernels.KERNEL_BUILDERS,
+    **pool_kernels.KERNEL_BUILDERS,
     **update_kernels.KERNEL_BUILDERS,
 }

@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from flowjob_core import BlobSpec, FlowjobError, KernelContext
+from flowjob_core import BlobSpec, KernelContext
 
+from flowjob_gpu.record_kernels import own_kernel
 from flowjob_gpu.sources import compiled_module
 
 FAMILY = "optimizer"
@@ -65,15 +66,6 @@ SKIP_ATTR = "skip_if_not_finite"
 LR_SPEC = BlobSpec((1,), np.dtype(np.float32))
 
 Run = Callable[..., None]
-
-
-def _own_kernel(ctx: KernelContext, why: str) -> Any:
-    """The op record's xp kernel."""
-    if ctx.ops is None:
-        raise FlowjobError(f"op {ctx.node_name!r} ({ctx.op}): no fused CUDA update for {why}, and the record's own "
-                           f"kernel is found in the session's op registry (KernelContext.ops), which this context "
-                           f"lacks")
-    return ctx.ops[ctx.op].kernel(ctx)
 
 
 def _uncovered(ctx: KernelContext) -> str | None:
@@ -128,7 +120,7 @@ class _Fused:
     def record_kernel(self) -> Run:
         # built on first need, with private scratch: the plan's pool lends only to kernels built before the step
         if not self._record:
-            self._record.append(_own_kernel(dataclasses.replace(self.ctx, _scratch=None),
+            self._record.append(own_kernel(dataclasses.replace(self.ctx, _scratch=None),
                                             "non-contiguous arrays"))
         return self._record[0]
 
@@ -160,7 +152,7 @@ def sgd_update_kernel(ctx: KernelContext) -> Any:
     """``optim_sgd_update``, inputs ``(w, g, lr[, clip])``."""
     why = _uncovered(ctx)
     if why is not None:
-        return _own_kernel(ctx, why)
+        return own_kernel(ctx, why)
     update = _Fused(ctx)
     fn, grid, block, size = update.fn, update.grid, update.block, update.size
     wd = update.const(ctx.attrs["weight_decay"])
@@ -177,7 +169,7 @@ def momentum_update_kernel(ctx: KernelContext) -> Any:
     """``optim_momentum_update``, inputs ``(w, m, g, lr[, clip])``."""
     why = _uncovered(ctx)
     if why is not None:
-        return _own_kernel(ctx, why)
+        return own_kernel(ctx, why)
     update = _Fused(ctx)
     fn, grid, block, size = update.fn, update.grid, update.block, update.size
     beta, wd = update.const(ctx.attrs["beta"]), update.const(ctx.attrs["weight_decay"])
@@ -199,7 +191,7 @@ def adam_update_kernel(ctx: KernelContext) -> Any:
     """``optim_adam_update``, inputs ``(w, m, v, g, lr[, clip])``."""
     why = _uncovered(ctx)
     if why is not None:
-        return _own_kernel(ctx, why)
+        return own_kernel(ctx, why)
     update = _Fused(ctx)
     fn, grid, block = update.fn, update.grid, update.block
     params = _adam_params(update, ctx)
@@ -215,7 +207,7 @@ def adam_bias_corrected_update_kernel(ctx: KernelContext) -> Any:
     beta powers as they are before the step, then a one-thread launch advances them."""
     why = _uncovered(ctx)
     if why is not None:
-        return _own_kernel(ctx, why)
+        return own_kernel(ctx, why)
     update = _Fused(ctx)
     fn, grid, block = update.fn, update.grid, update.block
     powers = update.module.get_function(BETA_POWERS[ctx.inputs[0].dtype.name])
