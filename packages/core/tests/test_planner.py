@@ -141,3 +141,25 @@ def test_cyclic_in_place_writes_are_refused(session, toy):
         return x
     with pytest.raises(Exception, match="no order satisfies"):
         JobFunction(job, "predict", None, session)(np.ones(3, np.float32))
+
+
+def test_a_one_allocation_arena_hands_out_aligned_disjoint_parts_of_one_buffer():
+    from flowjob_core.plan.planner import SLOT_ALIGNMENT, Arena, BufferPlan
+
+    buffers = BufferPlan({"a/out_0": 0, "b/out_0": 1, "c/out_0": 2}, [10, 300, 0])
+    arena = Arena(np, buffers, one_allocation=True)
+    b = arena.view("b/out_0", BlobSpec((75,), np.float32))
+    a = arena.view("a/out_0", BlobSpec((10,), np.uint8))
+    c = arena.view("c/out_0", BlobSpec((0,), np.float32))
+    assert arena.allocated_bytes == SLOT_ALIGNMENT + 2 * SLOT_ALIGNMENT + SLOT_ALIGNMENT
+    whole = arena._whole
+    assert all(np.shares_memory(v, whole) for v in (a, b)) and c.size == 0
+    base = whole.__array_interface__["data"][0]
+    offsets = [v.__array_interface__["data"][0] - base for v in (a, b)]
+    assert offsets == [0, SLOT_ALIGNMENT]
+    a[:] = 7
+    b[:] = 1.5
+    assert (a == 7).all() and (b == 1.5).all()  # disjoint parts
+    again = Arena(np, buffers)  # the default: a buffer per slot, allocated when used
+    again.view("a/out_0", BlobSpec((10,), np.uint8))
+    assert again.allocated_bytes == 10 and again._whole is None

@@ -38,4 +38,5 @@ def make_backend(cp: Any) -> Backend:
         # NVTX ranges, which Nsight Systems shows (flow.profiler); looked up when used
         profiler_range=(lambda name: cp.cuda.nvtx.RangePush(name), lambda: cp.cuda.nvtx.RangePop()),
         step_recorder=step_recorder(cp),  # whole-step CUDA graphs (FLOWJOB_CUDA_GRAPHS)
+        arena_in_one_allocation=True,
     )

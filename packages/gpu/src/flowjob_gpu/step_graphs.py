@@ -51,6 +51,8 @@ class GraphedStep:
         self.program: StepProgram = plan.program
         self.eager = plan.step
         self.stream = cp.cuda.Stream(non_blocking=True)
+        # made once: each step records them again (the stream's order with the default stream's work)
+        self.fed, self.done = cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)
         self.calls = 0
         self.found_live: set[int] = set()  # call positions whose capture failed
         self.uncaptured: str | None = None  # why the step runs without graphs for good
@@ -66,7 +68,8 @@ class GraphedStep:
 
     def __call__(self, feeds: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         null, stream = self.cp.cuda.Stream.null, self.stream
-        stream.wait_event(null.record())
+        self.fed.record(null)
+        stream.wait_event(self.fed)
         try:
             with stream:
                 if self.replay is not None:
@@ -76,7 +79,8 @@ class GraphedStep:
                 else:
                     out = self._record(feeds)
         finally:
-            null.wait_event(stream.record())
+            self.done.record(stream)
+            null.wait_event(self.done)
         self.calls += 1
         return out
 

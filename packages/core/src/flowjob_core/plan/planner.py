@@ -160,25 +160,48 @@ def _take_slot(plan: BufferPlan, free: list[tuple[int, int]], nbytes: int) -> in
     return len(plan.slot_nbytes) - 1
 
 
+SLOT_ALIGNMENT = 256  # bytes between slots of a one-allocation arena: what CUDA's allocator aligns to
+
+
 class Arena:
     """Slot memory, allocated on first use, handed out as typed, shaped views; and the plan's
-    scratch pool (``KernelContext.scratch``), which plans reusing the arena share too."""
+    scratch pool (``KernelContext.scratch``), which plans reusing the arena share too.
 
-    def __init__(self, xp: Any, buffers: BufferPlan) -> None:
+    ``one_allocation`` (``Backend.arena_in_one_allocation``: a device's): every slot is a part of one buffer,
+    allocated when the first is used, at ``SLOT_ALIGNMENT``-byte offsets; else each slot is its own buffer."""
+
+    def __init__(self, xp: Any, buffers: BufferPlan, one_allocation: bool = False) -> None:
         self.xp = xp
         self.buffers = buffers
         self._raw: dict[int, Any] = {}
+        self._whole: Any = None  # the one allocation, when the slots share one
+        self.one_allocation = one_allocation
         self.scratch = ScratchPool(xp)
 
     def view(self, lbn: str, spec: Any) -> Any:
         slot = self.buffers.slot_of[lbn]
         raw = self._raw.get(slot)
         if raw is None:
-            raw = self._raw[slot] = self.xp.empty(max(self.buffers.slot_nbytes[slot], 1), dtype=self.xp.uint8)
+            raw = self._slot(slot)
         return raw[: spec.nbytes].view(spec.dtype).reshape(spec.shape)
+
+    def _slot(self, slot: int) -> Any:
+        sizes = self.buffers.slot_nbytes
+        if not self.one_allocation:
+            raw = self._raw[slot] = self.xp.empty(max(sizes[slot], 1), dtype=self.xp.uint8)
+            return raw
+        offsets = [0]
+        for size in sizes:
+            offsets.append(offsets[-1] + -(-max(size, 1) // SLOT_ALIGNMENT) * SLOT_ALIGNMENT)
+        self._whole = self.xp.empty(offsets[-1], dtype=self.xp.uint8)
+        for k, size in enumerate(sizes):
+            self._raw[k] = self._whole[offsets[k]: offsets[k] + max(size, 1)]
+        return self._raw[slot]
 
     @property
     def allocated_bytes(self) -> int:
+        if self._whole is not None:
+            return int(self._whole.nbytes)
         return sum(int(r.nbytes) for r in self._raw.values())
 
 
@@ -256,7 +279,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
             if not lane_plan.parallel:
                 lane_plan = None
         buffers = plan_buffers(job, order, registries, lane_plan)
-        arena = Arena(backend.xp, buffers)
+        arena = Arena(backend.xp, buffers, backend.arena_in_one_allocation)
     else:
         order, arena = reuse
         buffers = arena.buffers

@@ -113,6 +113,8 @@ class Backend:
     ``step_recorder(plan)``: the step function that replaces ``plan.step`` (the generated one) for a plan whose
     nodes run in order (``plan.program``, ``flowjob_core.plan.pieces``) and check no numerics: one that records
     the step once and replays it (the gpu backend's CUDA graphs). None (the default): the generated step runs.
+    ``arena_in_one_allocation``: a plan's value buffers are parts of one allocation (a device's: one request to
+    its allocator, one contiguous range a recorded step writes); else one allocation each (the host's).
     """
 
     tag: str
@@ -129,6 +131,7 @@ class Backend:
     lanes: Any = None
     profiler_range: tuple[Callable[[str], None], Callable[[], None]] | None = None
     step_recorder: Callable[[Any], Callable[[list[Any]], Any]] | None = None
+    arena_in_one_allocation: bool = False
 
 
 class BackendRegistry:
