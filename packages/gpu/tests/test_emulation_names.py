@@ -125,11 +125,11 @@ def test_numpy_only_generator_methods_are_absent(name):
 @pytest.mark.parametrize("use", [
     lambda: cp.RawModule(code=""), lambda: cp.RawKernel("", "f"), lambda: cp.ElementwiseKernel("T x", "T y", ""),
     lambda: cp.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0"), lambda: cp.cuda.Graph(),
-    lambda: cp.cuda.Stream().begin_capture(), lambda: cp.cuda.Device().compute_capability,
+    lambda: cp.cuda.Stream().launch_host_func(print, None), lambda: cp.cuda.Device().compute_capability,
     lambda: cp.cuda.runtime.memGetInfo(), lambda: cp.cuda.compiler.compile_using_nvrtc,
     lambda: cp.arange(3).toDlpack(), lambda: cp.arange(3).__cuda_array_interface__, lambda: cp.from_dlpack(None),
     lambda: cp.testing.assert_array_equal, lambda: cp.get_default_memory_pool().malloc(8),
-], ids=["RawModule", "RawKernel", "ElementwiseKernel", "ReductionKernel", "Graph", "capture", "compute_capability",
+], ids=["RawModule", "RawKernel", "ElementwiseKernel", "ReductionKernel", "Graph", "host_func", "compute_capability",
         "memGetInfo", "compiler", "toDlpack", "cuda_array_interface", "from_dlpack", "testing", "malloc"])
 def test_cuda_only_names_exist_and_refuse(use):
     with pytest.raises(NotImplementedError, match="flowjob's emulated CuPy"):
@@ -146,7 +146,7 @@ def test_emulated_names_are_cupys_kinds():
     assert cp.NaN != cp.NaN and cp.NINF == -np.inf and cp.AxisError is np.exceptions.AxisError
     assert cp.fuse(lambda x: x + 1)(cp.ones(2)).tolist() == [2.0, 2.0]
     assert cp.get_array_module(cp.ones(1)) is cp and cp.get_array_module(np.ones(1)) is np
-    assert isinstance(cp.cuda.Stream.__dict__["begin_capture"], UnemulatedAttribute)
+    assert isinstance(cp.cuda.Stream.__dict__["launch_host_func"], UnemulatedAttribute)
 
 
 def test_only_names_numpy_lacks_fall_back_to_a_refusal():

@@ -8,16 +8,21 @@ as it works on CuPy), and so does any numpy function given one (``__array_functi
 ``unwrap`` and ``to_device`` are the wall's two doors for the emulated functions: the first hands
 numpy the arrays behind emulated ones and refuses host arrays, the second wraps what numpy returns
 (a numpy scalar from a reduction becomes a 0-d array, as CuPy returns).
+
+Every device operation first asks ``recorder()`` whether the current stream captures (``capture.py``): if it
+does, the operation is recorded for the graph instead of run (``device_op`` wraps the less frequent ones;
+the operators, indexing and forwarded methods ask inline), and host transfers raise (``host_transfer``).
 """
 from __future__ import annotations
 
+import functools
 import operator
 import types
 from typing import Any, Iterator
 
 import numpy as np
 
-from flowjob_gpu.emulation.cuda import Device, MemoryPointer
+from flowjob_gpu.emulation.cuda import Device, MemoryPointer, recorder, refuse_during_capture
 from flowjob_gpu.emulation.names import parameters_of, snapshot
 from flowjob_gpu.emulation.unemulated import complete_class, not_emulated
 
@@ -48,6 +53,45 @@ def numpy_refused(name: str) -> TypeError:
                      f"own (xp.{name}), or copy the array to the host with the backend's to_host")
 
 
+def device_op(op: Any) -> Any:
+    """``op`` (an emulated device operation) recorded for the graph, not run, while the current stream captures."""
+    @functools.wraps(op)
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        capture = recorder()
+        if capture is None:
+            return op(*args, **kwargs)
+        return capture.record(op, args, kwargs)
+    return recorded
+
+
+def host_transfer(what: str, stream: Any = None) -> None:
+    """``what`` copies between host and device synchronously: it raises on a capturing stream (the current one,
+    or ``stream``), as CUDA refuses it during capture, and invalidates the capture."""
+    refuse_during_capture(what, stream)
+
+
+def is_host_data(value: Any) -> bool:
+    """Whether CuPy would copy ``value`` over from the host (a numpy array, a list or tuple not all of device
+    arrays, a Python or numpy scalar) to use it as array data."""
+    kind = type(value)
+    if kind is ndarray:
+        return False
+    if kind is list or kind is tuple:
+        return not value or any(map(is_host_data, value))
+    return True
+
+
+def _check_index(capture: Any, key: Any) -> None:
+    """During capture: an index CuPy copies from the host (a numpy array, a list), or a boolean mask (CuPy reads
+    its count of True back to size the result), is a host transfer."""
+    for part in key if type(key) is tuple else (key,):
+        kind = type(part)
+        if kind is list or isinstance(part, np.ndarray):
+            capture.refuse("an index copied from the host")
+        if kind is ndarray and part.dtype.kind == "b":
+            capture.refuse("a boolean mask index (CuPy reads its number of True elements back)")
+
+
 class ndarray:
     """An array on the emulated device (``cupy.ndarray``): numpy memory numpy itself may not touch."""
 
@@ -72,6 +116,7 @@ class ndarray:
     def get(self, stream: Any = None, order: str = "C", out: np.ndarray | None = None,
             blocking: bool = True) -> np.ndarray:
         """A host (numpy) copy; into ``out`` if given."""
+        host_transfer("cupy.ndarray.get()", stream)
         if out is not None:
             if not isinstance(out, np.ndarray):
                 raise TypeError("Only numpy.ndarray can be obtained from cupy.ndarray")
@@ -85,6 +130,7 @@ class ndarray:
 
     def set(self, arr: np.ndarray, stream: Any = None) -> None:
         """Copy the host array ``arr`` (same shape and dtype) into this one."""
+        host_transfer("cupy.ndarray.set()", stream)
         if not isinstance(arr, np.ndarray):
             raise TypeError("Only numpy.ndarray can be set to cupy.ndarray")
         if arr.dtype != self.dtype:
@@ -94,32 +140,42 @@ class ndarray:
         np.copyto(self._array, arr)
 
     def __format__(self, spec: str) -> str:
+        host_transfer("cupy.ndarray.__format__")
         return format(self._array, spec)
 
     def item(self) -> Any:
+        host_transfer("cupy.ndarray.item")
         return self._array.item()
 
     def tolist(self) -> Any:
+        host_transfer("cupy.ndarray.tolist")
         return self._array.tolist()
 
     def tobytes(self, order: str = "C") -> bytes:
+        host_transfer("cupy.ndarray.tobytes")
         return self._array.tobytes(order)
 
     def tofile(self, fid: Any, sep: str = "", format: str = "%s") -> None:
+        host_transfer("cupy.ndarray.tofile")
         self._array.tofile(fid, sep, format)
 
     def dump(self, file: Any) -> None:
+        host_transfer("cupy.ndarray.dump")
         self._array.dump(file)
 
     def dumps(self) -> bytes:
+        host_transfer("cupy.ndarray.dumps")
         return self._array.dumps()
 
     def __reduce__(self) -> tuple[Any, tuple[np.ndarray]]:
+        host_transfer("cupy.ndarray.__reduce__")
         return _rebuild, (self._array.copy(),)
 
+    @device_op
     def __copy__(self) -> "ndarray":
         return wrap(self._array.copy())
 
+    @device_op
     def __deepcopy__(self, memo: Any) -> "ndarray":
         return wrap(self._array.copy())
 
@@ -187,6 +243,10 @@ class ndarray:
         return (self[i] for i in range(len(self._array)))
 
     def __getitem__(self, key: Any) -> "ndarray":
+        capture = recorder()
+        if capture is not None:
+            _check_index(capture, key)
+            return capture.record(ndarray.__getitem__, (self, key), {})
         key = index_key(key)
         got = self._array[key]
         if type(got) is not np.ndarray:  # CuPy gives a 0-d view where numpy gives a scalar
@@ -194,34 +254,48 @@ class ndarray:
         return wrap(got)
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        capture = recorder()
+        if capture is not None:
+            _check_index(capture, key)
+            if isinstance(value, (np.ndarray, list, tuple)) and is_host_data(value):
+                capture.refuse("cupy.ndarray.__setitem__ of host data")
+            capture.record(ndarray.__setitem__, (self, key, value), {})
+            return
         self._array[index_key(key)] = unwrap(value)
 
     def __delitem__(self, key: Any) -> None:
         raise ValueError("cannot delete array elements")
 
+    @device_op
     def fill(self, value: Any) -> None:
         self._array.fill(unwrap(value))
 
+    @device_op
     def scatter_add(self, slices: Any, value: Any) -> None:
         np.add.at(self._array, index_key(slices), unwrap(value))
 
+    @device_op
     def scatter_max(self, slices: Any, value: Any) -> None:
         np.maximum.at(self._array, index_key(slices), unwrap(value))
 
+    @device_op
     def scatter_min(self, slices: Any, value: Any) -> None:
         np.minimum.at(self._array, index_key(slices), unwrap(value))
 
+    @device_op
     def view(self, dtype: Any = None, type: Any = None) -> "ndarray":
         if type is not None:
             raise not_emulated("cupy.ndarray.view(type=...)", "it makes a subclass of cupy.ndarray")
         return wrap(self._array.view() if dtype is None else self._array.view(dtype))
 
+    @device_op
     def astype(self, dtype: Any, order: str = "K", casting: Any = None, subok: Any = None,
                copy: bool = True) -> "ndarray":
         got = self._array.astype(dtype, order, casting or "unsafe", copy=copy)
         check_dtype(got.dtype)
         return self if got is self._array else wrap(got)
 
+    @device_op
     def ptp(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> "ndarray":
         return to_device(np.ptp(self._array, axis, unwrap(out), keepdims), (self, out))
 
@@ -265,12 +339,15 @@ class flatiter:
     def base(self) -> ndarray:
         return self._base
 
+    @device_op
     def copy(self) -> ndarray:
         return wrap(self._base._array.flatten())
 
+    @device_op
     def __getitem__(self, key: Any) -> ndarray:
         return to_device(self._base._array.flat[index_key(key)])
 
+    @device_op
     def __setitem__(self, key: Any, value: Any) -> None:
         self._base._array.flat[index_key(key)] = unwrap(value)
 
@@ -339,11 +416,21 @@ def to_device(result: Any, owners: tuple[Any, ...] = (), scalars: bool = False) 
     return result
 
 
+# methods whose result's size CuPy reads back from the device (a synchronization: refused during capture)
+SIZED_ON_HOST = frozenset({"nonzero", "compress"})
+
+
 def _forwarded(name: str) -> Any:
     method = getattr(np.ndarray, name)
     parameters = parameters_of(f"cupy.ndarray.{name}")
+    sized_on_host = name in SIZED_ON_HOST
 
     def forward(self: ndarray, *args: Any, **kwargs: Any) -> Any:
+        capture = recorder()
+        if capture is not None:
+            if sized_on_host:
+                capture.refuse(f"cupy.ndarray.{name} (its result's size is read back to the host)")
+            return capture.record(forward, (self, *args), kwargs)
         if parameters is not None:
             parameters.check((self, *args), kwargs)
         result = method(self._array, *map(unwrap, args), **{k: unwrap(v) for k, v in kwargs.items()})
@@ -365,7 +452,10 @@ for _name in ("all", "any", "argmax", "argmin", "argpartition", "argsort", "byte
 
 
 def _host_value(convert: Any) -> Any:
+    what = f"{convert.__name__}(cupy.ndarray)"
+
     def conversion(self: ndarray) -> Any:
+        host_transfer(what)
         return convert(self._array)
     return conversion
 
@@ -385,6 +475,7 @@ def _complex_part(name: str) -> property:
     def read(self: ndarray) -> ndarray:
         return wrap(getattr(self._array, name))
 
+    @device_op
     def write(self: ndarray, value: Any) -> None:
         setattr(self._array, name, unwrap(value))
 
@@ -410,6 +501,9 @@ def _operand(value: Any) -> Any:
 
 def _binary(ufunc: np.ufunc, reflected: bool = False) -> Any:
     def operator(self: ndarray, other: Any) -> Any:
+        capture = recorder()
+        if capture is not None:
+            return capture.record(operator, (self, other), {})
         value = _operand(other)
         if value is NotImplemented:
             return NotImplemented
@@ -419,6 +513,9 @@ def _binary(ufunc: np.ufunc, reflected: bool = False) -> Any:
 
 def _in_place(ufunc: np.ufunc) -> Any:
     def operator(self: ndarray, other: Any) -> Any:
+        capture = recorder()
+        if capture is not None:
+            return capture.record(operator, (self, other), {})
         value = _operand(other)
         if value is NotImplemented:
             return NotImplemented
@@ -429,6 +526,9 @@ def _in_place(ufunc: np.ufunc) -> Any:
 
 def _unary(ufunc: np.ufunc) -> Any:
     def operator(self: ndarray) -> ndarray:
+        capture = recorder()
+        if capture is not None:
+            return capture.record(operator, (self,), {})
         return to_device(ufunc(self._array))
     return operator
 

@@ -1,6 +1,11 @@
 """The emulated ``cupy.cuda``: one device (id 0), streams and events that are always done (every
 emulated kernel runs to its end before it returns), memory pools that hold nothing (numpy allocates).
-What needs a real device (raw memory, graphs, compilers, handles) is present and refuses."""
+
+Stream capture and graphs are emulated (``capture.py``): ``Stream.begin_capture``/``end_capture`` record the
+device work issued on the stream without running it, and ``cupy.cuda.graph.Graph.launch`` replays it into the
+same memory; host transfers and synchronizations on a capturing stream raise ``CUDARuntimeError`` and
+invalidate the capture, as CUDA's runtime does. What else needs a real device (raw memory, compilers,
+handles, the rest of ``cupy.cuda.graph``) is present and refuses."""
 from __future__ import annotations
 
 import __future__
@@ -42,6 +47,7 @@ class Device:
 
     def synchronize(self) -> None:
         _check_device(self._id)
+        refuse_during_capture("Device.synchronize()")
 
     def __enter__(self) -> "Device":
         self.use()
@@ -60,29 +66,50 @@ class Device:
         return f"<CUDA Device {self._id}>"
 
 
+CAPTURED_EVENT = "cudaErrorCapturedEvent: operation not permitted on an event last recorded in a capturing stream"
+
+
 class Event:
-    """A CUDA event; recording it notes the host clock (the work before it is already done)."""
+    """A CUDA event; recording it notes the host clock (the work before it is already done). One recorded
+    on a capturing stream is part of the graph: waiting on it, or timing it, raises as in CUDA."""
 
     def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False) -> None:
         self._time: float | None = None
         self._timing = not disable_timing
+        self._captured = False
 
     @property
     def done(self) -> bool:
+        self._check_not_captured()
         return True
 
     def record(self, stream: Any = None) -> None:
+        stream = stream if stream is not None else get_current_stream()
+        self._captured = getattr(stream, "_capture", None) is not None
         self._time = time.perf_counter()
 
     def synchronize(self) -> None:
-        return None
+        self._check_not_captured()
+
+    def _check_not_captured(self) -> None:
+        if self._captured:
+            raise CUDARuntimeError(CAPTURED_EVENT)
 
 
-_current = threading.local()  # the stream each thread runs on (a stack, for nested ``with stream:``)
+class _Current(threading.local):
+    """The stream each thread runs on (a stack, for nested ``with stream:``)."""
+
+    # None where a thread never used a stream: read from the class, so that the check every emulated
+    # operation makes (``recorder``) raises and catches no AttributeError
+    stack: "list[Stream] | None" = None
+
+
+_current = _Current()
 
 
 class Stream:
-    """A CUDA stream; work on it is done when it returns, so ``synchronize`` has nothing to wait for."""
+    """A CUDA stream; work on it is done when it returns, so ``synchronize`` has nothing to wait for, except
+    while it captures (``begin_capture``): then its work is recorded, and synchronizing raises."""
 
     null: "Stream"
 
@@ -93,6 +120,7 @@ class Stream:
         self._ptds = ptds
         self._priority = priority or 0
         self.device_id = 0
+        self._capture: Any = None  # a capture.Capture between begin_capture and end_capture
 
     @property
     def ptds(self) -> bool:
@@ -108,10 +136,11 @@ class Stream:
 
     @property
     def done(self) -> bool:
+        refuse_during_capture("Stream.done", self)
         return True
 
     def synchronize(self) -> None:
-        return None
+        refuse_during_capture("Stream.synchronize()", self)
 
     def record(self, event: Event | None = None) -> Event:
         event = event if event is not None else Event()
@@ -121,8 +150,25 @@ class Stream:
     def wait_event(self, event: Event) -> None:
         return None
 
+    def begin_capture(self, mode: int | None = None) -> None:
+        """Record the device work issued on this stream, from now until ``end_capture``, instead of running it
+        (``mode``: CUDA's capture mode; the emulation keeps the relaxed mode's rules, CuPy's default)."""
+        from flowjob_gpu.emulation import capture  # it needs the arrays, which need this module
+
+        capture.begin(self, mode)
+
+    def end_capture(self) -> Any:
+        """The ``cupy.cuda.graph.Graph`` of the work recorded since ``begin_capture``."""
+        from flowjob_gpu.emulation import capture
+
+        return capture.end(self)
+
     def is_capturing(self) -> bool:
-        return False
+        if self._capture is None:
+            return False
+        if self._capture.error is not None:  # CuPy's answer for cudaStreamCaptureStatusInvalidated
+            raise RuntimeError("the stream capture has been invalidated")
+        return True
 
     def use(self) -> "Stream":
         stack = _stack()
@@ -153,7 +199,7 @@ Stream.null = Stream(null=True)
 
 
 def _stack() -> list[Stream]:
-    stack = getattr(_current, "stack", None)
+    stack = _current.stack
     if stack is None:
         stack = _current.stack = []
     return stack
@@ -165,8 +211,30 @@ def get_current_stream(device_id: int = -1) -> Stream:
     return stack[-1] if stack else Stream.null
 
 
+def recorder() -> Any:
+    """The capture that records the device work issued now (a ``capture.Capture``): the current stream's while
+    it captures, else None. This is every emulated operation's check, so it is kept cheap; inside an operation
+    being recorded it is None too: the operations it calls are its own parts, not recorded again."""
+    stack = _current.stack
+    if stack:
+        capture = stack[-1]._capture
+        if capture is not None and not capture.running:
+            return capture
+    return None
+
+
+def refuse_during_capture(what: str, stream: Stream | None = None) -> None:
+    """Raise (and invalidate the capture) where ``what``, a host transfer or synchronization, is issued on a
+    capturing stream (``stream``, or the current one)."""
+    capture = recorder() if stream is None else stream._capture
+    if capture is not None and not capture.running:
+        capture.refuse(what)
+
+
 def get_elapsed_time(start_event: Event, end_event: Event) -> float:
     """Milliseconds between two recorded events."""
+    start_event._check_not_captured()
+    end_event._check_not_captured()
     if start_event._time is None or end_event._time is None:
         raise CUDARuntimeError("cudaErrorInvalidResourceHandle: an event was not recorded")
     return (end_event._time - start_event._time) * 1000.0
@@ -220,6 +288,10 @@ class MemoryPool:
 
     def free_all_free(self) -> None:
         return None
+
+    def malloc(self, size: int) -> MemoryPointer:
+        # readable (``using_allocator(pool.malloc)`` works: the emulation only records the allocator), refusing
+        raise not_emulated("cupy.cuda.MemoryPool.malloc", "it allocates device memory (a real GPU has it)")
 
     def get_limit(self) -> int:
         return self._limit
@@ -288,7 +360,7 @@ def _set_device(device: int) -> None:
 
 
 def _device_synchronize() -> None:
-    return None
+    refuse_during_capture("cupy.cuda.runtime.deviceSynchronize()")
 
 
 def is_available() -> bool:
@@ -300,17 +372,22 @@ def build_runtime() -> EmulatedModule:
     names = snapshot().modules["cupy.cuda.runtime"]
     values: dict[str, Any] = {name: Unemulated(f"cupy.cuda.runtime.{name}") for name in names}
     values.update(getDeviceCount=_device_count, getDevice=_get_device, setDevice=_set_device,
-                  deviceSynchronize=_device_synchronize, is_hip=False, CUDARuntimeError=CUDARuntimeError)
+                  deviceSynchronize=_device_synchronize, is_hip=False, CUDARuntimeError=CUDARuntimeError,
+                  # CUDA's enums for stream capture (Stream.begin_capture's mode)
+                  streamCaptureModeGlobal=0, streamCaptureModeThreadLocal=1, streamCaptureModeRelaxed=2,
+                  streamCaptureStatusNone=0, streamCaptureStatusActive=1, streamCaptureStatusInvalidated=2)
     return EmulatedModule("cupy.cuda.runtime", values)
 
 
-# cupy.cuda's own submodules beside runtime: raw CUDA (compilers, handles, graphs), refusing
-_SUBMODULES = ("common", "compiler", "cub", "device", "driver", "function", "graph", "memory", "memory_hook",
+# cupy.cuda's own submodules beside runtime and graph: raw CUDA (compilers, handles), refusing
+_SUBMODULES = ("common", "compiler", "cub", "device", "driver", "function", "memory", "memory_hook",
                "memory_hooks", "nvrtc", "nvtx", "pinned_memory", "profiler", "stream", "texture", "thrust")
 
 
 def build() -> EmulatedModule:
     """The emulated ``cupy.cuda``."""
+    from flowjob_gpu.emulation import capture
+
     names = snapshot().modules["cupy.cuda"]
     values: dict[str, Any] = {name: Unemulated(f"cupy.cuda.{name}") for name in names}
     values.update({name: UnemulatedModule(f"cupy.cuda.{name}") for name in _SUBMODULES})
@@ -319,7 +396,7 @@ def build() -> EmulatedModule:
         MemoryPointer=MemoryPointer, get_current_stream=get_current_stream, get_elapsed_time=get_elapsed_time,
         get_device_id=_get_device, is_available=is_available, set_allocator=set_allocator,
         get_allocator=get_allocator, set_pinned_memory_allocator=set_pinned_memory_allocator,
-        using_allocator=using_allocator, runtime=build_runtime(),
+        using_allocator=using_allocator, runtime=build_runtime(), graph=capture.graph_module(), Graph=capture.Graph,
         # CuPy's module leaks these imports into its names; they are the standard library's
         annotations=__future__.annotations, contextlib=contextlib, warnings=warnings)
     return EmulatedModule("cupy.cuda", values)

@@ -5,6 +5,9 @@
 as CuPy 14). The functions that take host data (``array``, ``asarray``, ``asnumpy``) and CuPy's own
 helpers (``get_array_module``, ``fuse``, ``memoize``, ``vectorize``, ``broadcast``, ``r_``/``c_``/``mgrid``/
 ``ogrid``) are written here by hand.
+
+Each is recorded instead of run while the current stream captures (``capture.py``); those that copy host data
+over, or read a result's size back (``nonzero``, ``unique``), raise then, as CUDA refuses them during capture.
 """
 from __future__ import annotations
 
@@ -13,12 +16,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-from flowjob_gpu.emulation.array import check_dtype, host_array_refused, ndarray, to_device, unwrap, wrap
+from flowjob_gpu.emulation.array import (
+    check_dtype, device_op, host_array_refused, is_host_data, ndarray, to_device, unwrap, wrap)
+from flowjob_gpu.emulation.cuda import recorder
 from flowjob_gpu.emulation.names import parameters_of, snapshot
 from flowjob_gpu.emulation.unemulated import complete_class
 
 # numpy functions answering with a Python number where CuPy answers with a 0-d array
 SCALARS_ON_DEVICE = frozenset({"count_nonzero", "array_equal", "array_equiv", "allclose"})
+
+
+# functions whose result's size CuPy reads back from the device (a synchronization: refused during capture)
+SIZED_ON_HOST = frozenset({"nonzero", "flatnonzero", "argwhere", "compress", "extract", "unique", "unique_all",
+                           "unique_counts", "unique_inverse", "unique_values", "intersect1d", "setdiff1d",
+                           "setxor1d", "union1d", "bincount"})
 
 
 def _owners(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -31,8 +42,14 @@ def device_function(fn: Callable[..., Any], name: str, module: str = "cupy") -> 
     """``fn`` (a numpy function) as the emulated CuPy's ``module.name``, taking the arguments CuPy's takes."""
     scalars = name in SCALARS_ON_DEVICE
     parameters = parameters_of(f"{module}.{name}")
+    sized_on_host = name in SIZED_ON_HOST or name == "where"
 
     def emulated(*args: Any, **kwargs: Any) -> Any:
+        capture = recorder()
+        if capture is not None:
+            if sized_on_host and (name != "where" or len(args) + len(kwargs) == 1):  # where(c): nonzero(c)
+                capture.refuse(f"{module}.{name} (its result's size is read back to the host)")
+            return capture.record(emulated, args, kwargs)
         if parameters is not None:
             parameters.check(args, kwargs)
         result = fn(*map(unwrap, args), **{k: unwrap(v) for k, v in kwargs.items()})
@@ -78,6 +95,9 @@ class ufunc:
         return list(getattr(self._ufunc, "types", ()))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        capture = recorder()
+        if capture is not None:
+            return capture.record(self, args, kwargs)
         unknown = kwargs.keys() - _UFUNC_KEYWORDS
         if unknown:  # numpy's where=, order=, subok=, signature=: CuPy's words
             raise TypeError(f"Wrong arguments {dict((k, kwargs[k]) for k in sorted(unknown))}")
@@ -91,21 +111,26 @@ class ufunc:
         result = self._ufunc(*map(unwrap, args), **{k: unwrap(v) for k, v in kwargs.items()})
         return to_device(result, _owners(args, kwargs))
 
+    @device_op
     def reduce(self, array: ndarray, axis: Any = 0, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
         self._supported("reduce", ("add", "multiply"))
         return to_device(self._ufunc.reduce(unwrap(array), axis, dtype, unwrap(out), keepdims), (out,))
 
+    @device_op
     def accumulate(self, array: ndarray, axis: int = 0, dtype: Any = None, out: Any = None) -> Any:
         self._supported("accumulate", ("add", "multiply"))
         return to_device(self._ufunc.accumulate(unwrap(array), axis, dtype, unwrap(out)), (out,))
 
+    @device_op
     def reduceat(self, array: ndarray, indices: Any, axis: int = 0, dtype: Any = None, out: Any = None) -> Any:
         self._supported("reduceat", ("add",))
         return to_device(self._ufunc.reduceat(unwrap(array), unwrap(indices), axis, dtype, unwrap(out)), (out,))
 
+    @device_op
     def outer(self, A: Any, B: Any, **kwargs: Any) -> Any:
         return to_device(self._ufunc.outer(unwrap(A), unwrap(B), **{k: unwrap(v) for k, v in kwargs.items()}))
 
+    @device_op
     def at(self, a: ndarray, indices: Any, b: Any = None) -> None:
         self._supported("at", tuple(snapshot().ufuncs_with_at))
         if type(a) is not ndarray:
@@ -146,6 +171,11 @@ def _on_device(result: np.ndarray) -> ndarray:
 def array(obj: Any, dtype: Any = None, copy: bool = True, order: str = "K", subok: bool = False, ndmin: int = 0,
           *, blocking: bool = False) -> ndarray:
     """A device array from host data (a copy, as every host-to-device transfer) or from a device array."""
+    capture = recorder()
+    if capture is not None:
+        if is_host_data(obj):
+            capture.refuse("cupy.array of host data (a host-to-device copy)")
+        return capture.record(array, (obj, dtype, copy, order, subok, ndmin), {"blocking": blocking})
     if type(obj) is ndarray and not copy:
         return asarray(obj, dtype, order) if ndmin <= obj.ndim else array(obj, dtype, True, order, subok, ndmin)
     return _on_device(np.array(_host_or_device(obj), dtype=dtype, order=order, ndmin=ndmin))
@@ -154,6 +184,11 @@ def array(obj: Any, dtype: Any = None, copy: bool = True, order: str = "K", subo
 def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
             blocking: bool = False) -> ndarray:
     """``a`` on the device: itself where it is one already (and of ``dtype``; unless ``copy``), else a copy."""
+    capture = recorder()
+    if capture is not None:
+        if is_host_data(a):
+            capture.refuse("cupy.asarray of host data (a host-to-device copy)")
+        return capture.record(asarray, (a, dtype, order), {"copy": copy, "blocking": blocking})
     if copy is False and type(a) is not ndarray:
         raise ValueError("Unable to avoid copy while creating an array from host data as requested.")
     if copy:
@@ -223,6 +258,7 @@ class vectorize:
                                         signature=signature)
         self.__doc__ = doc or pyfunc.__doc__
 
+    @device_op
     def __call__(self, *args: Any) -> Any:
         return to_device(self._vectorized(*map(unwrap, args)))
 
@@ -261,5 +297,6 @@ class IndexTrick:
     def __init__(self, trick: Any) -> None:
         self._trick = trick
 
+    @device_op
     def __getitem__(self, key: Any) -> Any:
         return to_device(self._trick[unwrap(key)])

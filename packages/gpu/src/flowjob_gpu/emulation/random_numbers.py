@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from flowjob_gpu.emulation.array import ndarray, to_device, unwrap
+from flowjob_gpu.emulation.array import device_op, ndarray, to_device, unwrap
 from flowjob_gpu.emulation.modules import EmulatedModule
 from flowjob_gpu.emulation.names import snapshot
 from flowjob_gpu.emulation.unemulated import complete_class
@@ -158,6 +158,10 @@ for _name in sorted(snapshot().classes["cupy.random.RandomState"] - set(vars(Ran
 
 for _cls in (BitGenerator, Generator, RandomState):
     complete_class(_cls, snapshot().classes[f"cupy.random.{_cls.__name__}"])
+    # draws are device work: recorded for the graph while a stream captures, drawn anew at each launch
+    for _name, _value in list(vars(_cls).items()):
+        if callable(_value) and not _name.startswith("_") and _name != "seed":
+            setattr(_cls, _name, device_op(_value))
 
 _random_state: list[RandomState] = []
 
@@ -223,4 +227,4 @@ def _numpy_global(name: str) -> Callable[..., Any]:
         return _draw(method(*map(unwrap, args), **{k: unwrap(v) for k, v in kwargs.items()}))
 
     draw.__name__ = draw.__qualname__ = name
-    return draw
+    return device_op(draw)

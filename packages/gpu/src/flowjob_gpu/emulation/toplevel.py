@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from flowjob_gpu.emulation import cuda, functions, numpy_modules, random_numbers
-from flowjob_gpu.emulation.array import flatiter, ndarray
+from flowjob_gpu.emulation.array import device_op, flatiter, ndarray
 from flowjob_gpu.emulation.modules import EmulatedModule
 from flowjob_gpu.emulation.names import snapshot
 from flowjob_gpu.emulation.unemulated import Unemulated, UnemulatedModule
@@ -91,11 +91,19 @@ def _hand_made(cupy: Any) -> dict[str, Any]:
         "get_default_pinned_memory_pool": lambda: cuda.DEFAULT_PINNED_MEMORY_POOL,
         "disable_experimental_feature_warning": False, "annotations": __future__.annotations,
         "cuda": cuda.build(), "random": random_numbers.build(), "linalg": numpy_modules.build_linalg(),
-        "fft": numpy_modules.build_fft(), "lib": numpy_modules.build_lib(),
+        "fft": _recorded(numpy_modules.build_fft()), "lib": numpy_modules.build_lib(),
         "exceptions": numpy_modules.build_exceptions(), "typing": numpy_modules.build_typing(),
         "testing": UnemulatedModule("cupy.testing", snapshot().modules["cupy.testing"], WHY_NOT_USED),
         "polynomial": UnemulatedModule("cupy.polynomial", snapshot().modules["cupy.polynomial"], WHY_NOT_USED),
     }
+
+
+def _recorded(module: EmulatedModule) -> EmulatedModule:
+    """``module`` with its functions recorded during stream capture (fft's transforms call numpy directly)."""
+    for name, value in list(vars(module).items()):
+        if not name.startswith("_") and callable(value) and not isinstance(value, type):
+            setattr(module, name, device_op(value))
+    return module
 
 
 def show_config(*, _full: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""CuPy's names that numpy cannot stand in for (CUDA code, device pointers, graph capture): they exist,
+"""CuPy's names that numpy cannot stand in for (CUDA code, device pointers, host callbacks): they exist,
 as in CuPy, and using one raises ``NotImplementedError`` naming the emulation."""
 from __future__ import annotations
 
