@@ -49,7 +49,7 @@ class GraphedStep:
         self.cp = cp
         self.job = plan.job.name
         self.program: StepProgram = plan.program
-        self.eager = plan.step
+        self.generated = plan.step  # the plan's generated step: the warm-up runs it, and any uncaptured call
         self.stream = cp.cuda.Stream(non_blocking=True)
         # made once: each step records them again (the stream's order with the default stream's work)
         self.fed, self.done = cp.cuda.Event(disable_timing=True), cp.cuda.Event(disable_timing=True)
@@ -75,7 +75,7 @@ class GraphedStep:
                 if self.replay is not None:
                     out = self._replay(feeds)
                 elif self.calls == 0 or self.uncaptured is not None:
-                    out = self.eager(feeds)
+                    out = self.generated(feeds)
                 else:
                     out = self._record(feeds)
         finally:
@@ -89,7 +89,7 @@ class GraphedStep:
         cp = self.cp
         if not all(isinstance(feed, cp.ndarray) for feed in feeds):
             self._give_up("a feed is not one device array (a tensor list)")
-            return self.eager(feeds)
+            return self.generated(feeds)
         buffers = [cp.empty_like(feed) for feed in feeds]
         for buffer, feed in zip(buffers, feeds):
             cp.copyto(buffer, feed)

@@ -106,6 +106,9 @@ class ndarray:
             raise not_emulated("cupy.ndarray(memptr=..., strides=...)", DEVICE_MEMORY)
         self._array = np.empty(shape, dtype, order)
 
+    def _capture_memory(self) -> np.ndarray:  # what a stream capture saves, restores and replays into
+        return self._array
+
     # the wall ----------------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise TypeError(IMPLICIT_CONVERSION)
@@ -334,6 +337,9 @@ class flatiter:
 
     def __init__(self, array: ndarray) -> None:
         self._base = array
+
+    def _capture_memory(self) -> np.ndarray:  # what a stream capture saves, restores and replays into
+        return self._base._array
 
     @property
     def base(self) -> ndarray:

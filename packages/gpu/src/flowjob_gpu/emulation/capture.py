@@ -13,6 +13,8 @@ Host transfers and synchronizations during capture (``float(a)``, ``a.get()``, `
 and invalidate the capture, whose ``end_capture`` then raises ``cudaErrorStreamCaptureInvalidated``.
 
 The hot path stays out of here: ``cuda.recorder()`` returns ``None`` unless the current stream captures.
+This module sits below the stream and array modules (they call it; it imports neither): it knows an emulated
+array by its ``_capture_memory()``, the numpy memory behind it, and is handed the streams it needs.
 """
 from __future__ import annotations
 
@@ -20,8 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from flowjob_gpu.emulation.array import flatiter, ndarray
-from flowjob_gpu.emulation.cuda import CUDARuntimeError, Stream, get_current_stream
+from flowjob_gpu.emulation.runtime_errors import CUDARuntimeError
 from flowjob_gpu.emulation.unemulated import UnemulatedModule, complete_class, not_emulated
 
 UNSUPPORTED = "cudaErrorStreamCaptureUnsupported: operation not permitted when stream is capturing"
@@ -37,7 +38,7 @@ class Capture:
 
     __slots__ = ("stream", "mode", "ops", "error", "running")
 
-    def __init__(self, stream: Stream, mode: int) -> None:
+    def __init__(self, stream: Any, mode: int) -> None:
         self.stream = stream
         self.mode = mode
         self.ops: list[Op] = []
@@ -81,13 +82,18 @@ class Capture:
         self.ops.append((graph._replay, (), {}, None))
 
 
+def _memory(value: Any) -> np.ndarray | None:
+    """The numpy memory behind an emulated array (or its ``flat`` iterator); None for anything else."""
+    memory = getattr(type(value), "_capture_memory", None)
+    return None if memory is None else memory(value)
+
+
 def _arrays(value: Any, found: list[np.ndarray]) -> list[np.ndarray]:
     """The memory of the emulated arrays in ``value`` (arguments: also in tuples, lists and dicts)."""
     kind = type(value)
-    if kind is ndarray:
-        found.append(value._array)
-    elif kind is flatiter:
-        found.append(value.base._array)
+    memory = _memory(value)
+    if memory is not None:
+        found.append(memory)
     elif kind is tuple or kind is list:
         for item in value:
             _arrays(item, found)
@@ -110,9 +116,8 @@ def _frozen(value: Any) -> Any:
 def _poison(result: Any, inputs: list[np.ndarray]) -> None:
     """Fill the new arrays of ``result`` (not views of ``inputs``) with garbage: on a GPU they hold nothing
     yet, their kernel has not run."""
-    kind = type(result)
-    if kind is ndarray:
-        memory = result._array
+    memory = _memory(result)
+    if memory is not None:
         if memory.flags.writeable and memory.size and not any(np.may_share_memory(memory, i) for i in inputs):
             memory[...] = _garbage(memory.dtype)
     elif isinstance(result, (tuple, list)):
@@ -130,10 +135,10 @@ def _garbage(dtype: np.dtype) -> Any:
 
 def _store(captured: Any, recomputed: Any) -> None:
     """Write the values of a replayed op's result into the memory of its capture-time result."""
-    kind = type(captured)
-    if kind is ndarray:
-        target = captured._array
-        source = recomputed._array if type(recomputed) is ndarray else np.asarray(recomputed)
+    target = _memory(captured)
+    if target is not None:
+        source = _memory(recomputed)
+        source = np.asarray(recomputed) if source is None else source
         if source is target or not target.flags.writeable or _same_memory(source, target):
             return  # a view of its input, an out= argument, itself, or a read-only broadcast of a constant
         np.copyto(target, source)
@@ -155,21 +160,21 @@ class Graph:
         raise not_emulated("cupy.cuda.Graph()", "a graph is made by Stream.end_capture(), as in CuPy")
 
     @classmethod
-    def _of(cls, ops: list[Op]) -> "Graph":
+    def _of(cls, ops: list[Op], null: Any, current: Callable[[], Any]) -> "Graph":
         graph = object.__new__(cls)
-        graph._ops = ops
+        graph._ops, graph._null, graph._current = ops, null, current
         return graph
 
-    def launch(self, stream: Stream | None = None) -> None:
+    def launch(self, stream: Any = None) -> None:
         """Replay the recorded operations on ``stream`` (the current one if None); done when it returns. On
         a capturing stream, the graph's operations join that capture instead."""
-        stream = stream if stream is not None else get_current_stream()
+        stream = stream if stream is not None else self._current()
         if stream._capture is not None:
             stream._capture.add(self)
             return
         self._replay()
 
-    def upload(self, stream: Stream | None = None) -> None:
+    def upload(self, stream: Any = None) -> None:
         """Nothing to upload: the emulated graph lives in host memory."""
         return None
 
@@ -178,7 +183,7 @@ class Graph:
 
     def _replay(self) -> None:
         # the replayed ops run at once: the null stream, never capturing, is current while they do
-        with Stream.null:
+        with self._null:
             for op, args, kwargs, result in self._ops:
                 _store(result, op(*args, **kwargs))
 
@@ -190,7 +195,7 @@ def graph_module() -> Any:
     return module
 
 
-def begin(stream: Stream, mode: int | None) -> None:
+def begin(stream: Any, mode: int | None) -> None:
     """``stream.begin_capture(mode)``."""
     if stream._null:
         raise RuntimeError("cannot capture on the default (legacy) stream")  # CuPy's words
@@ -199,15 +204,16 @@ def begin(stream: Stream, mode: int | None) -> None:
     stream._capture = Capture(stream, 2 if mode is None else int(mode))  # CuPy's default: relaxed
 
 
-def end(stream: Stream) -> Graph:
-    """``stream.end_capture()``: the graph, or CUDARuntimeError where the capture was invalidated."""
+def end(stream: Any, null: Any, current: Callable[[], Any]) -> Graph:
+    """``stream.end_capture()``: the graph, or CUDARuntimeError where the capture was invalidated. ``null`` and
+    ``current``: the null stream (graphs replay with it current) and the function giving the current one."""
     capture = stream._capture
     if capture is None:
         raise CUDARuntimeError(f"{ILLEGAL_STATE} (the stream is not capturing)")
     stream._capture = None
     if capture.error is not None:
         raise CUDARuntimeError(INVALIDATED)
-    return Graph._of(capture.ops)
+    return Graph._of(capture.ops, null, current)
 
 
 # CuPy's Graph also shows its CUDA handles

@@ -15,15 +15,15 @@ import time
 import warnings
 from typing import Any, Iterator
 
+from flowjob_gpu.emulation import capture
 from flowjob_gpu.emulation.modules import EmulatedModule
+from flowjob_gpu.emulation.runtime_errors import CUDARuntimeError
 from flowjob_gpu.emulation.names import snapshot
 from flowjob_gpu.emulation.unemulated import Unemulated, UnemulatedModule, complete_class, not_emulated
 
 DEVICE_COUNT = 1
 
 
-class CUDARuntimeError(RuntimeError):
-    """A CUDA runtime error, as ``cupy.cuda.runtime.CUDARuntimeError``."""
 
 
 def _check_device(device_id: int) -> None:
@@ -153,15 +153,11 @@ class Stream:
     def begin_capture(self, mode: int | None = None) -> None:
         """Record the device work issued on this stream, from now until ``end_capture``, instead of running it
         (``mode``: CUDA's capture mode; the emulation keeps the relaxed mode's rules, CuPy's default)."""
-        from flowjob_gpu.emulation import capture  # it needs the arrays, which need this module
-
         capture.begin(self, mode)
 
     def end_capture(self) -> Any:
         """The ``cupy.cuda.graph.Graph`` of the work recorded since ``begin_capture``."""
-        from flowjob_gpu.emulation import capture
-
-        return capture.end(self)
+        return capture.end(self, Stream.null, get_current_stream)
 
     def is_capturing(self) -> bool:
         if self._capture is None:
@@ -386,8 +382,6 @@ _SUBMODULES = ("common", "compiler", "cub", "device", "driver", "function", "mem
 
 def build() -> EmulatedModule:
     """The emulated ``cupy.cuda``."""
-    from flowjob_gpu.emulation import capture
-
     names = snapshot().modules["cupy.cuda"]
     values: dict[str, Any] = {name: Unemulated(f"cupy.cuda.{name}") for name in names}
     values.update({name: UnemulatedModule(f"cupy.cuda.{name}") for name in _SUBMODULES})
