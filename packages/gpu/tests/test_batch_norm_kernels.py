@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec, KernelContext
+from flowjob_core.testing.modules import sibling
 from flowjob_gpu import available_cupy, batch_norm_kernels
 from flowjob_kernels import entry_points, source
 from flowjob_ops.records.batch_norm_train import BATCH_NORM_TRAIN, BATCH_NORM_TRAIN_GRAD
+
+Records = sibling(__file__, "record_registry").Records
 
 
 def _view(outer, channels, inner, *arrays):
@@ -93,16 +96,6 @@ class _StandInCupy:
                     body(*args)
 
             return launch
-
-
-class _Records:
-    """The session's op registry, as far as the fallback reads it."""
-
-    def __init__(self, kernel) -> None:
-        self._kernel = kernel
-
-    def __getitem__(self, name):
-        return type("Record", (), {"kernel": staticmethod(self._kernel)})
 
 
 def _attrs(axis=1, with_scale=True, with_offset=True, relu=False, epsilon=1e-3):
@@ -225,7 +218,7 @@ def test_a_dtype_without_an_entry_point_runs_the_records_own_kernel():
 
     attrs = _attrs()
     x, params, _ = _case((4, 3, 2), np.float16, attrs)
-    forward_ctx, backward_ctx = _contexts(_StandInCupy(), x, params, attrs, ops=_Records(record_kernel))
+    forward_ctx, backward_ctx = _contexts(_StandInCupy(), x, params, attrs, ops=Records(record_kernel))
     assert batch_norm_kernels.batch_norm_train_kernel(forward_ctx) == "the record's kernel"
     assert batch_norm_kernels.batch_norm_train_grad_kernel(backward_ctx) == "the record's kernel"
     assert ran == ["batch_norm_train", "batch_norm_train_grad"]

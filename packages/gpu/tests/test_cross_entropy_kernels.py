@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec, KernelContext
+from flowjob_core.testing.modules import sibling
 from flowjob_gpu import available_cupy, cross_entropy_kernels
 from flowjob_kernels import entry_points
+
+Records = sibling(__file__, "record_registry").Records
 
 
 def _forward(logits, labels, prob, loss, bad, rows, classes):
@@ -68,16 +71,6 @@ class _StandInCupy:
                 body(*args)
 
             return launch
-
-
-class _Records:
-    """The session's op registry, as far as the fallback reads it."""
-
-    def __init__(self, kernel) -> None:
-        self._kernel = kernel
-
-    def __getitem__(self, name):
-        return type("Record", (), {"kernel": staticmethod(self._kernel)})
 
 
 def _contexts(xp, shape, dtype, label_dtype=np.int32, ops=None):
@@ -142,7 +135,7 @@ def test_a_dtype_without_an_entry_point_runs_the_records_own_kernel():
         ran.append(ctx.op)
         return "the record's kernel"
 
-    forward_ctx, backward_ctx = _contexts(_StandInCupy(), (4, 5), np.float16, ops=_Records(record_kernel))
+    forward_ctx, backward_ctx = _contexts(_StandInCupy(), (4, 5), np.float16, ops=Records(record_kernel))
     assert cross_entropy_kernels.sparse_softmax_cross_entropy_kernel(forward_ctx) == "the record's kernel"
     assert cross_entropy_kernels.sparse_softmax_cross_entropy_grad_kernel(backward_ctx) == "the record's kernel"
     assert ran == ["sparse_softmax_cross_entropy", "sparse_softmax_cross_entropy_grad"]

@@ -12,9 +12,12 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec, KernelContext
+from flowjob_core.testing.modules import sibling
 from flowjob_gpu import available_cupy, pool_kernels
 from flowjob_kernels import entry_points, source
 from flowjob_ops.records.pool import MAX_POOL2D, MAX_POOL2D_GRAD, MAX_POOL2D_RELU_GRAD
+
+Records = sibling(__file__, "record_registry").Records
 
 RECORDS = {r.name: r for r in (MAX_POOL2D, MAX_POOL2D_GRAD, MAX_POOL2D_RELU_GRAD)}
 
@@ -146,16 +149,6 @@ class _StandInCupy:
                     (_backward if backward else _forward)(*args[:arrays], *scalars)
 
             return launch
-
-
-class _Records:
-    """The session's op registry, as far as the fallback reads it."""
-
-    def __init__(self, kernel) -> None:
-        self._kernel = kernel
-
-    def __getitem__(self, name):
-        return type("Record", (), {"kernel": staticmethod(self._kernel)})
 
 
 def _contexts(xp, shape, dtype, attrs, shared, job="train", ops=None, grad_op="max_pool2d_grad"):
@@ -316,7 +309,7 @@ def test_a_dtype_without_an_entry_point_runs_the_records_own_kernel():
         return "the record's kernel"
 
     forward_ctx, backward_ctx = _contexts(_StandInCupy(), (1, 2, 4, 4), np.float16, CASES[2][1], {},
-                                          ops=_Records(record_kernel))
+                                          ops=Records(record_kernel))
     assert pool_kernels.max_pool2d_kernel(forward_ctx) == "the record's kernel"
     assert pool_kernels.max_pool2d_grad_kernel(backward_ctx) == "the record's kernel"
     assert ran == ["max_pool2d", "max_pool2d_grad"]
