@@ -121,6 +121,8 @@ class GraphedStep:
             number += 1
         self.replay, self.env, self.feed_buffers, self.pool, self._retired = replay, env, buffers, pool, None
         self.live_values = {v: env[v] for piece, graph in replay if graph is None for v in piece.writes}
+        # the warm-up's temporaries wait in the default pool for calls that now take the graphs' own: given back
+        cp.get_default_memory_pool().free_all_blocks()
         logger.debug("job %r: the step is recorded as %d CUDA graphs beside %d live pieces", self.job,
                      self.graph_count, len(replay) - self.graph_count)
         return self._results(env)
