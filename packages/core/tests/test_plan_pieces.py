@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from flowjob_core import BlobSpec, JobFunction, OpDef, Session, apply, hookimpl, make_plugin_manager
+from flowjob_core import JobFunction, OpDef, Session, apply, hookimpl, make_plugin_manager
 from flowjob_core.plan.pieces import failing_node, split
 from flowjob_core.plan.planner import StepError
 
@@ -136,13 +136,3 @@ def test_a_kernel_failing_inside_a_piece_is_named(session, toy):
     assert isinstance(error, StepError)
     assert f"op {program.calls[0].node.name!r} (twice)" in str(error)
     assert failing_node(program, ValueError("elsewhere")) is None
-
-
-def test_the_learning_rate_op_is_live_and_gated_kernels_say_so():
-    from flowjob_optim.accumulation import gated
-    from flowjob_optim.update_ops import LEARNING_RATE
-
-    assert LEARNING_RATE.host_state
-    assert getattr(gated(lambda *a: None, {"accumulation_steps": 2}), "host_state", False)
-    assert not getattr(gated(print, {}), "host_state", False)
-    assert BlobSpec((1,), np.float32).shape == (1,)
