@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -96,3 +96,16 @@ def sparse_softmax_cross_entropy_grad_kernel(ctx: KernelContext) -> Any:
         return out
 
     return run
+
+
+OVERRIDES: dict[str, tuple[str, dict[str, str]]] = {
+    "sparse_softmax_cross_entropy": (FAMILY, FORWARD),
+    "sparse_softmax_cross_entropy_grad": (FAMILY, BACKWARD),
+}
+"""Entries for ``flowjob_gpu.overrides.OVERRIDES`` (op -> (family, symbol per dtype))."""
+
+KERNEL_BUILDERS: dict[str, Callable[[KernelContext], Any]] = {
+    "sparse_softmax_cross_entropy": sparse_softmax_cross_entropy_kernel,
+    "sparse_softmax_cross_entropy_grad": sparse_softmax_cross_entropy_grad_kernel,
+}
+"""Entries for ``flowjob_gpu.overrides.KERNEL_BUILDERS``, keyed by the op records' names."""

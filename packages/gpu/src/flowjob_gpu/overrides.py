@@ -11,8 +11,7 @@ from flowjob_gpu.sources import compiled_module
 # cuda/<family>.cu, whose own tests check, where nvcc is present, the entry points of the compiled PTX
 OVERRIDES: dict[str, tuple[str, dict[str, str]]] = {
     "relu_grad": ("elementwise", {"float32": "relu_backward_f32", "float64": "relu_backward_f64"}),
-    "sparse_softmax_cross_entropy": (cross_entropy_kernels.FAMILY, cross_entropy_kernels.FORWARD),
-    "sparse_softmax_cross_entropy_grad": (cross_entropy_kernels.FAMILY, cross_entropy_kernels.BACKWARD),
+    **cross_entropy_kernels.OVERRIDES,
     **batch_norm_kernels.OVERRIDES,
     **pool_kernels.OVERRIDES,
     **update_kernels.OVERRIDES,
@@ -43,8 +42,7 @@ def relu_grad_kernel(ctx: Any) -> Any:
 KERNEL_BUILDERS = {
     "relu_grad": relu_grad_kernel,
     "elementwise_chain": elementwise_chain_kernel,
-    "sparse_softmax_cross_entropy": cross_entropy_kernels.sparse_softmax_cross_entropy_kernel,
-    "sparse_softmax_cross_entropy_grad": cross_entropy_kernels.sparse_softmax_cross_entropy_grad_kernel,
+    **cross_entropy_kernels.KERNEL_BUILDERS,
     **batch_norm_kernels.KERNEL_BUILDERS,
     **pool_kernels.KERNEL_BUILDERS,
     **update_kernels.KERNEL_BUILDERS,

@@ -61,6 +61,7 @@ class GraphedStep:
         self.feed_buffers: list[Any] = []
         self.live_values: dict[str, Any] = {}  # what the graphs read of the live pieces' values
         self.pool: Any = None
+        self._retired: Any = None  # a failed recording's pool and graphs, kept while its launches may run
 
     @property
     def graph_count(self) -> int:
@@ -101,22 +102,24 @@ class GraphedStep:
         number = 0
         while number < len(pieces):
             piece = pieces[number]
-            graph = None if piece.live else self._capture(piece, env, pool)
-            if graph is False:
+            if piece.live:
+                piece.run(env)
+                replay.append((piece, None))
+                number += 1
+                continue
+            graph = self._capture(piece, env, pool)
+            if isinstance(graph, BaseException) and self._found_live(piece, graph):
                 # nothing of the piece ran: with the failing node live, the step goes on from the piece's start
-                if self.uncaptured is not None or not self._found_live(piece):
-                    self._retired = (pool, replay)  # launched graphs may still run: their memory stays
-                    for rest in pieces[number:]:
-                        rest.run(env)
-                    return self._results(env)
                 cuts.add(piece.start)
                 pieces = split(self.program, self.found_live, "graph pieces", cuts)
                 number = next(n for n, p in enumerate(pieces) if p.start == piece.start)
                 continue
-            if graph is None:
-                piece.run(env)
-            else:
-                graph.launch(stream=self.stream)
+            if graph is None or isinstance(graph, BaseException):  # recording stopped: the rest runs now
+                self._retired = (pool, replay)  # launched graphs may still run: their memory stays
+                for rest in pieces[number:]:
+                    rest.run(env)
+                return self._results(env)
+            graph.launch(stream=self.stream)
             replay.append((piece, graph))
             number += 1
         self.replay, self.env, self.feed_buffers, self.pool, self._retired = replay, env, buffers, pool, None
@@ -128,36 +131,34 @@ class GraphedStep:
         return self._results(env)
 
     def _capture(self, piece: Piece, env: dict[str, Any], pool: Any) -> Any:
-        """The piece's graph, or False where the capture failed (``_failed`` holds the kernel's error, if any)."""
+        """The piece's graph; the error of a kernel that failed in the capture; or None where recording stopped
+        for good (``uncaptured`` says why)."""
         cp, stream = self.cp, self.stream
-        self._failed = None
         try:
             stream.begin_capture()
         except Exception as exc:  # no graph support (a HIP CuPy)
             self._give_up(f"the stream cannot be captured: {exc}")
-            return False
+            return None
         try:
             with cp.cuda.using_allocator(pool.malloc):
                 piece.run(env)
         except Exception as exc:
             try:
                 stream.end_capture()
-            except Exception:  # noqa: S110 - the kernel's failure invalidated the capture; it is reported below
+            except Exception:  # noqa: S110 - the kernel's failure invalidated the capture; it is returned
                 pass
-            self._failed = exc
-            return False
+            return exc
         try:
             return stream.end_capture()
         except Exception as exc:
             self._give_up(f"capturing {_nodes(piece)} failed: {exc}")
-            return False
+            return None
 
-    def _found_live(self, piece: Piece) -> bool:
-        """After a kernel of ``piece`` failed in a capture: its node runs live from now on (True), unless it cannot
-        be named or too many were (False: the step gives up recording). A kernel that fails uncaptured too raises
-        its error when it runs live, as the step's."""
-        failed = self._failed
-        node = None if failed is None else failing_node(self.program, failed)
+    def _found_live(self, piece: Piece, failed: BaseException) -> bool:
+        """After a kernel of ``piece`` raised ``failed`` in a capture: its node runs live from now on (True), unless
+        it cannot be named or too many were (False: the step gives up recording). A kernel that fails uncaptured
+        too raises its error when it runs live, as the step's."""
+        node = failing_node(self.program, failed)
         if node is None:
             self._give_up(f"capturing {_nodes(piece)} failed outside their kernels: {failed!r}")
             return False
@@ -169,9 +170,6 @@ class GraphedStep:
         logger.debug("job %r: op %r (%s) runs live beside the CUDA graphs: capturing it failed: %s", self.job,
                      node.name, node.op, failed)
         return True
-
-    _failed: BaseException | None = None
-    _retired: Any = None
 
     def _give_up(self, reason: str) -> None:
         self.uncaptured = reason

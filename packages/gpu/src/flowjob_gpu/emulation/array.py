@@ -11,7 +11,7 @@ numpy the arrays behind emulated ones and refuses host arrays, the second wraps 
 
 Every device operation first asks ``recorder()`` whether the current stream captures (``capture.py``): if it
 does, the operation is recorded for the graph instead of run (``device_op`` wraps the less frequent ones;
-the operators, indexing and forwarded methods ask inline), and host transfers raise (``host_transfer``).
+the operators, indexing and forwarded methods ask inline), and host transfers raise (``refuse_during_capture``).
 """
 from __future__ import annotations
 
@@ -64,12 +64,6 @@ def device_op(op: Any) -> Any:
     return recorded
 
 
-def host_transfer(what: str, stream: Any = None) -> None:
-    """``what`` copies between host and device synchronously: it raises on a capturing stream (the current one,
-    or ``stream``), as CUDA refuses it during capture, and invalidates the capture."""
-    refuse_during_capture(what, stream)
-
-
 def is_host_data(value: Any) -> bool:
     """Whether CuPy would copy ``value`` over from the host (a numpy array, a list or tuple not all of device
     arrays, a Python or numpy scalar) to use it as array data."""
@@ -119,7 +113,7 @@ class ndarray:
     def get(self, stream: Any = None, order: str = "C", out: np.ndarray | None = None,
             blocking: bool = True) -> np.ndarray:
         """A host (numpy) copy; into ``out`` if given."""
-        host_transfer("cupy.ndarray.get()", stream)
+        refuse_during_capture("cupy.ndarray.get()", stream)
         if out is not None:
             if not isinstance(out, np.ndarray):
                 raise TypeError("Only numpy.ndarray can be obtained from cupy.ndarray")
@@ -133,7 +127,7 @@ class ndarray:
 
     def set(self, arr: np.ndarray, stream: Any = None) -> None:
         """Copy the host array ``arr`` (same shape and dtype) into this one."""
-        host_transfer("cupy.ndarray.set()", stream)
+        refuse_during_capture("cupy.ndarray.set()", stream)
         if not isinstance(arr, np.ndarray):
             raise TypeError("Only numpy.ndarray can be set to cupy.ndarray")
         if arr.dtype != self.dtype:
@@ -143,35 +137,35 @@ class ndarray:
         np.copyto(self._array, arr)
 
     def __format__(self, spec: str) -> str:
-        host_transfer("cupy.ndarray.__format__")
+        refuse_during_capture("cupy.ndarray.__format__")
         return format(self._array, spec)
 
     def item(self) -> Any:
-        host_transfer("cupy.ndarray.item")
+        refuse_during_capture("cupy.ndarray.item")
         return self._array.item()
 
     def tolist(self) -> Any:
-        host_transfer("cupy.ndarray.tolist")
+        refuse_during_capture("cupy.ndarray.tolist")
         return self._array.tolist()
 
     def tobytes(self, order: str = "C") -> bytes:
-        host_transfer("cupy.ndarray.tobytes")
+        refuse_during_capture("cupy.ndarray.tobytes")
         return self._array.tobytes(order)
 
     def tofile(self, fid: Any, sep: str = "", format: str = "%s") -> None:
-        host_transfer("cupy.ndarray.tofile")
+        refuse_during_capture("cupy.ndarray.tofile")
         self._array.tofile(fid, sep, format)
 
     def dump(self, file: Any) -> None:
-        host_transfer("cupy.ndarray.dump")
+        refuse_during_capture("cupy.ndarray.dump")
         self._array.dump(file)
 
     def dumps(self) -> bytes:
-        host_transfer("cupy.ndarray.dumps")
+        refuse_during_capture("cupy.ndarray.dumps")
         return self._array.dumps()
 
     def __reduce__(self) -> tuple[Any, tuple[np.ndarray]]:
-        host_transfer("cupy.ndarray.__reduce__")
+        refuse_during_capture("cupy.ndarray.__reduce__")
         return _rebuild, (self._array.copy(),)
 
     @device_op
@@ -461,7 +455,7 @@ def _host_value(convert: Any) -> Any:
     what = f"{convert.__name__}(cupy.ndarray)"
 
     def conversion(self: ndarray) -> Any:
-        host_transfer(what)
+        refuse_during_capture(what)
         return convert(self._array)
     return conversion
 
