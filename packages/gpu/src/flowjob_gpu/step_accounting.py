@@ -48,10 +48,11 @@ def step_shape(job: str, step: Any) -> dict[str, Any]:
             "live_pieces": step.live_piece_count, "live_nodes": tuple(step.live_nodes())}
 
 
-def account(function: Any, call: Callable[[], Any], steps: int = 3) -> StepAccount:
-    """Call ``call`` (one call of the job function ``function``) twice, the warm-up and the recording, then
-    ``steps`` times counting the host traffic of the plan's step (on the emulated device)."""
-    for _ in range(2):
+def account(function: Any, call: Callable[[], Any], steps: int = 3, warm: int = 2) -> StepAccount:
+    """Call ``call`` (one call of the job function ``function``) ``warm`` times (the warm-up and the recording:
+    two; none where the caller made them), then ``steps`` times counting the host traffic of the plan's step
+    (on the emulated device only: on a device no further call is made)."""
+    for _ in range(warm):
         call()
     plan = function.plan()
     step = plan.step
