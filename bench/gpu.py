@@ -38,7 +38,7 @@ WORKLOADS = {
 NO_GRAPHS = "flowjob-nographs"
 
 
-def run(system: str, label: str, timeout: float, batch: int | None = None) -> dict:
+def run(system: str, label: str, timeout: float, batch: int | None = None, steps: int | None = None) -> dict:
     workload, extra = WORKLOADS[label]
     env = os.environ.copy()
     if system == NO_GRAPHS:
@@ -48,6 +48,8 @@ def run(system: str, label: str, timeout: float, batch: int | None = None) -> di
     cmd = [sys.executable, str(HERE / "worker.py"), system, workload, "--device", "gpu", *extra]
     if batch is not None:
         cmd += ["--batch", str(batch)] + (["--big-batch", str(batch)] if "--big-batch" in extra else [])
+    if steps is not None:
+        cmd += ["--steps", str(steps), "--warmup", "1"]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -94,6 +96,7 @@ def main() -> None:
     parser.add_argument("--systems", default="flowjob,torch", help=f"comma list of flowjob, {NO_GRAPHS}, torch")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per worker process")
     parser.add_argument("--batch", type=int, default=None, help="every workload's batch (default: the worker's)")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps a run (default: the workload's)")
     parser.add_argument("--emulated", action="store_true", help="flowjob on the emulated CuPy (no device)")
     parser.add_argument("--json", type=pathlib.Path, default=None, help="also write every run here")
     args = parser.parse_args()
@@ -108,7 +111,7 @@ def main() -> None:
     for r in range(args.rounds):
         for label in labels:
             for system in (systems if r % 2 == 0 else systems[::-1]):
-                got = run(system, label, args.timeout, args.batch)
+                got = run(system, label, args.timeout, args.batch, args.steps)
                 wrong = recording_error(system, got)
                 if wrong is not None:
                     got["error"] = wrong
