@@ -46,6 +46,8 @@ def main() -> None:
     fact("cupyx.cudnn importable", lambda: __import__("cupyx.cudnn", fromlist=["x"]).__name__)
     fact("cupy.cuda.Graph (stream capture)", lambda: _capture(cp))
     fact("matmul float32 uses TF32", lambda: _tf32(cp))
+    fact("RawModule float32 subnormal * 1 (CuPy's own -ftz=true)", lambda: _subnormal_times_one(cp, ()))
+    fact("RawModule options=('-ftz=false',): subnormal * 1", lambda: _subnormal_times_one(cp, ("-ftz=false",)))
 
 
 def _capture(cp: Any) -> Any:
@@ -59,6 +61,17 @@ def _capture(cp: Any) -> Any:
     graph.launch(stream)
     stream.synchronize()
     return float(y[0])
+
+
+def _subnormal_times_one(cp: Any, options: tuple) -> Any:
+    """What a hand kernel makes of a float32 subnormal: kept (the flush is off) or 0.0 (flushed)."""
+    import numpy as np
+    code = 'extern "C" __global__ void times_one(const float* a, float* out) { out[0] = a[0] * 1.0f; }'
+    fn = cp.RawModule(code=code, options=options).get_function("times_one")
+    a = cp.asarray(np.array([np.finfo(np.float32).smallest_subnormal], np.float32))
+    out = cp.zeros(1, np.float32)
+    fn((1,), (1,), (a, out))
+    return float(out[0])
 
 
 def _tf32(cp: Any) -> Any:

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from flowjob_core import BlobSpec, KernelContext
 
-from flowjob_gpu.record_kernels import ContiguousInputs, own_kernel
+from flowjob_gpu.record_kernels import ContiguousInputs, launch_grid, own_kernel
 from flowjob_gpu.sources import compiled_module
 
 FAMILY = "batch_norm"
@@ -54,7 +54,7 @@ class _Channels:
                                                  math.prod(x.shape[axis + 1:]))
         per_block = 1 if self.inner > 1 else min(WARP, 1 << max(0, self.channels - 1).bit_length())
         self.block = (per_block, THREADS // per_block)
-        self.grid = (max(1, min(-(-self.channels // per_block), MAX_BLOCKS)),)
+        self.grid = launch_grid(self.channels, per_block, MAX_BLOCKS)
         self.sizes = (cp.int64(self.outer), cp.int64(self.channels), cp.int64(self.inner),
                       cp.float64(1.0 / (self.outer * self.inner)), cp.float64(float(ctx.attrs["epsilon"])))
         self.with_scale = bool(ctx.attrs.get("with_scale"))
