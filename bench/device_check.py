@@ -46,6 +46,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 WHEELS = ROOT / ".whl"
@@ -221,6 +222,26 @@ def run_step(step: Step, limit: float, out: pathlib.Path) -> Outcome:
                    _failures(text) if status != "passed" else [], str(log))
 
 
+def run_steps(plan: list[Step], deadline: float, out: pathlib.Path, after_each: Callable[[list[Outcome]], None]
+              ) -> list[Outcome]:
+    """Run the steps in order, each under its limit trimmed to what is left before ``deadline`` (a
+    ``time.monotonic()`` instant); one with under ``LEAST`` seconds left is not run. ``after_each`` gets the
+    outcomes so far after every step (the results file is rewritten then)."""
+    outcomes: list[Outcome] = []
+    for step in plan:
+        left = deadline - time.monotonic()
+        if left < LEAST:
+            outcomes.append(Outcome(step.name, "not run", None, 0.0, 0.0, f"{left:.0f} s left of the deadline", [],
+                                    ""))
+        else:
+            limit = min(step.limit, left - 2)
+            print(f"--- {step.name} (at most {limit:.0f} s)", flush=True)
+            outcomes.append(run_step(step, limit, out))
+            print(f"    {outcomes[-1].status} in {outcomes[-1].seconds:.0f} s: {outcomes[-1].last_line}", flush=True)
+        after_each(outcomes)
+    return outcomes
+
+
 def _failures(text: str) -> list[str]:
     """The lines that name what failed: pytest's FAILED/ERROR lines, the smoke's and the bench's FAIL lines,
     a traceback's last line."""
@@ -250,8 +271,10 @@ def results_block(out: pathlib.Path, outcomes: list[Outcome]) -> str:
         log = out / f"{name}.log"
         if log.exists():
             text = log.read_text(errors="replace")
-            table = text[text.find("medians of"):] if name == "bench" and "medians of" in text else text
-            lines += [f"--- {name}", *[line for line in table.splitlines() if not line.startswith("round ")][-30:]]
+            if name == "bench" and "medians of" in text:  # the table; else (stopped early) each run's line
+                text = "\n".join(line for line in text[text.find("medians of"):].splitlines()
+                                  if not line.startswith("round "))
+            lines += [f"--- {name}", *text.splitlines()[-30:]]
     failures = [(o.name, f) for o in outcomes for f in o.failures]
     if failures:
         lines.append("--- failures")
@@ -292,18 +315,8 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown steps {unknown}; the steps are {ORDER}")
     wanted = [name for name in ORDER if name in plan and (not args.steps or name in args.steps)]
-    outcomes: list[Outcome] = []
-    for name in wanted:
-        step = plan[name]
-        left = args.deadline - (time.monotonic() - started)
-        if left < LEAST:
-            outcomes.append(Outcome(name, "not run", None, 0.0, 0.0, f"{left:.0f} s left of the deadline", [], ""))
-        else:
-            limit = min(step.limit, left - 2)
-            print(f"--- {name} (at most {limit:.0f} s)", flush=True)
-            outcomes.append(run_step(step, limit, out))
-            print(f"    {outcomes[-1].status} in {outcomes[-1].seconds:.0f} s: {outcomes[-1].last_line}", flush=True)
-        write_results(out, mode, args.deadline, install_note, outcomes)
+    outcomes = run_steps([plan[name] for name in wanted], started + args.deadline, out,
+                         lambda done: write_results(out, mode, args.deadline, install_note, done))
     print(results_block(out, outcomes), flush=True)
     passed = outcomes and all(o.status == "passed" for o in outcomes) and not install_note.startswith("FAILED")
     sys.exit(0 if passed else 1)
