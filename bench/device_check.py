@@ -142,8 +142,13 @@ def steps(emulated: bool, out: pathlib.Path) -> dict[str, Step]:
     gpu = {"FLOWJOB_DEVICE": "gpu"}
     xdist = importlib.util.find_spec("xdist") is not None
     timeout = importlib.util.find_spec("pytest_timeout") is not None
-    pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE", "--tb=short",
+    # failure_log (bench/) appends each failure to $OUT/<step>-failures.log as it happens: a step stopped at its
+    # limit still names what failed
+    pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "failure_log", "-rfE", "--tb=short",
               *(["--timeout", "90"] if timeout else [])]
+
+    def tests(name: str, **extra: str) -> dict[str, str]:
+        return {"PYTHONPATH": bench, "FAILURE_LOG": str(out / f"{name}-failures.log"), **extra}
     info = [py, "-c", "import sys, numpy; print('python', sys.version.split()[0], 'numpy', numpy.__version__)"]
     if emulated:
         environment = ["bash", "-c", f"{_quote(info)} && {py} -m oneflow info"]
@@ -154,7 +159,8 @@ def steps(emulated: bool, out: pathlib.Path) -> dict[str, Step]:
                                          "--batch", "8", "--steps", "3", "--systems", "flowjob,flowjob-nographs",
                                          "--workloads", "lenet_train,mlp_train", "--json", str(out / "bench.json")]),
             "gpu_tests": Step("gpu_tests", 240, [*pytest, str(ROOT / "packages/gpu/tests/test_step_accounting.py"),
-                                                 str(ROOT / "packages/gpu/tests/test_step_graphs.py")]),
+                                                 str(ROOT / "packages/gpu/tests/test_step_graphs.py")],
+                              tests("gpu_tests")),
             "graphs": Step("graphs", 120, [py, f"{bench}/graph_overhead.py", "--emulated", "--ops", "20",
                                            "--steps", "5"]),
             "profile": Step("profile", 120, [py, f"{bench}/profile_plan.py", "lenet_train", "--emulated",
@@ -185,11 +191,11 @@ def steps(emulated: bool, out: pathlib.Path) -> dict[str, Step]:
                                                                    "lenet_train,mlp_train,resnet50_train_b32"),
                                      "--json", str(out / "bench.json")]),
         "gpu_tests": Step("gpu_tests", 90, [*pytest, *workers, "packages/gpu/tests", "kernels/tests"],
-                          {"FLOWJOB_REQUIRE_GPU": "1"}),
+                          tests("gpu_tests", FLOWJOB_REQUIRE_GPU="1")),
         "graphs": Step("graphs", 45, [py, f"{bench}/graph_overhead.py", "--steps", "200"]),
         "profile": Step("profile", 60, [py, f"{bench}/profile_plan.py", "resnet50_train", "--steps", "3",
                                         "--warmup", "1", "--sync", "--by-op", "--top", "25"], gpu),
-        "suite": Step("suite", 240, [*pytest, *workers, *paths, "-m", "not slow"], {**gpu, "PYTHONPATH": bench}),
+        "suite": Step("suite", 240, [*pytest, *workers, *paths, "-m", "not slow"], {**gpu, **tests("suite")}),
     }
 
 
@@ -218,8 +224,13 @@ def run_step(step: Step, limit: float, out: pathlib.Path) -> Outcome:
     seconds = time.monotonic() - start
     text = log.read_text(errors="replace")
     lines = [line for line in text.splitlines() if line.strip()]
+    failures = _failures(text) if status != "passed" else []
+    logged = out / f"{step.name}-failures.log"  # failure_log's, where the step runs pytest
+    if logged.exists():
+        failures += [f"FAILED {line[4:]}" for line in logged.read_text(errors="replace").splitlines()
+                     if line.startswith("=== ") and not any(line[4:].split(" [")[0] in f for f in failures)]
     return Outcome(step.name, status, rc, round(seconds, 1), round(limit, 1), lines[-1][:200] if lines else "",
-                   _failures(text) if status != "passed" else [], str(log))
+                   failures, str(log))
 
 
 def run_steps(plan: list[Step], deadline: float, out: pathlib.Path, after_each: Callable[[list[Outcome]], None]

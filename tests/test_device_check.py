@@ -55,3 +55,19 @@ def test_a_benchmark_row_must_have_been_recorded_as_its_system_says():
     assert "did not say" in gpu.recording_error("flowjob", {"median_ms": 1.0})
     assert gpu.recording_error("torch", {"median_ms": 1.0}) is None
     assert gpu.recording_error("flowjob", {"error": "exit 1"}) is None  # already a failure
+
+
+def test_a_pytest_step_stopped_at_its_limit_still_names_the_failures_it_saw(tmp_path):
+    check = _load("device_check")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_some.py").write_text("import time\n\ndef test_a_broken_thing():\n    assert 1 == 2\n\n"
+                                        "def test_z_slow():\n    time.sleep(60)\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    step = check.Step("suite", 60, [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                                    "failure_log", "--rootdir", str(suite), str(suite / "test_some.py")],
+                      {"PYTHONPATH": str(BENCH), "FAILURE_LOG": str(out / "suite-failures.log")})
+    outcome = check.run_step(step, 10.0, out)  # the slow test is stopped by the limit
+    assert outcome.status == "timed out"
+    assert any("test_a_broken_thing" in f for f in outcome.failures), outcome.failures
