@@ -122,6 +122,10 @@ def batch_norm_train_kernel(ctx: KernelContext) -> Any:
     y, mean, variance = ctx.out(0), ctx.out(1), ctx.out(2)
     scale_at = 1 if kernel.with_scale else None
     offset_at = 1 + kernel.with_scale if kernel.with_offset else None
+    if kernel.splits > 1:  # the partial sums of x, then of the centred squares; which moment a launch sums
+        half = kernel.partials.size // 2
+        sums, squares = kernel.partials[:half], kernel.partials[half:]
+        first, second = kernel.cp.int32(0), kernel.cp.int32(1)
 
     def run(x: Any, *params: Any) -> tuple[Any, Any, Any]:
         x = dense(0, x)
@@ -132,9 +136,8 @@ def batch_norm_train_kernel(ctx: KernelContext) -> Any:
             kernel.fn(kernel.grid, kernel.block, (x, gamma, beta, y, mean, variance, *kernel.sizes, *kernel.flags))
         else:
             launch, grid, block, sizes = kernel.split_fns, kernel.grid, kernel.block, kernel.sizes
-            sums, squares = kernel.partials[:kernel.partials.size // 2], kernel.partials[kernel.partials.size // 2:]
-            launch["moment"](grid, block, (x, sums, sums, *sizes[:5], kernel.cp.int32(0)))  # sums: unread
-            launch["moment"](grid, block, (x, squares, sums, *sizes[:5], kernel.cp.int32(1)))
+            launch["moment"](grid, block, (x, sums, sums, *sizes[:5], first))  # the sums argument is unread
+            launch["moment"](grid, block, (x, squares, sums, *sizes[:5], second))
             launch["normalize"](grid, block, (x, gamma, beta, y, mean, variance, sums, squares, *sizes,
                                               *kernel.flags))
         return y, mean, variance
