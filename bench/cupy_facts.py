@@ -46,6 +46,9 @@ def main() -> None:
     fact("cupyx.cudnn importable", lambda: __import__("cupyx.cudnn", fromlist=["x"]).__name__)
     fact("cupy.cuda.Graph (stream capture)", lambda: _capture(cp))
     fact("matmul float32 uses TF32", lambda: _tf32(cp))
+    fact("graph copying from pinned host memory reads it at launch", lambda: _pinned_copy_in_graph(cp))
+    fact("RawModule float32 subnormal * 1 (CuPy's own -ftz=true)", lambda: _subnormal_times_one(cp, ()))
+    fact("RawModule options=('-ftz=false',): subnormal * 1", lambda: _subnormal_times_one(cp, ("-ftz=false",)))
 
 
 def _capture(cp: Any) -> Any:
@@ -59,6 +62,40 @@ def _capture(cp: Any) -> Any:
     graph.launch(stream)
     stream.synchronize()
     return float(y[0])
+
+
+def _pinned_copy_in_graph(cp: Any) -> Any:
+    """Whether a host-to-device copy from pinned memory captured in a graph copies what the host buffer holds when
+    the graph is launched (the way a recorded step would take a learning rate computed on the host): the values
+    the device array holds after launches with the host buffer at 1, then 2."""
+    import cupyx
+    import numpy as np
+    host = cupyx.empty_pinned((1,), np.float32)
+    device = cp.zeros(1, np.float32)
+    stream = cp.cuda.Stream(non_blocking=True)
+    host[0] = 1.0
+    with stream:
+        stream.begin_capture()
+        device.set(host, stream=stream)
+        graph = stream.end_capture()
+    seen = []
+    for value in (1.0, 2.0):
+        host[0] = value
+        graph.launch(stream)
+        stream.synchronize()
+        seen.append(float(device[0]))
+    return seen
+
+
+def _subnormal_times_one(cp: Any, options: tuple) -> Any:
+    """What a hand kernel makes of a float32 subnormal: kept (the flush is off) or 0.0 (flushed)."""
+    import numpy as np
+    code = 'extern "C" __global__ void times_one(const float* a, float* out) { out[0] = a[0] * 1.0f; }'
+    fn = cp.RawModule(code=code, options=options).get_function("times_one")
+    a = cp.asarray(np.array([np.finfo(np.float32).smallest_subnormal], np.float32))
+    out = cp.zeros(1, np.float32)
+    fn((1,), (1,), (a, out))
+    return float(out[0])
 
 
 def _tf32(cp: Any) -> Any:

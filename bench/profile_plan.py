@@ -12,18 +12,19 @@ Ranges a program marks with ``flow.profiler.nvtx_start`` / ``nvtx_end`` are list
 (from its start mark through its end mark, in step order) and the sum of their medians.
 On a device the kernels run asynchronously: ``--sync`` waits for each kernel's work, so a node's time is
 its device time (the step then runs without overlap); without it a node's time is its launch cost.
+Every kernel is timed as launched: on the gpu backend the step is not recorded as CUDA graphs (the script sets
+``FLOWJOB_CUDA_GRAPHS=0``: a replayed graph calls no timer, and a wait inside a capture fails it), so the times are
+those of the ``flowjob-nographs`` row of ``bench/gpu.py``. ``--emulated`` runs it on the emulated CuPy.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import threading
 import time
 from collections import defaultdict
 
-import models_flowjob
-from flowjob_core.plan.planner import order_dependencies
-from flowjob_core.runtime.session import get_default_session
 
 
 def profiler_ranges(order: list) -> dict[str, list]:
@@ -53,14 +54,21 @@ def main() -> None:
     parser.add_argument("--by-op", action="store_true", help="also sum the medians per op type")
     parser.add_argument("--sync", action="store_true", help="wait for each kernel's device work (GPU)")
     parser.add_argument("--big-batch", type=int, default=None, help="ResNet-50's batch (default 16)")
+    parser.add_argument("--emulated", action="store_true", help="the gpu backend on the emulated CuPy")
     args = parser.parse_args()
+    os.environ["FLOWJOB_CUDA_GRAPHS"] = "0"  # every kernel launched, each through its timer
+    if args.emulated:
+        os.environ.update(FLOWJOB_GPU_EMULATION="1", FLOWJOB_DEVICE="gpu")
+    import models_flowjob
+    from flowjob_core.runtime.session import get_default_session
 
     first_call, step = models_flowjob.build(args.workload, args.batch, big_batch=args.big_batch)
     first_call()
     synchronize = get_default_session().backend.synchronize if args.sync else (lambda: None)
     (function,) = get_default_session().functions.values()
     plan = function.plan()
-    globals_ = plan.step.__globals__
+    # the generated step's namespace, where its kernels are looked up by name (a recorded step keeps it)
+    globals_ = getattr(plan.step, "generated", plan.step).__globals__
     samples: dict[str, list[float]] = defaultdict(list)
     labels: dict[str, str] = {}
     ops: dict[str, str] = {}
@@ -121,6 +129,8 @@ def main() -> None:
 def critical_path(plan, medians: dict[str, float], position: dict[str, int], labels: dict[str, str],
                   step_ms: float) -> None:
     """The longest chain of dependent nodes by their medians, and the plan's sections."""
+    from flowjob_core.plan.planner import order_dependencies
+    from flowjob_core.runtime.session import get_default_session
     deps = order_dependencies(plan.job, plan.order, get_default_session().registries)
     cost = [0.0] * len(plan.order)
     label = [""] * len(plan.order)

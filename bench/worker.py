@@ -1,7 +1,10 @@
 """One benchmark run in its own process: ``python bench/worker.py SYSTEM WORKLOAD [--steps N] [--device gpu]``.
 
 Prints one JSON line: the first call's time, per-step median and p10/p90 in ms after
-warm-up, the process's peak resident memory and, on a GPU, its peak device memory.
+warm-up, the process's peak resident memory and, on a GPU, its peak device memory over every pool and,
+for flowjob, how its step ran (``step``: recorded or not, graphs and live pieces a step, the live nodes, host
+synchronizations and copies a step where counted: flowjob_gpu.step_accounting). ``FLOWJOB_GPU_EMULATION=1``
+runs flowjob's ``--device gpu`` on the emulated CuPy (to try the script; its times mean nothing).
 """
 from __future__ import annotations
 
@@ -24,12 +27,25 @@ WARMUP = {"resnet50_train": 2}
 
 def peak_device_mb(system: str) -> float:
     """Device memory at its peak: torch's allocator's high-water mark; for flowjob (CuPy) the bytes its
-    memory pool holds, which it keeps at the high-water mark of what the steps asked for."""
+    memory pools hold, which they keep at the high-water mark of what the steps asked for: the default pool
+    and every recorded step's graph pool (flowjob_gpu.step_accounting.peak_pool_bytes)."""
     if system == "torch":
         import torch
         return torch.cuda.max_memory_allocated() / 2**20
-    import cupy
-    return cupy.get_default_memory_pool().total_bytes() / 2**20
+    from flowjob_core.runtime.session import get_default_session
+    from flowjob_gpu.step_accounting import peak_pool_bytes
+    session = get_default_session()
+    steps = [function.plan().step for function in session.functions.values()]
+    return peak_pool_bytes(session.backend.xp, steps) / 2**20
+
+
+def step_account(step) -> dict:
+    """How the gpu backend ran the timed job's step: recorded or not, graphs and live pieces a call, the live
+    nodes, and (on the emulated device, counted over two more calls) host synchronizations and copies a call."""
+    from flowjob_core.runtime.session import get_default_session
+    from flowjob_gpu.step_accounting import account
+    (function,) = get_default_session().functions.values()
+    return account(function, step, steps=2, warm=0).as_dict()
 
 
 def main() -> None:
@@ -75,6 +91,8 @@ def main() -> None:
         flow.sync_default_session()
     if args.device == "gpu":
         result["peak_device_mb"] = peak_device_mb(args.system)
+        if args.system == "flowjob":
+            result["step"] = step_account(step)
     print(json.dumps(result))
 
 

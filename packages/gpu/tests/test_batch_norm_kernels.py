@@ -62,6 +62,84 @@ def _backward(x, mean, variance, gamma, y, dy, dx, dgamma, dbeta, outer, channel
         dx3[:, c] = (centred * along + g - t(sum_dy * inv_n)) * gain
 
 
+def _channel_values(a, outer, channels, inner, c):
+    """Channel c's values in the kernels' order: value v is (o, j) = (v // inner, v % inner)."""
+    return a.reshape(int(outer), int(channels), int(inner))[:, c, :].reshape(-1)
+
+
+def _slices(n, per_slice, splits):
+    return [slice(s * per_slice, min(n, (s + 1) * per_slice)) for s in range(splits)]
+
+
+def _total(partial, splits, channels, c):
+    """A channel's partials added in slice order, in double, as slices_total does."""
+    total = 0.0
+    for s in range(splits):
+        total += float(partial[s * channels + c])
+    return total
+
+
+def _split_moment(splits, x, partial, sums, outer, channels, inner, per_slice, inv_n, moment):
+    t, n = x.dtype.type, int(outer) * int(inner)
+    for c in range(int(channels)):
+        values = _channel_values(x, outer, channels, inner, c)
+        m = t(_total(sums, splits, int(channels), c) * inv_n) if moment else None
+        for s, part in enumerate(_slices(n, int(per_slice), splits)):
+            v = values[part]
+            partial[s * int(channels) + c] = np.sum((v - m) * (v - m) if moment else v, dtype=np.float64)
+
+
+def _split_normalize(splits, x, gamma, beta, y, mean, variance, sums, squares, outer, channels, inner, per_slice,
+                     inv_n, epsilon, with_scale, with_offset, relu):
+    t, C = x.dtype.type, int(channels)
+    y3 = y.reshape(int(outer), C, int(inner))
+    x3 = x.reshape(int(outer), C, int(inner))
+    for c in range(C):
+        m, var = t(_total(sums, splits, C, c) * inv_n), t(_total(squares, splits, C, c) * inv_n)
+        mean[c], variance[c] = m, var
+        scale = 1.0 / np.sqrt(np.float64(var) + epsilon)
+        if with_scale:
+            scale = scale * np.float64(gamma[c])
+        v = (x3[:, c] - m) * t(scale)
+        if with_offset:
+            v = v + beta[c]
+        y3[:, c] = np.maximum(v, t(0)) if relu else v
+
+
+def _split_grad_sums(splits, x, mean, y, dy, partial, outer, channels, inner, per_slice, relu):
+    n, C = int(outer) * int(inner), int(channels)
+    for c in range(C):
+        g = _channel_values(dy, outer, channels, inner, c)
+        if relu:
+            g = g * (_channel_values(y, outer, channels, inner, c) > 0).astype(x.dtype)
+        centred = _channel_values(x, outer, channels, inner, c) - mean[c]
+        for s, part in enumerate(_slices(n, int(per_slice), splits)):
+            partial[s * C + c] = np.sum(g[part], dtype=np.float64)
+            partial[(splits + s) * C + c] = np.sum(g[part] * centred[part], dtype=np.float64)
+
+
+def _split_grad_apply(splits, x, mean, variance, gamma, y, dy, dx, dgamma, dbeta, partial, outer, channels, inner,
+                      per_slice, inv_n, epsilon, with_scale, with_offset, relu):
+    t, C = x.dtype.type, int(channels)
+    x3, y3, dy3, dx3 = _view(outer, channels, inner, x, y, dy, dx)
+    for c in range(C):
+        sum_dy = _total(partial, splits, C, c)
+        sum_dy_centred = _total(partial[splits * C:], splits, C, c)
+        g = dy3[:, c] * (y3[:, c] > 0).astype(x.dtype) if relu else dy3[:, c]
+        inv_sigma = 1.0 / np.sqrt(np.float64(variance[c]) + epsilon)
+        if with_scale:
+            dgamma[c] = t(sum_dy_centred * inv_sigma)
+        if with_offset:
+            dbeta[c] = t(sum_dy)
+        gain = t(inv_sigma * np.float64(gamma[c]) if with_scale else inv_sigma)
+        along = t(-inv_sigma * inv_sigma * sum_dy_centred * inv_n)
+        dx3[:, c] = ((x3[:, c] - mean[c]) * along + g - t(sum_dy * inv_n)) * gain
+
+
+SPLIT_BODIES = {"moment": _split_moment, "normalize": _split_normalize, "grad_sums": _split_grad_sums,
+                "grad_apply": _split_grad_apply}
+
+
 class _StandInCupy:
     """numpy behind the names the builders use; ``RawModule`` checks the symbol is an entry point of the source."""
 
@@ -74,6 +152,13 @@ class _StandInCupy:
         class Device:
             id = 0
 
+        class runtime:  # noqa: N801
+            multiprocessors = 132
+
+            @classmethod
+            def getDeviceProperties(cls, device):  # noqa: N802 (CuPy's name)
+                return {"multiProcessorCount": cls.multiprocessors}
+
     class RawModule:
         launches: list = []
 
@@ -82,8 +167,10 @@ class _StandInCupy:
 
         def get_function(self, symbol: str):
             assert symbol in self.entries
-            body = _backward if "backward" in symbol else _forward
             dtype = np.float32 if symbol.endswith("f32") else np.float64
+            if symbol.startswith("batch_norm_split_"):
+                return self.split_launch(symbol, SPLIT_BODIES[symbol[len("batch_norm_split_"):-4]], dtype)
+            body = _backward if "backward" in symbol else _forward
 
             def launch(grid, block, args):
                 per_block, threads = block
@@ -94,6 +181,21 @@ class _StandInCupy:
                 _StandInCupy.RawModule.launches.append((symbol, grid, block))
                 with np.errstate(all="ignore"):
                     body(*args)
+
+            return launch
+
+        @staticmethod
+        def split_launch(symbol, body, dtype):
+            def launch(grid, block, args):
+                groups, splits = grid
+                per_block, threads = block
+                assert per_block * threads <= 1024 and threads & (threads - 1) == 0 and splits > 1
+                arrays = [a for a in args if isinstance(a, np.ndarray)]
+                assert all(a.flags.c_contiguous and a.dtype in (dtype, np.float64) for a in arrays)
+                assert any(a.ndim == 1 and a.dtype == np.float64 and a.size % splits == 0 for a in arrays)  # partials
+                _StandInCupy.RawModule.launches.append((symbol, grid, block))
+                with np.errstate(all="ignore"):
+                    body(splits, *args)
 
             return launch
 
@@ -224,9 +326,74 @@ def test_a_dtype_without_an_entry_point_runs_the_records_own_kernel():
     assert ran == ["batch_norm_train", "batch_norm_train_grad"]
 
 
+SPLIT_SHAPES = [((6, 2, 20, 20), 1, 4), ((7, 2, 13, 13), 1, 2), ((64, 40), 1, 4), ((16, 9, 9, 3), -1, 10)]
+
+
+@pytest.fixture
+def few_multiprocessors(monkeypatch):
+    """A device of 8 multiprocessors, and slices of at least one value a thread: small channels split."""
+    monkeypatch.setattr(_StandInCupy.cuda.runtime, "multiprocessors", 8)
+    monkeypatch.setattr(batch_norm_kernels, "MIN_SLICE_ROWS", 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,axis,splits", SPLIT_SHAPES)
+@pytest.mark.parametrize("with_scale,with_offset,relu", FLAGS)
+def test_channels_split_over_blocks_match_the_records_kernels(few_multiprocessors, dtype, shape, axis, splits,
+                                                              with_scale, with_offset, relu):
+    _StandInCupy.RawModule.launches.clear()
+    attrs = _attrs(axis, with_scale, with_offset, relu)
+    x, params, dy = _case(shape, dtype, attrs)
+    got = _run(batch_norm_kernels.batch_norm_train_kernel, batch_norm_kernels.batch_norm_train_grad_kernel,
+               _StandInCupy(), x, params, dy, attrs)
+    want = _reference(x, params, dy, attrs)
+    _assert_close(got[0], want[0], dtype)
+    _assert_close(got[1], want[1], dtype)
+    suffix = "f32" if dtype == np.float32 else "f64"
+    symbols = [symbol for symbol, _, _ in _StandInCupy.RawModule.launches]
+    assert symbols == [f"batch_norm_split_{name}_{suffix}" for name in
+                       ("moment", "moment", "normalize", "grad_sums", "grad_apply")]
+    assert {grid[1] for _, grid, _ in _StandInCupy.RawModule.launches} == {splits}
+
+
+def test_the_split_symbols_are_entry_points_of_the_source():
+    declared = set(entry_points(source(batch_norm_kernels.FAMILY)))
+    for table in (batch_norm_kernels.SPLIT_FORWARD, batch_norm_kernels.SPLIT_BACKWARD):
+        for symbols in table.values():
+            assert set(symbols.values()) <= declared
+
+
+# ResNet-50's batch norms (channels, height = width) at 224x224 inputs, torchvision's layout (stride on the 3x3)
+RESNET50_BN = [(64, 112), (64, 56), (256, 56), (128, 56), (128, 28), (512, 28), (256, 28), (256, 14), (1024, 14),
+               (512, 14), (512, 7), (2048, 7)]
+
+
+@pytest.mark.parametrize("batch", [16, 32])
+@pytest.mark.parametrize("channels,size", RESNET50_BN)
+def test_every_resnet50_batch_norm_fills_an_h200(batch, channels, size):
+    sms = 132
+    splits, per_slice = batch_norm_kernels.split(channels, batch * size * size, batch_norm_kernels.THREADS, sms)
+    blocks = channels * splits
+    assert blocks >= sms, (channels, size, splits)
+    if channels < batch_norm_kernels.BLOCKS_PER_SM * sms and per_slice >= 2 * 8 * batch_norm_kernels.THREADS:
+        assert blocks >= batch_norm_kernels.BLOCKS_PER_SM * sms  # long channels fill every multiprocessor
+    assert splits * per_slice >= batch * size * size > (splits - 1) * per_slice  # the slices cover the values
+    if channels == 64:
+        assert splits > 1  # the stem's 64 channels are shared by blocks, not one block each
+
+
+def test_a_split_channel_s_slices_are_nearly_equal_and_never_empty():
+    for values in (1, 100, 4095, 4096, 4097, 401408):
+        for groups in (1, 3, 64, 1000):
+            splits, per_slice = batch_norm_kernels.split(groups, values, 512, 132)
+            assert 1 <= splits <= batch_norm_kernels.MAX_SPLITS
+            assert (splits - 1) * per_slice < values <= splits * per_slice
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape,axis", SHAPES + [((32, 64, 28, 28), 1), ((64, 14, 14, 256), 3), ((3, 70000), 1)])
+@pytest.mark.parametrize("shape,axis", SHAPES + [((32, 64, 28, 28), 1), ((64, 14, 14, 256), 3), ((3, 70000), 1),
+                                                 ((32, 64, 112, 112), 1), ((8, 128, 56, 56), 1)])
 @pytest.mark.parametrize("with_scale,with_offset,relu", FLAGS)
 def test_the_cuda_kernels_match_the_records_numpy_kernels(dtype, shape, axis, with_scale, with_offset, relu):
     cp = available_cupy()

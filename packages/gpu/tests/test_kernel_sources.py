@@ -8,7 +8,7 @@ import pytest
 import flowjob_kernels
 from flowjob_core import switches
 from flowjob_gpu import kernel_dir, kernel_families, kernel_source
-from flowjob_gpu.overrides import OVERRIDES
+from flowjob_gpu.overrides import FAMILIES, OVERRIDES
 
 
 def _requested_symbols() -> dict[str, set[str]]:
@@ -56,3 +56,16 @@ def test_kernel_dir_is_read_through_the_switches(monkeypatch, tmp_path):
     assert kernel_dir() == flowjob_kernels.source_dir()
     monkeypatch.setattr(switches, "current", lambda: switches.Switches(kernel_dir=str(tmp_path)))
     assert kernel_dir() == tmp_path
+
+
+def test_each_family_is_a_module_named_after_its_source(monkeypatch):
+    """``cuda/<family>.cu`` has its builders in ``flowjob_gpu/<family>_kernels.py``, whose entries the overrides
+    list; each module's overrides name its own family only."""
+    monkeypatch.delenv("FLOWJOB_KERNEL_DIR", raising=False)
+    modules = {module.__name__.rsplit(".", 1)[1]: module for module in FAMILIES}
+    assert sorted(modules) == sorted(f"{family}_kernels" for family in kernel_families())
+    for family in kernel_families():
+        module = modules[f"{family}_kernels"]
+        assert module.FAMILY == family
+        assert {entry[0] for entry in module.OVERRIDES.values()} == {family}
+        assert set(module.OVERRIDES) == set(module.KERNEL_BUILDERS)

@@ -17,15 +17,13 @@ import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext
 
-from flowjob_gpu.record_kernels import own_kernel
+from flowjob_gpu.record_kernels import BLOCK, launch_grid, own_kernel
 from flowjob_gpu.sources import compiled_module
 
 FAMILY = "cross_entropy"
 FORWARD = {"float32": "sparse_softmax_xent_f32", "float64": "sparse_softmax_xent_f64"}
 BACKWARD = {"float32": "sparse_softmax_xent_backward_f32", "float64": "sparse_softmax_xent_backward_f64"}
-BLOCK = 256  # threads per block: the forward's reductions need a multiple of 32
-MAX_ROW_BLOCKS = 65535  # the forward's blocks stride over the rows beyond this
-MAX_BLOCKS = 4096  # the backward's grid-stride loop
+MAX_ROW_BLOCKS = 65535  # the forward strides over the rows beyond this (its reductions: BLOCK a multiple of 32)
 
 
 class _Labelled:
@@ -59,7 +57,7 @@ def sparse_softmax_cross_entropy_kernel(ctx: KernelContext) -> Any:
     cp, fn, rows, classes = kernel.cp, kernel.fn, kernel.rows, kernel.classes
     loss, prob = ctx.out(0), ctx.out(1)
     bad = ctx.workspace((1,), np.int32)
-    grid, block = (max(1, min(rows, MAX_ROW_BLOCKS)),), (BLOCK,)
+    grid, block = launch_grid(rows, 1, MAX_ROW_BLOCKS), (BLOCK,)
     warned = [False]
     what = f"op {ctx.node_name!r} ({ctx.op})"
 
@@ -88,7 +86,7 @@ def sparse_softmax_cross_entropy_grad_kernel(ctx: KernelContext) -> Any:
     if kernel is None:
         return own_kernel(ctx, str(ctx.inputs[1].dtype))
     cp, fn, out = kernel.cp, kernel.fn, ctx.out(0)
-    grid, block = (max(1, min(-(-kernel.rows * kernel.classes // BLOCK), MAX_BLOCKS)),), (BLOCK,)
+    grid, block = launch_grid(kernel.rows * kernel.classes), (BLOCK,)
 
     def run(labels: Any, prob: Any, dy: Any) -> Any:
         fn(grid, block, (cp.ascontiguousarray(prob), kernel.labels(labels), cp.ascontiguousarray(dy), out,

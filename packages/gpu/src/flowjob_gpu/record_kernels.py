@@ -33,3 +33,15 @@ class ContiguousInputs:
             buf = self.buffers[index] = self.ctx.workspace(spec.shape, spec.dtype)
         self.cp.copyto(buf, a)
         return buf
+
+
+
+BLOCK = 256  # threads a block of a grid-stride launch (flowjob-kernels' launch rule)
+MAX_BLOCKS = 4096  # the grid-stride loop covers the rest
+
+
+def launch_grid(count: int, per_block: int = BLOCK, most: int = MAX_BLOCKS) -> tuple[int]:
+    """The 1-D grid of a launch over ``count`` items, ``per_block`` a block (elements of a grid-stride loop, or the
+    channels a block reduces): enough blocks to cover them, at least one, at most ``most`` (the kernel's loop
+    strides over the rest)."""
+    return (max(1, min(-(-count // per_block), most)),)

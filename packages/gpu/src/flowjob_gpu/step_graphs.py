@@ -62,10 +62,29 @@ class GraphedStep:
         self.live_values: dict[str, Any] = {}  # what the graphs read of the live pieces' values
         self.pool: Any = None
         self._retired: Any = None  # a failed recording's pool and graphs, kept while its launches may run
+        self.recording_bytes = 0  # the default pool and the graphs' pool together while the step recorded
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the step is recorded: its calls replay graphs (and run its live pieces)."""
+        return self.replay is not None
 
     @property
     def graph_count(self) -> int:
         return sum(graph is not None for _, graph in self.replay or ())
+
+    @property
+    def live_piece_count(self) -> int:
+        return sum(graph is None for _, graph in self.replay or ())
+
+    def live_nodes(self) -> list[str]:
+        """``"name (op)"`` of each node a recorded step runs live, in step order."""
+        return [f"{call.node.name} ({call.node.op})" for piece, graph in self.replay or () if graph is None
+                for call in piece.calls]
+
+    def pool_bytes(self) -> int:
+        """Device memory the graphs' own pool holds (their temporaries), beside the default pool's."""
+        return int(self.pool.total_bytes()) if self.pool is not None else 0
 
     def __call__(self, feeds: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         null, stream = self.cp.cuda.Stream.null, self.stream
@@ -124,8 +143,11 @@ class GraphedStep:
             number += 1
         self.replay, self.env, self.feed_buffers, self.pool, self._retired = replay, env, buffers, pool, None
         self.live_values = {v: env[v] for piece, graph in replay if graph is None for v in piece.writes}
-        # the warm-up's temporaries wait in the default pool for calls that now take the graphs' own: given back
-        cp.get_default_memory_pool().free_all_blocks()
+        # the warm-up's temporaries wait in the default pool for calls that now take the graphs' own: given back,
+        # after noting the peak they made with the graphs' pool (what a device's memory held at once)
+        default = cp.get_default_memory_pool()
+        self.recording_bytes = int(default.total_bytes()) + self.pool_bytes()
+        default.free_all_blocks()
         logger.debug("job %r: the step is recorded as %d CUDA graphs beside %d live pieces", self.job,
                      self.graph_count, len(replay) - self.graph_count)
         return self._results(env)

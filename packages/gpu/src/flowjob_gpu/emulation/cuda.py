@@ -15,7 +15,7 @@ import time
 import warnings
 from typing import Any, Iterator
 
-from flowjob_gpu.emulation import capture
+from flowjob_gpu.emulation import capture, host_traffic
 from flowjob_gpu.emulation.modules import EmulatedModule
 from flowjob_gpu.emulation.runtime_errors import CUDARuntimeError
 from flowjob_gpu.emulation.names import snapshot
@@ -225,6 +225,8 @@ def refuse_during_capture(what: str, stream: Stream | None = None) -> None:
     capture = recorder() if stream is None else stream._capture
     if capture is not None and not capture.running:
         capture.refuse(what)
+    if capture is None:  # inside a recorded op it is that op's part: a launch replays it, and counts it then
+        host_traffic.note(what)
 
 
 def get_elapsed_time(start_event: Event, end_event: Event) -> float:

@@ -18,6 +18,7 @@ import numpy as np
 
 from flowjob_gpu.emulation.array import (
     check_dtype, device_op, host_array_refused, is_host_data, ndarray, to_device, unwrap, wrap)
+from flowjob_gpu.emulation import host_traffic
 from flowjob_gpu.emulation.cuda import recorder
 from flowjob_gpu.emulation.names import parameters_of, snapshot
 from flowjob_gpu.emulation.unemulated import complete_class
@@ -50,6 +51,8 @@ def device_function(fn: Callable[..., Any], name: str, module: str = "cupy") -> 
             if sized_on_host and (name != "where" or len(args) + len(kwargs) == 1):  # where(c): nonzero(c)
                 capture.refuse(f"{module}.{name} (its result's size is read back to the host)")
             return capture.record(emulated, args, kwargs)
+        if sized_on_host and (name != "where" or len(args) + len(kwargs) == 1):
+            host_traffic.note(f"{module}.{name} (its result's size is read back)")
         if parameters is not None:
             parameters.check(args, kwargs)
         result = fn(*map(unwrap, args), **{k: unwrap(v) for k, v in kwargs.items()})
@@ -176,6 +179,8 @@ def array(obj: Any, dtype: Any = None, copy: bool = True, order: str = "K", subo
         if is_host_data(obj):
             capture.refuse("cupy.array of host data (a host-to-device copy)")
         return capture.record(array, (obj, dtype, copy, order, subok, ndmin), {"blocking": blocking})
+    if is_host_data(obj):
+        host_traffic.note("cupy.array of host data")
     if type(obj) is ndarray and not copy:
         return asarray(obj, dtype, order) if ndmin <= obj.ndim else array(obj, dtype, True, order, subok, ndmin)
     return _on_device(np.array(_host_or_device(obj), dtype=dtype, order=order, ndmin=ndmin))
@@ -193,6 +198,8 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
         raise ValueError("Unable to avoid copy while creating an array from host data as requested.")
     if copy:
         return array(a, dtype, True, order or "K")
+    if is_host_data(a):
+        host_traffic.note("cupy.asarray of host data")
     if type(a) is ndarray:
         got = np.asarray(a._array, dtype=dtype, order=order)
         return a if got is a._array else wrap(got)

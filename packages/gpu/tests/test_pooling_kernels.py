@@ -13,7 +13,7 @@ import pytest
 
 from flowjob_core import BlobSpec, KernelContext
 from flowjob_core.testing.modules import sibling
-from flowjob_gpu import available_cupy, pool_kernels
+from flowjob_gpu import available_cupy, pooling_kernels
 from flowjob_kernels import entry_points, source
 from flowjob_ops.records.pool import MAX_POOL2D, MAX_POOL2D_GRAD, MAX_POOL2D_RELU_GRAD
 
@@ -136,7 +136,7 @@ class _StandInCupy:
             dtype = np.float32 if symbol.endswith("f32") else np.float64
 
             def launch(grid, block, args):
-                assert grid[0] >= 1 and block == (pool_kernels.BLOCK,)
+                assert grid[0] >= 1 and block == (pooling_kernels.BLOCK,)
                 arrays = 5 if backward else 3
                 assert all(a.flags.c_contiguous for a in args[:arrays])
                 assert [a.dtype for a in args[:arrays]] == (
@@ -206,8 +206,8 @@ def _cuda_run(xp, x, dy, attrs, relu=False, shared=None):
     to_numpy = getattr(xp, "asnumpy", np.asarray)
     forward_ctx, backward_ctx = _contexts(xp, x.shape, x.dtype, attrs, {} if shared is None else shared,
                                           grad_op="max_pool2d_relu_grad" if relu else "max_pool2d_grad")
-    forward = pool_kernels.max_pool2d_kernel(forward_ctx)
-    backward = pool_kernels.max_pool2d_grad_kernel(backward_ctx)
+    forward = pooling_kernels.max_pool2d_kernel(forward_ctx)
+    backward = pooling_kernels.max_pool2d_grad_kernel(backward_ctx)
     x_dev = xp.asarray(x)
     y = forward(x_dev)
     dx = backward(x_dev, y, xp.asarray(dy))
@@ -225,8 +225,8 @@ def test_the_host_side_matches_the_records_kernels_bit_for_bit(dtype, shape, att
     _StandInCupy.launches.clear()
     got = _cuda_run(_StandInCupy(), x, dy, attrs)
     forward, backward = _StandInCupy.launches
-    assert forward == (pool_kernels.FORWARD[np.dtype(dtype).name], 1)
-    assert backward[:3] == (pool_kernels.BACKWARD[np.dtype(dtype).name], 1, 0)  # the forward's taps, no relu
+    assert forward == (pooling_kernels.FORWARD[np.dtype(dtype).name], 1)
+    assert backward[:3] == (pooling_kernels.BACKWARD[np.dtype(dtype).name], 1, 0)  # the forward's taps, no relu
     want = _reference(x, dy, attrs)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
@@ -241,8 +241,8 @@ def test_a_gradient_without_the_forwards_taps_finds_the_first_maximum_itself(sha
     shared: dict = {}
     forward_ctx, backward_ctx = _contexts(_StandInCupy(), shape, np.float32, attrs, shared,
                                           grad_op="max_pool2d_relu_grad" if relu else "max_pool2d_grad")
-    forward = pool_kernels.max_pool2d_kernel(forward_ctx)
-    backward = pool_kernels.max_pool2d_grad_kernel(backward_ctx)
+    forward = pooling_kernels.max_pool2d_kernel(forward_ctx)
+    backward = pooling_kernels.max_pool2d_grad_kernel(backward_ctx)
     y = forward(x)
     dy = _dy(y.shape, np.float32, rng)
     want_y, want_dx = _reference(x, dy, attrs, relu)
@@ -255,11 +255,11 @@ def test_a_gradient_without_the_forwards_taps_finds_the_first_maximum_itself(sha
     other_ctx, _ = _contexts(_StandInCupy(), shape, np.float32, attrs, shared)
     other_ctx.node_name = "other_pool"
     other_ctx._out_buffer = lambda index: y
-    pool_kernels.max_pool2d_kernel(other_ctx)(x)
+    pooling_kernels.max_pool2d_kernel(other_ctx)(x)
     _StandInCupy.launches.clear()
     backward(x, y, dy)
     assert _StandInCupy.launches[-1][1] == 1  # the other node ran on the same x: its taps are as good
-    pool_kernels.max_pool2d_kernel(other_ctx)(x_elsewhere)
+    pooling_kernels.max_pool2d_kernel(other_ctx)(x_elsewhere)
     backward(x, y, dy)
     assert _StandInCupy.launches[-1][1] == 0
 
@@ -271,11 +271,11 @@ def test_an_eval_job_saves_no_taps_and_its_gradient_finds_them():
     shared: dict = {}
     forward_ctx, backward_ctx = _contexts(_StandInCupy(), x.shape, x.dtype, attrs, shared, job="predict")
     _StandInCupy.launches.clear()
-    y = pool_kernels.max_pool2d_kernel(forward_ctx)(x)
+    y = pooling_kernels.max_pool2d_kernel(forward_ctx)(x)
     dy = _dy(y.shape, np.float64, rng)
-    dx = pool_kernels.max_pool2d_grad_kernel(backward_ctx)(x, y, dy)
+    dx = pooling_kernels.max_pool2d_grad_kernel(backward_ctx)(x, y, dy)
     assert [launch[1] for launch in _StandInCupy.launches] == [0, 0]
-    assert not any(key[0] == pool_kernels.SHARED for key in shared if isinstance(key, tuple))
+    assert not any(key[0] == pooling_kernels.SHARED for key in shared if isinstance(key, tuple))
     want_y, want_dx = _reference(x, dy, attrs)
     np.testing.assert_array_equal(y, want_y)
     np.testing.assert_array_equal(dx, want_dx)
@@ -289,7 +289,7 @@ def test_strided_inputs_are_copied_into_one_buffer_made_on_first_use():
     made = []
     workspace = forward_ctx.workspace
     forward_ctx.workspace = lambda shape, dtype: made.append((shape, np.dtype(dtype))) or workspace(shape, dtype)
-    forward = pool_kernels.max_pool2d_kernel(forward_ctx)
+    forward = pooling_kernels.max_pool2d_kernel(forward_ctx)
     strided = np.asfortranarray(x)
     for _ in range(3):
         y = forward(strided)
@@ -297,7 +297,7 @@ def test_strided_inputs_are_copied_into_one_buffer_made_on_first_use():
     np.testing.assert_array_equal(y, want_y)
     assert made == [(y.shape, np.dtype(np.int32)), (shape, np.dtype(np.float32))]  # the taps, then x once
     dy = _dy(y.shape, np.float32, rng)
-    dx = pool_kernels.max_pool2d_grad_kernel(backward_ctx)(strided, y, np.asfortranarray(dy))
+    dx = pooling_kernels.max_pool2d_grad_kernel(backward_ctx)(strided, y, np.asfortranarray(dy))
     np.testing.assert_array_equal(dx, _reference(x, dy, attrs)[1])
 
 
@@ -310,8 +310,8 @@ def test_a_dtype_without_an_entry_point_runs_the_records_own_kernel():
 
     forward_ctx, backward_ctx = _contexts(_StandInCupy(), (1, 2, 4, 4), np.float16, CASES[2][1], {},
                                           ops=Records(record_kernel))
-    assert pool_kernels.max_pool2d_kernel(forward_ctx) == "the record's kernel"
-    assert pool_kernels.max_pool2d_grad_kernel(backward_ctx) == "the record's kernel"
+    assert pooling_kernels.max_pool2d_kernel(forward_ctx) == "the record's kernel"
+    assert pooling_kernels.max_pool2d_grad_kernel(backward_ctx) == "the record's kernel"
     assert ran == ["max_pool2d", "max_pool2d_grad"]
 
 
@@ -332,14 +332,14 @@ def test_the_cuda_kernels_match_the_records_numpy_kernels_bit_for_bit(dtype, sha
     want = _reference(x, dy, attrs, relu)
     got = _cuda_run(cp, x, dy, attrs, relu)  # the gradient reads the forward's taps
     _, alone = _contexts(cp, shape, dtype, attrs, {}, grad_op="max_pool2d_relu_grad" if relu else "max_pool2d_grad")
-    found = cp.asnumpy(pool_kernels.max_pool2d_grad_kernel(alone)(cp.asarray(x), cp.asarray(got[0]), cp.asarray(dy)))
+    found = cp.asnumpy(pooling_kernels.max_pool2d_grad_kernel(alone)(cp.asarray(x), cp.asarray(got[0]), cp.asarray(dy)))
     for g, w in zip(got + (found,), want + (want[1],)):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g.view(f"u{g.itemsize}"), w.view(f"u{w.itemsize}"))
 
 
 def test_the_module_lists_its_overrides_for_the_records_ops():
-    declared = entry_points(source(pool_kernels.FAMILY))
-    assert set(pool_kernels.OVERRIDES) == set(pool_kernels.KERNEL_BUILDERS) == set(RECORDS)
-    for family, symbols in pool_kernels.OVERRIDES.values():
-        assert family == pool_kernels.FAMILY and set(symbols.values()) <= set(declared)
+    declared = entry_points(source(pooling_kernels.FAMILY))
+    assert set(pooling_kernels.OVERRIDES) == set(pooling_kernels.KERNEL_BUILDERS) == set(RECORDS)
+    for family, symbols in pooling_kernels.OVERRIDES.values():
+        assert family == pooling_kernels.FAMILY and set(symbols.values()) <= set(declared)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec, FlowjobError, KernelContext
-from flowjob_gpu import available_cupy, update_kernels
+from flowjob_gpu import available_cupy, optimizer_kernels
 from flowjob_gpu.sources import kernel_source
 from flowjob_kernels import entry_points
 
@@ -215,7 +215,7 @@ def _run_both(op, cp, dtype, attrs, shape=(6, 9), seed=0, wrap=lambda a: a, to_h
     """Three steps of the builder on ``cp`` and of the record's kernel on numpy, from the same state."""
     state, scalars, grads = _state(op, shape, dtype, attrs, seed)
     specs = _specs(op, shape, dtype, attrs)
-    ours = update_kernels.KERNEL_BUILDERS[op](_context(cp, op, specs, attrs))
+    ours = optimizer_kernels.KERNEL_BUILDERS[op](_context(cp, op, specs, attrs))
     theirs = RECORDS[op].kernel(_context(np, op, specs, attrs))
     mine = [wrap(a.copy()) for a in state]
     scalars_mine = [wrap(a.copy()) for a in scalars]
@@ -227,7 +227,7 @@ def _run_both(op, cp, dtype, attrs, shape=(6, 9), seed=0, wrap=lambda a: a, to_h
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("op", sorted(update_kernels.KERNEL_BUILDERS))
+@pytest.mark.parametrize("op", sorted(optimizer_kernels.KERNEL_BUILDERS))
 def test_the_host_side_matches_the_records_kernel(op, dtype, case, stand_in):
     attrs = {**HYPER[op], **CASES[case]}
 
@@ -238,24 +238,24 @@ def test_the_host_side_matches_the_records_kernel(op, dtype, case, stand_in):
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)  # the same operations, each rounded as numpy rounds it
     dt = np.dtype(dtype).name
-    launches = [update_kernels.SYMBOLS[op][dt]]
-    if op == update_kernels.ADAM_BIAS_CORRECTED:
-        launches.append(update_kernels.BETA_POWERS[dt])
+    launches = [optimizer_kernels.SYMBOLS[op][dt]]
+    if op == optimizer_kernels.ADAM_BIAS_CORRECTED:
+        launches.append(optimizer_kernels.BETA_POWERS[dt])
     assert _StandInCupy.RawModule.launches == launches * 3  # one fused launch per step (two for the beta powers)
 
 
 def test_every_symbol_is_an_entry_point_of_the_source():
-    code = kernel_source(update_kernels.FAMILY)
-    wanted = {s for symbols in update_kernels.SYMBOLS.values() for s in symbols.values()}
-    wanted |= set(update_kernels.BETA_POWERS.values())
+    code = kernel_source(optimizer_kernels.FAMILY)
+    wanted = {s for symbols in optimizer_kernels.SYMBOLS.values() for s in symbols.values()}
+    wanted |= set(optimizer_kernels.BETA_POWERS.values())
     assert wanted == set(entry_points(code))
     assert set(_signatures(code)) == wanted
-    assert update_kernels.OVERRIDES == {op: ("optimizer", s) for op, s in update_kernels.SYMBOLS.items()}
-    assert set(update_kernels.KERNEL_BUILDERS) == set(update_kernels.SYMBOLS) <= set(RECORDS)
+    assert optimizer_kernels.OVERRIDES == {op: ("optimizer", s) for op, s in optimizer_kernels.SYMBOLS.items()}
+    assert set(optimizer_kernels.KERNEL_BUILDERS) == set(optimizer_kernels.SYMBOLS) <= set(RECORDS)
 
 
 def test_the_slot_layouts_are_the_records():
-    for op, slots in update_kernels.SLOTS.items():
+    for op, slots in optimizer_kernels.SLOTS.items():
         assert len(slots) == len(SLOT_INIT[op])
         assert RECORDS[op].mutates == tuple(range(len(slots) + 1))
 
@@ -288,7 +288,7 @@ def test_what_is_not_covered_runs_the_records_kernel(what, stand_in):
     if what == "scalar_momentum":
         specs = (specs[0], BlobSpec((1,), specs[0].dtype), *specs[2:])
     spy = _Spy()
-    run = update_kernels.KERNEL_BUILDERS[op](_context(stand_in, op, specs, attrs, ops=spy))
+    run = optimizer_kernels.KERNEL_BUILDERS[op](_context(stand_in, op, specs, attrs, ops=spy))
     assert spy.built == [op]
     if what in ("accumulation", "loss_scale"):
         rng = np.random.default_rng(3)
@@ -306,7 +306,7 @@ def test_a_non_contiguous_call_runs_the_records_kernel_built_once(stand_in):
     op, attrs = "optim_adam_update", {**HYPER["optim_adam_update"], "weight_decay": 0.01}
     specs = _specs(op, (5, 4), np.float64, attrs)
     spy = _Spy()
-    ours = update_kernels.KERNEL_BUILDERS[op](_context(stand_in, op, specs, attrs, ops=spy))
+    ours = optimizer_kernels.KERNEL_BUILDERS[op](_context(stand_in, op, specs, attrs, ops=spy))
     theirs = RECORDS[op].kernel(_context(np, op, specs, attrs))
     assert spy.built == []
     state, scalars, grads = _state(op, (5, 4), np.float64, attrs, seed=4)
@@ -325,13 +325,13 @@ def test_without_the_op_registry_an_uncovered_node_names_the_reason(stand_in):
     specs = _specs("optim_sgd_update", (3,), np.float16, {"weight_decay": 0.0})
     ctx = _context(stand_in, "optim_sgd_update", specs, {"weight_decay": 0.0}, ops=None)
     with pytest.raises(FlowjobError, match=r"'update' \(optim_sgd_update\): no CUDA kernel for float16"):
-        update_kernels.sgd_update_kernel(ctx)
+        optimizer_kernels.sgd_update_kernel(ctx)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("op", sorted(update_kernels.KERNEL_BUILDERS))
+@pytest.mark.parametrize("op", sorted(optimizer_kernels.KERNEL_BUILDERS))
 @pytest.mark.parametrize("shape", [(6, 9), (1000, 1537)])
 def test_the_cuda_kernels_match_the_records_kernel(op, dtype, case, shape):
     cp = available_cupy()
@@ -347,7 +347,7 @@ def test_the_cuda_updates_are_bitwise_the_records():
     """The intrinsics round each operation once, as numpy does: not merely close, equal (FMA contraction would
     differ in the last bit)."""
     cp = available_cupy()
-    for op in sorted(update_kernels.KERNEL_BUILDERS):
+    for op in sorted(optimizer_kernels.KERNEL_BUILDERS):
         attrs = {**HYPER[op], **CASES["everything"]}
         got, want = _run_both(op, cp, np.float32, attrs, shape=(257, 33), seed=2, wrap=cp.asarray,
                               to_host=cp.asnumpy)
@@ -362,7 +362,7 @@ def test_a_step_reads_nothing_back_and_captures_in_a_cuda_graph():
     attrs = {**HYPER[op], **CASES["everything"]}
     specs = _specs(op, (64, 33), np.float32, attrs)
     state, scalars, grads = _state(op, (64, 33), np.float32, attrs, seed=5)
-    run = update_kernels.KERNEL_BUILDERS[op](_context(cp, op, specs, attrs))
+    run = optimizer_kernels.KERNEL_BUILDERS[op](_context(cp, op, specs, attrs))
     theirs = RECORDS[op].kernel(_context(np, op, specs, attrs))
     mine = [cp.asarray(a) for a in (*state, grads[0], *scalars)]
     stream = cp.cuda.Stream(non_blocking=True)

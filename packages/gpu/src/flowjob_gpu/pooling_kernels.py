@@ -35,14 +35,12 @@ import numpy as np
 from flowjob_core import KernelContext
 from flowjob_ops.records import pool as pool_records  # the records' own window resolution
 
-from flowjob_gpu.record_kernels import ContiguousInputs, own_kernel
+from flowjob_gpu.record_kernels import BLOCK, ContiguousInputs, launch_grid, own_kernel
 from flowjob_gpu.sources import compiled_module
 
 FAMILY = "pooling"
 FORWARD = {"float32": "max_pool2d_forward_f32", "float64": "max_pool2d_forward_f64"}
 BACKWARD = {"float32": "max_pool2d_backward_f32", "float64": "max_pool2d_backward_f64"}
-BLOCK = 256
-MAX_BLOCKS = 4096
 SHARED = "max_pool2d-argmax"  # ctx.shared[(SHARED, forward node)]: its _Saved taps
 WRITERS = "max_pool2d-argmax-writers"  # ctx.shared[WRITERS][where y lies]: the forward node that last wrote it
 
@@ -80,7 +78,7 @@ class _Window:
         self.dims = (*(cp.int64(v) for v in dims), *(cp.int32(v) for v in window))
         self.signature = (tuple(x.shape), x.dtype.str, dims, window)
         self.overwrite = cp.int32(win.non_overlapping)
-        self.grid, self.block = (max(1, min(-(-elements // BLOCK), MAX_BLOCKS)),), (BLOCK,)
+        self.grid, self.block = launch_grid(elements), (BLOCK,)
         self.dense = ContiguousInputs(ctx)
 
     @classmethod

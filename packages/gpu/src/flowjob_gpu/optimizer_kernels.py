@@ -37,7 +37,7 @@ import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext
 
-from flowjob_gpu.record_kernels import own_kernel
+from flowjob_gpu.record_kernels import BLOCK, launch_grid, own_kernel
 from flowjob_gpu.sources import compiled_module
 
 FAMILY = "optimizer"
@@ -57,8 +57,6 @@ SLOTS: dict[str, tuple[str, ...]] = {
     SGD: (), MOMENTUM: ("like",), ADAM: ("like", "like"), ADAM_BIAS_CORRECTED: ("like", "like", "scalar", "scalar"),
 }
 """Per op, its slots: ``like`` the variable, or ``scalar`` of shape (1,) (flowjob_optim.optimizers' rules)."""
-BLOCK = 256
-MAX_BLOCKS = 4096  # the grid-stride loop covers the rest
 
 # flowjob_optim.accumulation's attribute names (flowjob-gpu does not depend on flowjob-optim)
 STEPS_ATTR = "accumulation_steps"
@@ -103,7 +101,7 @@ class _Fused:
         self.dt = var.dtype.type
         self.module = compiled_module(cp, FAMILY, cp.cuda.Device().id)
         self.fn = self.module.get_function(SYMBOLS[ctx.op][var.dtype.name])
-        self.grid = (max(1, min(-(-var.size // BLOCK), MAX_BLOCKS)),)
+        self.grid = launch_grid(var.size)
         self.block = (BLOCK,)
         self.size = np.int64(var.size)
         self.n_slots = len(SLOTS[ctx.op])
