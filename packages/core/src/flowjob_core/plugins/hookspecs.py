@@ -40,10 +40,15 @@ def flowjob_add_ops(registry: "OpRegistry") -> None:
 
 @hookspec
 def flowjob_add_kernels(registry: "KernelRegistry") -> None:
-    """Register backend-specific kernel builders: ``registry.add(op_name, backend_tag, builder)``.
+    """Register backend-specific kernel builders: ``registry.add(op, backend_tag, builder)``.
 
-    A builder registered for a tag replaces the op's own kernel on that backend only;
-    ``"*"`` replaces it everywhere.
+    ``op`` is the op's record (or its ``.name``) as the package that registers the op exports it, never a
+    string literal, so that renaming the op cannot silently drop the override. A builder registered for a
+    tag replaces the op's own kernel on that backend only; ``"*"`` replaces it everywhere. Every plugin's ops
+    are registered before any kernel, so an override of an op no plugin registered is an error naming the
+    plugin, and so is a second override of one (op, tag) pair (naming both plugins). ``optional=True`` skips
+    the override where the op's own plugin is not loaded (an override of another distribution's op that the
+    overriding plugin does not require loaded).
     """
 
 
@@ -51,7 +56,8 @@ def flowjob_add_kernels(registry: "KernelRegistry") -> None:
 def flowjob_add_backends(registry: "BackendRegistry") -> None:
     """Register devices: ``registry.add(Backend(tag="gpu", xp=cupy, ...))``.
 
-    Register a backend only where it can run (the gpu package checks for a device first).
+    Register a backend only where it can run (the gpu package checks for a device first). A second
+    backend of a tag already registered is an error naming both plugins (block one instead).
     """
 
 
