@@ -101,3 +101,14 @@ def test_a_second_watch_sink_of_one_name_names_both_plugins():
     with pytest.raises(PluginError, match=r"watch sink 'fj_sink' registered twice: by plugin 'fj_sink_[ab]' and by "
                                           r"plugin 'fj_sink_[ab]'"):
         _gather(sink_plugin("fj_sink_a"), sink_plugin("fj_sink_b"))
+
+
+def test_a_second_tensor_method_of_one_name_names_both_plugins():
+    def method_plugin(name: str) -> types.ModuleType:
+        return _plugin(name, flowjob_add_ops=lambda registry: registry.add_tensor_method("fj_double", lambda t: t))
+    with pytest.raises(PluginError, match=r"tensor method 'fj_double' registered twice: by 'fj_method_[ab]' and by "
+                                          r"'fj_method_[ab]'"):
+        _gather(method_plugin("fj_method_a"), method_plugin("fj_method_b"))
+    with pytest.raises(PluginError, match=r"tensor method name '_private' is not a public identifier"):
+        _gather(_plugin("fj_private_method",
+                        flowjob_add_ops=lambda registry: registry.add_tensor_method("_private", lambda t: t)))

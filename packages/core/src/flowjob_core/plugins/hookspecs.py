@@ -34,7 +34,9 @@ def flowjob_add_ops(registry: "OpRegistry") -> None:
     An ``OpDef`` holds the op's shape and dtype inference, its gradient rule (graph nodes)
     or the ``not_differentiable`` mark, and a kernel builder written against ``xp``.
     ``registry.add_operator("__add__", fn)`` makes a Python operator on symbolic blobs call
-    ``fn``. Registering a name twice is an error naming both plugins.
+    ``fn``; ``registry.add_tensor_method("reshape", fn)`` makes the eager ``flow.Tensor``'s method call
+    ``fn(tensor, *args, **kwargs)`` (core's tensor names no op of a plugin: the methods that run a plugin's
+    records come from it). Registering a name twice is an error naming both plugins.
     """
 
 

@@ -20,6 +20,8 @@ class OpRegistry:
         self._owner: dict[str, str] = {}
         self._legacy: dict[str, str] = {}
         self.operators: dict[str, Callable[..., Any]] = {}
+        self.tensor_methods: dict[str, Callable[..., Any]] = {}
+        self._method_owner: dict[str, str] = {}
         self.current_plugin = ""
 
     def add(self, op: OpDef) -> None:
@@ -41,6 +43,20 @@ class OpRegistry:
     def add_operator(self, dunder: str, fn: Callable[..., Any]) -> None:
         """Make ``Blob.<dunder>`` (e.g. ``__add__``) call ``fn(blob, other)``."""
         self.operators[dunder] = fn
+
+    def add_tensor_method(self, name: str, fn: Callable[..., Any]) -> None:
+        """Make the eager ``flow.Tensor``'s method ``name`` call ``fn(tensor, *args, **kwargs)``: the methods that
+        run an op package's records (``tensor.reshape``, ``tensor.sum``) come from that package, so core names
+        none of its ops. A name ``flow.Tensor`` defines itself (``shape``, ``backward``) is never looked up here;
+        registering a name twice is an error naming both plugins."""
+        if name.startswith("_") or not name.isidentifier():
+            raise PluginError(f"plugin {self.current_plugin!r}: tensor method name {name!r} is not a public "
+                              "identifier")
+        if name in self.tensor_methods:
+            raise PluginError(f"tensor method {name!r} registered twice: by {self._method_owner[name]!r} and by "
+                              f"{self.current_plugin!r}")
+        self.tensor_methods[name] = fn
+        self._method_owner[name] = self.current_plugin
 
     def __getitem__(self, name: str) -> OpDef:
         try:
