@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from flowjob_core.ir.opdef import KernelBuilder
 
-from flowjob_ops.overrides.cpu import batch_norm, conv, pool
+from flowjob_ops.overrides.cpu import batch_norm, conv, pool_cache_blocked
 
 CPU_TAG = "cpu"
 
 KERNEL_BUILDERS: dict[str, KernelBuilder] = {**batch_norm.KERNEL_BUILDERS, **conv.KERNEL_BUILDERS,
-                                              **pool.KERNEL_BUILDERS}
+                                              **pool_cache_blocked.KERNEL_BUILDERS}
 """op name -> kernel builder, overriding the record's kernel on the cpu backend."""
