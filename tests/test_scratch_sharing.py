@@ -12,7 +12,7 @@ import oneflow.typing as tp
 from flowjob_core.ir.opdef import KernelContext
 from flowjob_core.testing.modules import sibling
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 value = _helpers.value
 SHAPE = (4, 8, 12, 12)
 NAMES = ["a-weight", "b-weight", "c-weight", "d-weight", "proj-weight", "fc-weight", "b_bn-gamma"]

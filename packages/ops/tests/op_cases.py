@@ -951,4 +951,4 @@ CASES += sibling(__file__, "cases_batch_norm_train").CASES
 CASES += sibling(__file__, "cases_tensor_buffer").CASES
 CASES += sibling(__file__, "cases_quantization").CASES
 CASES += sibling(__file__, "cases_sums_splits").CASES
-CASES += sibling(__file__, "cases_legacy_test_ops").CASES
+CASES += sibling(__file__, "cases_op_test_fixtures").CASES
