@@ -17,8 +17,8 @@ from flowjob_core.passes.pipeline import PassContext, run_passes
 from flowjob_core.testing.modules import sibling
 from flowjob_ops.passes.auto_mixed_precision import AutoMixedPrecisionWarning
 
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
-sgd = sibling(__file__, "legacy_helpers").sgd
+fresh_session = sibling(__file__, "op_surface_helpers").fresh_session
+sgd = sibling(__file__, "op_surface_helpers").sgd
 IMAGES = np.random.default_rng(0).random((8, 1, 8, 8), dtype=np.float32)
 LABELS = np.arange(8, dtype=np.int32) % 4
 

@@ -11,7 +11,7 @@ SHAPE = (3, 4)
 RNG = np.random.default_rng(2)
 X = RNG.integers(0, 10, SHAPE).astype(np.float32)
 Y = RNG.integers(0, 10, SHAPE).astype(np.float32)
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session  # each test in its own session
+fresh_session = sibling(__file__, "op_surface_helpers").fresh_session  # each test in its own session
 
 
 def sgd() -> object:

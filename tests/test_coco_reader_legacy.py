@@ -15,7 +15,7 @@ from flowjob_core import OpBuildError
 from flowjob_core.testing.modules import sibling
 
 Image = pytest.importorskip("PIL.Image", reason="Pillow (flowjob-ofrecord[image]) is not installed")
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+fresh_session = sibling(__file__, "op_surface_helpers").fresh_session
 RNG = np.random.default_rng(2828)
 
 # id -> (width, height); 4 has no annotation and 5 only a 1x1 box: both are left out

@@ -15,7 +15,7 @@ import oneflow.typing as tp
 from flowjob_core import FlowjobError, get_default_session
 from flowjob_core.testing.modules import sibling
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, value, sgd = _helpers.fresh_session, _helpers.value, _helpers.sgd
 # the loop references of the op cases (packages/ops/tests/cases_conv3d.py), loaded by path
 _cases = sibling(str(pathlib.Path(__file__).resolve().parents[1] / "packages/ops/tests/_"), "cases_conv3d")

@@ -68,7 +68,8 @@ def test_a_job_without_the_overrides_trains_the_same() -> None:
     for name, value in variables.items():
         np.testing.assert_allclose(value, ref_variables[name], rtol=1e-3, atol=1e-5, err_msg=name)
     modules = {type(k).__module__ for k in kernels}
-    tuned = {"flowjob_ops.kernels.winograd", "flowjob_ops.overrides.cpu.pool"}  # conv2's Winograd, blocked pools
+    # conv2's Winograd, blocked pools
+    tuned = {"flowjob_ops.kernels.winograd", "flowjob_ops.overrides.cpu.pool_cache_blocked"}
     assert tuned <= modules
     assert not tuned & {type(k).__module__ for k in ref_kernels}
     # conv and dense fusions fire with or without the overrides (they check only the ops' own kernels)

@@ -15,7 +15,7 @@ from flowjob_core import OpBuildError
 from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(280)
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, mirrored_config = _helpers.fresh_session, _helpers.mirrored_config
 list_static_shape = _helpers.list_static_shape
 

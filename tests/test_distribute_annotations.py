@@ -10,7 +10,7 @@ import oneflow.typing as tp
 from flowjob_core import OpBuildError
 from flowjob_core.testing.modules import sibling
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session = _helpers.fresh_session  # each test in its own session
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((5, 4)).astype(np.float32)

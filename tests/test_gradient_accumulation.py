@@ -14,7 +14,7 @@ import oneflow.typing as tp
 from flowjob_core import ConfigError, get_default_session
 from flowjob_core.testing.modules import sibling
 
-helpers = sibling(__file__, "legacy_helpers")
+helpers = sibling(__file__, "op_surface_helpers")
 fresh_session = helpers.fresh_session
 value = helpers.value
 

@@ -14,7 +14,7 @@ import oneflow.typing as tp
 from flowjob_core.testing.modules import sibling
 
 pytest.importorskip("PIL.Image", reason="Pillow (flowjob-ofrecord[image]) is not installed")
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, mirrored_config = _helpers.fresh_session, _helpers.mirrored_config
 list_static_shape = _helpers.list_static_shape
 RNG = np.random.default_rng(2829)

@@ -1,5 +1,5 @@
 """The tree is the map: no import cycles in any distribution (deferred imports included), flowjob_core's
-layers import downward only, and no module is named after when it arrived."""
+layers import downward only, and no module is named after when it arrived or where it came from."""
 from __future__ import annotations
 
 import re
@@ -60,6 +60,18 @@ ACCRETION = re.compile(r"(extra|more|leftover|misc|v0\d|_v\d)", re.I)
 def test_no_module_is_named_by_when_it_arrived():
     named = [str(p.relative_to(REPO)) for src in SOURCE_TREES for p in src.rglob("*.py") if ACCRETION.search(p.stem)]
     assert not named, f"modules named by when they arrived, not by what they hold: {named}"
+
+
+# a name that says where code came from (legacy_*), not what it holds: the whole project ports legacy OneFlow
+ORIGIN = re.compile(r"^(test_)?legacy_")
+TEST_TREES = sorted(p for p in [*REPO.glob("packages/*/tests"), REPO / "tests"] if p.is_dir())
+
+
+def test_no_module_or_test_is_named_by_where_it_came_from():
+    files = [p for tree in [*SOURCE_TREES, *TEST_TREES] for p in tree.rglob("*.py")]
+    named = sorted(str(p.relative_to(REPO)) for p in files if ORIGIN.search(p.stem))
+    assert not named, f"modules and tests named by where they came from, not by their subject: {named}"
+    assert ORIGIN.search("legacy_helpers") and ORIGIN.search("test_legacy_protos") and not ORIGIN.search("test_protos")
 
 
 def test_the_architecture_page_names_every_core_layer_and_module_in_order():

@@ -13,7 +13,7 @@ import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core.testing.modules import sibling
 
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+fresh_session = sibling(__file__, "op_surface_helpers").fresh_session
 
 DTYPE_CODES = {np.uint8: 1, np.int8: 2, np.int16: 3, np.int32: 4, np.int64: 5, np.float32: 6, np.float64: 7,
                np.uint16: 8}

@@ -16,7 +16,7 @@ from flowjob_core import OpBuildError
 from flowjob_core.testing.modules import sibling
 from flowjob_ofrecord import write_part
 
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+fresh_session = sibling(__file__, "op_surface_helpers").fresh_session
 
 
 def mnist_like(root: Path, n: int = 5) -> list[np.ndarray]:

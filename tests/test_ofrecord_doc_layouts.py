@@ -21,7 +21,7 @@ from flowjob_core.testing.modules import sibling
 from flowjob_ofrecord import iter_records
 
 synthetic_mnist = sibling(__file__, "test_ofrecord_mnist").synthetic_mnist
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+fresh_session = sibling(__file__, "op_surface_helpers").fresh_session
 N_TRAIN, N_TEST = 96, 32  # what synthetic_mnist writes
 
 

@@ -16,7 +16,7 @@ import oneflow.typing as tp
 from flowjob_core.testing.modules import sibling
 from flowjob_ofrecord import iter_records
 
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+fresh_session = sibling(__file__, "op_surface_helpers").fresh_session
 CLASSES = ["n01440764", "n01443537", "n01484850"]
 
 

@@ -16,7 +16,7 @@ from flowjob_core import OpBuildError
 from flowjob_core.testing.modules import sibling
 from flowjob_ofrecord import OFRecordError, write_part
 
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+fresh_session = sibling(__file__, "op_surface_helpers").fresh_session
 SIZES = [(20, 30), (24, 18), (16, 16), (31, 27), (12, 40), (28, 22)]  # (height, width) of record i
 
 

@@ -17,7 +17,7 @@ from flowjob_core import OpBuildError
 from flowjob_core.testing.modules import sibling
 from flowjob_ofrecord import OFRecordError, write_part
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, as_rank = _helpers.fresh_session, _helpers.as_rank
 
 

@@ -15,7 +15,7 @@ from flowjob_core.testing.modules import sibling
 from flowjob_ofrecord import OFRecordError
 from flowjob_ofrecord.onerec_format import write_onerec
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, as_rank = _helpers.fresh_session, _helpers.as_rank
 
 

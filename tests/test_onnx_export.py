@@ -13,7 +13,7 @@ import oneflow.typing as tp
 from flowjob_core.testing.modules import sibling
 
 onnx = pytest.importorskip("onnx", reason="the onnx package (flowjob-ops[onnx]) is not installed")
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+fresh_session = sibling(__file__, "op_surface_helpers").fresh_session
 RNG = np.random.default_rng(2804)
 
 
@@ -133,7 +133,7 @@ def test_a_variable_missing_from_the_checkpoint_is_named(tmp_path):
         flow.onnx.export(second, str(tmp_path / "weights"), str(tmp_path / "model.onnx"))
 
 
-def test_legacy_options_that_mean_nothing_here_are_refused(tmp_path):
+def test_config_options_that_mean_nothing_here_are_refused(tmp_path):
     @flow.global_function()
     def job(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
         return flow.math.relu(x)

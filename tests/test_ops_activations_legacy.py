@@ -24,7 +24,7 @@ OPS_TESTS = str(pathlib.Path(__file__).resolve().parents[1] / "packages" / "ops"
 run_job = sibling(OPS_TESTS, "jobs").run_job
 RNG = np.random.default_rng(11)
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, value, sgd = _helpers.fresh_session, _helpers.value, _helpers.sgd
 
 

@@ -16,7 +16,7 @@ from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(7)
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, value, sgd = _helpers.fresh_session, _helpers.value, _helpers.sgd
 
 

@@ -13,7 +13,7 @@ from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(5)
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, value = _helpers.fresh_session, _helpers.value
 
 

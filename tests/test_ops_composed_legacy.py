@@ -19,7 +19,7 @@ from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(4)
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, value, sgd = _helpers.fresh_session, _helpers.value, _helpers.sgd
 job_of, run_job = _helpers.job_of, _helpers.run_job
 

@@ -11,7 +11,7 @@ from flowjob_core import FlowjobError, OpBuildError
 from flowjob_core.testing import check_grads
 from flowjob_core.testing.modules import sibling
 
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session  # each test in its own session
+fresh_session = sibling(__file__, "op_surface_helpers").fresh_session  # each test in its own session
 RNG = np.random.default_rng(11)
 
 
@@ -142,7 +142,7 @@ def test_nn_exports_the_math_triangles():
 
 def test_in_top_k_takes_mirrored_arguments_declared_apart() -> None:
     # legacy's test: targets declared (n + 10,), predictions (n + 5, c + 5); legacy checked no row count
-    cfg = sibling(__file__, "legacy_helpers").mirrored_config()
+    cfg = sibling(__file__, "op_surface_helpers").mirrored_config()
 
     @flow.global_function(function_config=cfg)
     def job(targets: tp.ListNumpy.Placeholder((20,), dtype=flow.int32),

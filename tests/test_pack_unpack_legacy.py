@@ -14,7 +14,7 @@ from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(23)
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 value, sgd = _helpers.value, _helpers.sgd
 
 

@@ -12,7 +12,7 @@ import oneflow.typing as tp
 from flowjob_core.ir.opdef import KernelContext
 from flowjob_core.testing.modules import sibling
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 value = _helpers.value
 SHAPE = (4, 8, 12, 12)
 NAMES = ["a-weight", "b-weight", "c-weight", "d-weight", "proj-weight", "fc-weight", "b_bn-gamma"]
@@ -66,17 +66,17 @@ def test_shared_scratch_trains_like_private_temporaries(monkeypatch, algorithm):
 def test_columns_past_the_budget_are_rebuilt_with_the_same_values(monkeypatch):
     monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")  # the kept columns are the cpu im2col's
     from flowjob_ops.records import conv as conv_records
-    from flowjob_ops.kernels import conv2d as conv_kernels
+    from flowjob_ops.kernels.conv2d_grad_filter import Conv2dBackwardFilter
 
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "im2col")
     reused: list[bool] = []
-    original = conv_kernels.Conv2dBackwardFilter.__call__
+    original = Conv2dBackwardFilter.__call__
 
     def spy(self, x, dy, *args, **kwargs):
         reused.append(kwargs.get("reuse_cols", False))
         return original(self, x, dy, *args, **kwargs)
 
-    monkeypatch.setattr(conv_kernels.Conv2dBackwardFilter, "__call__", spy)
+    monkeypatch.setattr(Conv2dBackwardFilter, "__call__", spy)
     rng = np.random.default_rng(5)
     x = rng.normal(size=SHAPE).astype(np.float32)
     labels = rng.integers(0, 5, SHAPE[0]).astype(np.int32)

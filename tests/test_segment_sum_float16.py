@@ -7,7 +7,7 @@ import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core.testing.modules import sibling
 
-fresh_session = sibling(__file__, "legacy_helpers").fresh_session
+fresh_session = sibling(__file__, "op_surface_helpers").fresh_session
 
 
 def test_float16_sums_match_a_float32_sum_rounded_once():

@@ -18,7 +18,7 @@ from tensorboard.backend.event_processing import event_accumulator  # TensorBoar
 from flowjob_core import FlowjobError
 from flowjob_core.testing.modules import sibling
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session = _helpers.fresh_session
 
 

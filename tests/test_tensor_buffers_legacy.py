@@ -16,7 +16,7 @@ from flowjob_core.plan.planner import StepError
 from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(28)
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, mirrored_config = _helpers.fresh_session, _helpers.mirrored_config
 list_static_shape = _helpers.list_static_shape
 

@@ -14,7 +14,7 @@ from flowjob_core import ConfigError, OpBuildError
 from flowjob_core.testing import check_grads
 from flowjob_core.testing.modules import sibling
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session = _helpers.fresh_session
 
 def _swish(x: np.ndarray, beta: float) -> np.ndarray:

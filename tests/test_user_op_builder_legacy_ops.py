@@ -10,7 +10,7 @@ import oneflow as flow
 import oneflow.typing as oft
 from flowjob_core.testing.modules import sibling
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 
 
 def test_multi_square_sum_by_its_legacy_name():

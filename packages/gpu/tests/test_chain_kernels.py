@@ -15,6 +15,7 @@ from flowjob_core.plugins.host import gather_registries
 from flowjob_core.testing.modules import sibling
 from flowjob_gpu import available_cupy, chain_kernels, plugin
 from flowjob_gpu.chain_kernels import compiled, elementwise_chain_kernel
+from flowjob_ops import plugin as ops_plugin
 from flowjob_ops.records.fused import ELEMENTWISE_CHAIN
 
 cases = sibling(__file__, "chain_cases")
@@ -105,7 +106,7 @@ def test_the_plugin_registers_the_chain_kernel_for_the_gpu(monkeypatch):
                                  cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1)))
     monkeypatch.setattr(plugin, "available_cupy", lambda: fake)
     monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")  # the CUDA overrides are a real device's
-    regs = gather_registries(make_plugin_manager(plugins=[plugin], autoload=False))
+    regs = gather_registries(make_plugin_manager(plugins=[ops_plugin, plugin], autoload=False))
     assert "elementwise_chain" in regs.kernels.overrides("gpu")
     assert regs.kernels.lookup(ELEMENTWISE_CHAIN, "gpu") is elementwise_chain_kernel
     assert regs.kernels.lookup(ELEMENTWISE_CHAIN, "cpu") is ELEMENTWISE_CHAIN.kernel

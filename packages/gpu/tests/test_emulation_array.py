@@ -8,8 +8,10 @@ import pickle
 import numpy as np
 import pytest
 
-import flowjob_gpu.emulation.cupy as cp
-import flowjob_gpu.emulation.cupyx as cupyx
+from flowjob_gpu.emulation.factory import emulated_cupy, emulated_cupyx
+
+cp = emulated_cupy()
+cupyx = emulated_cupyx()
 
 
 def _a() -> cp.ndarray:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import flowjob_gpu.emulation.cupy as cp
+from flowjob_gpu.emulation.factory import emulated_cupy
 from flowjob_core import Session, make_plugin_manager, switches
 from flowjob_core.plugins.host import gather_registries
 from flowjob_gpu import plugin
 from flowjob_gpu.emulation.backend import NAME
 from flowjob_gpu.random import HostSeededGenerator
+
+cp = emulated_cupy()
 
 
 @pytest.fixture

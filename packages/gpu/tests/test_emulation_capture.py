@@ -8,9 +8,11 @@ import pickle
 import numpy as np
 import pytest
 
-import flowjob_gpu.emulation.cupy as emulated_cupy
-import flowjob_gpu.emulation.cupyx as cupyx
+from flowjob_gpu.emulation import factory
 from flowjob_gpu import available_cupy
+
+emulated_cupy = factory.emulated_cupy()
+cupyx = factory.emulated_cupyx()
 
 UNSUPPORTED = "cudaErrorStreamCaptureUnsupported: operation not permitted when stream is capturing"
 INVALIDATED = "cudaErrorStreamCaptureInvalidated"

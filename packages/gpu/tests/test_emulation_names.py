@@ -10,10 +10,12 @@ import sys
 import numpy as np
 import pytest
 
-import flowjob_gpu.emulation.cupy as cp
-import flowjob_gpu.emulation.cupyx as cupyx
+from flowjob_gpu.emulation.factory import emulated_cupy, emulated_cupyx
 from flowjob_gpu.emulation import names, toplevel
 from flowjob_gpu.emulation.unemulated import Unemulated, UnemulatedAttribute
+
+cp = emulated_cupy()
+cupyx = emulated_cupyx()
 
 OWNERS = {"cupy": cp, "cupy.linalg": cp.linalg, "cupy.fft": cp.fft, "cupy.lib.stride_tricks": cp.lib.stride_tricks,
           "cupyx": cupyx, "cupy.ndarray": cp.ndarray}

@@ -10,6 +10,8 @@ import pytest
 from flowjob_core import Session, make_plugin_manager
 from flowjob_core.plugins.host import gather_registries
 from flowjob_gpu import available_cupy, plugin
+from flowjob_ops import plugin as ops_plugin
+from flowjob_optim import plugin as optim_plugin
 from flowjob_gpu.overrides import KERNEL_BUILDERS
 
 
@@ -41,7 +43,7 @@ def test_a_device_registers_the_backend(monkeypatch):
                                  cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1)),
                                  random=types.SimpleNamespace(default_rng=np.random.default_rng))
     monkeypatch.setattr(plugin, "available_cupy", lambda: fake)
-    regs = gather_registries(make_plugin_manager(plugins=[plugin], autoload=False))
+    regs = gather_registries(make_plugin_manager(plugins=[ops_plugin, optim_plugin, plugin], autoload=False))
     backend = regs.backends.get("gpu")
     assert backend is not None and backend.xp is fake and backend.device_count() == 1
     assert regs.kernels.overrides("gpu") == sorted(KERNEL_BUILDERS)

@@ -95,7 +95,8 @@ def test_results_are_copies_that_the_next_replay_leaves_alone(emulation):
 
 
 def test_a_stream_that_cannot_capture_runs_the_step_uncaptured_and_says_why(emulation, monkeypatch, caplog):
-    import flowjob_gpu.emulation.cupy as cp
+    from flowjob_gpu.emulation.factory import emulated_cupy
+    cp = emulated_cupy()
 
     def refuse(self, mode=None):
         raise RuntimeError("This function is not supported on HIP")

@@ -3,7 +3,7 @@
 The references (``conv_loops``, ``pool_loops``, for any number of spatial axes) loop over output positions
 (each window's inner product or reduction in numpy) on an explicitly padded channels-first copy,
 independently of the kernels' im2col GEMM and tap-by-tap slices; the pads come from
-``kernels.padding._same_pads``, the 2-D kernels' reading of "SAME".
+``kernels.window2d._same_pads``, the 2-D kernels' reading of "SAME".
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from flowjob_core.testing import OpCase
 from flowjob_core.testing import strategies as fst
-from flowjob_ops.kernels.padding import _same_pads
+from flowjob_ops.kernels.window2d import _same_pads
 
 Draw = Any
 Case = tuple[list[np.ndarray], dict]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from flowjob_core.testing import OpCase
 from flowjob_core.testing import strategies as fst
-from flowjob_ops.kernels import padding as pads
+from flowjob_ops.kernels import window2d as pads
 
 Draw = Any
 Case = tuple[list[np.ndarray], dict]

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from flowjob_core.testing import OpCase
 from flowjob_core.testing import strategies as fst
 
-from flowjob_ops.kernels import padding as pads
+from flowjob_ops.kernels import window2d as pads
 from flowjob_core.testing.modules import sibling
 
 Draw = Any
@@ -951,4 +951,4 @@ CASES += sibling(__file__, "cases_batch_norm_train").CASES
 CASES += sibling(__file__, "cases_tensor_buffer").CASES
 CASES += sibling(__file__, "cases_quantization").CASES
 CASES += sibling(__file__, "cases_sums_splits").CASES
-CASES += sibling(__file__, "cases_legacy_test_ops").CASES
+CASES += sibling(__file__, "cases_op_test_fixtures").CASES

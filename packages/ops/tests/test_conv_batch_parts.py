@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 
 from flowjob_core.backends.host_threads import HostThreads
-from flowjob_ops.kernels import conv2d
+from flowjob_ops.kernels.conv2d_forward import Conv2dForward
+from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
+from flowjob_ops.kernels.conv2d_grad_data import Conv2dBackwardData
+from flowjob_ops.kernels.conv2d_grad_filter import Conv2dBackwardFilter
 from flowjob_ops.overrides.cpu import batch_parts
 
 GEOMETRIES = [  # x shape, w shape, options
@@ -21,7 +24,8 @@ GEOMETRIES = [  # x shape, w shape, options
 @pytest.mark.parametrize("x_shape, w_shape, options", GEOMETRIES)
 def test_batch_parts_give_the_same_bits_on_any_thread_count(monkeypatch, x_shape, w_shape, options):
     rng = np.random.default_rng(0)
-    whole = conv2d.Conv2dBackwardData(np, x_shape, w_shape, np.float32, **options)
+    geom = ConvGeometry.create(x_shape, w_shape, **options)
+    whole = Conv2dBackwardData(np, geom, np.float32)
     dy = rng.standard_normal(whole.geom.y_shape).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
     want = whole(dy, w).copy()
@@ -29,8 +33,8 @@ def test_batch_parts_give_the_same_bits_on_any_thread_count(monkeypatch, x_shape
     for threads in (1, 2, 3):
         monkeypatch.setenv("FLOWJOB_HOST_THREADS", str(threads))
         out = np.full(x_shape, np.nan, np.float32)
-        split = batch_parts.BatchPartsDataGradient(np, x_shape, w_shape, np.float32, options,
-                                                   batch_parts.parts(x_shape[0]), HostThreads().split, out)
+        split = batch_parts.BatchPartsDataGradient(np, geom, np.float32, batch_parts.parts(x_shape[0]),
+                                                   HostThreads().split, out)
         for _ in range(2):  # the parts' padded buffers are zeroed on every call
             got = split(dy, w)
             assert got is out
@@ -80,15 +84,14 @@ def test_forward_copies_in_batch_parts_give_the_bits_of_one_thread(monkeypatch, 
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
     args = (x, w) + ((rng.standard_normal(w_shape[0]).astype(np.float32),) if bias else ())
-    kwargs = dict(options, bias=bias, relu=relu, strided_output=strided, scratch=_nan_scratch)
+    geom = ConvGeometry.create(x_shape, w_shape, **options)
+    kwargs = dict(bias=bias, relu=relu, strided_output=strided, scratch=_nan_scratch)
     if strided:
-        kwargs["out"] = np.empty(conv2d.ConvGeometry.create(x_shape, w_shape, **{
-            k: options.get(k, d) for k, d in (("strides", 1), ("pads", 0), ("dilation", 1), ("groups", 1),
-                                              ("data_format", "NCHW"))}).y_shape, np.float32)
-    want = conv2d.Conv2dForward(np, x_shape, w_shape, np.float32, **kwargs)(*args).copy()
+        kwargs["out"] = np.empty(geom.y_shape, np.float32)
+    want = Conv2dForward(np, geom, np.float32, **kwargs)(*args).copy()
     for threads in (2, 3):
         monkeypatch.setenv("FLOWJOB_HOST_THREADS", str(threads))
-        kernel = conv2d.Conv2dForward(np, x_shape, w_shape, np.float32, **kwargs, parallel=HostThreads().split)
+        kernel = Conv2dForward(np, geom, np.float32, **kwargs, parallel=HostThreads().split)
         for _ in range(2):  # the scratch-padded border is zeroed by every call
             np.testing.assert_array_equal(kernel(*args), want)
 
@@ -98,12 +101,12 @@ def test_filter_gradient_in_batch_parts_gives_the_bits_of_one_thread(monkeypatch
     # its im2col copies, and for C=1 NCHW its per-image GEMMs, run in parts over the batch
     rng = np.random.default_rng(2)
     x = rng.standard_normal(x_shape).astype(np.float32)
-    whole = conv2d.Conv2dBackwardFilter(np, x_shape, w_shape, np.float32, **options, scratch=_nan_scratch)
+    geom = ConvGeometry.create(x_shape, w_shape, **options)
+    whole = Conv2dBackwardFilter(np, geom, np.float32, scratch=_nan_scratch)
     dy = rng.standard_normal(whole.geom.y_shape).astype(np.float32)
     want = whole(x, dy).copy()
     for threads in (2, 3):
         monkeypatch.setenv("FLOWJOB_HOST_THREADS", str(threads))
-        kernel = conv2d.Conv2dBackwardFilter(np, x_shape, w_shape, np.float32, **options, scratch=_nan_scratch,
-                                             parallel=HostThreads().split)
+        kernel = Conv2dBackwardFilter(np, geom, np.float32, scratch=_nan_scratch, parallel=HostThreads().split)
         for _ in range(2):
             np.testing.assert_array_equal(kernel(x, dy), want)

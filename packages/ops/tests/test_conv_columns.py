@@ -7,7 +7,9 @@ import numpy as np
 import flowjob_typing as tp
 from flowjob_core import add_loss
 from flowjob_ops.api import conv
-from flowjob_ops.kernels import conv2d as conv_kernels
+from flowjob_ops.kernels.conv2d_forward import Conv2dForward
+from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
+from flowjob_ops.kernels.conv2d_grad_filter import Conv2dBackwardFilter
 from flowjob_core.testing.modules import sibling
 
 
@@ -16,13 +18,13 @@ probe = sibling(__file__, "grad_probe")
 
 def test_filter_gradient_reuses_the_forward_columns(monkeypatch):
     reused = []
-    original = conv_kernels.Conv2dBackwardFilter.__call__
+    original = Conv2dBackwardFilter.__call__
 
     def spy(self, x, dy, *args, **kwargs):
         reused.append(kwargs.get("reuse_cols", False))
         return original(self, x, dy, *args, **kwargs)
 
-    monkeypatch.setattr(conv_kernels.Conv2dBackwardFilter, "__call__", spy)
+    monkeypatch.setattr(Conv2dBackwardFilter, "__call__", spy)
     session = probe.session_with_probe()
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 6, 6))
@@ -64,10 +66,10 @@ def test_strided_output_is_the_contiguous_output_without_the_layout_pass(fmt, x_
     rng = np.random.default_rng(3)
     x, w, b = rng.standard_normal(x_shape), rng.standard_normal(w_shape), rng.standard_normal(w_shape[0])
     args = (x, w, b) if bias else (x, w)
-    options = dict(data_format=fmt, strategy=strategy, bias=bias, relu=relu)
-    contiguous = conv_kernels.Conv2dForward(np, x_shape, w_shape, np.float64, 1, "SAME", **options)(*args)
-    strided = conv_kernels.Conv2dForward(np, x_shape, w_shape, np.float64, 1, "SAME", **options,
-                                         strided_output=True)(*args)
+    geom = ConvGeometry.create(x_shape, w_shape, 1, "SAME", data_format=fmt)
+    options = dict(strategy=strategy, bias=bias, relu=relu)
+    contiguous = Conv2dForward(np, geom, np.float64, **options)(*args)
+    strided = Conv2dForward(np, geom, np.float64, **options, strided_output=True)(*args)
     assert strided.shape == contiguous.shape
     np.testing.assert_array_equal(strided, contiguous)
 
@@ -80,6 +82,7 @@ def test_filter_gradient_takes_dy_in_either_memory_order(order):
     dy = rng.standard_normal((3, 5, 8, 8))
     if order == "fnhw":  # the memory order of a column-layout conv output's gradient
         dy = np.ascontiguousarray(dy.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
-    got = conv_kernels.Conv2dBackwardFilter(np, x_shape, w_shape, np.float64, 1, "SAME", strategy="cols")(x, dy)
-    want = conv_kernels.Conv2dBackwardFilter(np, x_shape, w_shape, np.float64, 1, "SAME", strategy="rows")(x, dy)
+    got = Conv2dBackwardFilter(np, ConvGeometry.create(x_shape, w_shape, 1, "SAME"), np.float64, strategy="cols")(x, dy)
+    want = Conv2dBackwardFilter(np, ConvGeometry.create(x_shape, w_shape, 1, "SAME"),
+                                np.float64, strategy="rows")(x, dy)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -22,12 +22,20 @@ import pytest
 from flowjob_core.testing.modules import sibling
 
 try:
-    from flowjob_ops.kernels import conv2d as conv, padding
-    from flowjob_ops.overrides.cpu import pool2d as pool
+    from flowjob_ops.kernels import window2d
+    from flowjob_ops.kernels.conv2d_forward import Conv2dForward
+    from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
+    from flowjob_ops.kernels.conv2d_grad_data import Conv2dBackwardData
+    from flowjob_ops.kernels.conv2d_grad_filter import Conv2dBackwardFilter
+    from flowjob_ops.overrides.cpu import pool_plane_layout as pool
 except ModuleNotFoundError:  # package not installed yet: use the source tree
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
-    from flowjob_ops.kernels import conv2d as conv, padding
-    from flowjob_ops.overrides.cpu import pool2d as pool
+    from flowjob_ops.kernels import window2d
+    from flowjob_ops.kernels.conv2d_forward import Conv2dForward
+    from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
+    from flowjob_ops.kernels.conv2d_grad_data import Conv2dBackwardData
+    from flowjob_ops.kernels.conv2d_grad_filter import Conv2dBackwardFilter
+    from flowjob_ops.overrides.cpu import pool_plane_layout as pool
 
 
 ref = sibling(__file__, "reference_loops")
@@ -102,14 +110,14 @@ def _other(arrays: Sequence[np.ndarray], dtype: Any) -> list[np.ndarray]:
     ],
 )
 def test_resolve_padding_values(pad, in_hw, k, s, d, pads, out):
-    assert padding.resolve_padding(pad, in_hw, k, s, d) == (pads, out)
+    assert window2d.resolve_padding(pad, in_hw, k, s, d) == (pads, out)
 
 
 def test_resolve_padding_four_pairs_follow_data_format():
     nhwc = [[0, 0], [1, 2], [3, 0], [0, 0]]
-    assert padding.resolve_padding(nhwc, (5, 5), 3, 1, 1, "NHWC")[0] == ((1, 2), (3, 0))
+    assert window2d.resolve_padding(nhwc, (5, 5), 3, 1, 1, "NHWC")[0] == ((1, 2), (3, 0))
     nchw = np.array([[0, 0], [0, 0], [1, 2], [3, 0]])
-    assert padding.resolve_padding(nchw, (5, 5), 3, 1, 1, "NCHW")[0] == ((1, 2), (3, 0))
+    assert window2d.resolve_padding(nchw, (5, 5), 3, 1, 1, "NCHW")[0] == ((1, 2), (3, 0))
 
 
 @pytest.mark.parametrize(
@@ -146,18 +154,18 @@ def test_resolve_padding_errors(kwargs, pattern):
     args = dict(padding="SAME", in_hw=(5, 5), ksize=3, strides=1, dilation=1, data_format="NCHW")
     args.update(kwargs)
     with pytest.raises(ValueError, match=pattern):
-        padding.resolve_padding(**args)
+        window2d.resolve_padding(**args)
 
 
 def test_normalize_pair():
-    assert padding.normalize_pair(3, "ksize") == (3, 3)
-    assert padding.normalize_pair([2, 5], "ksize") == (2, 5)
-    assert padding.normalize_pair((np.int64(2), 1), "strides") == (2, 1)
-    assert padding.normalize_pair(0, "pad", minimum=0) == (0, 0)
+    assert window2d.normalize_pair(3, "ksize") == (3, 3)
+    assert window2d.normalize_pair([2, 5], "ksize") == (2, 5)
+    assert window2d.normalize_pair((np.int64(2), 1), "strides") == (2, 1)
+    assert window2d.normalize_pair(0, "pad", minimum=0) == (0, 0)
     with pytest.raises(ValueError, match=r"strides must be >= 1 in every dimension, got \[1, 0\]"):
-        padding.normalize_pair([1, 0], "strides")
+        window2d.normalize_pair([1, 0], "strides")
     with pytest.raises(ValueError, match=r"dilation must contain ints, got 1\.0"):
-        padding.normalize_pair((1.0, 1), "dilation")
+        window2d.normalize_pair((1.0, 1), "dilation")
 
 
 # ---------------------------------------------------------------------------
@@ -194,8 +202,8 @@ class ConvCase:
         return [[0, 0], [0, 0], *spatial] if self.fmt == "NCHW" else [[0, 0], *spatial, [0, 0]]
 
     @property
-    def pads(self) -> padding.Pads:
-        return padding.resolve_padding(
+    def pads(self) -> window2d.Pads:
+        return window2d.resolve_padding(
             self.pad_arg, (self.H, self.W), self.ksize, self.strides, self.dilation, self.fmt
         )[0]
 
@@ -257,7 +265,7 @@ def _conv_data(case: ConvCase) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("case", CONV_CASES, ids=str)
 def test_conv_forward(case: ConvCase, dtype: Any, strategy: str) -> None:
     d = _conv_data(case)
-    kernel = conv.Conv2dForward(np, case.x_shape, case.w_shape, dtype, *case.args(), strategy=strategy)
+    kernel = Conv2dForward(np, ConvGeometry.create(case.x_shape, case.w_shape, *case.args()), dtype, strategy=strategy)
     assert kernel.out_shape == d["y"].shape
     args = [d["x"].astype(dtype), d["w"].astype(dtype)]
     _assert_close(_call_checked(kernel, args, _other(args, dtype)), d["y"], dtype)
@@ -268,7 +276,8 @@ def test_conv_forward(case: ConvCase, dtype: Any, strategy: str) -> None:
 @pytest.mark.parametrize("case", CONV_CASES, ids=str)
 def test_conv_backward_filter(case: ConvCase, dtype: Any, strategy: str) -> None:
     d = _conv_data(case)
-    kernel = conv.Conv2dBackwardFilter(np, case.x_shape, case.w_shape, dtype, *case.args(), strategy=strategy)
+    kernel = Conv2dBackwardFilter(np, ConvGeometry.create(case.x_shape, case.w_shape, *case.args()),
+                                  dtype, strategy=strategy)
     assert kernel.out_shape == d["w"].shape
     args = [d["x"].astype(dtype), d["dy"].astype(dtype)]
     _assert_close(_call_checked(kernel, args, _other(args, dtype)), d["dw"], dtype)
@@ -279,7 +288,8 @@ def test_conv_backward_filter(case: ConvCase, dtype: Any, strategy: str) -> None
 @pytest.mark.parametrize("case", CONV_CASES, ids=str)
 def test_conv_backward_data(case: ConvCase, dtype: Any, strategy: str) -> None:
     d = _conv_data(case)
-    kernel = conv.Conv2dBackwardData(np, case.x_shape, case.w_shape, dtype, *case.args(), strategy=strategy)
+    kernel = Conv2dBackwardData(np, ConvGeometry.create(case.x_shape, case.w_shape, *case.args()),
+                                dtype, strategy=strategy)
     assert kernel.out_shape == d["x"].shape
     args = [d["dy"].astype(dtype), d["w"].astype(dtype)]
     _assert_close(_call_checked(kernel, args, _other(args, dtype)), d["dx"], dtype)
@@ -302,20 +312,24 @@ def test_conv_non_contiguous_inputs(case: ConvCase) -> None:
         return np.asfortranarray(a)  # same values, non C-contiguous
 
     for strategy in ("rows", "cols"):
-        fwd = conv.Conv2dForward(np, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        fwd = Conv2dForward(np, ConvGeometry.create(case.x_shape, case.w_shape, *case.args()),
+                            np.float64, strategy=strategy)
         _assert_close(fwd(strided(d["x"]), strided(d["w"])), d["y"], np.float64)
-        bwf = conv.Conv2dBackwardFilter(np, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        bwf = Conv2dBackwardFilter(np, ConvGeometry.create(case.x_shape, case.w_shape, *case.args()),
+                                   np.float64, strategy=strategy)
         _assert_close(bwf(strided(d["x"]), strided(d["dy"])), d["dw"], np.float64)
     for strategy in ("rows", "cols"):
-        bwd = conv.Conv2dBackwardData(np, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        bwd = Conv2dBackwardData(np, ConvGeometry.create(case.x_shape, case.w_shape, *case.args()),
+                                 np.float64, strategy=strategy)
         _assert_close(bwd(strided(d["dy"]), strided(d["w"])), d["dx"], np.float64)
 
 
 @pytest.mark.parametrize("case", CONV_CASES[::23], ids=str)
 def test_conv_backward_filter_shares_forward_cols(case: ConvCase) -> None:
     d = _conv_data(case)
-    fwd = conv.Conv2dForward(np, case.x_shape, case.w_shape, np.float64, *case.args())
-    bwf = conv.Conv2dBackwardFilter(np, case.x_shape, case.w_shape, np.float64, *case.args(), im2col=fwd.im2col)
+    fwd = Conv2dForward(np, ConvGeometry.create(case.x_shape, case.w_shape, *case.args()), np.float64)
+    bwf = Conv2dBackwardFilter(np, ConvGeometry.create(case.x_shape, case.w_shape, *case.args()),
+                               np.float64, im2col=fwd.im2col)
     assert bwf.im2col is fwd.im2col
     fwd(d["x"], d["w"])
     _assert_close(bwf(d["x"], d["dy"], reuse_cols=True), d["dw"], np.float64)
@@ -323,18 +337,18 @@ def test_conv_backward_filter_shares_forward_cols(case: ConvCase) -> None:
 
 def test_conv_geometry_errors() -> None:
     with pytest.raises(ValueError, match=r"groups=3 must divide both the input channels \(4\)"):
-        conv.Conv2dForward(np, (1, 4, 5, 5), (6, 1, 3, 3), np.float32, groups=3)
+        Conv2dForward(np, ConvGeometry.create((1, 4, 5, 5), (6, 1, 3, 3), groups=3), np.float32)
     with pytest.raises(ValueError, match=r"has 4 input channels per filter, expected C/groups = 4/2 = 2"):
-        conv.Conv2dForward(np, (1, 4, 5, 5), (6, 4, 3, 3), np.float32, groups=2)
+        Conv2dForward(np, ConvGeometry.create((1, 4, 5, 5), (6, 4, 3, 3), groups=2), np.float32)
     with pytest.raises(ValueError, match=r"conv2d input must be 4-d"):
-        conv.Conv2dForward(np, (4, 5, 5), (6, 4, 3, 3), np.float32)
+        Conv2dForward(np, ConvGeometry.create((4, 5, 5), (6, 4, 3, 3)), np.float32)
     with pytest.raises(ValueError, match=r"output would be empty"):
-        conv.Conv2dBackwardData(np, (1, 4, 5, 5), (6, 4, 7, 7), np.float32, pads="VALID")
+        Conv2dBackwardData(np, ConvGeometry.create((1, 4, 5, 5), (6, 4, 7, 7), pads="VALID"), np.float32)
     with pytest.raises(ValueError, match=r"strategy must be 'rows' or 'cols', got 'fast'"):
-        conv.Conv2dForward(np, (1, 4, 5, 5), (6, 4, 3, 3), np.float32, strategy="fast")
+        Conv2dForward(np, ConvGeometry.create((1, 4, 5, 5), (6, 4, 3, 3)), np.float32, strategy="fast")
     with pytest.raises(ValueError, match=r"strategy must be 'rows' or 'cols', got 'fast'"):
-        conv.Conv2dBackwardData(np, (1, 4, 5, 5), (6, 4, 3, 3), np.float32, strategy="fast")
-    kernel = conv.Conv2dForward(np, (1, 4, 5, 5), (6, 4, 3, 3), np.float32)
+        Conv2dBackwardData(np, ConvGeometry.create((1, 4, 5, 5), (6, 4, 3, 3)), np.float32, strategy="fast")
+    kernel = Conv2dForward(np, ConvGeometry.create((1, 4, 5, 5), (6, 4, 3, 3)), np.float32)
     message = r"conv2d input has shape \(2, 4, 5, 5\), this kernel was built for \(1, 4, 5, 5\)"
     with pytest.raises(ValueError, match=message):
         kernel(np.zeros((2, 4, 5, 5), np.float32), np.zeros((6, 4, 3, 3), np.float32))
@@ -363,8 +377,8 @@ class PoolCase:
         ).replace(" ", "")
 
     @property
-    def pads(self) -> padding.Pads:
-        return padding.resolve_padding(self.padding, (self.H, self.W), self.ksize, self.strides, 1, self.fmt)[0]
+    def pads(self) -> window2d.Pads:
+        return window2d.resolve_padding(self.padding, (self.H, self.W), self.ksize, self.strides, 1, self.fmt)[0]
 
     @property
     def x_shape(self) -> tuple[int, ...]:
@@ -496,7 +510,7 @@ def test_lenet_conv(x_shape: tuple[int, ...], w_shape: tuple[int, ...], strategy
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = (rng.standard_normal(w_shape) * 0.1).astype(np.float32)
     geo = (1, "SAME", 1, 1, "NCHW")
-    fwd = conv.Conv2dForward(np, x_shape, w_shape, np.float32, *geo)
+    fwd = Conv2dForward(np, ConvGeometry.create(x_shape, w_shape, *geo), np.float32)
     assert fwd.strategy == strategy and fwd.out_shape == (x_shape[0], w_shape[0], *x_shape[2:])
     y = fwd(x, w)
     dy = rng.standard_normal(y.shape).astype(np.float32)
@@ -504,10 +518,10 @@ def test_lenet_conv(x_shape: tuple[int, ...], w_shape: tuple[int, ...], strategy
     y_ref, dx_ref, dw_ref = ref.conv2d_taps_ref(x, w, dy, (1, 1), pads, (1, 1), 1, "NCHW")
     _assert_close(y, y_ref, np.float32)
     assert fwd(x, w) is y
-    bwf = conv.Conv2dBackwardFilter(np, x_shape, w_shape, np.float32, *geo, im2col=fwd.im2col)
+    bwf = Conv2dBackwardFilter(np, ConvGeometry.create(x_shape, w_shape, *geo), np.float32, im2col=fwd.im2col)
     _assert_close(bwf(x, dy), dw_ref, np.float32)
     _assert_close(bwf(x, dy, reuse_cols=True), dw_ref, np.float32)
-    bwd = conv.Conv2dBackwardData(np, x_shape, w_shape, np.float32, *geo)
+    bwd = Conv2dBackwardData(np, ConvGeometry.create(x_shape, w_shape, *geo), np.float32)
     assert bwd.strategy == strategy
     dx = bwd(dy, w)
     _assert_close(dx, dx_ref, np.float32)
@@ -550,11 +564,14 @@ def test_conv_cupy(case: ConvCase) -> None:
     cp = _cupy()
     d = _conv_data(case)
     for strategy in ("rows", "cols"):
-        fwd = conv.Conv2dForward(cp, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        fwd = Conv2dForward(cp, ConvGeometry.create(case.x_shape, case.w_shape, *case.args()),
+                            np.float64, strategy=strategy)
         _assert_close(cp.asnumpy(fwd(cp.asarray(d["x"]), cp.asarray(d["w"]))), d["y"], np.float64)
-        bwf = conv.Conv2dBackwardFilter(cp, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        bwf = Conv2dBackwardFilter(cp, ConvGeometry.create(case.x_shape, case.w_shape, *case.args()),
+                                   np.float64, strategy=strategy)
         _assert_close(cp.asnumpy(bwf(cp.asarray(d["x"]), cp.asarray(d["dy"]))), d["dw"], np.float64)
-        bwd = conv.Conv2dBackwardData(cp, case.x_shape, case.w_shape, np.float64, *case.args(), strategy=strategy)
+        bwd = Conv2dBackwardData(cp, ConvGeometry.create(case.x_shape, case.w_shape, *case.args()),
+                                 np.float64, strategy=strategy)
         _assert_close(cp.asnumpy(bwd(cp.asarray(d["dy"]), cp.asarray(d["w"]))), d["dx"], np.float64)
 
 

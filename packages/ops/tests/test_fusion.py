@@ -15,8 +15,10 @@ from flowjob_ops.api import losses as losses_api
 from flowjob_ops.api import pool as pool_api
 from flowjob_ops.passes import fuse_conv
 from flowjob_ops.api.array import reshape
-from flowjob_ops.kernels import conv2d as conv
-from flowjob_ops.overrides.cpu import pool2d as pool
+from flowjob_ops.kernels.conv2d_bias_pool import Conv2dBiasPool
+from flowjob_ops.kernels.conv2d_forward import Conv2dForward
+from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
+from flowjob_ops.overrides.cpu import pool_plane_layout as pool
 from flowjob_core.testing.modules import sibling
 
 
@@ -141,11 +143,12 @@ def test_conv_bias_relu_kernel_matches_the_chain(fmt: str, geometry: tuple, stra
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
     b = rng.standard_normal(w_shape[0]).astype(np.float32)
-    plain = conv.Conv2dForward(np, x_shape, w_shape, np.float32, strides, pads, 1, groups, fmt, strategy=strategy)
+    plain = Conv2dForward(np, ConvGeometry.create(x_shape, w_shape, strides, pads, 1, groups, fmt),
+                          np.float32, strategy=strategy)
     z = plain(x, w) + (b[:, None, None] if fmt == "NCHW" else b)
     for relu in (False, True):
-        fused = conv.Conv2dForward(np, x_shape, w_shape, np.float32, strides, pads, 1, groups, fmt,
-                                   strategy=strategy, bias=True, relu=relu)
+        fused = Conv2dForward(np, ConvGeometry.create(x_shape, w_shape, strides, pads, 1, groups, fmt),
+                              np.float32, strategy=strategy, bias=True, relu=relu)
         for _ in range(2):  # the second call reuses every buffer
             got = fused(x, w, b)
         want = np.maximum(z, 0) if relu else z
@@ -214,12 +217,12 @@ def test_conv_bias_pool_kernel_matches_the_chain(fmt: str, strategy: str, size: 
     w = rng.standard_normal(w_shape).astype(np.float32)
     b = rng.standard_normal(5).astype(np.float32)
     for relu in (False, True):
-        chain = conv.Conv2dForward(np, x_shape, w_shape, np.float32, 1, "SAME", 1, 1, fmt, strategy=strategy,
-                                   bias=True, relu=relu)
+        chain = Conv2dForward(np, ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, fmt),
+                              np.float32, strategy=strategy, bias=True, relu=relu)
         a = chain(x, w, b)
         want = pool.MaxPool2d(np, a.shape, np.float32, *pool_args, fmt)(a)
-        fused = conv.Conv2dBiasPool(np, x_shape, w_shape, np.float32, 1, "SAME", 1, 1, fmt, pool=pool_args,
-                                    relu=relu, strategy=strategy)
+        fused = Conv2dBiasPool(np, ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, fmt),
+                               np.float32, pool=pool_args, relu=relu, strategy=strategy)
         assert fused._tiled == (size != 9)
         got = fused(x, w, b)
         assert got.shape == want.shape

@@ -258,9 +258,12 @@ def test_a_gradient_scale_read_by_an_in_place_update_is_not_swallowed() -> None:
 def test_a_backends_own_chain_kernel_keeps_chains_and_a_member_override_ends_them() -> None:
     """The gpu backend runs chains with its own elementwise_chain kernel (generated CUDA): chains are
     still made for it. An op it overrides stays a node of its own (its kernel is not the chain step's)."""
-    from flowjob_core.plugins.registry import KernelRegistry
-    kernels = KernelRegistry()
+    from flowjob_core.plugins.registry import KernelRegistry, OpRegistry
     ops = {op: STEPS[op].record for op in ("negative", "exp", "tanh")} | {"elementwise_chain": ELEMENTWISE_CHAIN}
+    records = OpRegistry()
+    for record in ops.values():
+        records.add(record)
+    kernels = KernelRegistry(records)
     ctx = SimpleNamespace(registries=SimpleNamespace(ops=ops, kernels=kernels), backend=SimpleNamespace(tag="dev"))
     specs = {"x/out": (3,), "n/out_0": (3,), "e/out_0": (3,), "t/out_0": (3,)}
 

@@ -125,7 +125,7 @@ def test_conv2d_layer_names_shapes_and_values(fmt: str) -> None:
     assert w.shape == ((4, 2, 3, 3) if fmt == "NCHW" else (4, 3, 3, 2))
     assert session.variables.get("conv1-bias").shape == (4,)
     assert lbns == ["conv1-activation/out_0"]
-    from flowjob_ops.kernels import padding as pads
+    from flowjob_ops.kernels import window2d as pads
 
     resolved, _ = pads.resolve_padding("SAME", (7, 7), 3, 2)
     y = loops.conv2d_ref(x, w, (2, 2), resolved, (1, 1), 1, fmt)

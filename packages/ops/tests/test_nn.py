@@ -97,7 +97,7 @@ def test_dense_and_sigmoid_cross_entropy() -> None:
 @pytest.mark.parametrize("padding", ["SAME", "VALID"])
 def test_pooling_matches_the_loops(fmt: str, padding: str) -> None:
     x = RNG.permutation(2 * 3 * 5 * 6).reshape((2, 3, 5, 6) if fmt == "NCHW" else (2, 5, 6, 3)).astype(np.float32)
-    from flowjob_ops.kernels import padding as pads
+    from flowjob_ops.kernels import window2d as pads
 
     hw = (5, 6)
     resolved, _ = pads.resolve_padding(padding, hw, 2, 2)
@@ -122,7 +122,7 @@ def test_conv2d_matches_the_loops(fmt: str) -> None:
     x = RNG.normal(size=(2, 4, 6, 5) if fmt == "NCHW" else (2, 6, 5, 4)).astype(np.float32)
     w = RNG.normal(size=(6, 2, 3, 3) if fmt == "NCHW" else (6, 3, 3, 2)).astype(np.float32)
     got = run_job(lambda a, b: conv.conv2d(a, b, strides=[2, 1], padding="SAME", data_format=fmt, groups=2), x, w)
-    from flowjob_ops.kernels import padding as pads
+    from flowjob_ops.kernels import window2d as pads
 
     resolved, _ = pads.resolve_padding("SAME", (6, 5), 3, (2, 1))
     np.testing.assert_allclose(got, loops.conv2d_ref(x, w, (2, 1), resolved, (1, 1), 2, fmt), rtol=1e-4, atol=1e-5)

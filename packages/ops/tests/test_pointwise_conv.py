@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 from flowjob_ops.overrides.cpu import conv as cpu_conv
-from flowjob_ops.kernels import conv2d as conv, pointwise
+from flowjob_ops.kernels import pointwise
+from flowjob_ops.kernels.conv2d_forward import Conv2dForward
+from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
+from flowjob_ops.kernels.conv2d_grad_data import Conv2dBackwardData
+from flowjob_ops.kernels.conv2d_grad_filter import Conv2dBackwardFilter
 
 SHAPES = [  # x shape, filters, strides, padding
     ((2, 8, 7, 9), 5, 1, "VALID"),
@@ -17,7 +21,7 @@ SHAPES = [  # x shape, filters, strides, padding
 
 
 def _geom(x_shape, filters, strides, padding):
-    return conv.ConvGeometry.create(x_shape, (filters, x_shape[1], 1, 1), strides, padding, 1, 1, "NCHW")
+    return ConvGeometry.create(x_shape, (filters, x_shape[1], 1, 1), strides, padding, 1, 1, "NCHW")
 
 
 @pytest.mark.parametrize("x_shape, filters, strides, padding", SHAPES)
@@ -30,19 +34,18 @@ def test_pointwise_kernels_match_the_im2col_reference(x_shape, filters, strides,
     w = rng.normal(size=geom.w_shape).astype(dtype)
     b = rng.normal(size=(filters,)).astype(dtype)
     dy = rng.normal(size=geom.y_shape).astype(dtype)
-    opts = dict(strides=strides, pads=padding, dilation=1, groups=1, data_format="NCHW")
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
-    want = conv.Conv2dForward(np, x_shape, w.shape, dtype, **opts)(x, w)
+    want = Conv2dForward(np, geom, dtype)(x, w)
     np.testing.assert_allclose(pointwise.PointwiseForward(np, geom, dtype)(x, w), want, **tol)
     fused = pointwise.PointwiseForward(np, geom, dtype, bias=True, relu=True)(x, w, b)
     np.testing.assert_allclose(fused, np.maximum(want + b.reshape(1, -1, 1, 1), 0), **tol)
     data = pointwise.PointwiseBackwardData(np, geom, dtype)
-    np.testing.assert_allclose(data(dy, w), conv.Conv2dBackwardData(np, x_shape, w.shape, dtype, **opts)(dy, w),
+    np.testing.assert_allclose(data(dy, w), Conv2dBackwardData(np, geom, dtype)(dy, w),
                                **tol)
-    np.testing.assert_allclose(data(dy, w), conv.Conv2dBackwardData(np, x_shape, w.shape, dtype, **opts)(dy, w),
+    np.testing.assert_allclose(data(dy, w), Conv2dBackwardData(np, geom, dtype)(dy, w),
                                **tol)  # a second call: the pixels no window reads are still zero
     filt = pointwise.PointwiseBackwardFilter(np, geom, dtype)
-    np.testing.assert_allclose(filt(x, dy), conv.Conv2dBackwardFilter(np, x_shape, w.shape, dtype, **opts)(x, dy),
+    np.testing.assert_allclose(filt(x, dy), Conv2dBackwardFilter(np, geom, dtype)(x, dy),
                                **tol)
 
 
@@ -70,7 +73,7 @@ def test_strided_views_as_inputs():
 ])
 def test_where_the_pointwise_path_applies(args, applies, monkeypatch):
     monkeypatch.delenv("FLOWJOB_CONV_ALGORITHM", raising=False)
-    geom = conv.ConvGeometry.create(*args)
+    geom = ConvGeometry.create(*args)
     assert pointwise.applicable(geom) == applies
     assert (cpu_conv.algorithm(geom) == "pointwise") == applies
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "im2col")

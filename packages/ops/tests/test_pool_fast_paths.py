@@ -1,9 +1,9 @@
 """The cpu backend's tiled, cache-blocked max pooling against the reference kernels, bit for bit.
 
 When the windows tile the (padded) plane (ksize == strides, e.g. LeNet's 2x2 / stride 2
-pooling), ``TiledMaxPool2d`` and ``TiledMaxPool2dBackward`` (``flowjob_ops.overrides.cpu.pool``, the cpu
+pooling), ``TiledMaxPool2d`` and ``TiledMaxPool2dBackward`` (``flowjob_ops.overrides.cpu.pool_cache_blocked``, the cpu
 overrides of max_pool2d / max_pool2d_grad / max_pool2d_relu_grad) take a blocked path; everywhere
-else they run the plane-layout tap-by-tap path of ``flowjob_ops.overrides.cpu.pool2d``.  Each fast result
+else they run the plane-layout tap-by-tap path of ``flowjob_ops.overrides.cpu.pool_plane_layout``.  Each fast result
 is compared with the reference kernel's (and a few with the nested-loop references).  Equality
 is bitwise: the same NaN payloads, signs of zero and infinities, including ties (small-integer
 data), NaN in x or dy, negative values under the ReLU mask, float64, integer dtypes, NHWC, many
@@ -24,11 +24,11 @@ from flowjob_core.backends.host_threads import HostThreads
 from flowjob_core.testing.modules import sibling
 
 try:
-    from flowjob_ops.overrides.cpu import pool as tiled
+    from flowjob_ops.overrides.cpu import pool_cache_blocked as tiled
 except ModuleNotFoundError:  # package not installed yet: use the source tree
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
-    from flowjob_ops.overrides.cpu import pool as tiled
-from flowjob_ops.overrides.cpu import pool2d as reference
+    from flowjob_ops.overrides.cpu import pool_cache_blocked as tiled
+from flowjob_ops.overrides.cpu import pool_plane_layout as reference
 
 ref = sibling(__file__, "reference_loops")
 

@@ -23,9 +23,14 @@ from flowjob_ops.api import activations, initializers, layers, math, reduce
 from flowjob_ops.api import conv as conv_api
 from flowjob_ops.api import pool as pool_api
 from flowjob_ops.overrides.cpu import conv as cpu_conv
-from flowjob_ops.overrides.cpu import pool as cpu_pool
-from flowjob_ops.kernels import conv2d as conv, padding, winograd
-from flowjob_ops.overrides.cpu import pool2d as pool
+from flowjob_ops.overrides.cpu import pool_cache_blocked as cpu_pool
+from flowjob_ops.kernels import window2d, winograd
+from flowjob_ops.kernels.conv2d_bias_pool import Conv2dBiasPool
+from flowjob_ops.kernels.conv2d_forward import Conv2dForward
+from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
+from flowjob_ops.kernels.conv2d_grad_data import Conv2dBackwardData
+from flowjob_ops.kernels.conv2d_grad_filter import Conv2dBackwardFilter
+from flowjob_ops.overrides.cpu import pool_plane_layout as pool
 
 probe = sibling(__file__, "grad_probe")
 Pads = tuple[tuple[int, int], tuple[int, int]]
@@ -108,17 +113,17 @@ def _close(got: Any, want: np.ndarray, tol: float = 1e-10) -> None:
 def test_same_is_legacy_same_lower_and_same_upper_stays_tensorflows(size: int, k: int, s: int, d: int) -> None:
     lower, upper = legacy_same(size, k, s, d), legacy_same(size, k, s, d, lower=False)
     out = (size + s - 1) // s
-    assert padding.resolve_padding("SAME", (size, size), k, s, d) == ((lower, lower), (out, out))
-    assert padding.resolve_padding("same_lower", (size, 7), k, s, d)[0][0] == lower
-    assert padding.resolve_padding("SAME_UPPER", (7, size), k, s, d)[0][1] == upper
+    assert window2d.resolve_padding("SAME", (size, size), k, s, d) == ((lower, lower), (out, out))
+    assert window2d.resolve_padding("same_lower", (size, 7), k, s, d)[0][0] == lower
+    assert window2d.resolve_padding("SAME_UPPER", (7, size), k, s, d)[0][1] == upper
 
 
 def test_the_readings_differ_exactly_for_odd_totals() -> None:
     # ResNet's stride-2 3x3 on an even input, and an even kernel at stride 1: one extra pixel before
-    assert padding.resolve_padding("SAME", (8, 8), 3, 2)[0] == ((1, 0), (1, 0))
-    assert padding.resolve_padding("SAME", (8, 9), 4, 1)[0] == ((2, 1), (2, 1))
+    assert window2d.resolve_padding("SAME", (8, 8), 3, 2)[0] == ((1, 0), (1, 0))
+    assert window2d.resolve_padding("SAME", (8, 9), 4, 1)[0] == ((2, 1), (2, 1))
     # LeNet's 5x5 at stride 1 (even total) is symmetric in both readings
-    assert padding.resolve_padding("SAME", (28, 28), 5, 1) == padding.resolve_padding("SAME_UPPER", (28, 28), 5, 1)
+    assert window2d.resolve_padding("SAME", (28, 28), 5, 1) == window2d.resolve_padding("SAME_UPPER", (28, 28), 5, 1)
 
 
 # kernels ---------------------------------------------------------------------------------------
@@ -148,10 +153,10 @@ def test_im2col_kernels_pad_before(x_shape: tuple, f: int, k: tuple, s: tuple, d
     dy = np.random.default_rng(4).standard_normal(y_ref.shape)
     y_ref, dx_ref, dw_ref = conv_ref(x, w, s, pads, d, dy)
     xa, wa, dya = (x, w, dy) if fmt == "NCHW" else (_nhwc(x), _nhwc(w), _nhwc(dy))
-    args = (np, xa.shape, wa.shape, np.float64, s, "SAME", d, 1, fmt)
-    y = conv.Conv2dForward(*args, strategy=strategy)(xa, wa)
-    dx = conv.Conv2dBackwardData(*args, strategy=strategy)(dya, wa)
-    dw = conv.Conv2dBackwardFilter(*args, strategy=strategy)(xa, dya)
+    geom = ConvGeometry.create(xa.shape, wa.shape, s, "SAME", d, 1, fmt)
+    y = Conv2dForward(np, geom, np.float64, strategy=strategy)(xa, wa)
+    dx = Conv2dBackwardData(np, geom, np.float64, strategy=strategy)(dya, wa)
+    dw = Conv2dBackwardFilter(np, geom, np.float64, strategy=strategy)(xa, dya)
     back = (lambda a: a) if fmt == "NCHW" else _nchw
     _close(back(y), y_ref)
     _close(back(dx), dx_ref)
@@ -166,7 +171,7 @@ def test_winograd_kernels_pad_before(x_shape: tuple, r: int, fmt: str) -> None:
     dy = np.random.default_rng(5).standard_normal((x_shape[0], 4, *x_shape[2:]))
     y_ref, dx_ref, dw_ref = conv_ref(x, w, (1, 1), pads, (1, 1), dy)
     xa, wa, dya = (x, w, dy) if fmt == "NCHW" else (_nhwc(x), _nhwc(w), _nhwc(dy))
-    geom = conv.ConvGeometry.create(xa.shape, wa.shape, 1, "SAME", 1, 1, fmt)
+    geom = ConvGeometry.create(xa.shape, wa.shape, 1, "SAME", 1, 1, fmt)
     assert winograd.applicable(geom) and geom.window.pads == pads
     back = (lambda a: a) if fmt == "NCHW" else _nchw
     _close(back(winograd.WinogradForward(np, geom, np.float64)(xa, wa)), y_ref, 1e-9)
@@ -225,8 +230,8 @@ def test_fused_conv_bias_pool_pads_both_before(algorithm: str, fmt: str) -> None
     pooled, _ = pool_ref(z, (3, 3), (2, 2), _pads((9, 8), (3, 3), (2, 2)), "max")
     want = np.maximum(pooled + b[:, None, None], 0)
     xa, wa = (x, w) if fmt == "NCHW" else (_nhwc(x), _nhwc(w))
-    fused = conv.Conv2dBiasPool(np, xa.shape, wa.shape, np.float64, 1, "SAME", 1, 1, fmt,
-                                pool=(3, 2, "SAME"), relu=True, algorithm=algorithm)
+    fused = Conv2dBiasPool(np, ConvGeometry.create(xa.shape, wa.shape, 1, "SAME", 1, 1, fmt),
+                           np.float64, pool=(3, 2, "SAME"), relu=True, algorithm=algorithm)
     _close(fused(xa, wa, b) if fmt == "NCHW" else _nchw(fused(xa, wa, b)), want, 1e-9)
 
 
@@ -280,7 +285,7 @@ def test_nn_conv2d_same_job(session: Any, monkeypatch: pytest.MonkeyPatch, x_sha
     to, back = (lambda a: a, lambda a: a) if fmt == "NCHW" else (_nhwc, _nchw)
     xa, wa, dya = to(x), to(w), to(dy)
     train = _train(session, [xa.shape, wa.shape, dya.shape], lambda a, b: conv_api.conv2d(a, b, list(s), "SAME", fmt))
-    geom = conv.ConvGeometry.create(xa.shape, wa.shape, s, "SAME", 1, 1, fmt)
+    geom = ConvGeometry.create(xa.shape, wa.shape, s, "SAME", 1, 1, fmt)
     assert cpu_conv.algorithm(geom) == ("winograd" if algorithm == "winograd" and s == (1, 1) else "im2col")
     _close(back(train(xa, wa, dya)), y_ref, 1e-4)
     _close(back(probe.RESULTS["d0"]), dx_ref, 1e-4)

@@ -18,7 +18,7 @@ from flowjob_core.testing import check_grads, run_op
 from flowjob_core.testing.modules import sibling
 from flowjob_ops.api._windows import pool_nodes
 from flowjob_ops.api.array import concat, reshape
-from flowjob_ops.kernels import conv, padding, pool, window
+from flowjob_ops.kernels import conv, window2d, pool, window
 from flowjob_ops.records.pool import PoolVariant, pool_records
 
 loops = sibling(__file__, "cases_conv3d")
@@ -61,11 +61,11 @@ def test_one_geometry_reads_every_ranks_formats_and_paddings(rank: int) -> None:
 
 def test_the_2d_face_is_the_same_geometry() -> None:
     for pads in ("SAME", "SAME_UPPER", "VALID", 1, (1, 2), ((0, 1), (2, 0)), [[0, 0], [0, 0], [1, 1], [0, 2]]):
-        face = padding.Window2d.create((9, 8), (3, 2), (2, 1), (1, 2), pads, "NCHW")
+        face = window2d.Window2d.create((9, 8), (3, 2), (2, 1), (1, 2), pads, "NCHW")
         same = window.Window.create((9, 8), (3, 2), (2, 1), (1, 2), pads, "NCHW")
         assert (face.pads, face.out_size, face.tiles, face.non_overlapping) == (
             same.pads, same.out_size, same.tiles, same.non_overlapping)
-        assert padding.resolve_padding(pads, (9, 8), (3, 2), (2, 1), (1, 2)) == (same.pads, same.out_size)
+        assert window2d.resolve_padding(pads, (9, 8), (3, 2), (2, 1), (1, 2)) == (same.pads, same.out_size)
 
 
 # the reference kernels of every rank ---------------------------------------------------------------

@@ -21,7 +21,12 @@ from flowjob_ops.api import pool as pool_api
 from flowjob_ops.api.array import reshape
 import flowjob_ops.overrides.cpu as cpu_overrides
 from flowjob_ops.overrides.cpu import conv as cpu_conv
-from flowjob_ops.kernels import conv2d as conv, winograd
+from flowjob_ops.kernels import winograd
+from flowjob_ops.kernels.conv2d_bias_pool import Conv2dBiasPool
+from flowjob_ops.kernels.conv2d_forward import Conv2dForward
+from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
+from flowjob_ops.kernels.conv2d_grad_data import Conv2dBackwardData
+from flowjob_ops.kernels.conv2d_grad_filter import Conv2dBackwardFilter
 
 probe = sibling(__file__, "grad_probe")
 
@@ -73,17 +78,17 @@ def test_kernels_match_im2col_in_float64(dims: tuple, pads: Any, fmt: str) -> No
     n, c, h, w_, f, r = dims
     x_shape, w_shape = _shapes(n, c, h, w_, f, r, fmt)
     x, w = _arrays(x_shape, w_shape, np.float64)
-    geom = conv.ConvGeometry.create(x_shape, w_shape, 1, pads, 1, 1, fmt)
+    geom = ConvGeometry.create(x_shape, w_shape, 1, pads, 1, 1, fmt)
     assert winograd.applicable(geom)
     forward = winograd.WinogradForward(np, geom, np.float64)
     y = forward(x, w)
-    want = conv.Conv2dForward(np, x_shape, w_shape, np.float64, 1, pads, 1, 1, fmt)(x, w)
+    want = Conv2dForward(np, geom, np.float64)(x, w)
     assert y.shape == want.shape and _relative(y, want) < 1e-12
     dy = np.random.default_rng(2).standard_normal(want.shape)
     dx = winograd.WinogradBackwardData(np, geom, np.float64)(dy, w)
-    want_dx = conv.Conv2dBackwardData(np, x_shape, w_shape, np.float64, 1, pads, 1, 1, fmt)(dy, w)
+    want_dx = Conv2dBackwardData(np, geom, np.float64)(dy, w)
     assert dx.shape == want_dx.shape and _relative(dx, want_dx) < 1e-12
-    want_dw = conv.Conv2dBackwardFilter(np, x_shape, w_shape, np.float64, 1, pads, 1, 1, fmt)(x, dy)
+    want_dw = Conv2dBackwardFilter(np, geom, np.float64)(x, dy)
     shared = winograd.WinogradBackwardFilter(np, geom, np.float64, forward=forward)
     assert _relative(shared(x, dy, reuse=True), want_dw) < 1e-12
     alone = winograd.WinogradBackwardFilter(np, geom, np.float64)
@@ -117,7 +122,7 @@ def test_chunks_on_threads_give_the_bits_of_one_thread(fmt: str) -> None:
     # per-chunk sums are added in chunk order, so every result is bitwise the serial one
     x_shape, w_shape = _shapes(9, 6, 11, 10, 8, 5, fmt)
     x, w = _arrays(x_shape, w_shape, np.float32)
-    geom = conv.ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, fmt)
+    geom = ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, fmt)
     dy = np.random.default_rng(4).standard_normal(geom.y_shape).astype(np.float32)
     results = []
     for parallel in (None, _one_thread_per_chunk):
@@ -131,21 +136,20 @@ def test_chunks_on_threads_give_the_bits_of_one_thread(fmt: str) -> None:
     assert len(winograd.WinogradForward(np, geom, np.float32).shape.chunks) == 3
     for serial, threaded in zip(*results):
         np.testing.assert_array_equal(serial, threaded)
-    want = conv.Conv2dForward(np, x_shape, w_shape, np.float64, 1, "SAME", 1, 1, fmt)(x.astype(np.float64),
-                                                                                       w.astype(np.float64))
+    want = Conv2dForward(np, geom, np.float64)(x.astype(np.float64), w.astype(np.float64))
     assert _relative(results[1][0], want) < 2e-5
 
 
 def test_the_filter_gradient_rebuilds_the_transform_for_another_array() -> None:
     x_shape, w_shape = (2, 3, 8, 8), (4, 3, 5, 5)
     x, w = _arrays(x_shape, w_shape, np.float64)
-    geom = conv.ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, "NCHW")
+    geom = ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, "NCHW")
     forward = winograd.WinogradForward(np, geom, np.float64)
     forward(x, w)
     other = x[::-1].copy()
     dy = np.random.default_rng(3).standard_normal((2, 4, 8, 8))
     got = winograd.WinogradBackwardFilter(np, geom, np.float64, forward=forward)(other, dy, reuse=True)
-    want = conv.Conv2dBackwardFilter(np, x_shape, w_shape, np.float64, 1, "SAME")(other, dy)
+    want = Conv2dBackwardFilter(np, ConvGeometry.create(x_shape, w_shape, 1, "SAME"), np.float64)(other, dy)
     assert _relative(got, want) < 1e-12
 
 
@@ -155,17 +159,15 @@ def test_float32_error_at_lenet_conv2_is_that_of_im2col() -> None:
     x = rng.random(x_shape, dtype=np.float32)
     w = (rng.standard_normal(w_shape) * np.sqrt(2 / 800)).astype(np.float32)
     dy = rng.standard_normal((100, 64, 14, 14)).astype(np.float32)
-    geom = conv.ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, "NCHW")
-    exact = conv.Conv2dForward(np, x_shape, w_shape, np.float64, 1, "SAME")(x.astype(np.float64), w.astype(np.float64))
-    im2col = conv.Conv2dForward(np, x_shape, w_shape, np.float32, 1, "SAME")(x, w)
+    geom = ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, "NCHW")
+    exact = Conv2dForward(np, geom, np.float64)(x.astype(np.float64), w.astype(np.float64))
+    im2col = Conv2dForward(np, geom, np.float32)(x, w)
     forward = winograd.WinogradForward(np, geom, np.float32)
     y = forward(x, w)
     assert _relative(y, exact) < max(5 * _relative(im2col, exact), 2e-5)
-    exact_dx = conv.Conv2dBackwardData(np, x_shape, w_shape, np.float64, 1, "SAME")(dy.astype(np.float64),
-                                                                                    w.astype(np.float64))
+    exact_dx = Conv2dBackwardData(np, geom, np.float64)(dy.astype(np.float64), w.astype(np.float64))
     assert _relative(winograd.WinogradBackwardData(np, geom, np.float32)(dy, w), exact_dx) < 2e-5
-    exact_dw = conv.Conv2dBackwardFilter(np, x_shape, w_shape, np.float64, 1, "SAME")(x.astype(np.float64),
-                                                                                      dy.astype(np.float64))
+    exact_dw = Conv2dBackwardFilter(np, geom, np.float64)(x.astype(np.float64), dy.astype(np.float64))
     dw = winograd.WinogradBackwardFilter(np, geom, np.float32, forward=forward)(x, dy, reuse=True)
     assert dw.dtype == np.float32 and _relative(dw, exact_dw) < 5e-5
 
@@ -175,20 +177,21 @@ def test_bias_relu_epilogue_and_pooled_form_match_im2col(fmt: str) -> None:
     x_shape, w_shape = _shapes(3, 4, 12, 12, 5, 5, fmt)
     x, w = _arrays(x_shape, w_shape, np.float64)
     b = np.random.default_rng(4).standard_normal(5)
-    geom = conv.ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, fmt)
+    geom = ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, fmt)
     got = winograd.WinogradForward(np, geom, np.float64, bias=True, relu=True)(x, w, b)
-    want = conv.Conv2dForward(np, x_shape, w_shape, np.float64, 1, "SAME", data_format=fmt, bias=True, relu=True)
+    want = Conv2dForward(np, ConvGeometry.create(x_shape, w_shape, 1, "SAME", data_format=fmt),
+                         np.float64, bias=True, relu=True)
     assert _relative(got, want(x, w, b)) < 1e-12
     for pool in [(2, 2, "VALID"), (3, 2, "SAME")]:
-        pooled = conv.Conv2dBiasPool(np, x_shape, w_shape, np.float64, 1, "SAME", data_format=fmt, pool=pool,
-                                     relu=True, algorithm="winograd")(x, w, b)
-        reference = conv.Conv2dBiasPool(np, x_shape, w_shape, np.float64, 1, "SAME", data_format=fmt, pool=pool,
-                                        relu=True)(x, w, b)
+        pooled = Conv2dBiasPool(np, ConvGeometry.create(x_shape, w_shape, 1, "SAME", data_format=fmt),
+                                np.float64, pool=pool, relu=True, algorithm="winograd")(x, w, b)
+        reference = Conv2dBiasPool(np, ConvGeometry.create(x_shape, w_shape, 1, "SAME", data_format=fmt),
+                                   np.float64, pool=pool, relu=True)(x, w, b)
         assert pooled.shape == reference.shape and _relative(pooled, reference) < 1e-12
 
 
 def test_kernels_name_a_wrong_shape() -> None:
-    geom = conv.ConvGeometry.create((2, 3, 8, 8), (4, 3, 3, 3), 1, "SAME", 1, 1, "NCHW")
+    geom = ConvGeometry.create((2, 3, 8, 8), (4, 3, 3, 3), 1, "SAME", 1, 1, "NCHW")
     forward = winograd.WinogradForward(np, geom, np.float32)
     with pytest.raises(ValueError, match=r"conv2d input has shape \(2, 3, 8, 9\)"):
         forward(np.zeros((2, 3, 8, 9), np.float32), np.zeros((4, 3, 3, 3), np.float32))
@@ -198,7 +201,7 @@ def test_kernels_name_a_wrong_shape() -> None:
     with pytest.raises(ValueError, match="dy has shape"):
         winograd.WinogradBackwardData(np, geom, np.float32)(np.zeros((2, 4, 8, 7), np.float32),
                                                             np.zeros((4, 3, 3, 3), np.float32))
-    strided = conv.ConvGeometry.create((2, 3, 8, 8), (4, 3, 3, 3), 2, "SAME", 1, 1, "NCHW")
+    strided = ConvGeometry.create((2, 3, 8, 8), (4, 3, 3, 3), 2, "SAME", 1, 1, "NCHW")
     with pytest.raises(ValueError, match="stride-1"):
         winograd.WinogradForward(np, strided, np.float32)
 
@@ -213,12 +216,12 @@ def test_kernels_name_a_wrong_shape() -> None:
 ])
 def test_automatic_choice(args: tuple, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FLOWJOB_CONV_ALGORITHM", raising=False)
-    assert cpu_conv.algorithm(conv.ConvGeometry.create(*args, "NCHW")) == expected
+    assert cpu_conv.algorithm(ConvGeometry.create(*args, "NCHW")) == expected
 
 
 def test_the_environment_overrides_the_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    small = conv.ConvGeometry.create((2, 2, 8, 8), (3, 2, 3, 3), 1, "SAME", 1, 1, "NCHW")
-    large = conv.ConvGeometry.create((2, 32, 14, 14), (64, 32, 5, 5), 1, "SAME", 1, 1, "NCHW")
+    small = ConvGeometry.create((2, 2, 8, 8), (3, 2, 3, 3), 1, "SAME", 1, 1, "NCHW")
+    large = ConvGeometry.create((2, 32, 14, 14), (64, 32, 5, 5), 1, "SAME", 1, 1, "NCHW")
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "winograd")
     assert cpu_conv.algorithm(small) == "winograd"
     monkeypatch.setenv("FLOWJOB_CONV_ALGORITHM", "im2col")
@@ -328,14 +331,14 @@ def test_chunked_batches_give_the_same_results(chunk_bytes: int, monkeypatch: py
     x_shape, w_shape = (7, 3, 9, 10), (4, 3, 5, 5)
     x, w = _arrays(x_shape, w_shape, np.float64)
     dy = np.random.default_rng(6).standard_normal((7, 4, 9, 10))
-    geom = conv.ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, "NCHW")
+    geom = ConvGeometry.create(x_shape, w_shape, 1, "SAME", 1, 1, "NCHW")
     forward = winograd.WinogradForward(np, geom, np.float64)
     if chunk_bytes == 150_000:
         assert len({hi - lo for lo, hi in forward.shape.chunks}) == 2  # a shorter last chunk
-    assert _relative(forward(x, w), conv.Conv2dForward(np, x_shape, w_shape, np.float64, 1, "SAME")(x, w)) < 1e-12
-    want_dx = conv.Conv2dBackwardData(np, x_shape, w_shape, np.float64, 1, "SAME")(dy, w)
+    assert _relative(forward(x, w), Conv2dForward(np, geom, np.float64)(x, w)) < 1e-12
+    want_dx = Conv2dBackwardData(np, geom, np.float64)(dy, w)
     assert _relative(winograd.WinogradBackwardData(np, geom, np.float64)(dy, w), want_dx) < 1e-12
-    want_dw = conv.Conv2dBackwardFilter(np, x_shape, w_shape, np.float64, 1, "SAME")(x, dy)
+    want_dw = Conv2dBackwardFilter(np, ConvGeometry.create(x_shape, w_shape, 1, "SAME"), np.float64)(x, dy)
     got = winograd.WinogradBackwardFilter(np, geom, np.float64, forward=forward)(x, dy, reuse=True)
     assert _relative(got, want_dw) < 1e-12
 
@@ -346,7 +349,7 @@ def test_a_plugin_backend_runs_the_reference_kernels(monkeypatch: pytest.MonkeyP
     losses, grads, kernels = _train("auto", monkeypatch)
     xpu_losses, xpu_grads, xpu_kernels = _train("auto", monkeypatch, device="xpu")
     assert not {winograd.WinogradForward, winograd.WinogradBackwardData} & {type(k) for k in xpu_kernels}
-    assert not any(type(k).__module__ == "flowjob_ops.overrides.cpu.pool" for k in xpu_kernels)
+    assert not any(type(k).__module__ == "flowjob_ops.overrides.cpu.pool_cache_blocked" for k in xpu_kernels)
     for got, want in zip(xpu_losses, losses):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for key in grads:
@@ -376,7 +379,7 @@ def test_without_the_cpu_overrides_a_job_runs_the_reference_kernels(algorithm: s
     winograd_kinds = {winograd.WinogradForward, winograd.WinogradBackwardData}
     assert winograd_kinds <= {type(k) for k in kernels}
     assert not winograd_kinds & {type(k) for k in ref_kernels}
-    assert not any(type(k).__module__ == "flowjob_ops.overrides.cpu.pool" for k in ref_kernels)
+    assert not any(type(k).__module__ == "flowjob_ops.overrides.cpu.pool_cache_blocked" for k in ref_kernels)
     for got, want in zip(losses, ref_losses):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for key in grads:

@@ -1,6 +1,8 @@
 """flow.summary's ops and the tensorboard sink in a bare session (core + watch only): the event files are
 read back record by record (TFRecord framing, tensorboardX's Event proto), as TensorBoard reads them."""
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -70,3 +72,18 @@ def test_a_folder_has_one_writer_and_one_file(tmp_path):
     a, b = TensorBoardSink(tmp_path), TensorBoardSink(tmp_path / ".." / tmp_path.name)
     assert writer.writer_for(a.logdir) is writer.writer_for(b.logdir)
     assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 1
+
+
+def test_the_exit_handler_comes_with_the_first_writer_not_the_import(tmp_path):
+    program = ("import atexit, sys\n"
+               "from flowjob_watch.summary import writer\n"
+               "imported = atexit._ncallbacks()\n"
+               "writer.writer_for(sys.argv[1])\n"
+               "first = atexit._ncallbacks()\n"
+               "writer.writer_for(sys.argv[2])\n"
+               "print(imported, first, atexit._ncallbacks())\n")
+    result = subprocess.run([sys.executable, "-c", program, str(tmp_path / "a"), str(tmp_path / "b")],
+                            capture_output=True, text=True, timeout=120, check=True)
+    imported, first, second = map(int, result.stdout.split())
+    assert (first - imported, second - first) == (1, 0)
+    assert len(list((tmp_path / "a").glob("events.out.tfevents.*"))) == 1

@@ -30,6 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext
+from flowjob_ops.records.batch_norm_train import BATCH_NORM_TRAIN, BATCH_NORM_TRAIN_GRAD
 
 from flowjob_gpu.record_kernels import ContiguousInputs, launch_grid, own_kernel
 from flowjob_gpu.sources import compiled_module
@@ -178,13 +179,13 @@ def batch_norm_train_grad_kernel(ctx: KernelContext) -> Any:
 
 
 OVERRIDES: dict[str, tuple[str, dict[str, str]]] = {
-    "batch_norm_train": (FAMILY, FORWARD),
-    "batch_norm_train_grad": (FAMILY, BACKWARD),
+    BATCH_NORM_TRAIN.name: (FAMILY, FORWARD),
+    BATCH_NORM_TRAIN_GRAD.name: (FAMILY, BACKWARD),
 }
 """Entries for ``flowjob_gpu.overrides.OVERRIDES`` (op -> (family, symbol per dtype))."""
 
 KERNEL_BUILDERS: dict[str, Callable[[KernelContext], Any]] = {
-    "batch_norm_train": batch_norm_train_kernel,
-    "batch_norm_train_grad": batch_norm_train_grad_kernel,
+    BATCH_NORM_TRAIN.name: batch_norm_train_kernel,
+    BATCH_NORM_TRAIN_GRAD.name: batch_norm_train_grad_kernel,
 }
 """Entries for ``flowjob_gpu.overrides.KERNEL_BUILDERS``, keyed by the op records' names."""

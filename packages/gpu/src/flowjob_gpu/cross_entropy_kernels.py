@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext
+from flowjob_ops.records.cross_entropy import SPARSE_SOFTMAX_CROSS_ENTROPY, SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD
 
 from flowjob_gpu.record_kernels import BLOCK, launch_grid, own_kernel
 from flowjob_gpu.sources import compiled_module
@@ -97,13 +98,13 @@ def sparse_softmax_cross_entropy_grad_kernel(ctx: KernelContext) -> Any:
 
 
 OVERRIDES: dict[str, tuple[str, dict[str, str]]] = {
-    "sparse_softmax_cross_entropy": (FAMILY, FORWARD),
-    "sparse_softmax_cross_entropy_grad": (FAMILY, BACKWARD),
+    SPARSE_SOFTMAX_CROSS_ENTROPY.name: (FAMILY, FORWARD),
+    SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD.name: (FAMILY, BACKWARD),
 }
 """Entries for ``flowjob_gpu.overrides.OVERRIDES`` (op -> (family, symbol per dtype))."""
 
 KERNEL_BUILDERS: dict[str, Callable[[KernelContext], Any]] = {
-    "sparse_softmax_cross_entropy": sparse_softmax_cross_entropy_kernel,
-    "sparse_softmax_cross_entropy_grad": sparse_softmax_cross_entropy_grad_kernel,
+    SPARSE_SOFTMAX_CROSS_ENTROPY.name: sparse_softmax_cross_entropy_kernel,
+    SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD.name: sparse_softmax_cross_entropy_grad_kernel,
 }
 """Entries for ``flowjob_gpu.overrides.KERNEL_BUILDERS``, keyed by the op records' names."""

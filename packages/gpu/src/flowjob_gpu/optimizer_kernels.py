@@ -23,7 +23,7 @@ The record's own kernel runs instead (``ctx.ops[ctx.op].kernel(ctx)``) for other
 rate or clipping factor that is not float32, slots not shaped as the record's optimizers make them (moments like
 the variable, beta powers of shape (1,)), and gated nodes: ``accumulation_steps`` > 1 (gradient accumulation) or
 ``skip_if_not_finite`` (a dynamic loss scale), whose gate ``flowjob_optim.accumulation.gated`` reads a counter
-on the host; flowjob-gpu does not depend on flowjob-optim, so the gate is left to the record's kernel. A call
+on the host, so the gate is left to the record's kernel. A call
 whose variable, slots or gradient are not C-contiguous (the kernels walk flat memory) also runs the record's
 kernel, built on first such call with private scratch.
 """
@@ -36,15 +36,16 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext
+from flowjob_optim.update_ops import ADAM_BC_UPDATE, ADAM_UPDATE, MOMENTUM_UPDATE, SGD_UPDATE
 
 from flowjob_gpu.record_kernels import BLOCK, launch_grid, own_kernel
 from flowjob_gpu.sources import compiled_module
 
 FAMILY = "optimizer"
-SGD = "optim_sgd_update"
-MOMENTUM = "optim_momentum_update"
-ADAM = "optim_adam_update"
-ADAM_BIAS_CORRECTED = "optim_adam_bias_corrected_update"
+SGD = SGD_UPDATE.name
+MOMENTUM = MOMENTUM_UPDATE.name
+ADAM = ADAM_UPDATE.name
+ADAM_BIAS_CORRECTED = ADAM_BC_UPDATE.name
 SYMBOLS: dict[str, dict[str, str]] = {
     SGD: {"float32": "sgd_update_f32", "float64": "sgd_update_f64"},
     MOMENTUM: {"float32": "momentum_update_f32", "float64": "momentum_update_f64"},
@@ -58,7 +59,7 @@ SLOTS: dict[str, tuple[str, ...]] = {
 }
 """Per op, its slots: ``like`` the variable, or ``scalar`` of shape (1,) (flowjob_optim.optimizers' rules)."""
 
-# flowjob_optim.accumulation's attribute names (flowjob-gpu does not depend on flowjob-optim)
+# flowjob_optim.accumulation's attribute names
 STEPS_ATTR = "accumulation_steps"
 SKIP_ATTR = "skip_if_not_finite"
 LR_SPEC = BlobSpec((1,), np.dtype(np.float32))

@@ -7,6 +7,7 @@ from typing import Any
 from flowjob_core import hookimpl, switches
 
 from flowjob_gpu.backend import available_cupy, make_backend
+from flowjob_gpu import update_kernels
 from flowjob_gpu.emulation.backend import make_emulated_backend
 from flowjob_gpu.overrides import KERNEL_BUILDERS
 
@@ -28,4 +29,5 @@ def flowjob_add_kernels(registry: Any) -> None:
     if switches.current().gpu_emulation or available_cupy() is None:
         return
     for op, builder in KERNEL_BUILDERS.items():
-        registry.add(op, "gpu", builder)
+        # flowjob-optim's updates are overridden where its plugin is loaded; the rest are flowjob-ops' ops
+        registry.add(op, "gpu", builder, optional=op in update_kernels.KERNEL_BUILDERS)

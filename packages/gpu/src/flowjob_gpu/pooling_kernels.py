@@ -120,7 +120,7 @@ def max_pool2d_grad_kernel(ctx: KernelContext) -> Any:
     if kernel is None:
         return own_kernel(ctx, str(ctx.inputs[0].dtype))
     cp, fn, dense = kernel.cp, kernel.fn, kernel.dense
-    relu = cp.int32(ctx.op == "max_pool2d_relu_grad")
+    relu = cp.int32(ctx.op == pool_records.MAX_POOL2D_RELU_GRAD.name)
     unused = ctx.workspace((1,), np.int32)  # the taps argument when the kernel finds them itself
     named = ctx.attrs.get("forward")
     writers = ctx.shared.setdefault(WRITERS, {})
@@ -144,15 +144,15 @@ def max_pool2d_grad_kernel(ctx: KernelContext) -> Any:
 
 
 OVERRIDES: dict[str, tuple[str, dict[str, str]]] = {
-    "max_pool2d": (FAMILY, FORWARD),
-    "max_pool2d_grad": (FAMILY, BACKWARD),
-    "max_pool2d_relu_grad": (FAMILY, BACKWARD),
+    pool_records.MAX_POOL2D.name: (FAMILY, FORWARD),
+    pool_records.MAX_POOL2D_GRAD.name: (FAMILY, BACKWARD),
+    pool_records.MAX_POOL2D_RELU_GRAD.name: (FAMILY, BACKWARD),
 }
 """Entries for ``flowjob_gpu.overrides.OVERRIDES`` (op -> (family, symbol per dtype))."""
 
 KERNEL_BUILDERS: dict[str, Callable[[KernelContext], Any]] = {
-    "max_pool2d": max_pool2d_kernel,
-    "max_pool2d_grad": max_pool2d_grad_kernel,
-    "max_pool2d_relu_grad": max_pool2d_grad_kernel,
+    pool_records.MAX_POOL2D.name: max_pool2d_kernel,
+    pool_records.MAX_POOL2D_GRAD.name: max_pool2d_grad_kernel,
+    pool_records.MAX_POOL2D_RELU_GRAD.name: max_pool2d_grad_kernel,
 }
 """Entries for ``flowjob_gpu.overrides.KERNEL_BUILDERS``, keyed by the op records' names."""

@@ -56,6 +56,7 @@ _NAMESPACE = LazyNamespace(
         Source("flowjob_ofrecord.api.image_toplevel", "flowjob-ofrecord", legacy=("image_resize",)),  # flow.image_*
         _ops("size"),  # flow.Size
         Source("flowjob_core.imperative.tensor", "flowjob-core", namespace="flow"),  # v0.4's eager flow.Tensor
+        _ops("tensor_methods", "flow"),  # flow.to (and the eager tensor's methods that run flowjob-ops' records)
         Source("flowjob_core.imperative.grad_mode", "flowjob-core", namespace="flow"),  # flow.no_grad
         Source("oneflow.model", "flowjob", namespace="flow"),  # flow.Model, also flow.model.Model
     ),

@@ -6,6 +6,6 @@ SOURCES = (ops("activations"), ops("softmax"), ops("dropout"), ops("bias_add"), 
            ops("pool"), ops("normalization"), ops("losses", "flow.nn"), ops("pixel_shuffle"), ops("triangular"),
            Source("flowjob_core.imperative.module", "flowjob-core", namespace="flow.nn"),
            Source("flowjob_core.imperative.parameter", "flowjob-core"),
-           Source("flowjob_core.imperative.embedding", "flowjob-core"))
+           ops("nn_embedding"))
 
 __all__ = [*export(globals(), "flow.nn", *SOURCES), "init"]

@@ -1,5 +1,5 @@
 """The ops package's plugin: registers every op record of ``flowjob_ops.records``, the passes, the cpu kernel
-overrides and the Blob operators."""
+overrides, the Blob operators and the eager tensor's methods that run the records."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,6 +7,7 @@ from typing import Any
 from flowjob_core import hookimpl
 
 from flowjob_ops.api._initializers import from_initializer_conf
+from flowjob_ops.api.tensor_methods import TENSOR_METHODS
 from flowjob_ops.operators import OPERATORS
 from flowjob_ops.overrides import cpu
 from flowjob_ops.passes import (auto_mixed_precision, fuse_conv, fuse_dense, quantization_aware_training, repeat_acc,
@@ -24,6 +25,9 @@ def flowjob_add_ops(registry: Any) -> None:
     registry.add(fused.chain_op(registry))
     for dunder, fn in OPERATORS.items():
         registry.add_operator(dunder, fn)
+    # the eager flow.Tensor's methods that run these records (core's tensor names none of them)
+    for name, method in TENSOR_METHODS.items():
+        registry.add_tensor_method(name, method)
 
 
 @hookimpl

@@ -25,7 +25,7 @@ from flowjob_core import Job
 from flowjob_core.ir.analysis import buffer_roots, in_place_writers, observed_values, value_producers, value_readers
 from flowjob_core.ir.job import Node
 
-from flowjob_optim.update_ops import SGD_MATMUL_UPDATE, UPDATE_OPS, fused_sgd_available
+from flowjob_optim.update_ops import SGD_MATMUL_UPDATE, SGD_UPDATE, UPDATE_OPS, fused_sgd_available
 
 
 def _sole_reader(lbn: str, node: Node, users: dict[str, list[Node]], kept: set[str]) -> bool:
@@ -63,7 +63,7 @@ def run(job: Job, ctx: Any) -> None:
             users[raw] = [node if u is scaler else u for u in users.get(raw, [])]
             dead.add(id(scaler))
             grad = raw
-        if node.op != "optim_sgd_update" or node.attrs.get("clipped") or len(node.inputs) != 3:
+        if node.op != SGD_UPDATE.name or node.attrs.get("clipped") or len(node.inputs) != 3:
             continue
         if any(float(node.attrs.get(k, 0.0) or 0.0) for k in ("weight_decay", "l1", "l2")):
             continue

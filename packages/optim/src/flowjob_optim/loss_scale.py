@@ -28,6 +28,7 @@ from flowjob_core.ir.bindings import Bindings
 from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_optim.accumulation import COUNTER_SPEC
+from flowjob_optim.update_ops import MOMENTUM_UPDATE, SGD_UPDATE
 
 logger = logging.getLogger("flowjob.loss_scale")  # legacy logged each change of the scale at INFO
 
@@ -188,7 +189,7 @@ def refuse_with(job: Job, policy: LossScalePolicy | None, accumulation_steps: in
 
 
 # float16 variables: the rules whose arithmetic float16 keeps ----------------
-FLOAT16_RULES = ("optim_sgd_update", "optim_momentum_update")
+FLOAT16_RULES = (SGD_UPDATE.name, MOMENTUM_UPDATE.name)
 
 
 def check_float16(job: Job, name: str, spec: BlobSpec, op: str, optimizer: Any) -> None:

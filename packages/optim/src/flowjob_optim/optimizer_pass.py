@@ -36,7 +36,7 @@ from flowjob_core.trace.blob import Blob
 from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_optim import accumulation, loss_scale, sparse_updates
-from flowjob_optim.legacy_conf import optimizer_from_train_config
+from flowjob_optim.model_update_conf import optimizer_from_train_config
 from flowjob_optim.optimizers import Optimizer
 from flowjob_optim.schedules import CustomScheduler
 from flowjob_optim.update_ops import LR_DTYPE, STEP_DTYPE

@@ -21,6 +21,8 @@ from flowjob_core import FlowjobError, add_loss, maybe_builder
 from flowjob_optim.clipping import ClipGradient
 from flowjob_optim.hyperparameters import HyperParameters
 from flowjob_optim.schedules import CustomScheduler, LrScheduler
+from flowjob_optim.update_ops import (ADAM_BC_UPDATE, ADAM_UPDATE, LAMB_UPDATE, LARS_UPDATE, MOMENTUM_UPDATE,
+                                     RMSPROP_CENTERED_UPDATE, RMSPROP_UPDATE, SGD_UPDATE)
 
 
 @dataclass(frozen=True)
@@ -143,8 +145,8 @@ class SGD(Optimizer):
     def rule(self, var_name: str) -> UpdateRule:
         wd = self.weight_decay_for(var_name)
         if self.momentum == 0:
-            return UpdateRule("optim_sgd_update", (), {"weight_decay": wd})
-        return UpdateRule("optim_momentum_update", (("momentum", 0.0, "like"),),
+            return UpdateRule(SGD_UPDATE.name, (), {"weight_decay": wd})
+        return UpdateRule(MOMENTUM_UPDATE.name, (("momentum", 0.0, "like"),),
                           {"beta": self.momentum, "weight_decay": wd})
 
 
@@ -169,8 +171,6 @@ class Adam(Optimizer):
     (the textbook ``1 - b^t`` correction); without it ``lr_t = lr`` (legacy default).
     """
 
-    op = "optim_adam_update"
-
     def __init__(self, lr_scheduler: Any, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
                  do_bias_correction: bool = False, loss_scale_factor: float | None = None,
                  grad_clipping: ClipGradient | None = None, train_step_lbn: str | None = None,
@@ -190,9 +190,9 @@ class Adam(Optimizer):
                  "weight_decay": self.weight_decay_for(var_name)}
         slots: tuple[tuple[str, float, str], ...] = (("m", 0.0, "like"), ("v", 0.0, "like"))
         if not self.do_bias_correction:
-            return UpdateRule("optim_adam_update", slots, attrs)
+            return UpdateRule(ADAM_UPDATE.name, slots, attrs)
         slots += (("beta1_t", self.beta1, "scalar"), ("beta2_t", self.beta2, "scalar"))
-        return UpdateRule("optim_adam_bias_corrected_update", slots, attrs)
+        return UpdateRule(ADAM_BC_UPDATE.name, slots, attrs)
 
 
 class AdamW(Adam):
@@ -245,9 +245,9 @@ class RMSProp(Optimizer):
         attrs = {"decay_rate": self.decay_rate, "epsilon": self.epsilon,
                  "weight_decay": self.weight_decay_for(var_name)}
         if self.centered:
-            return UpdateRule("optim_rmsprop_centered_update",
+            return UpdateRule(RMSPROP_CENTERED_UPDATE.name,
                               (("mean_square", 0.0, "like"), ("mean_gradient", 0.0, "like")), attrs)
-        return UpdateRule("optim_rmsprop_update", (("mean_square", 0.0, "like"),), attrs)
+        return UpdateRule(RMSPROP_UPDATE.name, (("mean_square", 0.0, "like"),), attrs)
 
 
 class LARS(Optimizer):
@@ -270,7 +270,7 @@ class LARS(Optimizer):
             raise ValueError(f"LARS: lars_coefficient must be > 0, got {self.lars_coefficient}")
 
     def rule(self, var_name: str) -> UpdateRule:
-        return UpdateRule("optim_lars_update", (("momentum", 0.0, "like"),),
+        return UpdateRule(LARS_UPDATE.name, (("momentum", 0.0, "like"),),
                           {"momentum_beta": self.momentum_beta, "epsilon": self.epsilon,
                            "lars_coefficient": self.lars_coefficient,
                            "weight_decay": self.weight_decay_for(var_name)})
@@ -297,7 +297,7 @@ class LAMB(Optimizer):
         self.epsilon = _non_negative("LAMB", "epsilon", epsilon)
 
     def rule(self, var_name: str) -> UpdateRule:
-        return UpdateRule("optim_lamb_update",
+        return UpdateRule(LAMB_UPDATE.name,
                           (("m", 0.0, "like"), ("v", 0.0, "like"), ("beta1_t", 1.0, "scalar"),
                            ("beta2_t", 1.0, "scalar")),
                           {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon,

@@ -1,4 +1,7 @@
-"""The optim package's plugin: the update ops and the optimizer pass."""
+"""The optim package's plugin: the ops (the dense updates, learning rate, clipping and step counter of
+``update_ops``, gradient accumulation's, the indexed-slices updates of ``sparse_updates``, dynamic loss scaling's),
+the passes (``optimizer``, ``loss-scale``, ``optim-fusion``) and the cpu backend's kernel override (SGD folded into
+its gradient's GEMM, ``cpu``)."""
 from __future__ import annotations
 
 from typing import Any

@@ -31,6 +31,8 @@ import numpy as np
 
 from flowjob_core import BlobSpec, ConfigError, Job, KernelContext, OpDef, ShapeError
 
+from flowjob_optim.update_ops import ADAM_BC_UPDATE, ADAM_UPDATE, MOMENTUM_UPDATE, SGD_UPDATE
+
 OPTION = "indexed_slices_optimizer_conf"
 
 SparseStep = Callable[[Any, Sequence[Any], Any, Any, Any], None]
@@ -247,9 +249,9 @@ ADAM_BC = _sparse_op("optim_indexed_slices_adam_bias_corrected_update", 4, _adam
 OPS = (SGD, MOMENTUM, ADAM, ADAM_BC)
 
 SPARSE_OF = {
-    "optim_sgd_update": SGD.name,
-    "optim_momentum_update": MOMENTUM.name,
-    "optim_adam_update": ADAM.name,
-    "optim_adam_bias_corrected_update": ADAM_BC.name,
+    SGD_UPDATE.name: SGD.name,
+    MOMENTUM_UPDATE.name: MOMENTUM.name,
+    ADAM_UPDATE.name: ADAM.name,
+    ADAM_BC_UPDATE.name: ADAM_BC.name,
 }
 """The dense update op of a rule -> its indexed-slices counterpart (legacy had these three)."""

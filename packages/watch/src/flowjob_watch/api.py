@@ -38,8 +38,8 @@ def watch(blob: Blob, handler_or_prompt: Any = None, *, sink: Any = None, **opti
     ``handler_or_prompt``: a one-parameter callable (annotated ``tp.Numpy``/``ListNumpy``/
     ``ListListNumpy`` for arrays, unannotated for the legacy local blob), a prompt string or
     None (print the value), or a ``flowjob_watch.sinks.Sink`` object. ``sink``: a registered
-    sink name (``"stats"``, ``"recorder"``, ...; ``handler_or_prompt`` is then its target and
-    ``options`` its options) or a sink object.
+    sink name (``"callback"``, ``"dict"``, ``"recorder"``, ``"stats"``, ``"tensorboard"``, or a plugin's;
+    ``handler_or_prompt`` is then its target and ``options`` its options) or a sink object.
     """
     what = f"flow.watch({blob.lbn if isinstance(blob, Blob) else blob!r})"
     builder = _builder(blob, what)

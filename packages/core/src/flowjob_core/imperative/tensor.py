@@ -1,15 +1,18 @@
-"""Legacy v0.4's eager ``flow.Tensor``, ``flow.tensor`` and ``flow.to``.
+"""Legacy v0.4's eager ``flow.Tensor`` and ``flow.tensor``.
 
 A tensor holds an array of the default session's backend. Every operation on tensors is a call of op
 records through a one-operation job (``flowjob_core.imperative.tape``): the Python operators are the op
-packages' blob operators, the methods name records (``reshape``, ``matmul``, ``reduce_sum``, ...). A result
-computed from a tensor that requires a gradient keeps that job for ``backward()``. Arrays are never written
-in place: the in-place methods (``fill_``, ``copy_``, ``normal_``) give the tensor a new array, so a value
-kept for a gradient stays what it was.
+packages' blob operators, and the methods that run an op package's records (``reshape``, ``sum``, ``to``,
+``normal_``, ...) are that package's, registered with ``OpRegistry.add_tensor_method`` and found by
+``Tensor.__getattr__`` in the default session: core names no op of another package. A result computed from
+a tensor that requires a gradient keeps that job for ``backward()``. Arrays are never written in place: the
+in-place methods (``fill_``, ``copy_``, ``normal_``) give the tensor a new array (``replace_value``), so a
+value kept for a gradient stays what it was.
 """
 from __future__ import annotations
 
 import numbers
+import types
 from typing import Any, Callable
 
 import numpy as np
@@ -19,6 +22,7 @@ from flowjob_core.imperative import autograd
 from flowjob_core.imperative.grad_mode import is_grad_enabled
 from flowjob_core.imperative.tape import Segment, TapeBuilder
 from flowjob_core.ir import dtypes
+from flowjob_core.plugins.builtin_ops import ADD_N
 from flowjob_core.runtime.session import get_default_session
 from flowjob_core.trace.blob import Blob
 from flowjob_core.trace.builder import apply
@@ -51,7 +55,7 @@ class Device:
         return f"device(type='{self.type}', index={self.index})"
 
 
-def _backend_device(device: Any, what: str) -> Device:
+def backend_device(device: Any, what: str) -> Device:
     """The device a tensor asked for, checked against the session's backend (eager tensors live there)."""
     backend = get_default_session().backend
     here = Device("cuda" if backend.tag == "gpu" else "cpu")
@@ -64,7 +68,7 @@ def _backend_device(device: Any, what: str) -> Device:
     return here
 
 
-def _dtype(value: Any, what: str) -> np.dtype:
+def tensor_dtype(value: Any, what: str) -> np.dtype:
     try:
         return dtypes.as_dtype(value)
     except TypeError as exc:
@@ -78,7 +82,7 @@ def _array(data: Any, dtype: Any, what: str) -> Any:
     if array.dtype.kind not in "biuf":
         raise TypeError(f"{what}: data of dtype {array.dtype} is not a tensor's: supported dtypes are "
                         f"{sorted(d.name for d in dtypes.SUPPORTED)}")
-    target = _dtype(array.dtype if dtype is None else dtype, what)
+    target = tensor_dtype(array.dtype if dtype is None else dtype, what)
     return get_default_session().backend.from_host(np.array(array, dtype=target, copy=True))
 
 
@@ -100,16 +104,16 @@ class Tensor:
             raise NotImplementedError("flow.Tensor: data_initializer and determining_initializer are not supported; "
                                       "initialize with fill_, normal_, uniform_ or copy_")
         what = "flow.Tensor"
-        self._device = _backend_device(device, what)
-        target = _dtype(dtypes.float32 if dtype is None else dtype, what)
+        self._device = backend_device(device, what)
+        target = tensor_dtype(dtypes.float32 if dtype is None else dtype, what)
         if not args:
             raise TypeError("flow.Tensor() needs a shape, data or a tensor")
         if len(args) == 1 and isinstance(args[0], Tensor):
-            value = run_on_blobs("copy", lambda b: apply("cast", [b], {"dtype": target}), args[0].detach())._value
+            value = args[0].detach().to(target, True)._value  # a copy (``to`` is the op package's method)
         elif len(args) == 1 and isinstance(args[0], (list, tuple, np.ndarray)):
             value = _array(args[0], target, what)
         elif all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
-            value = _run_source("constant", {"value": 0, "dtype": target, "shape": tuple(int(a) for a in args)})
+            value = get_default_session().backend.xp.zeros(tuple(int(a) for a in args), dtype=target)
         else:
             raise TypeError(f"flow.Tensor: invalid arguments {args!r}: expected a shape (ints), data (a list, tuple "
                             f"or array) or a tensor")
@@ -125,7 +129,7 @@ class Tensor:
         self._grad: Tensor | None = None
         self._retains_grad = False
         if not hasattr(self, "_device"):
-            self._device = _backend_device(None, "flow.Tensor")
+            self._device = backend_device(None, "flow.Tensor")
 
     @classmethod
     def _make(cls, value: Any, segment: Segment | None = None, lbn: str | None = None,
@@ -140,8 +144,8 @@ class Tensor:
 
     def _accumulate_grad(self, value: Any) -> None:
         grad = Tensor._make(value)
-        self._grad = grad if self._grad is None else run_on_blobs("grad_sum", lambda a, b: apply("add", [a, b]),
-                                                            self._grad, grad)
+        self._grad = grad if self._grad is None else run_on_blobs(
+            "grad_sum", lambda a, b: apply(ADD_N.name, [a, b]), self._grad, grad)
 
     # properties ---------------------------------------------------------------------------------------------
     @property
@@ -297,11 +301,10 @@ class Tensor:
     def detach(self) -> "Tensor":
         return Tensor._make(self._value)
 
-    def clone(self) -> "Tensor":
-        return run_on_blobs("clone", lambda b: apply("identity", [b]), self)
-
     # in place (a new array each time) --------------------------------------------------------------------------
-    def _replace(self, value: Any, what: str) -> "Tensor":
+    def replace_value(self, value: Any, what: str) -> "Tensor":
+        """Give this leaf tensor the array ``value`` of its shape (``what``, the method, names it in errors): how the
+        in-place methods change a tensor without writing into an array a gradient may keep."""
         if self._segment is not None:
             raise FlowjobError(f"{what} on a tensor computed from others (it would cut its gradient); call it on "
                                f"a leaf or on detach()")
@@ -313,37 +316,12 @@ class Tensor:
     def copy_(self, other: Any) -> "Tensor":
         """Take the value of ``other`` (a tensor or array of this shape)."""
         value = other._value if isinstance(other, Tensor) else _array(other, self.dtype, "copy_")
-        return self._replace(value, "copy_")
-
-    def fill_(self, value: Any) -> "Tensor":
-        return self._replace(_run_source("constant", {"value": value, "dtype": self.dtype, "shape": self.shape}),
-                             "fill_")
+        return self.replace_value(value, "copy_")
 
     def zeros_(self) -> "Tensor":
         return self.fill_(0)
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0) -> "Tensor":
-        attrs = {"shape": self.shape, "dtype": self.dtype, "mean": mean, "stddev": std, "seed": None}
-        return self._replace(_run_source("random_normal", attrs), "normal_")
-
-    def uniform_(self, a: float = 0.0, b: float = 1.0) -> "Tensor":
-        attrs = {"shape": self.shape, "dtype": self.dtype, "minval": a, "maxval": b, "seed": None}
-        return self._replace(_run_source("random_uniform", attrs), "uniform_")
-
-    # operations -------------------------------------------------------------------------------------------------
-    def _unary(self, op: str, attrs: dict[str, Any] | None = None) -> "Tensor":
-        result: Tensor = run_on_blobs(op, lambda b: apply(op, [b], attrs), self)
-        return result
-
-    def to(self, *args: Any, **kwargs: Any) -> "Tensor":
-        return to(self, *args, **kwargs)
-
-    def reshape(self, *shape: Any) -> "Tensor":
-        dims = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
-        return self._unary("reshape", {"shape": tuple(int(d) for d in dims)})
-
-    view = reshape
-
+    # operations (the op package's methods: reshape, permute, sum, to, ...; these compose them) -----------------
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
         rank = max(self.ndim, 1)
         start, end = start_dim % rank, end_dim % rank
@@ -360,10 +338,6 @@ class Tensor:
         dim = dim % self.ndim
         return self.reshape(self.shape[:dim] + self.shape[dim + 1:]) if self.shape[dim] == 1 else self
 
-    def permute(self, *dims: Any) -> "Tensor":
-        perm = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
-        return self._unary("transpose", {"perm": tuple(int(d) for d in perm)})
-
     def transpose(self, dim0: int, dim1: int) -> "Tensor":
         perm = list(range(self.ndim))
         perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
@@ -373,47 +347,11 @@ class Tensor:
     def T(self) -> "Tensor":  # noqa: N802 - legacy's (and numpy's) name
         return self.permute(tuple(reversed(range(self.ndim))))
 
-    def _reduce(self, op: str, dim: Any, keepdim: bool) -> "Tensor":
-        axis = tuple(range(self.ndim)) if dim is None else (tuple(dim) if isinstance(dim, (list, tuple)) else (dim,))
-        return self._unary(op, {"axis": tuple(int(a) for a in axis), "keepdims": bool(keepdim)})
-
-    def sum(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return self._reduce("reduce_sum", dim, keepdim)
-
-    def mean(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return self._reduce("reduce_mean", dim, keepdim)
-
-    def max(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return self._reduce("reduce_max", dim, keepdim)
-
-    def min(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return self._reduce("reduce_min", dim, keepdim)
-
-    def prod(self, dim: Any = None, keepdim: bool = False) -> "Tensor":
-        return self._reduce("reduce_prod", dim, keepdim)
-
-    def argmax(self, dim: int = -1) -> "Tensor":
-        return self._unary("argmax", {"axis": dim})
-
-    def softmax(self, dim: int = -1) -> "Tensor":
-        return self._unary("softmax", {"axis": dim})
-
-    def log_softmax(self, dim: int = -1) -> "Tensor":
-        return self._unary("log_softmax", {"axis": dim})
-
-    def clamp(self, min: float | None = None, max: float | None = None) -> "Tensor":  # noqa: A002 - legacy names
-        return self._unary("clip_by_value", {"min_value": min, "max_value": max})
-
-    clip = clamp
-
     def matmul(self, other: "Tensor") -> "Tensor":
-        result: Tensor = run_on_blobs("matmul", lambda a, b: a @ b, self, other)
+        result: Tensor = _operator("__matmul__")(self, other)
         return result
 
     mm = matmul
-
-    def cast(self, dtype: Any) -> "Tensor":
-        return self._unary("cast", {"dtype": _dtype(dtype, "cast")})
 
     def float(self) -> "Tensor":
         return self.to(dtypes.float32)
@@ -465,29 +403,17 @@ class Tensor:
     def ne(self, other: Any) -> "Tensor":
         return _operator("__ne__")(self, other)
 
+    def __getattr__(self, name: str) -> Any:
+        # only names the class lacks reach here: the methods op packages register (OpRegistry.add_tensor_method)
+        method = None if name.startswith("_") else get_default_session().registries.ops.tensor_methods.get(name)
+        if method is None:
+            raise AttributeError(f"'flow.Tensor' object has no attribute {name!r} (the methods that run ops come "
+                                 f"from the op packages' plugins: is flowjob-ops installed?)")
+        return types.MethodType(method, self)
+
     def __setitem__(self, key: Any, value: Any) -> None:
         raise NotImplementedError("tensor[key] = value is not supported on flowjob's eager tensors (values are "
                                   "never written in place); build the new tensor, or copy_ a new value into a leaf")
-
-
-def _unary_method(op: str) -> Callable[[Tensor], Tensor]:
-    def method(self: Tensor) -> Tensor:
-        return self._unary(op)
-
-    method.__name__ = method.__qualname__ = op
-    method.__doc__ = f"The ``{op}`` op of this tensor."
-    return method
-
-
-# methods named after the op record they run
-_UNARY = ("abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "erf", "erfc", "exp",
-          "expm1", "floor", "gelu", "hardsigmoid", "hardswish", "lgamma", "log", "log1p", "log_sigmoid", "mish",
-          "negative", "reciprocal", "relu", "relu6", "rint", "round", "rsqrt", "sigmoid", "sign",
-          "sin", "sinh", "softplus", "sqrt", "square", "tan", "tanh")
-_ALIASES = {"neg": "negative", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh",
-            "arctan": "atan", "arctanh": "atanh"}
-for _name, _op in [*((op, op) for op in _UNARY), *_ALIASES.items()]:
-    setattr(Tensor, _name, _unary_method(_op))
 
 
 def _operator(dunder: str) -> Callable[..., Any]:
@@ -508,7 +434,7 @@ for _dunder in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul
                 "__rtruediv__", "__neg__", "__pow__", "__rpow__", "__mod__", "__rmod__", "__matmul__",
                 "__rmatmul__", "__getitem__", "__lt__", "__le__", "__gt__", "__ge__"):
     setattr(Tensor, _dunder, _operator(_dunder))
-del _name, _op, _dunder
+del _dunder
 
 
 def run_on_blobs(what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -533,8 +459,8 @@ def run_on_blobs(what: str, fn: Callable[..., Any], *args: Any) -> Any:
     return wrap(out) if isinstance(out, Blob) else tuple(wrap(b) for b in out)
 
 
-def _run_source(op: str, attrs: dict[str, Any]) -> Any:
-    """The array an op without inputs (a constant, random numbers) makes."""
+def run_source(op: str, attrs: dict[str, Any]) -> Any:
+    """The array an op without inputs (a constant, random numbers) makes: ``op`` as the op package names it."""
     tape = TapeBuilder(get_default_session(), op)
     with tape.recording():
         blob = apply(op, [], attrs)
@@ -555,45 +481,12 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         dtype = dtypes.float32 if not isinstance(data, np.ndarray) and array.dtype.kind == "f" else array.dtype
         if array.dtype.kind == "b":
             raise TypeError("flow.tensor: boolean data has no flow dtype; pass dtype=flow.int8")
-    return Tensor(array, dtype=_dtype(dtype, "flow.tensor"), device=device, requires_grad=requires_grad,
+    return Tensor(array, dtype=tensor_dtype(dtype, "flow.tensor"), device=device, requires_grad=requires_grad,
                   placement=placement, sbp=sbp, is_consistent=is_consistent, is_lazy=is_lazy)
-
-
-def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:  # noqa: A002 - legacy's argument name
-    """Legacy ``flow.to`` / ``tensor.to``: ``input`` converted to a dtype and/or device, given as another
-    tensor (its dtype and device), a dtype, or a device and optionally a dtype, then ``copy``. Returns
-    ``input`` itself when nothing changes and ``copy`` is false."""
-    if not isinstance(input, Tensor):
-        raise TypeError(f"flow.to: input must be a flow.Tensor, got {type(input).__name__}")
-    unknown = set(kwargs) - {"device", "dtype", "copy"}
-    if unknown:
-        raise TypeError(f"flow.to: unexpected keyword arguments {sorted(unknown)}")
-    device, dtype, copy = kwargs.get("device"), kwargs.get("dtype"), kwargs.get("copy", False)
-    rest = list(args)
-    if rest and isinstance(rest[0], Tensor):
-        device, dtype = rest[0].device, rest[0].dtype
-        rest.pop(0)
-    elif rest and isinstance(rest[0], np.dtype):
-        dtype = rest.pop(0)
-    elif rest and isinstance(rest[0], (str, Device)):
-        device = rest.pop(0)
-        if rest and isinstance(rest[0], np.dtype):
-            dtype = rest.pop(0)
-    if rest and isinstance(rest[0], bool):
-        copy = rest.pop(0)
-    if rest:
-        raise TypeError(f"flow.to: invalid arguments {args!r}: expected a tensor, a dtype, or a device and a dtype, "
-                        f"then copy")
-    _backend_device(device, "flow.to")
-    target = input.dtype if dtype is None else _dtype(dtype, "flow.to")
-    if target == input.dtype and not copy:
-        return input
-    result: Tensor = run_on_blobs("to", lambda b: apply("cast", [b], {"dtype": target}), input)
-    return result
 
 
 device = Device  # legacy's name: flow.device("cpu")
 
-# the face's namespaces: flow.Tensor, flow.tensor, flow.to, flow.device
-NAMESPACES = {"flow": ["Tensor", "device", "tensor", "to"]}
-__all__ = ["Device", "Tensor", "device", "tensor", "to"]
+# the face's namespaces: flow.Tensor, flow.tensor, flow.device (flow.to is flowjob-ops')
+NAMESPACES = {"flow": ["Tensor", "device", "tensor"]}
+__all__ = ["Device", "Tensor", "backend_device", "device", "run_source", "run_on_blobs", "tensor", "tensor_dtype"]

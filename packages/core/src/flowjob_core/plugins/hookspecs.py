@@ -34,16 +34,23 @@ def flowjob_add_ops(registry: "OpRegistry") -> None:
     An ``OpDef`` holds the op's shape and dtype inference, its gradient rule (graph nodes)
     or the ``not_differentiable`` mark, and a kernel builder written against ``xp``.
     ``registry.add_operator("__add__", fn)`` makes a Python operator on symbolic blobs call
-    ``fn``. Registering a name twice is an error naming both plugins.
+    ``fn``; ``registry.add_tensor_method("reshape", fn)`` makes the eager ``flow.Tensor``'s method call
+    ``fn(tensor, *args, **kwargs)`` (core's tensor names no op of a plugin: the methods that run a plugin's
+    records come from it). Registering a name twice is an error naming both plugins.
     """
 
 
 @hookspec
 def flowjob_add_kernels(registry: "KernelRegistry") -> None:
-    """Register backend-specific kernel builders: ``registry.add(op_name, backend_tag, builder)``.
+    """Register backend-specific kernel builders: ``registry.add(op, backend_tag, builder)``.
 
-    A builder registered for a tag replaces the op's own kernel on that backend only;
-    ``"*"`` replaces it everywhere.
+    ``op`` is the op's record (or its ``.name``) as the package that registers the op exports it, never a
+    string literal, so that renaming the op cannot silently drop the override. A builder registered for a
+    tag replaces the op's own kernel on that backend only; ``"*"`` replaces it everywhere. Every plugin's ops
+    are registered before any kernel, so an override of an op no plugin registered is an error naming the
+    plugin, and so is a second override of one (op, tag) pair (naming both plugins). ``optional=True`` skips
+    the override where the op's own plugin is not loaded (an override of another distribution's op that the
+    overriding plugin does not require loaded).
     """
 
 
@@ -51,7 +58,8 @@ def flowjob_add_kernels(registry: "KernelRegistry") -> None:
 def flowjob_add_backends(registry: "BackendRegistry") -> None:
     """Register devices: ``registry.add(Backend(tag="gpu", xp=cupy, ...))``.
 
-    Register a backend only where it can run (the gpu package checks for a device first).
+    Register a backend only where it can run (the gpu package checks for a device first). A second
+    backend of a tag already registered is an error naming both plugins (block one instead).
     """
 
 

@@ -107,6 +107,7 @@ def _first_unloaded(pm: pluggy.PluginManager) -> str:
     return f"<an entry point of group {ENTRY_POINT_GROUP!r}>"
 
 
+# ops first: the kernel registry refuses an override of an op no plugin registered, as it is added
 _REGISTRATION_HOOKS = (
     ("flowjob_add_ops", "ops"),
     ("flowjob_add_kernels", "kernels"),

@@ -1,6 +1,7 @@
 """Typed registries handed to plugins by the registration hooks, gathered once per session."""
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -19,6 +20,8 @@ class OpRegistry:
         self._owner: dict[str, str] = {}
         self._legacy: dict[str, str] = {}
         self.operators: dict[str, Callable[..., Any]] = {}
+        self.tensor_methods: dict[str, Callable[..., Any]] = {}
+        self._method_owner: dict[str, str] = {}
         self.current_plugin = ""
 
     def add(self, op: OpDef) -> None:
@@ -40,6 +43,20 @@ class OpRegistry:
     def add_operator(self, dunder: str, fn: Callable[..., Any]) -> None:
         """Make ``Blob.<dunder>`` (e.g. ``__add__``) call ``fn(blob, other)``."""
         self.operators[dunder] = fn
+
+    def add_tensor_method(self, name: str, fn: Callable[..., Any]) -> None:
+        """Make the eager ``flow.Tensor``'s method ``name`` call ``fn(tensor, *args, **kwargs)``: the methods that
+        run an op package's records (``tensor.reshape``, ``tensor.sum``) come from that package, so core names
+        none of its ops. A name ``flow.Tensor`` defines itself (``shape``, ``backward``) is never looked up here;
+        registering a name twice is an error naming both plugins."""
+        if name.startswith("_") or not name.isidentifier():
+            raise PluginError(f"plugin {self.current_plugin!r}: tensor method name {name!r} is not a public "
+                              "identifier")
+        if name in self.tensor_methods:
+            raise PluginError(f"tensor method {name!r} registered twice: by {self._method_owner[name]!r} and by "
+                              f"{self.current_plugin!r}")
+        self.tensor_methods[name] = fn
+        self._method_owner[name] = self.current_plugin
 
     def __getitem__(self, name: str) -> OpDef:
         try:
@@ -65,13 +82,44 @@ class OpRegistry:
 
 
 class KernelRegistry:
-    """Kernel builders keyed by (op, backend tag); an op's own kernel serves every backend by default."""
+    """Kernel builders keyed by (op, backend tag); an op's own kernel serves every backend by default.
 
-    def __init__(self) -> None:
+    Registration hooks run ops first (``flowjob_core.plugins.host``), so an override of an op no plugin
+    registered is refused as it is added, as is a second override of one (op, backend) pair: each error names
+    the plugins involved. Name the op by what its owning package exports (the record itself, or its
+    ``.name``), never by a string literal, so that renaming the op cannot leave an override behind.
+    """
+
+    def __init__(self, ops: OpRegistry | None = None) -> None:
+        self.ops = ops  # None until ``Registries`` binds its own
         self._kernels: dict[tuple[str, str], KernelBuilder] = {}
+        self._owner: dict[tuple[str, str], str] = {}
+        self.current_plugin = ""
 
-    def add(self, op: str, backend: str, builder: KernelBuilder) -> None:
-        self._kernels[(op, backend)] = builder
+    def add(self, op: OpDef | str, backend: str, builder: KernelBuilder, *, optional: bool = False) -> None:
+        """Make ``builder`` build the kernel of ``op`` (its record, or its name) on backend ``backend``.
+
+        ``optional=True``: ``op`` belongs to a plugin this one does not need loaded
+        (flowjob-gpu's launches of flowjob-optim's updates): the override is skipped in a session where no
+        plugin registered the op. Otherwise an unknown op is an error."""
+        name = op.name if isinstance(op, OpDef) else op
+        if self.ops is None:
+            raise PluginError(f"a kernel registry checks overrides against the ops: make it with KernelRegistry(ops) "
+                              f"(adding op {name!r})")
+        if name not in self.ops:
+            if optional:
+                return
+            close = difflib.get_close_matches(name, [record.name for record in self.ops], n=3)
+            hint = f" (registered ops with close names: {close})" if close else ""
+            raise PluginError(f"plugin {self.current_plugin!r} overrides the kernel of op {name!r} on backend "
+                              f"{backend!r}, but no plugin registered an op of that name{hint}")
+        key = (name, backend)
+        if key in self._kernels:
+            raise PluginError(f"the kernel of op {name!r} (plugin {self.ops.owner(name)!r}) on backend {backend!r} "
+                              f"is overridden twice: by plugin {self._owner[key]!r} and by plugin "
+                              f"{self.current_plugin!r} (remove the first with KernelRegistry.remove)")
+        self._kernels[key] = builder
+        self._owner[key] = self.current_plugin
 
     def lookup(self, op: OpDef, backend: str) -> KernelBuilder | None:
         return self._kernels.get((op.name, backend)) or self._kernels.get((op.name, ANY_BACKEND)) or op.kernel
@@ -79,11 +127,17 @@ class KernelRegistry:
     def overrides(self, backend: str) -> list[str]:
         return sorted(op for op, tag in self._kernels if tag == backend)
 
-    def remove(self, op: str, backend: str) -> None:
+    def owner(self, op: str, backend: str) -> str:
+        """The plugin that registered the override of (op, backend); "" where none did."""
+        return self._owner.get((op, backend), "")
+
+    def remove(self, op: OpDef | str, backend: str) -> None:
         """Drop the builder registered for (op, backend): the op's own kernel (or a ``"*"`` one) serves
         again there. Unknown pairs are an error naming them."""
-        if self._kernels.pop((op, backend), None) is None:
-            raise PluginError(f"no kernel override of op {op!r} is registered for backend {backend!r}")
+        name = op.name if isinstance(op, OpDef) else op
+        if self._kernels.pop((name, backend), None) is None:
+            raise PluginError(f"no kernel override of op {name!r} is registered for backend {backend!r}")
+        del self._owner[(name, backend)]
 
 
 LEGACY_DEVICE_TAGS = ("cpu", "gpu")
@@ -139,9 +193,21 @@ class BackendRegistry:
 
     def __init__(self) -> None:
         self._backends: dict[str, Backend] = {}
+        self._owner: dict[str, str] = {}
+        self.current_plugin = ""
 
     def add(self, backend: Backend) -> None:
+        """Register ``backend`` under its tag; a second backend of one tag is an error naming both plugins."""
+        if backend.tag in self._backends:
+            raise PluginError(f"backend tag {backend.tag!r} registered twice: {self._backends[backend.tag].name!r} "
+                              f"by plugin {self._owner[backend.tag]!r} and {backend.name!r} by plugin "
+                              f"{self.current_plugin!r} (block one: FLOWJOB_BLOCKED_PLUGINS)")
         self._backends[backend.tag] = backend
+        self._owner[backend.tag] = self.current_plugin
+
+    def owner(self, tag: str) -> str:
+        """The plugin that registered the backend of ``tag``; "" where none did."""
+        return self._owner.get(tag, "")
 
     def get(self, tag: str) -> Backend | None:
         return self._backends.get(tag)
@@ -219,11 +285,15 @@ class WatchSinkRegistry:
 
     def __init__(self) -> None:
         self._sinks: dict[str, Callable[..., Any]] = {}
+        self._owner: dict[str, str] = {}
+        self.current_plugin = ""
 
     def add(self, name: str, factory: Callable[..., Any]) -> None:
         if name in self._sinks:
-            raise PluginError(f"watch sink {name!r} registered twice")
+            raise PluginError(f"watch sink {name!r} registered twice: by plugin {self._owner[name]!r} and by "
+                              f"plugin {self.current_plugin!r}")
         self._sinks[name] = factory
+        self._owner[name] = self.current_plugin
 
     def get(self, name: str) -> Callable[..., Any]:
         try:
@@ -238,8 +308,12 @@ class WatchSinkRegistry:
 @dataclass
 class Registries:
     ops: OpRegistry = field(default_factory=OpRegistry)
-    kernels: KernelRegistry = field(default_factory=KernelRegistry)
+    kernels: KernelRegistry = field(default_factory=KernelRegistry)  # bound to ``ops``, which it checks against
     backends: BackendRegistry = field(default_factory=BackendRegistry)
     passes: PassRegistry = field(default_factory=PassRegistry)
     result_kinds: ResultKindRegistry = field(default_factory=ResultKindRegistry)
     watch_sinks: WatchSinkRegistry = field(default_factory=WatchSinkRegistry)
+
+    def __post_init__(self) -> None:
+        if getattr(self.kernels, "ops", self.ops) is None:  # (a stand-in, the testing kit's, has no ops)
+            self.kernels.ops = self.ops

@@ -45,6 +45,7 @@ class Session:
         self._variables: VariableStore | None = None
         self._warned_tags: set[str] = set()  # placements warned about once: they run on self.backend
         self.closed = False
+        exit_status.arm()  # before any session's exit handler, so that it runs after them
         _live_sessions.add(self)
 
     # devices --------------------------------------------------------------

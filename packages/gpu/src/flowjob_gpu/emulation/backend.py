@@ -2,19 +2,19 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 
 import numpy as np
 
 from flowjob_core import Backend
+from flowjob_gpu.emulation.factory import emulated_cupy
 from flowjob_gpu.backend import make_backend
 
 NAME = "cupy-emulated"
 
 
 def make_emulated_backend() -> Backend:
-    """The ``gpu`` backend (``name`` ``cupy-emulated``) on ``flowjob_gpu.emulation.cupy``."""
-    cupy = importlib.import_module("flowjob_gpu.emulation.cupy")  # it replaces itself by the built module
+    """The ``gpu`` backend (``name`` ``cupy-emulated``) on the emulated CuPy (``factory.emulated_cupy()``)."""
+    cupy = emulated_cupy()
     # no NVTX without a device: flow.profiler's ranges are timed and logged only
     return dataclasses.replace(make_backend(cupy), name=NAME, profiler_range=None,
                                description=f"emulated CuPy (CuPy {cupy.__version__.split('+')[0]}'s names, "

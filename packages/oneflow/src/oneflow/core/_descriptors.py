@@ -6,7 +6,7 @@ declare ``map<string, V>`` fields (label ``"map"``: protoc's nested ``<Name>Entr
 Generated protoc modules would pin the protobuf runtime to the compiler's version; a
 ``FileDescriptorProto`` built here works with any protobuf >= 4.25. The files live in a pool of their
 own, so another library's ``oneflow`` package in the default pool cannot clash with them.
-``tests/test_legacy_protos.py`` compiles the ``.proto`` text beside each module with protoc and checks
+``tests/test_protos.py`` compiles the ``.proto`` text beside each module with protoc and checks
 that the two descriptors are equal.
 """
 from __future__ import annotations

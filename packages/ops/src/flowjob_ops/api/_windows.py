@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, Sequence
 from flowjob_core import Blob, apply
 
 from flowjob_ops.api._common import build_error, op_name
-from flowjob_ops.kernels import padding as pads
+from flowjob_ops.kernels import window2d as pads
 from flowjob_ops.kernels import window
 
 

@@ -15,7 +15,7 @@ from flowjob_core import Blob, apply
 
 from flowjob_ops.api._common import build_error
 from flowjob_ops.api._windows import IntOrPair, IntOrTriple, conv_nodes, spatial
-from flowjob_ops.kernels import padding as pads
+from flowjob_ops.kernels import window2d as pads
 
 
 __all__ = ["compat_conv2d", "conv1d", "conv2d", "conv2d_transpose", "conv3d", "torch_conv2d_transpose"]

@@ -28,7 +28,7 @@ from flowjob_core.ir import naming
 from flowjob_ops.api._common import build_error
 from flowjob_ops.api._initializers import Constant, variance_scaling
 from flowjob_ops.api._windows import conv_nodes
-from flowjob_ops.kernels import padding as pads
+from flowjob_ops.kernels import window2d as pads
 from flowjob_ops.kernels.window import FORMATS
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from flowjob_core.ir.job import Job, Node
 
-from flowjob_ops.kernels import padding
+from flowjob_ops.kernels import window2d as padding  # the 2-D window geometry
 from flowjob_ops.records.matmul import bias_axis
 
 TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)

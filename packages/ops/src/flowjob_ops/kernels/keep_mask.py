@@ -1,7 +1,7 @@
 """Dropout keep masks drawn as legacy's CPU kernels drew them.
 
 Legacy's ``random_mask_like`` (which ``flow.nn.dropout`` and the fused dropouts used) kept an element when
-its draw of legacy's CPU uniform stream (``legacy_uniform``) was more than ``rate``, so with a seed the masks
+its draw of legacy's CPU uniform stream (``mt19937_uniform``) was more than ``rate``, so with a seed the masks
 are legacy's CPU masks bit for bit, step after step, and every op given one seed draws one sequence.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from flowjob_ops.kernels.legacy_uniform import canonical_source
+from flowjob_ops.kernels.mt19937_uniform import canonical_source
 
 
 def keep_mask_source(ctx: Any, shape: tuple[int, ...]) -> Callable[[float], Any]:

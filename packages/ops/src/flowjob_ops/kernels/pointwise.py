@@ -18,7 +18,8 @@ import numpy as np
 
 from flowjob_core.backends.host_gemm import GEMM_PARTS
 
-from flowjob_ops.kernels.conv2d import Alloc, ConvGeometry, Parallel, allocator
+from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
+from flowjob_ops.kernels.conv2d_im2col import Alloc, Parallel, allocator
 
 
 def applicable(geom: ConvGeometry) -> bool:

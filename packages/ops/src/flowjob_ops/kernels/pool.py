@@ -15,7 +15,7 @@ Semantics (TF / legacy OneFlow):
 
 Each kernel is built once per graph node, writes into the ``out`` array it was given and returns it.
 The cpu backend overrides the 2-D ones with plane-blocked and tiled variants
-(``flowjob_ops.overrides.cpu.pool``), which the conformance suite checks against these.
+(``flowjob_ops.overrides.cpu.pool_cache_blocked``), which the conformance suite checks against these.
 """
 from __future__ import annotations
 

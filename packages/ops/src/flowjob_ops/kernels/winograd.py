@@ -42,7 +42,7 @@ from typing import Any, Callable
 import numpy as np
 
 from flowjob_core.backends.host_blocks import PerThread, each_item
-from .padding import as_strided, check_data_format
+from .window2d import as_strided, check_data_format
 
 ALPHA = 8  # tile size: m + r - 1
 WINOGRAD_MAX_CHANNELS = 64  # see worthwhile()

@@ -3,7 +3,7 @@
 ``<op>_grad_data`` and ``<op>_grad_filter``. The rank is the input's (the op's name says which one it
 accepts); the reference kernels are the rank-generic im2col + GEMM of ``flowjob_ops.kernels.conv``, which
 every backend can run. The cpu backend overrides the 2-D ones (``flowjob_ops.overrides.cpu.conv``: 1x1
-products, Winograd, or the 2-D im2col of ``kernels.conv2d`` with its strided outputs).
+products, Winograd, or the 2-D im2col of ``kernels.conv2d_forward`` with its strided outputs).
 
 Attributes: ``strides`` and ``dilations`` (an int, or 1 or rank ints), ``padding`` ("SAME" = "SAME_LOWER"
 as legacy, "SAME_LOWER", "SAME_UPPER", "VALID", an int, rank spatial entries or rank + 2 per-dimension
@@ -24,7 +24,7 @@ its matrix in scratch memory and the filter gradient builds it again, as PyTorch
 at batch 16: 871 MB of matrices, about 140 ms of im2col copies per step to rebuild them all).
 
 The fused 2-D ops the fusion pass makes (``conv2d_bias``, ``conv2d_bias_pool``) run the 2-D im2col
-kernels (``kernels.conv2d``, with the bias and ReLU in the GEMM's epilogue) on every backend; the
+kernels (``kernels.conv2d_*``, with the bias and ReLU in the GEMM's epilogue) on every backend; the
 ``im2col_*`` builders here are theirs and the cpu override's.
 """
 from __future__ import annotations
@@ -34,7 +34,8 @@ from typing import Any, Sequence
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.backends.host_gemm import gemm_split
 
-from flowjob_ops.kernels import conv, conv2d
+from flowjob_ops.kernels import (conv, conv2d_bias_pool, conv2d_forward, conv2d_geometry, conv2d_grad_data,
+                                 conv2d_grad_filter, window2d)
 from flowjob_core.backends.host_blocks import host_parallel
 from flowjob_ops.kernels.window import FORMATS
 from flowjob_ops.records.common import require_floating, same_dtype
@@ -184,21 +185,13 @@ def conv_records(rank: int, prefix: str, amp: str) -> tuple[OpDef, OpDef, OpDef]
     return forward, data, filters
 
 
-# the 2-D im2col kernels (kernels.conv2d): the fused ops' and the cpu backend's -----------------------
-def geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> conv2d.ConvGeometry:
+# the 2-D im2col kernels (kernels.conv2d_*): the fused ops' and the cpu backend's -----------------------
+def geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> conv2d_geometry.ConvGeometry:
     """The validated 2-D im2col geometry; its ValueErrors name the argument and value at fault."""
     dilations = attrs.get("dilations")
-    return conv2d.ConvGeometry.create(x_shape, w_shape, attrs.get("strides", 1), attrs.get("padding", "VALID"),
-                                      1 if dilations is None else dilations, attrs.get("groups", 1),
-                                      attrs.get("data_format", "NCHW"))
-
-
-def kernel_options(attrs: dict) -> dict[str, Any]:
-    """The geometry keywords of the conv2d kernel classes, from the node's attributes."""
-    dilations = attrs.get("dilations")
-    return {"strides": attrs.get("strides", 1), "pads": attrs.get("padding", "VALID"),
-            "dilation": 1 if dilations is None else dilations, "groups": attrs.get("groups", 1),
-            "data_format": attrs.get("data_format", "NCHW")}
+    return conv2d_geometry.ConvGeometry.create(x_shape, w_shape, attrs.get("strides", 1),
+                                               attrs.get("padding", "VALID"), 1 if dilations is None else dilations,
+                                               attrs.get("groups", 1), attrs.get("data_format", "NCHW"))
 
 
 class _Im2colColumns:
@@ -237,10 +230,9 @@ def im2col_kernel(ctx: KernelContext) -> Any:
     relu = bias and ctx.attrs.get("activation") == "relu"
     geom = geometry(x.shape, w.shape, ctx.attrs)
     keep = keeps_columns(ctx, geom.M * geom.groups * geom.Kg * x.dtype.itemsize)
-    forward = conv2d.Conv2dForward(ctx.xp, x.shape, w.shape, x.dtype, **kernel_options(ctx.attrs), bias=bias, relu=relu,
-                                   strided_output=True, out=ctx.out(0), scratch=ctx.scratch,
-                                   scratch_columns=not keep, parallel=host_parallel(ctx),
-                                   products=gemm_split(ctx.backend))
+    forward = conv2d_forward.Conv2dForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu, strided_output=True,
+                                           out=ctx.out(0), scratch=ctx.scratch, scratch_columns=not keep,
+                                           parallel=host_parallel(ctx), products=gemm_split(ctx.backend))
     if not keep:
         return forward
     # a filter-gradient node of this plan may reuse the matrix (see im2col_grad_filter_kernel)
@@ -271,7 +263,7 @@ def channel_axis(data_format: str) -> int:
 
 
 def padding_format(data_format: Any) -> str:
-    return conv2d.check_data_format(data_format if data_format is not None else "NCHW")
+    return window2d.check_data_format(data_format if data_format is not None else "NCHW")
 
 
 def _conv_bias_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -321,13 +313,13 @@ def _conv_bias_pool_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobS
     return [BlobSpec(output_shape(act.shape, _pool_attrs(attrs)), act.dtype)]
 
 
-def conv_bias_pool(ctx: KernelContext, **tuning: Any) -> conv2d.Conv2dBiasPool:
+def conv_bias_pool(ctx: KernelContext, **tuning: Any) -> conv2d_bias_pool.Conv2dBiasPool:
     """The fused kernel of a ``conv2d_bias_pool`` node; ``tuning``: ``algorithm``, ``max_pool``."""
     x, w = ctx.inputs[:2]
     pool = _pool_attrs(ctx.attrs)
-    return conv2d.Conv2dBiasPool(ctx.xp, x.shape, w.shape, x.dtype, **kernel_options(ctx.attrs),
-                                 pool=(pool["ksize"], pool["strides"], pool["padding"]),
-                                 relu=ctx.attrs.get("activation") == "relu", **tuning)
+    return conv2d_bias_pool.Conv2dBiasPool(ctx.xp, geometry(x.shape, w.shape, ctx.attrs), x.dtype,
+                                           pool=(pool["ksize"], pool["strides"], pool["padding"]),
+                                           relu=ctx.attrs.get("activation") == "relu", **tuning)
 
 
 def _conv_bias_pool_kernel(ctx: KernelContext) -> Any:
@@ -356,22 +348,20 @@ def _conv_bias_pool_grad(ctx: GradContext) -> list[Any]:
 
 def im2col_grad_data_kernel(ctx: KernelContext) -> Any:
     dy, w = ctx.inputs
-    return conv2d.Conv2dBackwardData(ctx.xp, ctx.attrs["x_shape"], w.shape, dy.dtype, **kernel_options(ctx.attrs),
-                                     out=ctx.out(0), scratch=ctx.scratch)
+    return conv2d_grad_data.Conv2dBackwardData(ctx.xp, geometry(ctx.attrs["x_shape"], w.shape, ctx.attrs), dy.dtype,
+                                               out=ctx.out(0), scratch=ctx.scratch)
 
 
 def im2col_grad_filter_kernel(ctx: KernelContext) -> Any:
     x, dy = ctx.inputs
-    options = kernel_options(ctx.attrs)
     geom = geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
     columns = ctx.shared.get(("conv2d-columns", ctx.attrs.get("forward")))
     if columns is None or columns.im2col.geom != geom or columns.im2col.dtype != x.dtype:
-        return conv2d.Conv2dBackwardFilter(ctx.xp, x.shape, ctx.attrs["w_shape"], x.dtype, **options,
-                                           out=ctx.out(0), scratch=ctx.scratch, parallel=host_parallel(ctx),
-                                           products=gemm_split(ctx.backend))
-    backward = conv2d.Conv2dBackwardFilter(ctx.xp, x.shape, ctx.attrs["w_shape"], x.dtype, **options,
-                                           im2col=columns.im2col, out=ctx.out(0), scratch=ctx.scratch,
-                                           parallel=host_parallel(ctx), products=gemm_split(ctx.backend))
+        return conv2d_grad_filter.Conv2dBackwardFilter(ctx.xp, geom, x.dtype, out=ctx.out(0), scratch=ctx.scratch,
+                                                       parallel=host_parallel(ctx), products=gemm_split(ctx.backend))
+    backward = conv2d_grad_filter.Conv2dBackwardFilter(ctx.xp, geom, x.dtype, im2col=columns.im2col, out=ctx.out(0),
+                                                       scratch=ctx.scratch, parallel=host_parallel(ctx),
+                                                       products=gemm_split(ctx.backend))
 
     def run(x_value: Any, dy_value: Any) -> Any:
         # the forward kernel's matrix is valid for this very array, which nothing writes before this node

@@ -4,7 +4,7 @@
 has shape ``x_shape`` (the requested output) and whose output has ``value``'s shape: the same
 attributes (``strides``, ``padding``, ``data_format``, ``dilations``, ``groups``) and weight
 layout as ``conv2d`` ((F, C/groups, kh, kw) for NCHW, F being value's channels). So it runs the 2-D
-im2col data-gradient kernel (``kernels.conv2d``); unlike that gradient node it is differentiable:
+im2col data-gradient kernel (``kernels.conv2d_grad_data``); unlike that gradient node it is differentiable:
 
 * d value = conv2d(dy, weight): the transpose of the transpose;
 * d weight = conv2d_grad_filter(dy, value): the filter gradient of that convolution, with dy in
@@ -19,14 +19,15 @@ from typing import Any, Sequence
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.records.common import require_floating, same_dtype
-from flowjob_ops.kernels import conv2d as conv
+from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
+from flowjob_ops.kernels.conv2d_grad_data import Conv2dBackwardData
 
 _CONV_KEYS = ("strides", "padding", "data_format", "dilations", "groups")
 
 
-def _geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> conv.ConvGeometry:
+def _geometry(x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict) -> ConvGeometry:
     dilations = attrs.get("dilations")
-    return conv.ConvGeometry.create(x_shape, w_shape, attrs.get("strides", 1), attrs.get("padding", "VALID"),
+    return ConvGeometry.create(x_shape, w_shape, attrs.get("strides", 1), attrs.get("padding", "VALID"),
                                     1 if dilations is None else dilations, attrs.get("groups", 1),
                                     attrs.get("data_format", "NCHW"))
 
@@ -47,13 +48,8 @@ def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 def _kernel(ctx: KernelContext) -> Any:
     value, w = ctx.inputs
-    dilations = ctx.attrs.get("dilations")
-    return conv.Conv2dBackwardData(ctx.xp, tuple(ctx.attrs["x_shape"]), w.shape, value.dtype,
-                                   strides=ctx.attrs.get("strides", 1), pads=ctx.attrs.get("padding", "VALID"),
-                                   dilation=1 if dilations is None else dilations,
-                                   groups=ctx.attrs.get("groups", 1),
-                                   data_format=ctx.attrs.get("data_format", "NCHW"),
-                                   out=ctx.out(0), scratch=ctx.scratch)
+    return Conv2dBackwardData(ctx.xp, _geometry(tuple(ctx.attrs["x_shape"]), w.shape, ctx.attrs), value.dtype,
+                              out=ctx.out(0), scratch=ctx.scratch)
 
 
 def _grad(ctx: GradContext) -> list[Any]:

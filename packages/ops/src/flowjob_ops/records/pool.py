@@ -2,7 +2,8 @@
 ``avg_pool2d`` (also under the 1-D functions, on a height of 1), ``max_pool3d``, ``avg_pool3d`` (legacy
 v0.4 ``flow.nn.max_pool3d``, ``avg_pool3d``), each with its ``<op>_grad``. The rank is the input's
 (the op's name says which one it accepts); the reference kernels are the rank-generic ones of
-``flowjob_ops.kernels.pool``, which the cpu backend overrides for 2-D (``flowjob_ops.overrides.cpu.pool``).
+``flowjob_ops.kernels.pool``, which the cpu backend overrides for 2-D
+(``flowjob_ops.overrides.cpu.pool_cache_blocked``).
 
 Attributes: ``ksize`` and ``strides`` (an int, or 1 or rank ints), ``padding`` ("SAME" = "SAME_LOWER" as
 legacy, "SAME_LOWER", "SAME_UPPER", "VALID", an int, rank spatial entries or rank + 2 per-dimension

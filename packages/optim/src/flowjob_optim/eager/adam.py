@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from flowjob_optim.eager.optimizer import Optimizer, Rule, check_number
+from flowjob_optim.update_ops import ADAM_UPDATE
 
 
 def check_adam_options(owner: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +43,7 @@ class Adam(Optimizer):
         beta1, beta2 = options["betas"]
         attrs = {"beta1": beta1, "beta2": beta2, "epsilon": options["eps"], "weight_decay": 0.0,
                  "l2": options["weight_decay"], "grad_scale": options["scale"]}
-        return "optim_adam_update", attrs, ("exp_avg", "exp_avg_sq")
+        return ADAM_UPDATE.name, attrs, ("exp_avg", "exp_avg_sq")
 
 
 __all__ = ["Adam"]

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from flowjob_optim.eager.adam import Adam
 from flowjob_optim.eager.optimizer import Rule
+from flowjob_optim.update_ops import ADAM_UPDATE
 
 
 class AdamW(Adam):
@@ -17,7 +18,7 @@ class AdamW(Adam):
         beta1, beta2 = options["betas"]
         attrs = {"beta1": beta1, "beta2": beta2, "epsilon": options["eps"], "weight_decay": options["weight_decay"],
                  "grad_scale": options["scale"]}
-        return "optim_adam_update", attrs, ("exp_avg", "exp_avg_sq")
+        return ADAM_UPDATE.name, attrs, ("exp_avg", "exp_avg_sq")
 
 
 __all__ = ["AdamW"]

@@ -11,6 +11,7 @@ import warnings
 from typing import Any, Iterable, Mapping
 
 from flowjob_optim.eager.optimizer import Optimizer, Rule, check_number
+from flowjob_optim.update_ops import RMSPROP_CENTERED_UPDATE, RMSPROP_UPDATE
 
 
 class RMSprop(Optimizer):
@@ -43,8 +44,8 @@ class RMSprop(Optimizer):
         attrs = {"decay_rate": options["alpha"], "epsilon": options["eps"], "weight_decay": 0.0,
                  "grad_scale": options["scale"]}
         if options["centered"]:
-            return "optim_rmsprop_centered_update", attrs, ("square_avg", "grad_avg")
-        return "optim_rmsprop_update", attrs, ("square_avg",)
+            return RMSPROP_CENTERED_UPDATE.name, attrs, ("square_avg", "grad_avg")
+        return RMSPROP_UPDATE.name, attrs, ("square_avg",)
 
 
 __all__ = ["RMSprop"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from flowjob_optim.eager.optimizer import Optimizer, Rule, check_number
+from flowjob_optim.update_ops import MOMENTUM_UPDATE, SGD_UPDATE
 
 
 class SGD(Optimizer):
@@ -29,8 +30,8 @@ class SGD(Optimizer):
     def _rule(self, options: Mapping[str, Any]) -> Rule:
         attrs = {"weight_decay": 0.0, "grad_scale": options["scale"]}
         if options["momentum"] == 0.0:
-            return "optim_sgd_update", attrs, ()
-        return "optim_momentum_update", {**attrs, "beta": options["momentum"]}, ("momentum_buf",)
+            return SGD_UPDATE.name, attrs, ()
+        return MOMENTUM_UPDATE.name, {**attrs, "beta": options["momentum"]}, ("momentum_buf",)
 
 
 __all__ = ["SGD"]

@@ -1,5 +1,6 @@
 """Watch sinks: where watched values go. Built-ins are registered by the watch plugin by name
-(``callback``, ``dict``, ``recorder``, ``stats``) exactly as a third party's would be."""
+(``callback``, ``dict``, ``recorder``, ``stats`` from here, and ``tensorboard`` from ``flowjob_watch.summary``)
+exactly as a third party's would be."""
 from flowjob_watch.sinks.base import Sink, label, logical
 from flowjob_watch.sinks.callback import CallbackSink, PrintSink
 from flowjob_watch.sinks.dict_sink import DictSink

@@ -4,7 +4,8 @@ Legacy OneFlow kept one summary writer per process: a job running ``create_summa
 opened it, every ``summary.*`` op of any job wrote to it, ``flush_summary_writer`` flushed it. The
 *current* writer here is that one. Sinks given their own folder get a writer of that folder; two
 users of one folder share one writer (so one event file, not two racing ones). The files are
-TensorBoard event files, written with tensorboardX's record writer and protos; every writer is closed at exit.
+TensorBoard event files, written with tensorboardX's record writer and protos; every writer is closed at exit
+(the exit handler is registered with the first writer, not at import).
 """
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ import time
 from typing import Any
 
 from flowjob_core import FlowjobError, MissingPackageError
+from flowjob_core.runtime.session import finish_all_sessions
 
 _lock = threading.Lock()
 _writers: dict[str, Any] = {}  # absolute log folder -> EventWriter
 _current: str | None = None
+_exit_handler_registered = False
 _serial = itertools.count()
 
 
@@ -107,6 +110,7 @@ def writer_for(logdir: str | os.PathLike[str]) -> Any:
             except OSError as exc:
                 raise _unwritable(key, exc) from None
             _writers[key] = writer
+            _register_exit_handler()
         return writer
 
 
@@ -153,4 +157,17 @@ def close_all() -> None:
         writer.close()
 
 
-atexit.register(close_all)  # the queue of tensorboardX's writer thread reaches the file before the process ends
+def _register_exit_handler() -> None:
+    """Register ``_close_at_exit`` once, with the first writer rather than at import (called under ``_lock``)."""
+    global _exit_handler_registered
+    if not _exit_handler_registered:
+        atexit.register(_close_at_exit)
+        _exit_handler_registered = True
+
+
+def _close_at_exit() -> None:
+    # steps launched asynchronously just before the program ended may still write summaries, so the
+    # sessions finish them first (their own exit handler, registered before this one, runs after it); then
+    # the queue of tensorboardX's writer thread reaches the file before the process ends
+    finish_all_sessions()
+    close_all()

@@ -20,6 +20,7 @@ from flowjob_core import KernelContext
 from flowjob_core.ir.opdef import KernelBuilder
 
 from flowjob_core.backends.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
+from flowjob_ops.records.batch_norm_train import BATCH_NORM_TRAIN, BATCH_NORM_TRAIN_GRAD
 from flowjob_ops.records.common import normalize_axis
 
 
@@ -291,4 +292,4 @@ def _grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-KERNEL_BUILDERS: dict[str, KernelBuilder] = {"batch_norm_train": _kernel, "batch_norm_train_grad": _grad_kernel}
+KERNEL_BUILDERS: dict[str, KernelBuilder] = {BATCH_NORM_TRAIN.name: _kernel, BATCH_NORM_TRAIN_GRAD.name: _grad_kernel}

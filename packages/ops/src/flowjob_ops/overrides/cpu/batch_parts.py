@@ -1,7 +1,7 @@
 """A convolution's data gradient in parts over the batch, the parts shared out over the host threads.
 
 Each image's dx comes from its own rows of dy alone, so the batch splits into contiguous parts with
-nothing to combine: every part is the reference kernel (``kernels.conv2d.Conv2dBackwardData``) built for
+nothing to combine: every part is the reference kernel (``kernels.conv2d_grad_data.Conv2dBackwardData``) built for
 its rows, writing its slice of dx, and the parts run over the backend's host threads (``Backend.parallel``;
 inside a lane of the plan they run one after another on its thread). The im2col/col2im copies and the
 zeroing, which run on one core in the whole-batch kernel, are split with the GEMMs.
@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 
 from flowjob_core import KernelContext
 
-from flowjob_ops.kernels import conv2d
+from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
+from flowjob_ops.kernels.conv2d_grad_data import Conv2dBackwardData
 from flowjob_core.backends.host_blocks import host_parallel
 from flowjob_ops.records import conv as conv_records
 
@@ -38,14 +39,12 @@ def parts(batch: int, count: int = MAX_PARTS) -> list[tuple[int, int]]:
 class BatchPartsDataGradient:
     """dx = conv2d data gradient(dy, w), computed per part of the batch over ``split`` into ``out``."""
 
-    def __init__(self, xp: Any, x_shape: Sequence[int], w_shape: Sequence[int], dtype: Any, options: dict,
-                 ranges: Sequence[tuple[int, int]], split: Callable[[Callable[[int, int], None], int], None],
-                 out: Any, scratch: Any = None) -> None:
+    def __init__(self, xp: Any, geom: ConvGeometry, dtype: Any, ranges: Sequence[tuple[int, int]],
+                 split: Callable[[Callable[[int, int], None], int], None], out: Any, scratch: Any = None) -> None:
         self._out = out
         self._split = split
-        rest = tuple(x_shape[1:])
-        self._parts = [(start, stop, conv2d.Conv2dBackwardData(xp, (stop - start, *rest), w_shape, dtype, **options,
-                                                             out=out[start:stop], scratch=scratch))
+        self._parts = [(start, stop, Conv2dBackwardData(xp, geom.with_batch(stop - start), dtype, out=out[start:stop],
+                                                        scratch=scratch))
                        for start, stop in ranges]
 
     def __call__(self, dy: Any, w: Any) -> Any:
@@ -65,5 +64,5 @@ def data_gradient(ctx: KernelContext) -> Any | None:
     flops = conv_records.conv_grad_data_flops(ctx.inputs, ctx.outputs, ctx.attrs)
     if split is None or x_shape[0] < 2 or flops < SPLIT_FLOPS:
         return None
-    return BatchPartsDataGradient(ctx.xp, x_shape, w.shape, dy.dtype, conv_records.kernel_options(ctx.attrs),
+    return BatchPartsDataGradient(ctx.xp, conv_records.geometry(x_shape, w.shape, ctx.attrs), dy.dtype,
                                   parts(x_shape[0]), split, ctx.out(0), ctx.scratch)

@@ -1,5 +1,5 @@
 """The cpu backend's overrides of the 2-D convolution kernels (checked by the conformance suite against
-the rank-generic reference of ``flowjob_ops.kernels.conv``): the 2-D im2col of ``kernels.conv2d``
+the rank-generic reference of ``flowjob_ops.kernels.conv``): the 2-D im2col of ``kernels.conv2d_forward``
 (GEMMs into strided outputs, the forward's matrix kept for the filter gradient; the fused ops'
 kernels, ``records.conv.im2col_*``), 1x1 products and Winograd.
 
@@ -31,12 +31,13 @@ from flowjob_core.backends.host_gemm import gemm_split
 
 from flowjob_core.backends.host_blocks import host_parallel
 from flowjob_ops.overrides.cpu import batch_parts
-from flowjob_ops.overrides.cpu.pool import TiledMaxPool2d
+from flowjob_ops.overrides.cpu.pool_cache_blocked import TiledMaxPool2d
 from flowjob_ops.records import conv as conv_records
-from flowjob_ops.kernels import conv2d, pointwise, winograd
+from flowjob_ops.kernels import pointwise, winograd
+from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
 
 
-def algorithm(geom: conv2d.ConvGeometry) -> str:
+def algorithm(geom: ConvGeometry) -> str:
     """"pointwise", "winograd" or "im2col" for this convolution on the cpu backend (see the module
     docstring)."""
     choice = switches.current().conv_algorithm

@@ -15,7 +15,7 @@ import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core.testing.modules import sibling
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, value, sgd = _helpers.fresh_session, _helpers.value, _helpers.sgd
 
 

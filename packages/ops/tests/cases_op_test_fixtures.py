@@ -1,8 +1,8 @@
-"""Op cases of the test ops legacy compiled into its library (``flowjob_ops.records.legacy_test_ops``), with
+"""Op cases of the test ops legacy compiled into its library (``flowjob_ops.records.op_test_fixtures``), with
 numpy references of what legacy's kernels wrote. op_cases.py appends ``CASES`` to its table.
 
 ``test_multi_input``'s gradient op gives 1 and 2 whatever the function, as legacy's did, so its gradient is
-checked in test_legacy_test_ops.py, not against central differences.
+checked in test_op_test_fixtures.py, not against central differences.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def no_input_case(draw: Draw) -> Case:
     return draw(st.just(([], {})))  # a source op: nothing to draw
 
 
-def legacy_uniform(seed: int, size: int) -> np.ndarray:
+def mt19937_uniform(seed: int, size: int) -> np.ndarray:
     """libstdc++'s uniform_real_distribution<float>(0, nextafter(1)) over std::mt19937(seed), the first draws."""
     raw = np.random.RandomState(seed).randint(0, 2 ** 32, size=size, dtype=np.uint32)
     canonical = np.minimum(raw.astype(np.float32) / np.float32(2 ** 32), np.nextafter(np.float32(1), np.float32(0)))
@@ -107,7 +107,7 @@ CASES = [
     OpCase("test_dynamic_source", no_input_case, reference=lambda: np.arange(3, dtype=np.float32), wrt=()),
     OpCase("test_source_multi_gpu_fixed_out_num", fixed_out_num_case,
            reference=lambda out_num: np.arange(out_num, dtype=np.float32), wrt=()),
-    OpCase("test_random_source", random_source_case, reference=lambda seed: legacy_uniform(seed, 5), wrt=()),
+    OpCase("test_random_source", random_source_case, reference=lambda seed: mt19937_uniform(seed, 5), wrt=()),
     OpCase("test_reshape", reshape_case, reference=lambda x, shape: x.reshape(shape), wrt=()),
     OpCase("test_multi_output_order", one_input_case, reference=multi_output_ref, wrt=()),
     OpCase("test_multi_input", two_inputs_case, reference=lambda x1, x2: x1, wrt=()),

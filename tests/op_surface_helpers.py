@@ -1,4 +1,4 @@
-"""Helpers shared by the tests of the legacy op surface (loaded with ``sibling(__file__, "legacy_helpers")``)."""
+"""Helpers shared by the tests of the legacy op surface (loaded with ``sibling(__file__, "op_surface_helpers")``)."""
 from __future__ import annotations
 
 import inspect

@@ -6,7 +6,7 @@ import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core.testing.modules import sibling
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, _mirrored = _helpers.fresh_session, _helpers.mirrored_config  # each test in its own session
 RNG = np.random.default_rng(5)
 X = RNG.standard_normal((4, 3)).astype(np.float32)

@@ -27,7 +27,7 @@ from oneflow.core import _descriptors
 from flowjob_core import FlowjobError
 from flowjob_core.testing.modules import sibling
 
-_helpers = sibling(__file__, "legacy_helpers")
+_helpers = sibling(__file__, "op_surface_helpers")
 fresh_session, value = _helpers.fresh_session, _helpers.value
 
 SRC = Path(flow.__file__).parent.parent  # -I root: protoc names each file by its path below it

@@ -3,7 +3,7 @@
 ``flowjob_ops.overrides.cpu``); the conformance suite checks them against the ops' rank-generic
 reference kernels (``flowjob_ops.kernels.pool``).
 
-Average pooling runs the plane-layout kernels of ``overrides.cpu.pool2d`` (a global pooling as one
+Average pooling runs the plane-layout kernels of ``overrides.cpu.pool_plane_layout`` (a global pooling as one
 reduction). The plane-layout max kernels take kh*kw passes over the output, each an inner loop of only ow
 strided elements, and the backward several passes over full-size arrays. These subclasses replace that,
 with the same results bit for bit, where it pays:
@@ -53,8 +53,9 @@ from flowjob_core import KernelContext
 
 from flowjob_ops.records import pool as pool_records
 from flowjob_core.backends.host_blocks import PerThread, copy_along_memory, each_item, host_parallel
-from flowjob_ops.kernels.padding import as_strided
-from flowjob_ops.overrides.cpu.pool2d import AvgPool2d, AvgPool2dBackward, MaxPool2d, MaxPool2dBackward, PaddedGrad
+from flowjob_ops.kernels.window2d import as_strided
+from flowjob_ops.overrides.cpu.pool_plane_layout import (AvgPool2d, AvgPool2dBackward, MaxPool2d, MaxPool2dBackward,
+                                                        PaddedGrad)
 
 # numpy runs the tiled path in blocks whose input slice has about this many bytes, so that the
 # temporaries stay in the core's cache (2 MiB L2 here) and only x, y, dy and dx travel to memory;

@@ -19,7 +19,7 @@ import numpy as np
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
-from flowjob_ops.kernels.legacy_uniform import canonical_source
+from flowjob_ops.kernels.mt19937_uniform import canonical_source
 from flowjob_ops.records.activations import RELU_GRAD
 from flowjob_ops.records.common import dtype_attr, is_int, shape_attr, unary_float
 from flowjob_ops.records.shape import CAST

@@ -1,11 +1,10 @@
-"""The emulated ``cupyx``, importable as ``flowjob_gpu.emulation.cupyx`` (it replaces itself, on import,
-by the module ``build()`` makes): the scatter functions, ``rsqrt``, pinned host buffers (plain numpy
+"""What the emulated ``cupyx`` holds (``build()`` makes it; ``factory.emulated_cupyx()`` gives the process's
+one): the scatter functions, ``rsqrt``, pinned host buffers (plain numpy
 arrays here), the synchronization guards (nothing to guard) and ``errstate``; its submodules refuse."""
 from __future__ import annotations
 
 import __future__
 import contextlib
-import sys
 from typing import Any, Iterator
 
 import numpy as np
@@ -104,5 +103,3 @@ def build() -> EmulatedModule:
         "annotations": __future__.annotations,
     }, "flowjob's emulated cupyx")
 
-
-sys.modules[__name__] = build()

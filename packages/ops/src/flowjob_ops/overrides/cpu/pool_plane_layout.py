@@ -1,5 +1,5 @@
 """2-D max / average pooling kernels (forward and backward) plane by plane: the cpu backend's base of
-its 2-D pooling overrides (``flowjob_ops.overrides.cpu.pool``), the same semantics as the rank-generic
+its 2-D pooling overrides (``flowjob_ops.overrides.cpu.pool_cache_blocked``), the same semantics as the rank-generic
 reference (``flowjob_ops.kernels.pool``).
 
 Pooling is per channel, so the kernels work directly in the tensor's own
@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_ops.kernels.padding import Window2d, check_data_format, spatial_index
+from flowjob_ops.kernels.window2d import Window2d, check_data_format, spatial_index
 
 
 def _lowest(dtype: np.dtype) -> Any:
