@@ -10,7 +10,7 @@ import pytest
 
 from flowjob_core import PluginError, make_plugin_manager
 from flowjob_core.plugins.host import gather_registries
-from flowjob_gpu import plugin, update_kernels
+from flowjob_gpu import plugin, optimizer_kernels
 from flowjob_gpu.overrides import KERNEL_BUILDERS, OVERRIDES
 from flowjob_ops import plugin as ops_plugin
 from flowjob_optim import plugin as optim_plugin
@@ -35,7 +35,7 @@ def test_the_updates_are_overridden_where_flowjob_optim_is_loaded(device):
     assert set(regs.kernels.overrides("gpu")) == set(KERNEL_BUILDERS)
     assert {regs.kernels.owner(op, "gpu") for op in KERNEL_BUILDERS} == {"flowjob_gpu.plugin"}
     without = gather_registries(make_plugin_manager(plugins=[ops_plugin, plugin], autoload=False))
-    assert set(without.kernels.overrides("gpu")) == set(KERNEL_BUILDERS) - set(update_kernels.KERNEL_BUILDERS)
+    assert set(without.kernels.overrides("gpu")) == set(KERNEL_BUILDERS) - set(optimizer_kernels.KERNEL_BUILDERS)
 
 
 def test_without_flowjob_ops_the_overrides_are_refused_naming_the_plugin(device):

@@ -7,7 +7,7 @@ from typing import Any
 from flowjob_core import hookimpl, switches
 
 from flowjob_gpu.backend import available_cupy, make_backend
-from flowjob_gpu import update_kernels
+from flowjob_gpu import optimizer_kernels
 from flowjob_gpu.emulation.backend import make_emulated_backend
 from flowjob_gpu.overrides import KERNEL_BUILDERS
 
@@ -30,4 +30,4 @@ def flowjob_add_kernels(registry: Any) -> None:
         return
     for op, builder in KERNEL_BUILDERS.items():
         # flowjob-optim's updates are overridden where its plugin is loaded; the rest are flowjob-ops' ops
-        registry.add(op, "gpu", builder, optional=op in update_kernels.KERNEL_BUILDERS)
+        registry.add(op, "gpu", builder, optional=op in optimizer_kernels.KERNEL_BUILDERS)
