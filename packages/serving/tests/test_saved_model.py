@@ -17,7 +17,7 @@ from google.protobuf import text_format
 import oneflow as flow
 import oneflow.core.serving.saved_model_pb2 as saved_model_pb
 import oneflow.typing as tp
-from oneflow import _attr_values
+from flowjob_serving import attr_values
 
 SHAPE = (4, 3, 6, 6)
 
@@ -300,15 +300,15 @@ def test_train_jobs_are_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", [True, 3, -2**40, 0.1, float("inf"), "SAME", np.dtype(np.int32), (1, -1), (),
                                    None, (0.5, 2.0), ((0, 0), (1, 2)), [1, 2], {"a": (1,)}, "flowjob-literal:x"])
 def test_attribute_values_come_back(value: Any) -> None:
-    back = _attr_values.decode(_attr_values.encode(value, "op 'x', attribute 'a'"))
+    back = attr_values.decode(attr_values.encode(value, "op 'x', attribute 'a'"))
     assert back == value and type(back) is type(value)
 
 
 def test_attribute_values_that_cannot_be_saved() -> None:
     with pytest.raises(SavedModelError, match=r"op 'x', attribute 'a': the value array\(\[1\]\)"):
-        _attr_values.encode(np.array([1]), "op 'x', attribute 'a'")
+        attr_values.encode(np.array([1]), "op 'x', attribute 'a'")
     with pytest.raises(SavedModelError, match="nan"):
-        _attr_values.encode((float("nan"),), "op 'x', attribute 'a'")
+        attr_values.encode((float("nan"),), "op 'x', attribute 'a'")
 
 
 def test_two_graphs_and_defaults(tmp_path: Path) -> None:

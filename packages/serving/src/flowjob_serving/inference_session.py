@@ -1,4 +1,4 @@
-"""``flow.serving``: load a saved model (``flow.saved_model``) and run its jobs by name.
+"""``flow.serving`` (re-exported by the face): load a saved model (``flow.saved_model``), run its jobs by name.
 
 ::
 
@@ -10,7 +10,7 @@
 
 Each ``InferenceSession`` owns a flowjob session of its own: its jobs and variables are apart from the
 default session's and ``close()`` ends only them. A job is rebuilt from its saved op list
-(``oneflow._op_list``): the ops are traced again, so each op's shape inference runs for the inputs'
+(``flowjob_serving.op_list``): the ops are traced again, so each op's shape inference runs for the inputs'
 shapes (``batch_size`` changes the first axis), then the usual passes and planner run. Inputs and outputs
 take the names of the chosen signature, else of the job's input and return ops (``Input_0``,
 ``Return_3``, as legacy named them).
@@ -30,11 +30,11 @@ from typing import Any, Iterator, TextIO
 
 import numpy as np
 from flowjob_core import BlobSpec, JobFunction, SavedModelError, Session, current_builder
-from flowjob_core.api import checkpoint
 from flowjob_core.config.function_config import SessionConfig
 from flowjob_typing import Numpy
 
-from oneflow import _op_list, _saved_model_files
+from flowjob_serving import checkpoints, model_files
+from flowjob_serving.op_list import SavedGraph, numpy_dtype
 from oneflow.core.job.job_conf_pb2 import JobSignatureDef
 
 __all__ = ["InferenceSession", "ModelVersionPolicy", "SessionOption"]
@@ -64,7 +64,7 @@ class _Job:
     name: str
     signature: Any = None
     batch_size: int | None = None
-    graph: _op_list.SavedGraph | None = None
+    graph: SavedGraph | None = None
     signature_names: tuple[str, ...] = ()
     inputs: list[tuple[str, str, BlobSpec]] = field(default_factory=list)  # (name, saved lbn, spec)
     outputs: list[tuple[str, str]] = field(default_factory=list)  # (name, lbn)
@@ -146,7 +146,7 @@ class InferenceSession:
         self._check_status(self.SessionStatus.OPEN)
         if self.cur_job_name_ is None:
             raise SavedModelError("InferenceSession.compile: no job is open (use `with sess.open(job_name):`)")
-        self._jobs[self.cur_job_name_].graph = _op_list.SavedGraph.read(self.cur_job_name_, op_list)
+        self._jobs[self.cur_job_name_].graph = SavedGraph.read(self.cur_job_name_, op_list)
 
     def load_saved_model(self, saved_model_dir: str | os.PathLike[str],
                          model_version: Any = ModelVersionPolicy.LATEST,
@@ -160,8 +160,8 @@ class InferenceSession:
         elif isinstance(model_version, bool) or not isinstance(model_version, int):
             raise SavedModelError(f"model_version must be an int or flow.serving.ModelVersionPolicy.LATEST, "
                                   f"got {model_version!r}")
-        path = _saved_model_files.version_dir(os.fspath(saved_model_dir), model_version)
-        proto = _saved_model_files.read(path, saved_model_meta_file_basename)
+        path = model_files.version_dir(os.fspath(saved_model_dir), model_version)
+        proto = model_files.read(path, saved_model_meta_file_basename)
         if graph_name is None:
             graph_name = proto.default_graph_name
         if graph_name not in proto.graphs:
@@ -197,7 +197,7 @@ class InferenceSession:
             _interface(job)
             job.function = _served_function(self._session, job)
             job.function.plan()
-        checkpoint.load(self.checkpoint_path_, self._session, strict=True)
+        checkpoints.load(self.checkpoint_path_, self._session, strict=True)
         self.status_ = self.SessionStatus.RUNNING
 
     # asking ---------------------------------------------------------------
@@ -339,7 +339,7 @@ def _interface(job: _Job) -> None:
             name, definition = named.pop(lbn)
             blob = definition.blob_conf
             if blob.shape.dim:
-                spec = BlobSpec(tuple(blob.shape.dim), _op_list.numpy_dtype(blob.data_type, f"input {name!r}"))
+                spec = BlobSpec(tuple(blob.shape.dim), numpy_dtype(blob.data_type, f"input {name!r}"))
             inputs.append((name, lbn, spec))
         if named:
             raise SavedModelError(f"job {job.name!r}: the signature's input(s) {sorted(n for n, _ in named.values())} "

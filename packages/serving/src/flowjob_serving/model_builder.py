@@ -1,4 +1,4 @@
-"""``flow.saved_model``: export predict jobs and their variables as legacy's saved model.
+"""``flow.saved_model`` (re-exported by the face): export predict jobs and their variables as a saved model.
 
 ``ModelBuilder(path).ModelName(name).Version(n).AddFunction(job).AddSignature(sig).Input(..).Output(..)``
 then ``Save()`` writes ``<path>/<n>/``: ``saved_model.pb`` and ``saved_model.prototxt`` (a
@@ -14,10 +14,9 @@ import os
 from typing import Any, Self
 
 from flowjob_core import JobFunction, SavedModelError, get_default_session
-from flowjob_core.api import checkpoint, checkpoint_files
 from google.protobuf import text_format
 
-from oneflow import _op_list
+from flowjob_serving import checkpoints, op_list
 from oneflow.core.job.job_conf_pb2 import JobSignatureDef
 from oneflow.core.serving.saved_model_pb2 import GraphDef, SavedModel
 
@@ -105,7 +104,7 @@ class ModelBuilder:
             if not builder.finished:
                 builder.Finish()
             del builder.proto.op_list[:]
-            builder.proto.op_list.extend(_op_list.to_op_list(builder.function().ensure_traced()))
+            builder.proto.op_list.extend(op_list.to_op_list(builder.function().ensure_traced()))
         self.proto.version = self.version_
         self.proto.checkpoint_dir = self.checkpoint_dir_
         self._write(sessions.pop())
@@ -116,21 +115,21 @@ class ModelBuilder:
             raise SavedModelError(f"saved model {self.proto.name!r}: version {self.version_} exists already "
                                   f"({version_dir}); choose another version or remove it")
         os.makedirs(self.saved_model_dir_, exist_ok=True)
-        group = checkpoint_files.begin(version_dir)
+        group = checkpoints.begin(version_dir)
         tmp = group.path("tmp")
         try:
-            checkpoint.save(os.path.join(tmp, self.checkpoint_dir_), session)
+            checkpoints.save(os.path.join(tmp, self.checkpoint_dir_), session)
             _write_file(os.path.join(tmp, self.saved_model_pb_filename_), self.proto.SerializeToString())
             _write_file(os.path.join(tmp, self.saved_model_pbtxt_filename_),
                         text_format.MessageToString(self.proto).encode())
-            checkpoint_files.fsync_dir(tmp)
+            checkpoints.fsync_dir(tmp)
             if os.path.lexists(version_dir):  # made meanwhile by another writer: never replaced
                 raise SavedModelError(f"saved model {self.proto.name!r}: version {self.version_} appeared while "
                                       f"it was written ({version_dir}); nothing was replaced")
             os.rename(tmp, version_dir)
-            checkpoint_files.fsync_dir(self.saved_model_dir_)
+            checkpoints.fsync_dir(self.saved_model_dir_)
         finally:
-            checkpoint_files.finish(group)
+            checkpoints.finish(group)
 
 
 class _Part:
@@ -220,7 +219,7 @@ class GraphBuilder(_Part):
                 spec = job.specs[lbn]
                 del item.blob_conf.shape.dim[:]
                 item.blob_conf.shape.dim.extend(spec.shape)
-                item.blob_conf.data_type = _op_list.data_type(spec.dtype, f"{where}, input {name!r}")
+                item.blob_conf.data_type = op_list.data_type(spec.dtype, f"{where}, input {name!r}")
                 item.blob_conf.is_dynamic = False
             for name, item in signature.outputs.items():
                 lbn = f"{item.lbi.op_name}/{item.lbi.blob_name}"
@@ -256,7 +255,7 @@ class SignatureBuilder(_Part):
             raise SavedModelError(f"{self._where()}: {kind} name and blob name must be str, got {name!r}, {lbn!r}")
         if name in table:
             raise SavedModelError(f"{self._where()}: {kind} {name!r} already exists")
-        op_name, blob_name = _op_list.split_lbn(lbn, f"{self._where()}, {kind} {name!r}")
+        op_name, blob_name = op_list.split_lbn(lbn, f"{self._where()}, {kind} {name!r}")
         entry = table[name]
         entry.lbi.op_name = op_name
         entry.lbi.blob_name = blob_name

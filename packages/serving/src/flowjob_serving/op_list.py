@@ -3,7 +3,7 @@
 The job is written as traced, before any pass: each input as an ``input_conf`` (its shape and dtype),
 each variable as a ``variable_conf``, each return as a ``return_conf`` and every other node as a
 ``user_conf`` whose input list ``in`` and output list ``out`` keep the node's order, with its
-attributes as ``AttrValue``s (``oneflow._attr_values``). ``replay`` adds the ops again, one by one, to
+attributes as ``AttrValue``s (``flowjob_serving.attr_values``). ``replay`` adds the ops again, one by one, to
 the job a ``JobBuilder`` is tracing, so every op's inference runs again (an input of another batch size
 gives its shapes) and the passes and the planner see an ordinary traced job.
 """
@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from flowjob_core import Blob, BlobSpec, Job, SavedModelError
-from flowjob_core.api.checkpoint import DATA_TYPES
+from flowjob_serving.checkpoints import DATA_TYPES
 from flowjob_core.trace.builder import JobBuilder
 
 import oneflow.core.common.data_type_pb2 as data_type_pb
-from oneflow import _attr_values
+from flowjob_serving import attr_values
 from oneflow.core.operator.op_conf_pb2 import OperatorConf
 
 _DTYPES = {data_type_pb.DataType.Value(name): dtype for dtype, name in DATA_TYPES.items()}
@@ -81,7 +81,7 @@ def to_op_list(job: Job) -> list[Any]:
             user.input["in"].s.extend(node.inputs)
             user.output["out"].s.extend(node.outputs)
             for key, value in node.attrs.items():
-                user.attr[key].CopyFrom(_attr_values.encode(value, f"{node_where}, attribute {key!r}"))
+                user.attr[key].CopyFrom(attr_values.encode(value, f"{node_where}, attribute {key!r}"))
         ops.append(conf)
     return ops
 
@@ -132,7 +132,7 @@ class SavedGraph:
             missing = [lbn for lbn in names if lbn not in values]
             if missing:
                 raise SavedModelError(f"{where} reads {missing}, which no earlier op of the list gives")
-            attrs = {key: _attr_values.decode(value) for key, value in user.attr.items()}
+            attrs = {key: attr_values.decode(value) for key, value in user.attr.items()}
             outs = builder.add_op(user.op_type_name, [values[lbn] for lbn in names], attrs, scoped_name=conf.name,
                                   source=f"op {conf.name!r} of saved graph {self.name!r}")
             saved = list(user.output["out"].s) if "out" in user.output else []
