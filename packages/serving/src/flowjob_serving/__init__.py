@@ -5,8 +5,9 @@
 serves it. The face re-exports both as ``flow.saved_model`` and ``flow.serving``.
 """
 from flowjob_serving.inference_session import InferenceSession, ModelVersionPolicy, SessionOption
+from flowjob_serving.digests import SavedModelWarning
 from flowjob_serving.model_builder import GraphBuilder, ModelBuilder, SignatureBuilder
 
 __version__ = "0.1.0"
-__all__ = ["GraphBuilder", "InferenceSession", "ModelBuilder", "ModelVersionPolicy", "SessionOption",
-           "SignatureBuilder"]
+__all__ = ["GraphBuilder", "InferenceSession", "ModelBuilder", "ModelVersionPolicy", "SavedModelWarning",
+           "SessionOption", "SignatureBuilder"]

@@ -33,7 +33,7 @@ from flowjob_core import BlobSpec, JobFunction, SavedModelError, Session, curren
 from flowjob_core.config.function_config import SessionConfig
 from flowjob_typing import Numpy
 
-from flowjob_serving import checkpoints, model_files
+from flowjob_serving import batch_axis, checkpoints, digests, model_files
 from flowjob_serving.op_list import SavedGraph, numpy_dtype
 from oneflow.core.job.job_conf_pb2 import JobSignatureDef
 
@@ -68,6 +68,7 @@ class _Job:
     signature_names: tuple[str, ...] = ()
     inputs: list[tuple[str, str, BlobSpec]] = field(default_factory=list)  # (name, saved lbn, spec)
     outputs: list[tuple[str, str]] = field(default_factory=list)  # (name, lbn)
+    traced_batches: list[int | None] = field(default_factory=list)  # each input's first axis as saved
     function: JobFunction | None = None
 
 
@@ -87,6 +88,7 @@ class InferenceSession:
         self.checkpoint_path_: str | None = None
         self.cur_job_name_: str | None = None
         self._jobs: dict[str, _Job] = {}
+        self._model = _Model()  # what load_saved_model checked; empty for open + compile
         self._session = Session(config=_session_config(self.option_))
         self.status_ = self.SessionStatus.OPEN
 
@@ -146,7 +148,7 @@ class InferenceSession:
         self._check_status(self.SessionStatus.OPEN)
         if self.cur_job_name_ is None:
             raise SavedModelError("InferenceSession.compile: no job is open (use `with sess.open(job_name):`)")
-        self._jobs[self.cur_job_name_].graph = SavedGraph.read(self.cur_job_name_, op_list)
+        self._jobs[self.cur_job_name_].graph = SavedGraph.read(self.cur_job_name_, op_list, self._model.name)
 
     def load_saved_model(self, saved_model_dir: str | os.PathLike[str],
                          model_version: Any = ModelVersionPolicy.LATEST,
@@ -160,8 +162,18 @@ class InferenceSession:
         elif isinstance(model_version, bool) or not isinstance(model_version, int):
             raise SavedModelError(f"model_version must be an int or flow.serving.ModelVersionPolicy.LATEST, "
                                   f"got {model_version!r}")
-        path = model_files.version_dir(os.fspath(saved_model_dir), model_version)
+        saved_model_dir = os.fspath(saved_model_dir)
+        path = model_files.version_dir(saved_model_dir, model_version)
+        checkpoints.remove_stale(saved_model_dir)  # what a killed ModelBuilder.Save() left beside the versions
+        listed = digests.verify(path, path)  # before a byte of it is decoded
+        for suffix in (".pb", ".prototxt"):
+            meta = f"{saved_model_meta_file_basename}{suffix}"
+            if os.path.isfile(os.path.join(path, meta)):
+                if listed is not None and meta not in listed:
+                    raise SavedModelError(f"saved model {path!r}: its meta file {meta} is not listed in its digests")
+                break
         proto = model_files.read(path, saved_model_meta_file_basename)
+        name = f"{proto.name}" if proto.name else path
         if graph_name is None:
             graph_name = proto.default_graph_name
         if graph_name not in proto.graphs:
@@ -176,9 +188,8 @@ class InferenceSession:
                 raise SavedModelError(f"graph {graph_name!r} of saved model {path!r} has no signature "
                                       f"{signature_name!r}; its signatures: {sorted(graph_def.signatures)}")
             signature = graph_def.signatures[signature_name]
-        variables = os.path.join(path, proto.checkpoint_dir)
-        if not os.path.isdir(variables):
-            raise SavedModelError(f"saved model {path!r}: its variables folder {variables!r} does not exist")
+        variables = model_files.checkpoint_folder(path, proto.checkpoint_dir, name)
+        self._model = _Model(name, os.path.realpath(path), listed)
         self.set_checkpoint_path(variables)
         with self.open(graph_name, signature):
             self.compile(graph_def.op_list)
@@ -193,10 +204,25 @@ class InferenceSession:
         jobs = [job for job in self._jobs.values() if job.graph is not None]
         if not jobs:
             raise SavedModelError("InferenceSession.launch: no job is compiled (load_saved_model, or open + compile)")
+        model = self._model
+        for job in jobs:  # the files measured before any job is built (building allocates the variables)
+            assert job.graph is not None
+            model_files.check_variable_files(self.checkpoint_path_, job.graph.variables, model.name or job.name,
+                                             model.root, model.listed)
         for job in jobs:
             _interface(job)
             job.function = _served_function(self._session, job)
-            job.function.plan()
+            where = f"saved model {model.name!r}, job {job.name!r}" if model.name else f"job {job.name!r}"
+            try:
+                traced = job.function.ensure_traced()
+                batches = {p.lbn: (old, spec.shape[0], name) for p, (name, _, spec), old
+                           in zip(traced.placeholders, job.inputs, job.traced_batches) if old is not None}
+                batch_axis.check(traced, batches, self._session.registries.ops, where)
+                job.function.plan()
+            except SavedModelError:
+                raise
+            except Exception as exc:  # a crafted op list reaches the passes and the planner too
+                raise SavedModelError(f"{where}: cannot be built: {type(exc).__name__}: {exc}") from exc
         checkpoints.load(self.checkpoint_path_, self._session, strict=True)
         self.status_ = self.SessionStatus.RUNNING
 
@@ -308,6 +334,16 @@ class InferenceSession:
         self._session.close()
 
 
+@dataclass(frozen=True)
+class _Model:
+    """A model ``load_saved_model`` checked: its name, its version folder (resolved) and its digests (None: it
+    has none)."""
+
+    name: str = ""
+    root: str | None = None
+    listed: dict[str, str] | None = None
+
+
 def _session_config(option: SessionOption) -> SessionConfig:
     config = SessionConfig()
     if isinstance(option.device_num, bool) or not isinstance(option.device_num, int) or option.device_num < 1:
@@ -345,6 +381,7 @@ def _interface(job: _Job) -> None:
             raise SavedModelError(f"job {job.name!r}: the signature's input(s) {sorted(n for n, _ in named.values())} "
                                   f"name no input of the job ({[lbn for _, lbn, _ in graph.inputs]})")
         job.outputs = sorted((name, f"{d.lbi.op_name}/{d.lbi.blob_name}") for name, d in signature.outputs.items())
+    job.traced_batches = [spec.shape[0] if spec.shape else None for _, _, spec in inputs]
     if job.batch_size is not None:
         inputs = [(name, lbn, BlobSpec((job.batch_size, *spec.shape[1:]), spec.dtype) if spec.shape else spec)
                   for name, lbn, spec in inputs]

@@ -10,13 +10,14 @@ loads it back.
 """
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any, Self
 
 from flowjob_core import JobFunction, SavedModelError, get_default_session
 from google.protobuf import text_format
 
-from flowjob_serving import checkpoints, op_list
+from flowjob_serving import checkpoints, digests, op_list
 from oneflow.core.job.job_conf_pb2 import JobSignatureDef
 from oneflow.core.serving.saved_model_pb2 import GraphDef, SavedModel
 
@@ -115,6 +116,7 @@ class ModelBuilder:
             raise SavedModelError(f"saved model {self.proto.name!r}: version {self.version_} exists already "
                                   f"({version_dir}); choose another version or remove it")
         os.makedirs(self.saved_model_dir_, exist_ok=True)
+        checkpoints.remove_stale(self.saved_model_dir_)  # a killed writer's hidden folders, as checkpoints do
         group = checkpoints.begin(version_dir)
         tmp = group.path("tmp")
         try:
@@ -122,14 +124,30 @@ class ModelBuilder:
             _write_file(os.path.join(tmp, self.saved_model_pb_filename_), self.proto.SerializeToString())
             _write_file(os.path.join(tmp, self.saved_model_pbtxt_filename_),
                         text_format.MessageToString(self.proto).encode())
+            digests.write(tmp)  # last: it vouches for every file written before it
             checkpoints.fsync_dir(tmp)
-            if os.path.lexists(version_dir):  # made meanwhile by another writer: never replaced
-                raise SavedModelError(f"saved model {self.proto.name!r}: version {self.version_} appeared while "
-                                      f"it was written ({version_dir}); nothing was replaced")
-            os.rename(tmp, version_dir)
+            _rename_new(tmp, version_dir, f"saved model {self.proto.name!r}: version {self.version_}")
             checkpoints.fsync_dir(self.saved_model_dir_)
         finally:
             checkpoints.finish(group)
+
+
+def _rename_new(tmp: str, target: str, what: str) -> None:
+    """Rename the complete folder ``tmp`` to ``target``, which must not exist: the check and the rename are one
+    step (``rename(2)`` refuses a non-empty folder), so of two writers of one version one wins and the other gets
+    a ``SavedModelError`` naming it; ``tmp`` stays for the caller to remove."""
+    if os.path.lexists(target) and not (os.path.isdir(target) and not os.path.islink(target)):
+        raise SavedModelError(f"{what} exists already ({target}) and is not a folder; nothing was replaced")
+    if os.path.isdir(target) and not os.path.islink(target) and not os.listdir(target):
+        raise SavedModelError(f"{what} exists already ({target}, an empty folder); nothing was replaced")
+    try:
+        os.rename(tmp, target)  # a version folder written by ModelBuilder is never empty: rename never replaces
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.EACCES):
+            if os.path.lexists(target):
+                raise SavedModelError(f"{what} was saved by another writer while this one wrote it ({target}); "
+                                      f"nothing was replaced, choose another version") from None
+        raise
 
 
 class _Part:

@@ -1,11 +1,19 @@
-"""Finding and reading a saved model on disk: ``<dir>/<version>/<basename>.pb`` (or ``.prototxt``)."""
+"""A saved model on disk: finding ``<dir>/<version>/``, reading its ``<basename>.pb`` (or ``.prototxt``), where its
+``checkpoint_dir`` may point and whether its variable files hold what its op list declares.
+
+A model may come from anyone: nothing here follows a path out of the version folder, and the variable files are
+measured against their declared shapes before a single variable is allocated.
+"""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Iterable
 
-from flowjob_core import SavedModelError
-from google.protobuf import message, text_format
+from flowjob_core import BlobSpec, CheckpointError, SavedModelError
+from google.protobuf import text_format
+
+from flowjob_serving import checkpoints
+from flowjob_serving.digests import inside
 
 from oneflow.core.serving.saved_model_pb2 import SavedModel
 
@@ -41,15 +49,64 @@ def read(path: str, basename: str) -> Any:
     proto = SavedModel()
     binary = os.path.join(path, f"{basename}.pb")
     text = os.path.join(path, f"{basename}.prototxt")
+    if not os.path.isfile(binary) and not os.path.isfile(text):
+        raise SavedModelError(f"saved model folder {path!r} has neither {basename}.pb nor {basename}.prototxt")
     try:
         if os.path.isfile(binary):
             with open(binary, "rb") as f:
                 proto.ParseFromString(f.read())
-        elif os.path.isfile(text):
+        else:
             with open(text, encoding="utf-8") as f:
                 text_format.Merge(f.read(), proto)
-        else:
-            raise SavedModelError(f"saved model folder {path!r} has neither {basename}.pb nor {basename}.prototxt")
-    except (message.DecodeError, text_format.ParseError) as exc:
-        raise SavedModelError(f"saved model {path!r}: cannot read its meta file: {exc}") from None
+    except Exception as exc:  # DecodeError, ParseError, UnicodeDecodeError, ...: whatever a damaged file raises
+        raise SavedModelError(f"saved model {path!r}: cannot read its meta file: {type(exc).__name__}: "
+                              f"{exc}") from exc
     return proto
+
+
+def checkpoint_folder(path: str, checkpoint_dir: str, model: str) -> str:
+    """The variables' folder a model's ``checkpoint_dir`` names, resolved (symlinks included); anything outside
+    its version folder ``path`` is refused, naming the field."""
+    where = f"saved model {model!r} ({path})"
+    if not checkpoint_dir or "\0" in checkpoint_dir:
+        raise SavedModelError(f"{where}: its field checkpoint_dir ({checkpoint_dir!r}) names no folder")
+    root = os.path.realpath(path)
+    target = os.path.join(path, checkpoint_dir)
+    resolved = os.path.realpath(target)
+    if resolved == root or not inside(root, target):
+        raise SavedModelError(f"{where}: its field checkpoint_dir ({checkpoint_dir!r}) resolves to {resolved!r}, "
+                              f"outside its version folder {root!r}; a saved model serves only variables inside it")
+    if not os.path.isdir(target):
+        raise SavedModelError(f"{where}: its variables folder {target!r} (field checkpoint_dir) does not exist")
+    return target
+
+
+def check_variable_files(folder: str, variables: Iterable[tuple[str, BlobSpec]], model: str,
+                         root: str | None = None, listed: dict[str, str] | None = None) -> None:
+    """Before any variable is allocated: each variable's ``out`` file in the checkpoint ``folder`` exists, holds
+    exactly the bytes of its declared shape and dtype, and (``root`` given, resolved) lies inside ``root``; with
+    the model's digest listing ``listed`` (paths relative to ``root``), it is a file the listing checked."""
+    missing = []
+    for name, spec in variables:
+        where = f"saved model {model!r}, variable {name!r}"
+        try:
+            out = os.path.join(checkpoints.variable_dir(folder, name), checkpoints.OUT_FILE)
+        except CheckpointError as exc:
+            raise SavedModelError(f"{where}: {exc}") from None
+        if root is not None and not inside(root, out):
+            raise SavedModelError(f"{where}: its file {out!r} resolves to {os.path.realpath(out)!r}, outside the "
+                                  f"version folder {root!r}")
+        if not os.path.isfile(out):
+            missing.append(name)
+            continue
+        size = os.path.getsize(out)
+        if size != spec.nbytes:
+            raise SavedModelError(f"{where}: the op list declares shape {spec.shape} {spec.dtype} ({spec.nbytes} "
+                                  f"bytes), its file {out!r} holds {size} bytes; nothing was allocated")
+        if listed is not None and root is not None:
+            relative = os.path.relpath(os.path.realpath(out), root).replace(os.sep, "/")
+            if relative not in listed:
+                raise SavedModelError(f"{where}: its file {relative!r} is not listed in the model's digests")
+    if missing:
+        raise CheckpointError(f"checkpoint {folder!r} lacks {len(missing)} variables of the saved model: "
+                              f"{', '.join(repr(n) for n in missing)}")
