@@ -210,10 +210,10 @@ class InferenceSession:
             model_files.check_variable_files(self.checkpoint_path_, job.graph.variables, model.name or job.name,
                                              model.root, model.listed)
         for job in jobs:
-            _interface(job)
-            job.function = _served_function(self._session, job)
             where = f"saved model {model.name!r}, job {job.name!r}" if model.name else f"job {job.name!r}"
             try:
+                _interface(job)
+                job.function = _served_function(self._session, job)
                 traced = job.function.ensure_traced()
                 batches = {p.lbn: (old, spec.shape[0], name) for p, (name, _, spec), old
                            in zip(traced.placeholders, job.inputs, job.traced_batches) if old is not None}

@@ -61,7 +61,40 @@ def read(path: str, basename: str) -> Any:
     except Exception as exc:  # DecodeError, ParseError, UnicodeDecodeError, ...: whatever a damaged file raises
         raise SavedModelError(f"saved model {path!r}: cannot read its meta file: {type(exc).__name__}: "
                               f"{exc}") from exc
+    _check_text(proto, f"saved model {path!r}", "")
     return proto
+
+
+def _check_text(proto: Any, where: str, prefix: str) -> None:
+    """Every string field of ``proto`` holds text: protobuf hands a string that is not UTF-8 back as bytes (a
+    damaged or crafted file), which would reach paths and names; refused naming the field."""
+    for desc, value in proto.ListFields():
+        name = f"{prefix}{desc.name}"
+        if desc.message_type is not None and desc.message_type.GetOptions().map_entry:
+            value_desc = desc.message_type.fields_by_name["value"]
+            for key, item in value.items():
+                _check_value(key, f"{name} key", where)
+                if value_desc.message_type is not None:
+                    _check_text(item, where, f"{name}[{key!r}].")
+                elif value_desc.type == value_desc.TYPE_STRING:
+                    _check_value(item, f"{name}[{key!r}]", where)
+        elif desc.message_type is not None:
+            items = value if _repeated(desc) else [value]
+            for index, item in enumerate(items):
+                _check_text(item, where, f"{name}[{index}]." if _repeated(desc) else f"{name}.")
+        elif desc.type == desc.TYPE_STRING:
+            for item in (value if _repeated(desc) else [value]):
+                _check_value(item, name, where)
+
+
+def _repeated(desc: Any) -> bool:
+    # protobuf 6 says ``is_repeated``; older ones (>= 4.25, which this package accepts) only ``label``
+    return bool(desc.is_repeated) if hasattr(desc, "is_repeated") else desc.label == desc.LABEL_REPEATED
+
+
+def _check_value(value: Any, name: str, where: str) -> None:
+    if not isinstance(value, str):
+        raise SavedModelError(f"{where}: its field {name} holds {value!r}, which is not UTF-8 text")
 
 
 def checkpoint_folder(path: str, checkpoint_dir: str, model: str) -> str:
