@@ -173,7 +173,7 @@ class InferenceSession:
                     raise SavedModelError(f"saved model {path!r}: its meta file {meta} is not listed in its digests")
                 break
         proto = model_files.read(path, saved_model_meta_file_basename)
-        name = f"{proto.name}" if proto.name else path
+        name = proto.name or path
         if graph_name is None:
             graph_name = proto.default_graph_name
         if graph_name not in proto.graphs:

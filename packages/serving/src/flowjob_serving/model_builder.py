@@ -143,7 +143,7 @@ def _rename_new(tmp: str, target: str, what: str) -> None:
     try:
         os.rename(tmp, target)  # a version folder written by ModelBuilder is never empty: rename never replaces
     except OSError as exc:
-        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.EACCES):
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
             if os.path.lexists(target):
                 raise SavedModelError(f"{what} was saved by another writer while this one wrote it ({target}); "
                                       f"nothing was replaced, choose another version") from None
