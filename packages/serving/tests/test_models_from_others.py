@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Iterator
@@ -300,3 +301,39 @@ def test_a_shape_traced_for_the_old_batch_is_named(tmp_path: Path) -> None:
                                               r"\(input '.*'\): its attribute shape=\(4, -1\) holds the traced batch"):
         sess.launch()
     sess.close()
+
+
+def test_two_processes_saving_one_version_at_once(tmp_path: Path) -> None:
+    """Real writers racing (started together, several rounds): each round one saves, the other fails with a
+    SavedModelError naming the version, never a raw OSError; nothing hidden is left."""
+    program = textwrap.dedent("""
+        import sys, time
+        import oneflow as flow, oneflow.typing as tp
+        from flowjob_core import SavedModelError
+
+        @flow.global_function(type="predict")
+        def small(x: tp.Numpy.Placeholder((2, 6))) -> tp.Numpy:
+            return x * flow.get_variable("w", (6,), initializer=flow.constant_initializer(2.0))
+
+        builder = flow.saved_model.ModelBuilder(sys.argv[1]).ModelName("small").Version(1)
+        builder.AddFunction(small).Finish()
+        small.ensure_traced()
+        while time.time() < float(sys.argv[2]):  # both start saving at the same instant
+            time.sleep(0.001)
+        try:
+            builder.Save()
+        except SavedModelError as exc:
+            print("refused:", exc)
+            sys.exit(5)
+    """)
+    for round_ in range(3):
+        folder = tmp_path / f"m{round_}"
+        start = time.time() + 4.0
+        procs = [subprocess.Popen([sys.executable, "-c", program, str(folder), str(start)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        outcomes = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+        codes = sorted(code for code, _, _ in outcomes)
+        assert codes == [0, 5], outcomes
+        refused = next(out for code, out, _ in outcomes if code == 5)
+        assert "version 1" in refused, refused
+        assert sorted(os.listdir(folder)) == ["1"]
