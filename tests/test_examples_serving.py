@@ -20,7 +20,7 @@ def test_saved_model_serving(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-5000:]
     out = proc.stdout
     assert "accuracy: 100.0%" in out or "accuracy: 9" in out, out  # three well-separated clusters
-    assert "saved: ['saved_model.pb', 'saved_model.prototxt', 'variables']" in out
+    assert "saved: ['saved_model.pb', 'saved_model.prototxt', 'saved_model.sha256', 'variables']" in out
     assert "job: predict inputs: ('features',) outputs: ('probs',)" in out
     assert "input info: {'shape': (32, 4), 'dtype': dtype('float32')}" in out
     assert "served outputs match: True" in out and "batch 8 outputs match: True" in out

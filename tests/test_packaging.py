@@ -82,7 +82,7 @@ BY_NAME = {p.name: p for p in PROJECTS}
 def test_every_distribution_is_found():
     assert {"flowjob", "flowjob-core", "flowjob-ops", "flowjob-typing", "flowjob-watch", "flowjob-optim",
             "flowjob-data", "flowjob-gpu", "flowjob-kernels", "flowjob-mpi", "flowjob-ofrecord",
-            "flowjob-swish"} <= set(BY_NAME)
+            "flowjob-serving", "flowjob-swish"} <= set(BY_NAME)
 
 
 @pytest.mark.parametrize("project", PROJECTS, ids=lambda p: p.name)

@@ -12,6 +12,7 @@ DISTRIBUTIONS = ("flowjob", "flowjob-core", "flowjob-ops", "flowjob-typing", "fl
                  "flowjob-data", "flowjob-gpu", "flowjob-kernels", "flowjob-mpi")
 
 DISTRIBUTIONS += ("flowjob-ofrecord",)  # the OFRecord data path (flowjob[data])
+DISTRIBUTIONS += ("flowjob-serving",)  # saved models and serving (flowjob[serving])
 
 
 def _version(dist: str) -> str | None:
@@ -117,7 +118,7 @@ def dump(args: argparse.Namespace) -> int:
 
 
 def api(name: str) -> int:
-    from oneflow._compat import describe
+    from oneflow._coverage_report import describe
 
     status, lines = describe(name)
     print("\n".join(lines))
@@ -127,7 +128,7 @@ def api(name: str) -> int:
 def compat(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from oneflow._compat import page
+    from oneflow._coverage_report import page
 
     text = page()
     if args.write is None:

@@ -3,21 +3,21 @@
 The job is written as traced, before any pass: each input as an ``input_conf`` (its shape and dtype),
 each variable as a ``variable_conf``, each return as a ``return_conf`` and every other node as a
 ``user_conf`` whose input list ``in`` and output list ``out`` keep the node's order, with its
-attributes as ``AttrValue``s (``oneflow._attr_values``). ``replay`` adds the ops again, one by one, to
+attributes as ``AttrValue``s (``flowjob_serving.attr_values``). ``replay`` adds the ops again, one by one, to
 the job a ``JobBuilder`` is tracing, so every op's inference runs again (an input of another batch size
 gives its shapes) and the passes and the planner see an ordinary traced job.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from flowjob_core import Blob, BlobSpec, Job, SavedModelError
-from flowjob_core.api.checkpoint import DATA_TYPES
+from flowjob_serving.checkpoints import DATA_TYPES
 from flowjob_core.trace.builder import JobBuilder
 
 import oneflow.core.common.data_type_pb2 as data_type_pb
-from oneflow import _attr_values
+from flowjob_serving import attr_values
 from oneflow.core.operator.op_conf_pb2 import OperatorConf
 
 _DTYPES = {data_type_pb.DataType.Value(name): dtype for dtype, name in DATA_TYPES.items()}
@@ -81,63 +81,93 @@ def to_op_list(job: Job) -> list[Any]:
             user.input["in"].s.extend(node.inputs)
             user.output["out"].s.extend(node.outputs)
             for key, value in node.attrs.items():
-                user.attr[key].CopyFrom(_attr_values.encode(value, f"{node_where}, attribute {key!r}"))
+                user.attr[key].CopyFrom(attr_values.encode(value, f"{node_where}, attribute {key!r}"))
         ops.append(conf)
     return ops
 
 
+def _shape(dims: Iterable[int], where: str) -> tuple[int, ...]:
+    shape = tuple(int(d) for d in dims)
+    if any(d < 0 for d in shape):
+        raise SavedModelError(f"{where}: its shape {shape} has a negative dimension")
+    return shape
+
+
 @dataclass
 class SavedGraph:
-    """An op list read back: the inputs (op name, lbn, spec) in order, the returns (op name, lbn returned)
-    and the other ops."""
+    """An op list read back: the inputs (op name, lbn, spec) in order, the returns (op name, lbn returned),
+    the other ops and the variables they declare (name, spec); ``model`` names the saved model in errors."""
 
     name: str
     inputs: list[tuple[str, str, BlobSpec]]
     returns: list[tuple[str, str]]
     ops: list[Any]
+    variables: list[tuple[str, BlobSpec]] = field(default_factory=list)
+    model: str = ""
 
     @classmethod
-    def read(cls, name: str, op_list: Iterable[Any]) -> "SavedGraph":
-        inputs, returns, ops = [], [], []
+    def read(cls, name: str, op_list: Iterable[Any], model: str = "") -> "SavedGraph":
+        inputs, returns, ops, variables = [], [], [], []
         for conf in op_list:
             member = conf.WhichOneof("op_type")
-            where = f"saved graph {name!r}, op {conf.name!r}"
+            where = f"{_graph_where(model, name)}, op {conf.name!r}"
             if member == "input_conf":
                 blob = conf.input_conf.blob_conf
-                spec = BlobSpec(tuple(blob.shape.dim), numpy_dtype(blob.data_type, where))
+                spec = BlobSpec(_shape(blob.shape.dim, where), numpy_dtype(blob.data_type, where))
                 inputs.append((conf.name, f"{conf.name}/{conf.input_conf.out}", spec))
             elif member == "return_conf":
                 returns.append((conf.name, getattr(conf.return_conf, "in")))
             elif member in ("variable_conf", "user_conf"):
                 ops.append(conf)
+                if member == "variable_conf":
+                    var = conf.variable_conf
+                    variables.append((conf.name, BlobSpec(_shape(var.shape.dim, where),
+                                                          numpy_dtype(var.data_type, where))))
             else:
                 raise SavedModelError(f"{where}: {member or 'no op type'} is not an op flowjob replays (a saved "
                                       f"op list holds input_conf, variable_conf, user_conf and return_conf)")
-        return cls(name, inputs, returns, ops)
+        return cls(name, inputs, returns, ops, variables, model)
 
     def replay(self, builder: JobBuilder, feeds: dict[str, Blob]) -> dict[str, Blob]:
-        """Add the ops to ``builder``'s job, reading the input lbns from ``feeds``; every value by lbn."""
+        """Add the ops to ``builder``'s job, reading the input lbns from ``feeds``; every value by lbn. Whatever
+        an op's attributes or inference raise is a ``SavedModelError`` naming the model, op and attribute."""
         values = dict(feeds)
         for conf in self.ops:
-            where = f"saved graph {self.name!r}, op {conf.name!r}"
+            where = f"{_graph_where(self.model, self.name)}, op {conf.name!r}"
             if conf.HasField("variable_conf"):
                 var = conf.variable_conf
-                spec = BlobSpec(tuple(var.shape.dim), numpy_dtype(var.data_type, where))
+                spec = BlobSpec(_shape(var.shape.dim, where), numpy_dtype(var.data_type, where))
                 blob = builder.add_variable(conf.name, spec, trainable=var.trainable,
                                             model_name=var.model_name if var.HasField("model_name") else None)
                 values[f"{conf.name}/{var.out}"] = blob
                 continue
             user = conf.user_conf
+            where = f"{where} ({user.op_type_name})"
             names = list(user.input["in"].s) if "in" in user.input else []
             missing = [lbn for lbn in names if lbn not in values]
             if missing:
                 raise SavedModelError(f"{where} reads {missing}, which no earlier op of the list gives")
-            attrs = {key: _attr_values.decode(value) for key, value in user.attr.items()}
-            outs = builder.add_op(user.op_type_name, [values[lbn] for lbn in names], attrs, scoped_name=conf.name,
-                                  source=f"op {conf.name!r} of saved graph {self.name!r}")
+            attrs = {key: attr_values.decode(value, f"{where}, attribute {key!r}") for key, value in user.attr.items()}
+            try:
+                outs = builder.add_op(user.op_type_name, [values[lbn] for lbn in names], attrs, scoped_name=conf.name,
+                                      source=f"op {conf.name!r} of saved graph {self.name!r}")
+            except SavedModelError:
+                raise
+            except Exception as exc:  # a crafted op list reaches any op's checks: each names the op, not the model
+                raise SavedModelError(f"{where} with attributes {_attrs_text(attrs)}: {type(exc).__name__}: "
+                                      f"{exc}") from exc
             saved = list(user.output["out"].s) if "out" in user.output else []
             if len(saved) != len(outs):
                 raise SavedModelError(f"{where}: the list names {len(saved)} outputs, op {user.op_type_name!r} "
                                       f"gives {len(outs)}")
             values.update(zip(saved, outs))
         return values
+
+
+def _graph_where(model: str, graph: str) -> str:
+    return f"saved model {model!r}, graph {graph!r}" if model else f"saved graph {graph!r}"
+
+
+def _attrs_text(attrs: dict[str, Any], limit: int = 200) -> str:
+    text = ", ".join(f"{key}={value!r}" for key, value in sorted(attrs.items()))
+    return text if len(text) <= limit else text[:limit] + "..."

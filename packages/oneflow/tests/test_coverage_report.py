@@ -11,19 +11,19 @@ import pytest
 import oneflow as flow
 from flowjob_core.config.function_config import FunctionConfig
 from flowjob_core.errors import ConfigError
-from oneflow import _compat
+from oneflow import _coverage_report as report
 from oneflow.__main__ import main
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "compatibility.md"
 
 
 def test_committed_page_is_current():
-    assert PAGE.read_text(encoding="utf-8") == _compat.page(), (
-        f"docs/compatibility.md is stale: regenerate it with `{_compat.PAGE_COMMAND}`")
+    assert PAGE.read_text(encoding="utf-8") == report.page(), (
+        f"docs/compatibility.md is stale: regenerate it with `{report.PAGE_COMMAND}`")
 
 
 def test_legacy_list_is_flow_names_once_each():
-    names = _compat.legacy_names()
+    names = report.legacy_names()
     assert len(names) == len(set(names))
     for name in names:
         assert re.fullmatch(r"flow(\.[A-Za-z_][A-Za-z0-9_]*)+", name), name
@@ -43,34 +43,34 @@ def _resolve(name: str) -> object:
 
 
 def test_status_of_every_name_matches_the_face():
-    options = _compat.session_options()
-    for entry in _compat.legacy_entries():
-        if entry.name in options or entry.name in _compat.REFUSED:
+    options = report.session_options()
+    for entry in report.legacy_entries():
+        if entry.name in options or entry.name in report.REFUSED:
             continue
-        if entry.status == _compat.SUPPORTED:
+        if entry.status == report.SUPPORTED:
             _resolve(entry.name)  # raises if the page claims too much
         else:
-            assert entry.status == _compat.MISSING, entry
+            assert entry.status == report.MISSING, entry
             with pytest.raises(AttributeError):
                 _resolve(entry.name)
 
 
 def test_option_statuses_follow_their_declarations():
-    entries = {e.name: e for e in _compat.function_config_entries()}
-    assert entries["function_config.enable_cudnn"].status == _compat.NO_EFFECT
-    assert entries["function_config.train.primary_lr"].status == _compat.SUPPORTED
-    assert entries["function_config.enable_auto_mixed_precision"].status == _compat.SUPPORTED
-    assert entries["function_config.enable_qat"].status == _compat.SUPPORTED
-    assert entries["function_config.enable_ssp"].status == _compat.SUPPORTED
+    entries = {e.name: e for e in report.function_config_entries()}
+    assert entries["function_config.enable_cudnn"].status == report.NO_EFFECT
+    assert entries["function_config.train.primary_lr"].status == report.SUPPORTED
+    assert entries["function_config.enable_auto_mixed_precision"].status == report.SUPPORTED
+    assert entries["function_config.enable_qat"].status == report.SUPPORTED
+    assert entries["function_config.enable_ssp"].status == report.SUPPORTED
     half = entries["function_config.tensorrt.use_fp16"]
-    assert half.status == _compat.REFUSED_STATUS and "legacy default is accepted" in half.note
+    assert half.status == report.REFUSED_STATUS and "legacy default is accepted" in half.note
     calibration = entries["function_config.tensorrt.int8_calibration"]
-    assert calibration.status == _compat.REFUSED_STATUS and "accepted" not in calibration.note
+    assert calibration.status == report.REFUSED_STATUS and "accepted" not in calibration.note
     # every declared option is on the page, nested ones too
-    page = _compat.page()
-    for name, _ in _compat.walk_options(FunctionConfig):
+    page = report.page()
+    for name, _ in report.walk_options(FunctionConfig):
         assert f"| `{name}` |" in page
-    for name in _compat.session_options():
+    for name in report.session_options():
         assert f"| `{name}` |" in page
 
 
@@ -79,7 +79,7 @@ def test_refusals_are_real():
     with pytest.raises(ConfigError, match="not supported yet"):
         cfg.tensorrt.use_fp16(True)
     cfg.tensorrt.use_fp16(False)  # the legacy default, accepted as the page says
-    for name in _compat.REFUSED:  # options refuse with ConfigError; names without a flowjob form, NotImplementedError
+    for name in report.REFUSED:  # options refuse with ConfigError; names without a flowjob form, NotImplementedError
         reasons = r"Python plugin|TensorBoard does not read|no TensorRT backend|python -m oneflow launch"
         with pytest.raises((ConfigError, NotImplementedError), match=reasons):
             refused = _resolve(name)
@@ -112,14 +112,14 @@ def test_info_api_unknown_name_suggests(capsys):
 
 def test_info_api_missing_legacy_name(capsys, monkeypatch):
     # a legacy name the face lacks is answered as missing, not as unknown
-    monkeypatch.setattr(_compat, "legacy_names", lambda path=None: ["flow.not_here_yet"])
+    monkeypatch.setattr(report, "legacy_names", lambda path=None: ["flow.not_here_yet"])
     assert main(["info", "--api", "flow.not_here_yet"]) == 0
     assert capsys.readouterr().out.splitlines() == ["flow.not_here_yet: missing", "  legacy v0.3/v0.4 name"]
 
 
-def test_compat_writes_the_page(tmp_path, capsys):
+def test_the_compat_command_writes_the_page(tmp_path, capsys):
     target = tmp_path / "compatibility.md"
     assert main(["compat", "--write", str(target)]) == 0
-    assert target.read_text(encoding="utf-8") == _compat.page()
+    assert target.read_text(encoding="utf-8") == report.page()
     assert main(["compat"]) == 0
-    assert capsys.readouterr().out == _compat.page()
+    assert capsys.readouterr().out == report.page()

@@ -17,7 +17,8 @@ from google.protobuf import text_format
 import oneflow as flow
 import oneflow.core.serving.saved_model_pb2 as saved_model_pb
 import oneflow.typing as tp
-from oneflow import _attr_values
+from flowjob_serving import attr_values
+from flowjob_serving.digests import SavedModelWarning
 
 SHAPE = (4, 3, 6, 6)
 
@@ -74,7 +75,7 @@ def test_layout_on_disk(tmp_path: Path) -> None:
     _save(tmp_path / "m", version=3)
     assert sorted(os.listdir(tmp_path / "m")) == ["3"]  # nothing hidden left beside it
     version = tmp_path / "m" / "3"
-    assert sorted(os.listdir(version)) == ["saved_model.pb", "saved_model.prototxt", "variables"]
+    assert sorted(os.listdir(version)) == ["saved_model.pb", "saved_model.prototxt", "saved_model.sha256", "variables"]
     assert (version / "variables" / "snapshot_done").is_file()
     names = sorted(os.listdir(version / "variables"))
     assert any(n.endswith("-weight") for n in names) and "BatchNorm-moving_mean" in names
@@ -233,7 +234,10 @@ def test_load_refuses_what_is_not_there(tmp_path: Path) -> None:
         sess.launch()
     (tmp_path / "m" / "2" / "saved_model.pb").write_bytes(b"\xff\xff\xff")
     (tmp_path / "m" / "2" / "saved_model.prototxt").unlink()
-    with pytest.raises(SavedModelError, match="cannot read its meta file"):
+    with pytest.raises(SavedModelError, match="'saved_model.pb' does not match its digest"):
+        sess.load_saved_model(str(tmp_path / "m"))
+    (tmp_path / "m" / "2" / "saved_model.sha256").unlink()  # as a model from elsewhere: no digests
+    with pytest.raises(SavedModelError, match="cannot read its meta file"), pytest.warns(SavedModelWarning):
         sess.load_saved_model(str(tmp_path / "m"))
     sess.close()
 
@@ -245,8 +249,10 @@ def test_launch_refuses_a_checkpoint_without_the_variables(tmp_path: Path) -> No
             for file in entry.iterdir():
                 file.unlink()
             entry.rmdir()
+    (tmp_path / "m" / "1" / "saved_model.sha256").unlink()  # else the digests name the missing files at once
     sess = flow.serving.InferenceSession()
-    sess.load_saved_model(str(tmp_path / "m"))
+    with pytest.warns(SavedModelWarning, match="has no saved_model.sha256"):
+        sess.load_saved_model(str(tmp_path / "m"))
     with pytest.raises(CheckpointError, match="lacks .* variables .*Dense"):
         sess.launch()
     sess.close()
@@ -300,15 +306,15 @@ def test_train_jobs_are_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", [True, 3, -2**40, 0.1, float("inf"), "SAME", np.dtype(np.int32), (1, -1), (),
                                    None, (0.5, 2.0), ((0, 0), (1, 2)), [1, 2], {"a": (1,)}, "flowjob-literal:x"])
 def test_attribute_values_come_back(value: Any) -> None:
-    back = _attr_values.decode(_attr_values.encode(value, "op 'x', attribute 'a'"))
+    back = attr_values.decode(attr_values.encode(value, "op 'x', attribute 'a'"), "op 'x', attribute 'a'")
     assert back == value and type(back) is type(value)
 
 
 def test_attribute_values_that_cannot_be_saved() -> None:
     with pytest.raises(SavedModelError, match=r"op 'x', attribute 'a': the value array\(\[1\]\)"):
-        _attr_values.encode(np.array([1]), "op 'x', attribute 'a'")
+        attr_values.encode(np.array([1]), "op 'x', attribute 'a'")
     with pytest.raises(SavedModelError, match="nan"):
-        _attr_values.encode((float("nan"),), "op 'x', attribute 'a'")
+        attr_values.encode((float("nan"),), "op 'x', attribute 'a'")
 
 
 def test_two_graphs_and_defaults(tmp_path: Path) -> None:

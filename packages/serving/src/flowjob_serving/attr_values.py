@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import SavedModelError
-from flowjob_core.api.checkpoint import DATA_TYPES
+from flowjob_serving.checkpoints import DATA_TYPES
 
 import oneflow.core.common.data_type_pb2 as data_type_pb
 from oneflow.core.framework.user_op_attr_pb2 import AttrValue
 
 LITERAL = "flowjob-literal:"
+_LONGEST_LITERAL = 1 << 16  # a literal of an op's attribute; a longer text is refused before it is parsed
 _BY_NUMBER = {data_type_pb.DataType.Value(name): dtype for dtype, name in DATA_TYPES.items()}
 
 
@@ -43,25 +44,42 @@ def encode(value: Any, where: str) -> Any:
     return attr
 
 
-def decode(attr: Any) -> Any:
-    """The value an ``AttrValue`` holds (lists as tuples)."""
+def decode(attr: Any, where: str) -> Any:
+    """The value an ``AttrValue`` holds (lists as tuples); ``where`` names the model, op and attribute in the
+    ``SavedModelError`` a value that cannot be read raises (a crafted or damaged literal, an unknown dtype)."""
     member = attr.WhichOneof("value")
     if member is None:
-        raise SavedModelError("an attribute of the saved op list holds no value")
+        raise SavedModelError(f"{where}: the attribute holds no value")
     value = getattr(attr, member)
-    if member == "at_string":
-        return ast.literal_eval(value[len(LITERAL):]) if value.startswith(LITERAL) else value
-    if member == "at_data_type":
-        return _BY_NUMBER[value]
-    if member == "at_shape":
-        return tuple(value.dim)
-    if member == "at_list_data_type":
-        return tuple(_BY_NUMBER[v] for v in value.val)
-    if member == "at_list_shape":
-        return tuple(tuple(s.dim) for s in value.val)
+    try:
+        if member == "at_string":
+            return _read_literal(value[len(LITERAL):], where) if value.startswith(LITERAL) else value
+        if member == "at_data_type":
+            return _BY_NUMBER[value]
+        if member == "at_shape":
+            return tuple(value.dim)
+        if member == "at_list_data_type":
+            return tuple(_BY_NUMBER[v] for v in value.val)
+        if member == "at_list_shape":
+            return tuple(tuple(s.dim) for s in value.val)
+    except KeyError as exc:
+        raise SavedModelError(f"{where}: DataType {exc.args[0]} is not one flowjob runs; known: "
+                              f"{sorted(data_type_pb.DataType.Name(n) for n in _BY_NUMBER)}") from None
     if member.startswith("at_list_"):
         return tuple(value.val)
     return value
+
+
+def _read_literal(text: str, where: str) -> Any:
+    """A Python literal as ``_literal`` wrote it; anything else (a crafted or damaged text) is refused."""
+    if len(text) > _LONGEST_LITERAL:
+        raise SavedModelError(f"{where}: its literal is {len(text)} characters long; flowjob writes at most "
+                              f"{_LONGEST_LITERAL}")
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        raise SavedModelError(f"{where}: {text[:80]!r} is not a Python literal ({type(exc).__name__}: "
+                              f"{exc})") from None
 
 
 def _literal(value: Any, where: str) -> str:
@@ -74,4 +92,7 @@ def _literal(value: Any, where: str) -> str:
     if not same:
         raise SavedModelError(f"{where}: the value {text} ({type(value).__name__}) cannot be written to a saved "
                               f"model (booleans, numbers, strings, dtypes and Python literals can)")
+    if len(text) > _LONGEST_LITERAL:
+        raise SavedModelError(f"{where}: the value's literal is {len(text)} characters long; at most "
+                              f"{_LONGEST_LITERAL} can be saved")
     return text
