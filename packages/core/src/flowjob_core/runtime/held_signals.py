@@ -18,12 +18,13 @@ from __future__ import annotations
 import signal
 import threading
 
-try:  # the C functions: ``signal.getsignal``/``signal.signal`` convert to and from enums, 5-10 µs a call
-    import _signal as _handlers
-except ImportError:  # another interpreter
-    _handlers = signal  # type: ignore[no-redef]
 from types import FrameType, TracebackType
 from typing import Any, Callable
+
+try:  # the C functions: ``signal.getsignal``/``signal.signal`` convert to and from enums, 5-10 µs a call
+    import _signal as _handlers  # type: ignore[import-not-found]  # (no stub: CPython's C half of signal)
+except ImportError:  # another interpreter
+    _handlers = signal
 
 _STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
