@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import signal
 import threading
-
 from types import FrameType, TracebackType
 from typing import Any, Callable
 
 try:  # the C functions: ``signal.getsignal``/``signal.signal`` convert to and from enums, 5-10 µs a call
-    import _signal as _handlers  # type: ignore[import-not-found]  # (no stub: CPython's C half of signal)
+    import _signal as _c_signal  # type: ignore[import-not-found]  # (no stub: CPython's C half of signal)
 except ImportError:  # another interpreter
-    _handlers = signal
+    _c_signal = signal
 
 _STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
@@ -45,13 +44,17 @@ class HeldSignals:
     def hold(self) -> "HeldSignals":
         if threading.current_thread() is not threading.main_thread():
             return self
-        for signum in _STOP_SIGNALS:
-            handler = _handlers.getsignal(signum)
-            if not callable(handler) or isinstance(getattr(handler, "__self__", None), HeldSignals):
-                continue  # no Python handler, or held already by an outer hold
-            self._handlers[signum] = handler
-            _handlers.signal(signum, self._note)  # (a signal already pending goes to ``handler`` first)
-            self._saved.append(signum)
+        try:
+            for signum in _STOP_SIGNALS:
+                handler = _c_signal.getsignal(signum)
+                if not callable(handler) or isinstance(getattr(handler, "__self__", None), HeldSignals):
+                    continue  # no Python handler, or held already by an outer hold
+                self._handlers[signum] = handler
+                _c_signal.signal(signum, self._note)  # (a signal already pending goes to ``handler`` first)
+                self._saved.append(signum)
+        except BaseException:  # a pending signal's handler raised: put back what was replaced already
+            self.release()
+            raise
         return self
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
@@ -71,7 +74,7 @@ class HeldSignals:
         # one at a time: putting a handler back first runs what is pending, which may be noted here still
         while self._saved:
             signum = self._saved.pop()
-            _handlers.signal(signum, self._handlers[signum])
+            _c_signal.signal(signum, self._handlers[signum])
 
     def release(self) -> None:
         """Put the handlers back, then hand each noted signal to its handler, in arrival order."""
