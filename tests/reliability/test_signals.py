@@ -142,6 +142,29 @@ def test_ctrl_c_in_the_middle_of_the_updates_waits_for_the_step_end(tmp_path, ea
     assert steps_held(session_values()) == 4
 
 
+def test_ctrl_c_during_a_load_lets_it_assign_every_variable(tmp_path, monkeypatch):
+    train = define_train()
+    x = np.zeros(1, np.float32)
+    train(x)
+    train(x)
+    flow.train.CheckPoint().save(str(tmp_path / "two"))
+    train(x)
+    store = get_default_session().variables
+    real_assign, assigned = type(store).assign, []
+
+    def interrupted(self, name, value):
+        real_assign(self, name, value)
+        assigned.append(name)
+        if len(assigned) == 5:
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C a few variables into the load
+
+    monkeypatch.setattr(type(store), "assign", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        flow.train.CheckPoint().load(str(tmp_path / "two"))
+    assert sorted(assigned) == sorted(store.names())  # every variable, momentum and step counter included
+    assert steps_held(session_values()) == 2
+
+
 def test_a_program_handler_is_called_once_at_the_step_end():
     interrupter = Interrupter()
     train = define_train()
