@@ -2,12 +2,18 @@
 and MLP / LeNet training steps on 2 ranks x 1 BLAS thread against 1 process x 2 BLAS threads.
 
     python bench/mpi_scaling.py [--steps N] [--rounds R]     # prints the markdown table of bench/README.md
+    python bench/mpi_scaling.py --feed-check [--rounds R]    # what the step check's feed fingerprints cost
 
 Each measurement runs in its own processes (``mpiexec`` from the environment, as ``python -m oneflow
 launch``); the ``--role`` forms are those children. Times are medians over steps after warm-up, the
 median over rounds; rounds interleave the configurations so drift in the machine's speed hits all.
 Scaling efficiency is (1 process x 2 threads) / (2 ranks x 1 thread): above 1, the ranks are faster
 on the same two cores.
+
+``--feed-check``: the training steps on 2 ranks x 1 thread with the step check's fingerprints of the fed
+arrays (``FLOWJOB_MPI_FEED_CHECK=1``, the default) and without (``=0``), rounds interleaved, beside the
+time of the fingerprints alone (``flowjob_mpi.agreement.fingerprint`` on arrays of the fed shapes: the
+work the check adds to a step; its all-gather was there before and carries 30 bytes more an argument).
 """
 from __future__ import annotations
 
@@ -92,11 +98,50 @@ def role_step(workload: str, steps: int) -> None:
         print(json.dumps({"median_ms": 1e3 * statistics.median(times)}))
 
 
+def _fingerprints_us(reps: int = 200) -> float:
+    """Median time of fingerprinting one step's fed arrays (both workloads feed the same shapes)."""
+    import numpy as np
+    from flowjob_mpi.agreement import fingerprint
+
+    rng = np.random.default_rng(0)
+    images = rng.random((BATCH, 1, 28, 28), dtype=np.float32)
+    labels = rng.integers(0, 10, BATCH).astype(np.int32)
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fingerprint(images)
+        fingerprint(labels)
+        times.append(time.perf_counter() - t)
+    return 1e6 * statistics.median(times)
+
+
+def feed_check(rounds: int, steps: int | None) -> None:
+    step_ms: dict[tuple[str, str], list[float]] = {}
+    extra = ["--steps", str(steps)] if steps else []
+    for _ in range(rounds):
+        for workload in WORKLOADS:
+            for value in ("1", "0"):
+                os.environ["FLOWJOB_MPI_FEED_CHECK"] = value
+                got = _child(2, 1, "--role", "step", "--workload", workload, *extra)
+                step_ms.setdefault((workload, value), []).append(got["median_ms"])
+    os.environ.pop("FLOWJOB_MPI_FEED_CHECK")
+    alone = _fingerprints_us()
+    print(f"{os.cpu_count()} CPUs; {rounds} round(s); batch {BATCH}: images ({BATCH}, 1, 28, 28) float32 and labels "
+          f"({BATCH},) int32 fed on every rank\n")
+    print("| training step, 2 ranks x 1 thread | feed check on | off | difference | fingerprints alone |\n"
+          "|---|---|---|---|---|")
+    for workload in WORKLOADS:
+        on, off = (statistics.median(step_ms[(workload, v)]) for v in ("1", "0"))
+        print(f"| {workload} | {on:.2f} ms | {off:.2f} ms | {1e3 * (on - off):+.0f} µs | {alone:.0f} µs |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=None, help="steps timed per run (default per workload)")
     parser.add_argument("--reps", type=int, default=30, help="all-reduces timed per size")
+    parser.add_argument("--feed-check", action="store_true",
+                        help="time the steps with and without the step check's feed fingerprints instead")
     parser.add_argument("--role", choices=["allreduce", "step"], default=None, help=argparse.SUPPRESS)
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -104,6 +149,8 @@ def main() -> None:
         return role_allreduce(args.reps)
     if args.role == "step":
         return role_step(args.workload, args.steps or WORKLOADS[args.workload])
+    if args.feed_check:
+        return feed_check(args.rounds, args.steps)
 
     reduce_ms: dict[str, list[float]] = {str(s): [] for s in SIZES}
     configs = {"1 process x 2 threads": (0, 2), "2 ranks x 1 thread": (2, 1), "1 process x 1 thread": (0, 1)}

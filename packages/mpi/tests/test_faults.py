@@ -80,6 +80,23 @@ def test_debug_mode_names_an_argument_fed_differently_by_the_ranks():
     assert result.returncode != 0
     both = result.stdout + result.stderr
     assert "global function 'train', argument 'images': the ranks fed different arrays at step 1" in both
+    assert "argument 'labels'" not in both  # fed alike
+
+
+def test_ranks_feeding_different_batches_are_named_by_default(monkeypatch):
+    monkeypatch.delenv("FLOWJOB_MPI_FEED_CHECK", raising=False)
+    result = ranks(2, "feeds.py", "plain", timeout=60)
+    assert result.returncode != 0
+    assert "trained" not in result.stdout
+    both = result.stdout + result.stderr
+    assert ("global function 'train', argument 'images': the ranks fed different arrays at step 1: rank(s) [1] fed "
+            "other arrays than rank 0 (rank 0: float32(4, 3):") in both
+    assert "; rank 1: float32(4, 3):" in both
+    assert "argument 'labels'" not in both  # fed alike
+
+
+def test_the_feed_check_switched_off_lets_each_rank_train_on_its_rows(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_MPI_FEED_CHECK", "0")
     assert ok(ranks(2, "feeds.py", "plain", timeout=60)).stdout.split() == ["rank", "0", "trained"]
 
 

@@ -46,6 +46,10 @@ class Switches:
     mpi_gradients: str = _switch(
         "FLOWJOB_MPI_GRADIENTS", "",
         "flowjob-mpi's gradient all-reduce: nccl or mpi (unset: NCCL where every rank can)", choices=("nccl", "mpi"))
+    mpi_feed_check: bool = _switch(
+        "FLOWJOB_MPI_FEED_CHECK", True,
+        "flowjob-mpi's step check compares a fingerprint (CRC-32) of each array fed to a consistent-view argument "
+        "across the ranks (0: only in debug mode, which compares SHA-256 digests)")
     device: str = _switch("FLOWJOB_DEVICE", "", "force the device tag every job runs on (cpu, gpu, ...)")
     disable_plugin_autoload: bool = _switch(
         "FLOWJOB_DISABLE_PLUGIN_AUTOLOAD", False, "load no entry-point plugins, only core's built-ins")

@@ -7,19 +7,21 @@ kernel all-gathers a few bytes per step (the job's name, how many steps of it th
 of its collectives' shapes), so every rank sees the same answer and all stop together, with an error
 naming what each rank ran.
 
-In debug mode (``flow.config.enable_debug_mode(True)``) the check also reads the arrays fed to the
-consistent view's arguments, which every rank must feed alike (each then takes its own rows): a digest of
-each goes into the all-gather, and an argument fed differently is named. Off, nothing compares them: each
-rank trains on its rows of what it was fed.
+The arrays fed to the consistent view's arguments must be the same on every rank (each then takes its
+own rows): the check also compares a fingerprint of each (its dtype, shape and the CRC-32 of its bytes,
+one pass at memory speed; ``fingerprint``), and an argument fed differently is named with the ranks that
+fed what. ``FLOWJOB_MPI_FEED_CHECK=0`` turns that off (read when the job is planned). In debug mode
+(``flow.config.enable_debug_mode(True)``) the check compares SHA-256 digests instead, switch or not.
 """
 from __future__ import annotations
 
 import hashlib
+import zlib
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError, switches
 from flowjob_core.ir.job import Job, Node
 
 from flowjob_mpi.errors import MpiError
@@ -33,22 +35,40 @@ class RankMismatchError(MpiError):
     """The ranks of a data-parallel step run different jobs, or different steps of one job."""
 
 
+def fingerprint(array: Any) -> str:
+    """A fed array's fingerprint: dtype, shape and the CRC-32 of its bytes (``float32(4, 3):1c291ca3``)."""
+    host = np.ascontiguousarray(array)
+    return f"{host.dtype}{host.shape}:{zlib.crc32(host.reshape(-1).view(np.uint8)):08x}"
+
+
+def digest(array: Any) -> str:
+    """A fed array's SHA-256 digest (debug mode), its first 16 hex digits."""
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
+
+
+COMPARISONS: dict[str, Callable[[Any], str]] = {"fingerprint": fingerprint, "digest": digest}
+
+
 class StepAgreement:
-    """One job's check: ``check()`` once per step, before its first collective."""
+    """One job's check: ``check()`` once per step, before its first collective.
+
+    ``feeds`` names the arguments whose arrays ``check`` receives; ``compare`` is how they are compared
+    (a key of ``COMPARISONS``)."""
 
     def __init__(self, comm: Any, rank: int, job: str, layout: str, feeds: Sequence[str] = (),
-                 to_host: Callable[[Any], Any] = np.asarray) -> None:
+                 to_host: Callable[[Any], Any] = np.asarray, compare: str = "fingerprint") -> None:
         self.comm, self.rank, self.job, self.layout = comm, rank, job, layout
         self.feeds, self.to_host = tuple(feeds), to_host
+        self.summary = COMPARISONS[compare]
         self.steps = 0
 
     def check(self, *fed: Any) -> None:
         self.steps += 1
-        digests = tuple(hashlib.sha256(np.ascontiguousarray(self.to_host(a)).tobytes()).hexdigest()[:16]
-                        for a in fed)
+        summary, to_host = self.summary, self.to_host
+        summaries = tuple(summary(to_host(a)) for a in fed)
         mine = (self.job, self.steps, self.layout)
         WAITING.enter(f"the all-gather checking that every rank runs step {self.steps} of job {self.job!r}")
-        everyone = self.comm.allgather((mine, digests))
+        everyone = self.comm.allgather((mine, summaries))
         WAITING.leave()
         if any(other != mine for other, _ in everyone):
             ran = "; ".join(f"rank {r}: job {job!r} step {step} (collectives {layout})"
@@ -57,12 +77,24 @@ class StepAgreement:
                 f"the ranks of a data-parallel step run different things ({ran}); every rank must call the same "
                 f"job, with the same shapes, the same number of times (this is rank {self.rank})")
         for k, name in enumerate(self.feeds):
-            seen = [d[k] for _, d in everyone]
+            seen = [s[k] for _, s in everyone]
             if len(set(seen)) > 1:
                 raise RankMismatchError(
                     f"global function {self.job!r}, argument {name!r}: the ranks fed different arrays at step "
-                    f"{self.steps} (digests by rank: {seen}); in the consistent view every rank feeds the same "
-                    f"global batch and takes its own rows of it (debug mode compares them; this is rank {self.rank})")
+                    f"{self.steps}: {_fed_by(seen)}; in the consistent view every rank feeds the same global batch "
+                    f"and takes its own rows of it (this is rank {self.rank}; FLOWJOB_MPI_FEED_CHECK=0 stops "
+                    f"comparing them)")
+
+
+def _fed_by(seen: list[str]) -> str:
+    """``rank(s) [1] fed other arrays than rank 0 (ranks 0, 2: ...; rank 1: ...)``."""
+    groups: dict[str, list[int]] = {}
+    for rank, value in enumerate(seen):
+        groups.setdefault(value, []).append(rank)
+    others = [r for r, value in enumerate(seen) if value != seen[0]]
+    listed = "; ".join(f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}: {value}"
+                       for value, rs in groups.items())
+    return f"rank(s) {others} fed other arrays than rank 0 ({listed})"
 
 
 def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -70,12 +102,14 @@ def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
         raise ShapeError("mpi_step_check needs the attributes job and layout (strings)")
     if len(inputs) != len(attrs.get("feeds", ())):
         raise ShapeError(f"mpi_step_check: {len(inputs)} inputs, but feeds names {attrs.get('feeds', ())}")
+    if attrs.get("compare", "fingerprint") not in COMPARISONS:
+        raise ShapeError(f"mpi_step_check: compare must be one of {sorted(COMPARISONS)}, got {attrs['compare']!r}")
     return []
 
 
 def _kernel(ctx: KernelContext) -> Callable[..., None]:
     agreement = StepAgreement(world().comm, world().rank, ctx.attrs["job"], ctx.attrs["layout"],
-                              ctx.attrs.get("feeds", ()), ctx.backend.to_host)
+                              ctx.attrs.get("feeds", ()), ctx.backend.to_host, ctx.attrs.get("compare", "fingerprint"))
     return agreement.check
 
 
@@ -100,10 +134,12 @@ def add_step_check(job: Job, ctx: Any) -> None:
     layout = repr([_signature(job, n) for n in collectives])
     attrs: dict[str, Any] = {"job": job.name, "layout": hashlib.sha256(layout.encode()).hexdigest()[:16]}
     inputs: tuple[str, ...] = ()
-    if getattr(ctx.session.config, "debug_mode", False):
+    compare = "digest" if getattr(ctx.session.config, "debug_mode", False) else \
+        "fingerprint" if switches.current().mpi_feed_check else None
+    if compare is not None:
         split = {i for n in job.nodes if n.op == "mpi_split" for i in n.inputs}
         fed = [p for p in job.placeholders if p.lbn in split]  # the consistent view's global batches
-        inputs, attrs["feeds"] = tuple(p.lbn for p in fed), [p.param or p.name for p in fed]
+        inputs, attrs["feeds"], attrs["compare"] = tuple(p.lbn for p in fed), [p.param or p.name for p in fed], compare
     # after the nodes that make what it reads (the feeds), before the first collective
     made = {lbn: i for i, n in enumerate(job.nodes) for lbn in n.outputs}
     first = max((made[lbn] + 1 for lbn in inputs), default=0)

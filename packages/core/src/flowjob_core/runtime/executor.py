@@ -8,13 +8,23 @@ next synchronous point (a waited-for result, ``sync``, close). A synchronous cal
 such an error kept when its turn comes raises it instead of running: its own work is neither
 done on a state the failure left nor lost silently. Each kept error carries a note naming the
 call it came from (``call #3 of global function 'train'``).
+
+Signals (Ctrl-C): a call is counted as outstanding in the same step, held from stop signals, as it
+is queued or started, so a ``KeyboardInterrupt`` raised while the caller waits for room in the queue
+leaves no call counted that never runs (``sync`` and close would wait for it for ever). A step run in
+the main thread holds the stop signals until its compute ends (``held_signals``): its updates are
+all written or none. Steps take turns with ``between_steps`` fairly (``step_gate``).
 """
 from __future__ import annotations
 
-import queue
+import collections
 import threading
 from typing import Any, Callable, ContextManager
 
+from flowjob_core.runtime.held_signals import HeldSignals, NothingHeld
+from flowjob_core.runtime.step_gate import StepGate
+
+_NOTHING_HELD = NothingHeld()
 
 
 class PendingCall:
@@ -117,11 +127,14 @@ class Executor:
                  max_in_flight: int = 8) -> None:
         self._report_error = report_error
         self._raise_pending = raise_pending
-        self._queue: queue.Queue = queue.Queue(maxsize=max_in_flight)
+        self._max_queued = max_in_flight
+        self._queued: collections.deque = collections.deque()  # (compute, deliver, pending), None: stop
         self._cond_lock = threading.Lock()  # taken directly (a C call) where nothing waits or notifies
         self._cond = threading.Condition(self._cond_lock)
+        self._room = threading.Condition(self._cond_lock)  # the queue has room
+        self._ready = threading.Condition(self._cond_lock)  # the queue has an item
         self._outstanding = 0
-        self._run_lock = threading.RLock()
+        self._gate = StepGate()
         self._worker: threading.Thread | None = None
         self._local = threading.local()
         self._closed = False
@@ -144,6 +157,8 @@ class Executor:
             raise RuntimeError("the session is closed; flow.clear_default_session() made a new one")
         worker = self._worker
         in_worker = worker is not None and threading.current_thread() is worker
+        pending = PendingCall(self, what, wait)
+        held = HeldSignals()
         with self._cond:
             if self._sync_waiters and not in_worker and not getattr(self._local, "depth", 0):
                 # another thread's sync waits for the calls made so far: a new call from outside any call waits
@@ -151,42 +166,56 @@ class Executor:
                 # (a call's own callbacks and handlers go on: the sync may be waiting for that very call)
                 self._cond.wait_for(lambda: not self._sync_waiters)
             inline = in_worker or (wait and self._outstanding == 0)
+            if not inline:
+                while len(self._queued) >= self._max_queued:  # a caller blocks instead of memory growing
+                    self._room.wait()
+            # nothing is counted before here, so an interrupt while waiting leaves no trace; from here the
+            # count and the hand-over (the queue, or the inline step's end) are one step to a signal
+            held.hold()
             self._outstanding += 1
             self._calls += 1
-            number = self._calls
-        pending = PendingCall(self, f"call #{number} of {what}", wait)
+            pending.label = f"call #{self._calls} of {what}"
+            if not inline:
+                if self._worker is None:
+                    self._worker = threading.Thread(target=self._loop, name="flowjob-executor", daemon=True)
+                    self._worker.start()
+                self._queued.append((compute, deliver, pending))
+                self._ready.notify()
         if inline:
             # a callback calling a job must not wait for the worker that runs it
-            self._execute(compute, deliver, pending)
+            self._execute(compute, deliver, pending, held)
         else:
-            self._ensure_worker()
-            self._queue.put((compute, deliver, pending))
+            held.release()  # the call is queued: a signal noted meanwhile is raised here
         return pending
-
-    def _ensure_worker(self) -> None:
-        with self._cond:
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._loop, name="flowjob-executor", daemon=True)
-                self._worker.start()
 
     def _loop(self) -> None:
         while True:
-            item = self._queue.get()
+            with self._cond_lock:
+                while not self._queued:
+                    self._ready.wait()
+                item = self._queued.popleft()
+                self._room.notify()
             if item is None:
                 return
             self._execute(*item)
 
-    def _execute(self, compute: Callable[[], Any], deliver: Callable[[Any], Any], pending: PendingCall) -> None:
+    def _execute(self, compute: Callable[[], Any], deliver: Callable[[Any], Any], pending: PendingCall,
+                 held: HeldSignals | NothingHeld = _NOTHING_HELD) -> None:
+        """Run one counted call; ``held``: the stop signals held since it was counted (inline in the main
+        thread), released once its compute ends, so a signal noted meanwhile is raised after the updates."""
         local = self._local
         depth = getattr(local, "depth", 0)
         local.depth = depth + 1
         outer, local.current = getattr(local, "current", None), pending
         try:
             try:
-                if pending._sync:
-                    self._raise_kept_before(pending)
-                with self._run_lock:
-                    raw = compute()
+                try:
+                    if pending._sync:
+                        self._raise_kept_before(pending)
+                    with self._gate.step():
+                        raw = compute()
+                finally:
+                    held.release()
                 values = deliver(raw)
                 error = None
             except BaseException as exc:  # delivered to the caller or kept for the next sync point
@@ -203,10 +232,12 @@ class Executor:
                     self._cond.notify_all()
 
     def between_steps(self) -> ContextManager[Any]:
-        """Hold every step off while the body runs (the run lock each step's compute takes), so what the
+        """Hold every step off while the body runs (the lock each step's compute takes), so what the
         body reads or writes of the session's state is of one point between two steps, whichever
-        thread runs them. Re-entrant: a step's own thread may hold it."""
-        return self._run_lock
+        thread runs them. Waits for at most the step in progress, however fast another thread calls
+        steps (``step_gate``); in the main thread the body is held from stop signals, so a load's
+        assignments are all made or none. Re-entrant: a step's own thread may hold it."""
+        return _BetweenSteps(self._gate)
 
     # errors ---------------------------------------------------------------
     def report(self, exc: BaseException) -> None:
@@ -292,9 +323,36 @@ class Executor:
         self.sync()
         self._closed = True
         if self._worker is not None:
-            self._queue.put(None)
+            with self._cond_lock:
+                self._queued.append(None)
+                self._ready.notify()
             if threading.current_thread() is not self._worker:
                 self._worker.join(timeout=5)
+
+
+class _BetweenSteps:
+    """The gate's time between steps, and in it the stop signals held (taken after the wait for the gate,
+    so a signal still stops a thread waiting for a long step)."""
+
+    __slots__ = ("_between", "_held")
+
+    def __init__(self, gate: StepGate) -> None:
+        self._between = gate.between_steps()
+        self._held = HeldSignals()
+
+    def __enter__(self) -> None:
+        self._between.__enter__()
+        try:
+            self._held.hold()
+        except BaseException:  # a signal pending from before the hold
+            self._between.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            self._held.release()
+        finally:
+            self._between.__exit__(None, None, None)
 
 
 def _note(exc: BaseException, text: str) -> None:
