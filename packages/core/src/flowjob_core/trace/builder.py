@@ -9,12 +9,14 @@ import sys
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from flowjob_core.ir import layout as ir_layout
 from flowjob_core.ir import naming
 from flowjob_core.trace import scope
 from flowjob_core.ir.bindings import Bindings
 from flowjob_core.trace.blob import Blob
 from flowjob_core.errors import FlowjobError, OpBuildError, OutsideJobError, VariableError
 from flowjob_core.ir.job import BlobSpec, Intent, Job, Node, Placeholder, VariableDef
+from flowjob_core.runtime.world import world_of
 
 if TYPE_CHECKING:
     from flowjob_core.plugins.registry import Registries
@@ -157,27 +159,50 @@ class JobBuilder:
         return blob
 
     def add_variable(self, name: str, spec: BlobSpec, initializer: Any = None, trainable: bool = True,
-                     reuse: bool = True, regularizer: Any = None, model_name: str | None = None) -> Blob:
-        """The variable ``name`` (namespaced already): one per session, shared by every job using the name."""
+                     reuse: bool = True, regularizer: Any = None, model_name: str | None = None,
+                     layout: Any = None) -> Blob:
+        """The variable ``name`` (namespaced already): one per session, shared by every job using the name.
+
+        ``layout`` (``flowjob_core.ir.layout``): how it lies over the ranks; split over several ranks, the session
+        holds only this rank's piece. A variable keeps the layout it was first declared with."""
         known = self._variable_blobs.get(name)
         if known is not None:
             if not reuse:
                 raise VariableError(f"job {self.job.name!r}: variable {name!r} already exists in this job")
             self._check_same(name, self.job.variables[name].spec, spec)
+            self._check_layout(name, self.job.layouts.get(known.lbn), layout)
             return known
-        stored = self.session.variables.declare(name, spec, initializer, trainable, regularizer, model_name)
-        self._check_same(name, stored.spec, spec)
+        shard = None
+        if layout is not None and name not in self.session.variables:
+            world = world_of(self.session)
+            try:
+                shard = ir_layout.shard_of(layout, spec, world.rank, world.size,
+                                           f"job {self.job.name!r}, variable {name!r} ({layout})")
+            except ValueError as exc:
+                raise VariableError(f"{exc}; legacy split variables evenly") from None
+        stored = self.session.variables.declare(name, spec, initializer, trainable, regularizer, model_name,
+                                                layout, shard)
+        if spec != stored.local_spec:  # a split variable's slot is asked for in its shard's shape
+            self._check_same(name, stored.spec, spec)
+        self._check_layout(name, stored.layout, layout)
         # trainable is this job's own word, as in legacy (each job's variable op had its flag): a predict job
         # declaring the variable first with trainable=False must not freeze it for a later train job
         penalty = self.bindings.add(stored.regularizer) if stored.regularizer is not None else None
-        vdef = VariableDef(name, stored.spec, describe_initializer(stored.initializer), trainable,
+        vdef = VariableDef(name, spec, describe_initializer(stored.initializer), trainable,
                            f"{name}/out", penalty, stored.model_name)
         self.job.variables[name] = vdef
         (blob,) = self.add_op("variable", [], {"name": name, "shape": spec.shape, "dtype": spec.dtype},
                               scoped_name=name, source=user_source(2))
         blob.batch_axis = None
+        if stored.layout is not None:
+            self.job.layouts[blob.lbn] = stored.layout
         self._variable_blobs[name] = blob
         return blob
+
+    def _check_layout(self, name: str, have: Any, want: Any) -> None:
+        if want is not None and have != want:
+            raise VariableError(f"job {self.job.name!r}: variable {name!r} exists with layout {have or 'auto'}, "
+                                f"requested {want}")
 
     def _check_same(self, name: str, have: BlobSpec, want: BlobSpec) -> None:
         if have != want:

@@ -1,0 +1,217 @@
+"""Pass ``mpi-boxing`` (phase ``update``, before ``optimizer``): the consistent view of a job whose body declared
+layouts (a variable ``get_variable(..., distribute=flow.distribute.split(axis))``, ``blob.with_distribute``).
+
+It runs after autodiff, on the whole logical graph (forward and backward), as legacy chose SBP signatures for
+the complete job: so a boxing node never needs a gradient of its own. In job order, each value gets a layout
+(``flowjob_core.ir.layout``): a placeholder is broadcast (every rank feeds the same global batch), a variable
+has its declared layout (broadcast by default), and each op takes the signature of its record
+(``OpDef.layouts``) that moves the fewest bytes to bring its inputs to the layouts the signature needs, plus, for
+a variable's gradient, to its variable's layout; ties go to the signature the record lists first. Where an
+input's layout differs, boxing nodes convert it:
+
+    S(a) -> B   mpi_allgather along a            P -> B      mpi_allreduce (weight 1)
+    B -> S(a)   mpi_split: this rank's slice      P -> S(a)   mpi_allreduce, then mpi_split
+    S(a) -> S(b)  mpi_allgather, then mpi_split
+
+Each node is then inferred again on this rank's pieces (a split variable's node holds its shard's shape), and a
+signature computed by another record (``Signature.local_op``) becomes that record's node with ``shard_start`` /
+``shard_stop``. Every value of the job keeps its layout in ``Job.layouts`` (``python -m oneflow dump`` shows it).
+Gradients are boxed to their variable's layout, so the optimizer updates each rank's shard with its shard's
+gradient; its slots (momentum, ...) are split the same way (``split_slots``, after the optimizer). Every value
+not split nor partial is computed whole and alike on every rank, so no gradient all-reduce follows (the data
+parallel passes, ``mpi-split`` and ``mpi-allreduce``, leave such a job alone).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from flowjob_core import BlobSpec
+from flowjob_core.ir.job import Job, Node
+from flowjob_core.ir.layout import (
+    BROADCAST, PARTIAL_SUM, Layout, Signature, boxing_bytes, shard_of, signatures_of)
+from flowjob_core.trace.builder import JobBuilder
+
+from flowjob_mpi.errors import MpiError
+from flowjob_mpi.world import world
+
+
+def laid_out(job: Job) -> bool:
+    """Whether the job declared layouts: the boxing pass, not the data-parallel passes, spreads it over ranks."""
+    return bool(job.layouts)
+
+
+def box_layouts(job: Job, ctx: Any) -> None:
+    """The pass: see the module docstring."""
+    w = world()
+    if w.size == 1 or not laid_out(job):
+        return
+    _Boxing(job, ctx, w.rank, w.size).run()
+
+
+class _Boxing:
+    def __init__(self, job: Job, ctx: Any, rank: int, ranks: int) -> None:
+        self.job, self.ctx, self.rank, self.ranks = job, ctx, rank, ranks
+        self.ops = ctx.registries.ops
+        self.store = ctx.session.variables
+        self.logical = dict(job.specs)
+        self.declared = dict(job.layouts)
+        self.have: dict[str, Layout] = {}
+        self.boxed: dict[tuple[str, Layout], str] = {}
+        self.builder = JobBuilder(job, ctx.session, bindings=ctx.bindings)
+        self.variable_of = {v.lbn: name for name, v in job.variables.items()}
+        self.wanted = {grad: self._variable_layout(name) for name, grad in ctx.variable_grads.items()}
+
+    def _variable_layout(self, name: str) -> Layout:
+        return self.declared.get(self.job.variables[name].lbn, BROADCAST)
+
+    def run(self) -> None:
+        job = self.job
+        nodes, job.nodes = job.nodes, []  # boxing nodes the builder appends land right before their reader
+        renamed: dict[str, str] = {}
+        for node in nodes:
+            node = dataclasses.replace(node, inputs=tuple(renamed.get(x, x) for x in node.inputs))
+            if node.op == "variable":
+                self._variable(node)
+                continue
+            if node.op == "input":
+                job.nodes.append(node)
+                layouts: Sequence[Layout] = [BROADCAST]  # every rank is fed the same global batch
+            else:
+                layouts = self._place(node)
+            for lbn, layout in zip(node.outputs, layouts):
+                self.have[lbn] = job.layouts[lbn] = layout
+                hint = self.declared.get(lbn)
+                if hint is not None and hint != layout:  # blob.with_distribute: its readers see that layout
+                    renamed[lbn] = self.convert(lbn, hint, f"{self._where(node)}, output {lbn!r}")
+        for name, grad in list(self.ctx.variable_grads.items()):
+            self.ctx.variable_grads[name] = self.convert(
+                grad, self._variable_layout(name), f"global function {job.name!r}, the gradient of variable {name!r}")
+
+    def _where(self, node: Node) -> str:
+        return f"global function {self.job.name!r}, op {node.name!r} ({node.op})" + (
+            f" at {node.source}" if node.source else "")
+
+    def _variable(self, node: Node) -> None:
+        (lbn,) = node.outputs
+        name = node.attrs["name"]
+        stored = self.store[name]
+        layout = stored.layout or BROADCAST
+        if layout == PARTIAL_SUM:
+            raise MpiError(f"global function {self.job.name!r}: variable {name!r} cannot be declared as partial sums")
+        if stored.shard is not None:
+            local = stored.local_spec
+            node = dataclasses.replace(node, attrs={**node.attrs, "shape": local.shape})
+            self.job.specs[lbn] = local
+            self.job.variables[name] = dataclasses.replace(self.job.variables[name], spec=local)
+        self.job.nodes.append(node)
+        self.have[lbn] = self.job.layouts[lbn] = layout
+
+    def _place(self, node: Node) -> tuple[Layout, ...]:
+        opdef = self.ops[node.op]
+        where = self._where(node)
+        ins = [self.logical[x] for x in node.inputs]
+        outs = [self.logical[x] for x in node.outputs]
+        try:
+            candidates = [s for s in signatures_of(opdef, ins, outs, node.attrs) if self._even(s, ins, outs)]
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise MpiError(f"{where}: its layout rule failed: {exc}") from None
+        have = [self.have[x] for x in node.inputs]
+        sig = self._choose(candidates, have, ins, outs, [self.wanted.get(x) for x in node.outputs])
+        inputs = tuple(self.convert(x, want, f"{where}, input {x!r}") for x, want in zip(node.inputs, sig.inputs))
+        op, attrs = node.op, node.attrs
+        if sig.local_op is not None:
+            k = next(i for i, layout in enumerate(sig.inputs) if layout.is_split)
+            piece = shard_of(sig.inputs[k], ins[k], self.rank, self.ranks, where)
+            assert piece is not None
+            op, attrs = sig.local_op, {**attrs, "shard_start": piece.start, "shard_stop": piece.stop}
+        try:
+            local = tuple(self.ops[op].infer(tuple(self.job.specs[x] for x in inputs), attrs))
+        except Exception as exc:  # ShapeError and the plain checks the records make
+            raise MpiError(f"{where}: cannot run under the layouts {sig} on this rank's pieces "
+                           f"{[self.job.specs[x].shape for x in inputs]}: {exc}") from None
+        for lbn, spec in zip(node.outputs, local):
+            self.job.specs[lbn] = spec
+        self.job.nodes.append(dataclasses.replace(node, op=op, inputs=inputs, attrs=attrs))
+        return sig.outputs
+
+    def _even(self, sig: Signature, ins: Sequence[BlobSpec], outs: Sequence[BlobSpec]) -> bool:
+        """Whether every split of the signature divides its axis evenly over the ranks."""
+        pairs = list(zip(sig.inputs, ins)) + list(zip(sig.outputs, outs))
+        return all(not layout.is_split or (layout.axis is not None and layout.axis < len(spec.shape)
+                                           and spec.shape[layout.axis] % self.ranks == 0)
+                   for layout, spec in pairs)
+
+    def _choose(self, candidates: Sequence[Signature], have: Sequence[Layout], ins: Sequence[BlobSpec],
+                outs: Sequence[BlobSpec], wanted: Sequence[Layout | None]) -> Signature:
+        best, best_cost = candidates[-1], float("inf")
+        for sig in candidates:
+            cost = sum(boxing_bytes(h, w, s, self.ranks) for h, w, s in zip(have, sig.inputs, ins))
+            cost += sum(boxing_bytes(got, want, s, self.ranks)
+                        for got, want, s in zip(sig.outputs, wanted, outs) if want is not None)
+            if cost < best_cost:
+                best, best_cost = sig, cost
+        return best
+
+    def convert(self, lbn: str, want: Layout, where: str) -> str:
+        """``lbn`` laid out as ``want``: itself, or the output of the boxing nodes that make it so."""
+        have = self.have[lbn]
+        if have == want:
+            return lbn
+        known = self.boxed.get((lbn, want))
+        if known is not None:
+            return known
+        if want == PARTIAL_SUM:
+            raise MpiError(f"{where}: a value laid out {have} cannot be made partial sums")
+        logical = self.logical[lbn]
+        stem = f"{lbn.split('/', 1)[0]}-boxing"
+        value = lbn
+        if have == PARTIAL_SUM:
+            value = self._add("mpi_allreduce", value, {"weight": 1.0}, stem, logical)
+        elif have.is_split:
+            count = logical.shape[int(have.axis or 0)] // self.ranks
+            value = self._add("mpi_allgather", value, {"axis": have.axis, "counts": [count] * self.ranks}, stem,
+                              logical)
+        if value != lbn:
+            self.have[value] = self.job.layouts[value] = BROADCAST
+        if want.is_split:
+            piece = shard_of(want, logical, self.rank, self.ranks, where)
+            assert piece is not None
+            value = self._add("mpi_split", value, {"axis": piece.axis, "start": piece.start,
+                                                   "count": piece.stop - piece.start}, stem, logical)
+        self.have[value] = self.job.layouts[value] = want
+        self.boxed[(lbn, want)] = value
+        return value
+
+    def _add(self, op: str, lbn: str, attrs: dict, stem: str, logical: BlobSpec) -> str:
+        (out,) = self.builder.add_op(op, [self.builder.blob(lbn)], attrs, scoped_name=self.builder.local_name(stem),
+                                     source="flowjob-mpi boxing")
+        self.logical[out.lbn] = logical
+        return out.lbn
+
+
+def split_slots(job: Job, ctx: Any) -> None:
+    """Pass ``mpi-split-slots`` (phase ``update``, after ``optimizer``): an optimizer's slots of a split variable
+    (its momentum, Adam's moments: the update op's other in-place inputs) are split the same way. The optimizer made
+    them in the shape of the shard it updates; the session now holds each as that shard of the whole slot, so
+    checkpoints keep the whole slot."""
+    if world().size == 1 or not laid_out(job):
+        return
+    store, ops = ctx.session.variables, ctx.registries.ops
+    names = {v.lbn: name for name, v in job.variables.items()}
+    for node in job.nodes:
+        mutated = ops[node.op].mutates
+        owner = names.get(node.inputs[0]) if mutated[:1] == (0,) and node.inputs else None
+        if owner is None or store[owner].shard is None:
+            continue
+        variable = store[owner]
+        for k in mutated[1:]:
+            slot = names.get(node.inputs[k])
+            if slot is None:
+                continue
+            if store[slot].shard is None:
+                if store[slot].spec != variable.local_spec:
+                    raise MpiError(f"global function {job.name!r}: slot {slot!r} of split variable {owner!r} has shape "
+                                   f"{store[slot].spec.shape}, not the shard's {variable.local_spec.shape}")
+                store.hold_as_shard(slot, variable.layout, variable.spec, variable.shard)
+            job.layouts[node.inputs[k]] = variable.layout
