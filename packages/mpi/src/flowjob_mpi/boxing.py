@@ -63,7 +63,7 @@ class _Boxing:
         self.wanted = {grad: self._variable_layout(name) for name, grad in ctx.variable_grads.items()}
 
     def _variable_layout(self, name: str) -> Layout:
-        return self.declared.get(self.job.variables[name].lbn, BROADCAST)
+        return self.store[name].layout or BROADCAST  # a hint on its blob (with_distribute) is boxed after it
 
     def run(self) -> None:
         job = self.job
@@ -72,11 +72,10 @@ class _Boxing:
         for node in nodes:
             node = dataclasses.replace(node, inputs=tuple(renamed.get(x, x) for x in node.inputs))
             if node.op == "variable":
-                self._variable(node)
-                continue
-            if node.op == "input":
+                layouts: Sequence[Layout] = [self._variable(node)]
+            elif node.op == "input":
                 job.nodes.append(node)
-                layouts: Sequence[Layout] = [BROADCAST]  # every rank is fed the same global batch
+                layouts = [BROADCAST]  # every rank is fed the same global batch
             else:
                 layouts = self._place(node)
             for lbn, layout in zip(node.outputs, layouts):
@@ -92,7 +91,7 @@ class _Boxing:
         return f"global function {self.job.name!r}, op {node.name!r} ({node.op})" + (
             f" at {node.source}" if node.source else "")
 
-    def _variable(self, node: Node) -> None:
+    def _variable(self, node: Node) -> Layout:
         (lbn,) = node.outputs
         name = node.attrs["name"]
         stored = self.store[name]
@@ -105,7 +104,7 @@ class _Boxing:
             self.job.specs[lbn] = local
             self.job.variables[name] = dataclasses.replace(self.job.variables[name], spec=local)
         self.job.nodes.append(node)
-        self.have[lbn] = self.job.layouts[lbn] = layout
+        return layout
 
     def _place(self, node: Node) -> tuple[Layout, ...]:
         opdef = self.ops[node.op]
@@ -121,8 +120,9 @@ class _Boxing:
         inputs = tuple(self.convert(x, want, f"{where}, input {x!r}") for x, want in zip(node.inputs, sig.inputs))
         op, attrs = node.op, node.attrs
         if sig.local_op is not None:
-            k = next(i for i, layout in enumerate(sig.inputs) if layout.is_split)
-            piece = shard_of(sig.inputs[k], ins[k], self.rank, self.ranks, where)
+            # the piece of the first split input, else of the first split output (a gradient into a split table)
+            layout, spec = next((lay, s) for lay, s in [*zip(sig.inputs, ins), *zip(sig.outputs, outs)] if lay.is_split)
+            piece = shard_of(layout, spec, self.rank, self.ranks, where)
             assert piece is not None
             op, attrs = sig.local_op, {**attrs, "shard_start": piece.start, "shard_stop": piece.stop}
         try:

@@ -170,7 +170,7 @@ class JobBuilder:
             if not reuse:
                 raise VariableError(f"job {self.job.name!r}: variable {name!r} already exists in this job")
             self._check_same(name, self.job.variables[name].spec, spec)
-            self._check_layout(name, self.job.layouts.get(known.lbn), layout)
+            self._check_layout(name, self.session.variables[name].layout, layout)
             return known
         shard = None
         if layout is not None and name not in self.session.variables:

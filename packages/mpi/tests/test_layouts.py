@@ -1,0 +1,76 @@
+"""The consistent view with declared layouts: a model whose embedding table is split by rows and whose hidden layer
+is split by columns trains on 2 ranks with one process's losses, each rank holding half of each split variable;
+its checkpoints keep the whole variables and load across rank counts."""
+import numpy as np
+import pytest
+
+from flowjob_core.testing.modules import sibling
+
+ok, ranks = sibling(__file__, "mpirun").ok, sibling(__file__, "mpirun").ranks
+SPLIT = {"embedding": 0, "hidden-weight": 1, "hidden-bias": 0}
+WHOLE = {"embedding": (64, 4), "hidden-weight": (12, 6), "hidden-bias": (6,), "out-weight": (6, 1)}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(one process's folder, 2 ranks' folder): 3 steps of SGD with momentum each, saved to <folder>/model."""
+    folders = []
+    for n in (0, 2):
+        out = tmp_path_factory.mktemp(f"ranks{n}")
+        ok(ranks(n, "model_parallel.py", 3, out, "momentum", "-", out / "model", timeout=120))
+        folders.append(out)
+    return folders
+
+
+def test_two_ranks_train_like_one_process_holding_half_of_each_split_variable(trained):
+    one, two = trained
+    want, got = dict(np.load(one / "result.npz")), dict(np.load(two / "result.npz"))
+    assert sorted(got) == sorted(want)
+    for name in want:  # the losses, and the whole variables and momenta gathered by the save
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    for r in range(2):
+        held = dict(np.load(two / f"rank{r}.npz"))
+        for name, shape in WHOLE.items():
+            half = list(shape)
+            if name in SPLIT:
+                half[SPLIT[name]] //= 2
+            assert list(held[name]) == half, (name, r)
+            assert list(held[f"{name}-momentum"]) == half, (name, r)  # the optimizer's slot is split alike
+    alone = dict(np.load(one / "rank0.npz"))
+    assert {name: list(alone[name]) for name in WHOLE} == {name: list(shape) for name, shape in WHOLE.items()}
+
+
+def test_the_dump_shows_layouts_and_boxing_nodes(trained):
+    text = (trained[1] / "dump.txt").read_text()
+    assert "variable embedding: (32, 4):float32 S(0)" in text
+    assert "variable hidden-weight: (12, 3):float32 S(1)" in text
+    assert "variable out-weight: (6, 1):float32 B" in text
+    assert "variable embedding-momentum: (32, 4):float32 S(0)" in text
+    assert "P = sharded_gather(embedding/out, Input_0/out) {axis=0, shard_start=0, shard_stop=32}" in text
+    assert "(32, 4):float32 S(0) = sharded_gather_grad(" in text  # the table's gradient is only its rows
+    assert "= mpi_allreduce(" in text and "= mpi_allgather(" in text and "= mpi_split(" in text
+    assert "mpi_allreduce_start" not in text  # no data-parallel gradient all-reduce
+
+
+def test_a_checkpoint_saved_on_two_ranks_loads_in_one_process_and_back(trained, tmp_path):
+    one, two = trained
+    for name, shape in WHOLE.items():  # legacy's layout: the whole variable in <name>/out
+        stored = np.fromfile(two / "model" / name / "out", dtype=np.float32)
+        assert stored.size == int(np.prod(shape)), name
+    from_two, from_one = tmp_path / "from_two", tmp_path / "from_one"
+    from_two.mkdir()
+    from_one.mkdir()
+    ok(ranks(0, "model_parallel.py", 2, from_two, "momentum", two / "model", timeout=120))
+    ok(ranks(2, "model_parallel.py", 2, from_one, "momentum", one / "model", from_one / "model", timeout=120))
+    want, got = dict(np.load(from_two / "result.npz")), dict(np.load(from_one / "result.npz"))
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    first = dict(np.load(one / "result.npz"))["losses"]
+    assert not np.allclose(want["losses"], first[:2])  # training went on from the checkpoint, not from the start
+
+
+def test_an_uneven_split_variable_is_an_error_naming_job_and_variable(tmp_path):
+    result = ranks(2, "layout_errors.py", "uneven", timeout=60)
+    assert result.returncode != 0
+    assert "VariableError" in result.stderr
+    assert "job 'uneven_job', variable 'table' (S(0))" in result.stderr and "does not split evenly" in result.stderr
