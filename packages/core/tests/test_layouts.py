@@ -63,7 +63,7 @@ def test_declared_layouts_are_recorded_printed_and_verified():
     builder = JobBuilder(traced, session)
     with builder.activate():
         table = get_variable("table", (6, 2), distribute=distribute.split(0))
-        weight = get_variable("weight", (2, 3), distribute=distribute.broadcast())
+        get_variable("weight", (2, 3), distribute=distribute.broadcast())
         plain = get_variable("plain", (3,))
         table.with_split_distribute(1)
     assert traced.layouts == {"table/out": split(1), "weight/out": BROADCAST}

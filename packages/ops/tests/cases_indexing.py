@@ -253,7 +253,46 @@ def dim_gather_grad_ref(dy: np.ndarray, index: np.ndarray, dim: int, shape: tupl
     return out
 
 
+def _sharded_table(draw: Draw) -> tuple[int, int, int, np.ndarray]:
+    """(rows of the whole table, this piece's start and stop, indices into the whole table)."""
+    rows = draw(st.integers(2, 6))
+    start = draw(st.integers(0, rows - 1))
+    stop = draw(st.integers(start + 1, rows))
+    ids = np.array(draw(st.lists(st.integers(0, rows - 1), min_size=1, max_size=5)), dtype=np.int32)
+    return rows, start, stop, ids
+
+
+def sharded_gather_case(draw: Draw) -> Case:
+    rows, start, stop, ids = _sharded_table(draw)
+    return [_array(draw, (stop - start, 3)), ids], {"axis": 0, "shard_start": start, "shard_stop": stop}
+
+
+def sharded_gather_ref(piece: np.ndarray, ids: np.ndarray, axis: int, shard_start: int, shard_stop: int) -> np.ndarray:
+    out = np.zeros(ids.shape + piece.shape[1:], piece.dtype)
+    for k, i in enumerate(ids):
+        if shard_start <= i < shard_stop:
+            out[k] = piece[i - shard_start]
+    return out
+
+
+def sharded_gather_grad_case(draw: Draw) -> Case:
+    rows, start, stop, ids = _sharded_table(draw)
+    return [ids, _array(draw, ids.shape + (3,))], {"axis": 0, "shape": (rows, 3), "shard_start": start,
+                                                    "shard_stop": stop}
+
+
+def sharded_gather_grad_ref(ids: np.ndarray, dy: np.ndarray, axis: int, shape: tuple[int, ...], shard_start: int,
+                            shard_stop: int) -> np.ndarray:
+    out = np.zeros((shard_stop - shard_start,) + tuple(shape[1:]), dy.dtype)
+    for k, i in enumerate(ids):
+        if shard_start <= i < shard_stop:
+            out[i - shard_start] += dy[k]
+    return out
+
+
 CASES = [
+    OpCase("sharded_gather", sharded_gather_case, reference=sharded_gather_ref, wrt=()),
+    OpCase("sharded_gather_grad", sharded_gather_grad_case, reference=sharded_gather_grad_ref, wrt=()),
     OpCase("gather_nd", gather_nd_case, reference=gather_nd_ref, wrt=(0,)),
     OpCase("scatter_nd", scatter_nd_case, reference=scatter_nd_ref, wrt=(1,)),
     OpCase("tensor_scatter_nd_update", tensor_scatter_case(True), reference=tensor_scatter_ref(False), wrt=(0, 2)),

@@ -12,6 +12,7 @@ from flowjob_core.trace import scope
 from flowjob_core.trace.blob import Blob
 from flowjob_core.errors import FlowjobError, VariableError
 from flowjob_core.ir.job import BlobSpec
+from flowjob_core.runtime.world import world_of
 from flowjob_core.trace.builder import current_builder
 
 
@@ -41,9 +42,18 @@ def get_variable(name: str, shape: tuple[int, ...] | list[int] | None = None, dt
         except (TypeError, ValueError) as exc:
             raise VariableError(str(exc)) from None
         layout = ir_layout.from_distribute(checked)
-    return builder.add_variable(full, BlobSpec(tuple(shape), dt), initializer,
-                                True if trainable is None else bool(trainable), reuse=reuse,
-                                regularizer=regularizer, model_name=model_name, layout=layout)
+    spec = BlobSpec(tuple(shape), dt)
+    shard = None
+    if layout is not None and full not in builder.session.variables:  # this rank's piece, over several ranks
+        world = world_of(builder.session)
+        try:
+            shard = ir_layout.shard_of(layout, spec, world.rank, world.size,
+                                       f"job {builder.job.name!r}, variable {full!r} ({layout})")
+        except ValueError as exc:
+            raise VariableError(f"{exc}; a split variable's pieces must have one shape, as legacy's did") from None
+    return builder.add_variable(full, spec, initializer, True if trainable is None else bool(trainable),
+                                reuse=reuse, regularizer=regularizer, model_name=model_name, layout=layout,
+                                shard=shard)
 
 
 def _read_initializer(session: Any, value: Any, variable: str) -> Any:

@@ -58,12 +58,13 @@ def format_job(job: "Job", ops: "OpTable | None" = None, bindings: "Bindings | N
     lines = [f"job {job.name} ({job.type})"]
     for p in job.placeholders:
         batch = "" if p.batch_axis == 0 else f", batch axis {p.batch_axis}"
-        lines.append(f"  placeholder {p.lbn}: {p.spec}{_layout(job, p.lbn)}  (parameter {p.param}{batch}){device(p.lbn)}")
+        lines.append(f"  placeholder {p.lbn}: {p.spec}{_layout(job, p.lbn)}  (parameter {p.param}{batch})"
+                     f"{device(p.lbn)}")
     for v in job.variables.values():
         frozen = ", not trainable" if not v.trainable else ""
         penalty = f"  regularizer {v.regularizer}" if v.regularizer is not None else ""
-        lines.append(f"  variable {v.name}: {v.spec}{_layout(job, v.lbn)}  init {_clip(v.initializer or 'zeros')}{frozen}{penalty}"
-                     f"{device(v.lbn)}")
+        lines.append(f"  variable {v.name}: {v.spec}{_layout(job, v.lbn)}  init {_clip(v.initializer or 'zeros')}"
+                     f"{frozen}{penalty}{device(v.lbn)}")
     lines.append("nodes:")
     lines.extend(f"  {format_node(node, job, ops)}" for node in job.nodes if id(node) not in listed)
     if job.returns:

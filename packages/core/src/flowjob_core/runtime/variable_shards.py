@@ -8,7 +8,8 @@ piece (``VariableStore.initialize``). So a checkpoint saved on N ranks loads in 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -51,17 +52,27 @@ def load_pieces(session: "Session", folder: str, data_file: str, keep_missing: b
     reads: list[tuple[str, Callable[[], np.ndarray]]] = []
     for name in split_names(session):
         var = store[name]
+        assert var.shard is not None
+        index = var.shard.index()
         path = os.path.join(folder, *name.split("/"), data_file)
         if not os.path.isfile(path):
             if not keep_missing:
-                reads.append((name, lambda name=name: store.initial_value(name)[store[name].shard.index()]))
+                reads.append((name, partial(_initial_piece, store, name, index)))
             continue
         if os.path.getsize(path) != var.spec.nbytes:
             raise CheckpointError(f"checkpoint {folder!r}, variable {name!r}: {path} has {os.path.getsize(path)} "
                                   f"bytes, expected {var.spec.nbytes} for {var.spec}")
         whole = np.memmap(path, dtype=var.spec.dtype, mode="r", shape=var.spec.shape)
-        reads.append((name, lambda whole=whole, var=var: np.array(whole[var.shard.index()])))
+        reads.append((name, partial(_rows, whole, index)))
     values = {name: read() for name, read in reads}  # every file read before the first is assigned
     with session.between_steps():
         for name, value in values.items():
             store.assign_local(name, value)
+
+
+def _initial_piece(store: Any, name: str, index: tuple[slice, ...]) -> np.ndarray:
+    return np.asarray(store.initial_value(name)[index])
+
+
+def _rows(whole: np.ndarray, index: tuple[slice, ...]) -> np.ndarray:
+    return np.array(whole[index])  # only this rank's rows are read from the file

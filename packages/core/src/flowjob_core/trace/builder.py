@@ -9,14 +9,12 @@ import sys
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from flowjob_core.ir import layout as ir_layout
 from flowjob_core.ir import naming
 from flowjob_core.trace import scope
 from flowjob_core.ir.bindings import Bindings
 from flowjob_core.trace.blob import Blob
 from flowjob_core.errors import FlowjobError, OpBuildError, OutsideJobError, VariableError
 from flowjob_core.ir.job import BlobSpec, Intent, Job, Node, Placeholder, VariableDef
-from flowjob_core.runtime.world import world_of
 
 if TYPE_CHECKING:
     from flowjob_core.plugins.registry import Registries
@@ -160,11 +158,12 @@ class JobBuilder:
 
     def add_variable(self, name: str, spec: BlobSpec, initializer: Any = None, trainable: bool = True,
                      reuse: bool = True, regularizer: Any = None, model_name: str | None = None,
-                     layout: Any = None) -> Blob:
+                     layout: Any = None, shard: Any = None) -> Blob:
         """The variable ``name`` (namespaced already): one per session, shared by every job using the name.
 
-        ``layout`` (``flowjob_core.ir.layout``): how it lies over the ranks; split over several ranks, the session
-        holds only this rank's piece. A variable keeps the layout it was first declared with."""
+        ``layout`` (``flowjob_core.ir.layout``): how it lies over the ranks; ``shard``: the piece of it this rank
+        holds when it is split over several (the session then holds only that). A variable keeps the layout it
+        was first declared with."""
         known = self._variable_blobs.get(name)
         if known is not None:
             if not reuse:
@@ -172,14 +171,6 @@ class JobBuilder:
             self._check_same(name, self.job.variables[name].spec, spec)
             self._check_layout(name, self.session.variables[name].layout, layout)
             return known
-        shard = None
-        if layout is not None and name not in self.session.variables:
-            world = world_of(self.session)
-            try:
-                shard = ir_layout.shard_of(layout, spec, world.rank, world.size,
-                                           f"job {self.job.name!r}, variable {name!r} ({layout})")
-            except ValueError as exc:
-                raise VariableError(f"{exc}; legacy split variables evenly") from None
         stored = self.session.variables.declare(name, spec, initializer, trainable, regularizer, model_name,
                                                 layout, shard)
         if spec != stored.local_spec:  # a split variable's slot is asked for in its shard's shape

@@ -11,7 +11,7 @@ from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDe
 from flowjob_ops.records.common import grad_like_second, require_floating, unary_float
 from flowjob_core.backends.host_blocks import FlatBlocks, RowBlocks
 from flowjob_ops.kernels.normal_cdf import NormalCdf
-from flowjob_ops.records import layout_rules
+from flowjob_ops import layout_rules
 
 
 # relu ---------------------------------------------------------------------

@@ -10,7 +10,7 @@ from flowjob_core.backends.host_gemm import SplitMatmul, gemm_split, operand_sha
 
 
 from flowjob_ops.records.common import broadcast_shape, normalize_axis, require_floating, same_dtype
-from flowjob_ops.records import layout_rules
+from flowjob_ops import layout_rules
 from flowjob_core.ir.layout import BROADCAST, Signature, split
 
 

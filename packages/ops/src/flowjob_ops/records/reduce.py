@@ -17,7 +17,7 @@ import numpy as np
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.records.common import kept_dims_shape, normalize_axes
-from flowjob_ops.records import layout_rules
+from flowjob_ops import layout_rules
 
 
 def _reduced_shape(shape: Sequence[int], attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...]]:

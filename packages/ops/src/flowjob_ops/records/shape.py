@@ -17,7 +17,7 @@ from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ops.records.common import int_list, normalize_axes, normalize_axis, same_as_first, same_dtype
-from flowjob_ops.records import layout_rules
+from flowjob_ops import layout_rules
 
 
 # reshape / identity -----------------------------------------------------------
