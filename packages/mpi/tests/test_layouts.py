@@ -70,7 +70,27 @@ def test_a_checkpoint_saved_on_two_ranks_loads_in_one_process_and_back(trained, 
 
 
 def test_an_uneven_split_variable_is_an_error_naming_job_and_variable(tmp_path):
-    result = ranks(2, "layout_errors.py", "uneven", timeout=60)
+    result = ranks(2, "layout_cases.py", "uneven", timeout=60)
     assert result.returncode != 0
     assert "VariableError" in result.stderr
     assert "job 'uneven_job', variable 'table' (S(0))" in result.stderr and "does not split evenly" in result.stderr
+
+
+def test_ranks_declaring_different_layouts_stop_together(tmp_path):
+    result = ranks(2, "layout_cases.py", "disagree", timeout=60)
+    assert result.returncode != 0
+    assert ("MpiError: global function 'disagree_job', variable 'table': the ranks declare it with different "
+            "layouts (rank 0: S(0), rank 1: B)") in result.stderr, result.stderr
+
+
+def test_a_blob_annotated_split_is_boxed_for_its_readers(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    ok(ranks(0, "layout_cases.py", "hint", one, timeout=60))
+    ok(ranks(2, "layout_cases.py", "hint", two, timeout=60))
+    np.testing.assert_allclose(np.load(two / "value.npy"), np.load(one / "value.npy"), rtol=1e-6)
+    text = (two / "dump.txt").read_text()
+    # the partial sums of the gather are summed, then each rank keeps its 2 rows and squares only those
+    assert "(4, 2, 3):float32 B = mpi_allreduce(" in text and "(2, 2, 3):float32 S(0) = mpi_split(" in text, text
+    assert "(2, 2, 3):float32 S(0) = square(" in text, text

@@ -33,7 +33,7 @@ from flowjob_core.ir.layout import (
 from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_mpi.errors import MpiError
-from flowjob_mpi.world import world
+from flowjob_mpi.world import World, world
 
 
 def laid_out(job: Job) -> bool:
@@ -46,7 +46,29 @@ def box_layouts(job: Job, ctx: Any) -> None:
     w = world()
     if w.size == 1 or not laid_out(job):
         return
+    _agree_on_layouts(job, ctx.session.variables, w)
     _Boxing(job, ctx, w.rank, w.size).run()
+
+
+AGREEMENT = "flowjob-mpi layouts"
+
+
+def _agree_on_layouts(job: Job, store: Any, w: World) -> None:
+    """Every rank plans the job with the same layout for each variable, else every rank stops naming the first
+    variable they differ on. One all-gather when the job is planned (every rank plans its jobs at the same points
+    of the same program): a rank splitting a table the others hold whole would otherwise train on garbage."""
+    mine = {name: str(store[name].layout or BROADCAST) for name in sorted(job.variables)}
+    everyone = w.allgather((AGREEMENT, job.name, mine))
+    for r, theirs in enumerate(everyone):
+        if not (isinstance(theirs, tuple) and len(theirs) == 3 and theirs[:2] == (AGREEMENT, job.name)):
+            raise MpiError(f"global function {job.name!r}: rank {r} is not planning this job with declared layouts "
+                           f"while this rank ({w.rank}) is; every rank must declare the same layouts")
+    for name in sorted({n for _, _, layouts in everyone for n in layouts}):
+        seen = [layouts.get(name, "absent") for _, _, layouts in everyone]
+        if len(set(seen)) > 1:
+            by_rank = ", ".join(f"rank {r}: {layout}" for r, layout in enumerate(seen))
+            raise MpiError(f"global function {job.name!r}, variable {name!r}: the ranks declare it with different "
+                           f"layouts ({by_rank}); every rank must declare it alike")
 
 
 class _Boxing:

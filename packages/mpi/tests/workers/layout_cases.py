@@ -1,0 +1,51 @@
+"""Small jobs with declared layouts: python layout_cases.py CASE [OUT_DIR].
+
+uneven: a table of 7 rows split over 2 ranks (an error naming job and variable); disagree: rank 0 splits the
+table, the others broadcast it (the step check stops every rank); hint: a gathered blob annotated
+``with_split_distribute(0)`` (rank 0 writes the returned value and the planned job to OUT_DIR).
+"""
+import os
+import sys
+
+import numpy as np
+import oneflow as flow
+import oneflow.typing as tp
+
+case = sys.argv[1]
+try:
+    from flowjob_mpi import world
+    rank = world().rank
+except ImportError:
+    rank = 0
+IDS = np.array([[0, 5], [3, 3], [7, 1], [2, 6]], dtype=np.int32)
+
+if case == "uneven":  # 7 rows cannot split evenly over 2 ranks
+    @flow.global_function()
+    def uneven_job(ids: tp.Numpy.Placeholder((4,), dtype=flow.int32)) -> tp.Numpy:
+        table = flow.get_variable("table", (7, 3), distribute=flow.distribute.split(0))
+        return flow.gather(table, ids)
+
+    uneven_job(np.zeros(4, dtype=np.int32))
+
+if case == "disagree":
+    @flow.global_function()
+    def disagree_job(ids: tp.Numpy.Placeholder((4, 2), dtype=flow.int32)) -> tp.Numpy:
+        layout = flow.distribute.split(0) if rank == 0 else flow.distribute.broadcast()
+        table = flow.get_variable("table", (8, 3), distribute=layout)
+        return flow.gather(table, ids)
+
+    disagree_job(IDS)
+
+if case == "hint":
+    @flow.global_function()
+    def hint_job(ids: tp.Numpy.Placeholder((4, 2), dtype=flow.int32)) -> tp.Numpy:
+        table = flow.get_variable("table", (8, 3), initializer=flow.random_normal_initializer(),
+                                  distribute=flow.distribute.split(0))
+        rows = flow.gather(table, ids).with_split_distribute(0)  # each rank goes on with 2 of the 4 rows
+        return flow.math.reduce_sum(flow.math.square(rows), axis=[1, 2])
+
+    value = hint_job(IDS)
+    if rank == 0:
+        np.save(os.path.join(sys.argv[2], "value.npy"), value)
+        with open(os.path.join(sys.argv[2], "dump.txt"), "w") as f:
+            f.write(str(hint_job.plan().job))
