@@ -62,12 +62,12 @@ held = {name: np.array(store[name].array.shape) for name in store.names()}
 np.savez(os.path.join(out_dir, f"rank{rank}.npz"), **held)
 if save_dir is not None:
     flow.train.CheckPoint().save(save_dir)
+values = {name: blob.numpy() for name, blob in flow.get_all_variables().items()}  # whole: gathered on every rank
+if save_dir is not None and rank == 0:
+    saved = flow.checkpoint.get(save_dir)
+    for name, value in values.items():  # the checkpoint holds the whole variables
+        assert saved[name].numpy().tobytes() == value.tobytes(), name
 if rank == 0:
-    # one process's values, or on several ranks the whole ones gathered from the checkpoint of them
-    if save_dir is not None:
-        values = {name: flow.checkpoint.get(save_dir)[name].numpy() for name in store.names()}
-    else:
-        values = {name: store.get(name) for name in store.names()}
     np.savez(os.path.join(out_dir, "result.npz"), losses=np.stack(losses), **values)
     with open(os.path.join(out_dir, "dump.txt"), "w") as f:
         f.write(str(train_job.plan().job))

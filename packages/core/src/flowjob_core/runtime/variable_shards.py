@@ -32,11 +32,18 @@ def gather_whole(session: "Session", world: "World") -> dict[str, np.ndarray]:
     names = split_names(session)
     with session.between_steps():  # the pieces of one step
         pieces = {name: store.get(name) for name in names}
-    wholes = {}
-    for name in names:
-        gathered = world.allgather(pieces[name])
-        wholes[name] = np.concatenate(gathered, axis=store[name].shard.axis)  # type: ignore[union-attr]
-    return wholes
+    return {name: _joined(world.allgather(pieces[name]), store[name].shard) for name in names}
+
+
+def gather_one(session: "Session", world: "World", name: str) -> np.ndarray:
+    """One split variable's whole value (a collective, as ``gather_whole``)."""
+    with session.between_steps():
+        piece = session.variables.get(name)
+    return _joined(world.allgather(piece), session.variables[name].shard)
+
+
+def _joined(pieces: list[np.ndarray], shard: Any) -> np.ndarray:
+    return np.concatenate(pieces, axis=shard.axis)
 
 
 def initialize_pieces(session: "Session") -> None:
