@@ -49,6 +49,8 @@ def test_the_dump_shows_layouts_and_boxing_nodes(trained):
     assert "P = sharded_gather(embedding/out, Input_0/out) {axis=0, shard_start=0, shard_stop=32}" in text
     assert "(32, 4):float32 S(0) = sharded_gather_grad(" in text  # the table's gradient is only its rows
     assert "= mpi_allreduce(" in text and "= mpi_allgather(" in text and "= mpi_split(" in text
+    # the hidden layer's weight gradient: partial sums, each rank keeping the sum of its columns
+    assert "(12, 3):float32 S(1) = mpi_reduce_scatter(Matmul_4_grad_1/out_0) {axis=1, ranks=2}" in text, text
     assert "mpi_allreduce_start" not in text  # no data-parallel gradient all-reduce
 
 
@@ -91,6 +93,7 @@ def test_a_blob_annotated_split_is_boxed_for_its_readers(tmp_path):
     ok(ranks(2, "layout_cases.py", "hint", two, timeout=60))
     np.testing.assert_allclose(np.load(two / "value.npy"), np.load(one / "value.npy"), rtol=1e-6)
     text = (two / "dump.txt").read_text()
-    # the partial sums of the gather are summed, then each rank keeps its 2 rows and squares only those
-    assert "(4, 2, 3):float32 B = mpi_allreduce(" in text and "(2, 2, 3):float32 S(0) = mpi_split(" in text, text
+    # the partial sums of the gather are reduce-scattered: each rank sums its 2 rows and squares only those
+    assert "(4, 2, 3):float32 P = sharded_gather(" in text, text
+    assert "(2, 2, 3):float32 S(0) = mpi_reduce_scatter(Gather_" in text and "{axis=0, ranks=2}" in text, text
     assert "(2, 2, 3):float32 S(0) = square(" in text, text

@@ -10,7 +10,7 @@ a variable's gradient, to its variable's layout; ties go to the signature the re
 input's layout differs, boxing nodes convert it:
 
     S(a) -> B   mpi_allgather along a            P -> B      mpi_allreduce (weight 1)
-    B -> S(a)   mpi_split: this rank's slice      P -> S(a)   mpi_allreduce, then mpi_split
+    B -> S(a)   mpi_split: this rank's slice      P -> S(a)   mpi_reduce_scatter along a
     S(a) -> S(b)  mpi_allgather, then mpi_split
 
 Each node is then inferred again on this rank's pieces (a split variable's node holds its shard's shape), and a
@@ -188,6 +188,11 @@ class _Boxing:
         logical = self.logical[lbn]
         stem = f"{lbn.split('/', 1)[0]}-boxing"
         value = lbn
+        if have == PARTIAL_SUM and want.is_split:
+            value = self._add("mpi_reduce_scatter", value, {"axis": want.axis, "ranks": self.ranks}, stem, logical)
+            self.have[value] = self.job.layouts[value] = want
+            self.boxed[(lbn, want)] = value
+            return value
         if have == PARTIAL_SUM:
             value = self._add("mpi_allreduce", value, {"weight": 1.0}, stem, logical)
         elif have.is_split:
