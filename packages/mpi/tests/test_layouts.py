@@ -97,3 +97,26 @@ def test_a_blob_annotated_split_is_boxed_for_its_readers(tmp_path):
     assert "(4, 2, 3):float32 P = sharded_gather(" in text, text
     assert "(2, 2, 3):float32 S(0) = mpi_reduce_scatter(Gather_" in text and "{axis=0, ranks=2}" in text, text
     assert "(2, 2, 3):float32 S(0) = square(" in text, text
+
+
+def test_a_job_with_layouts_reads_its_rows_of_the_batch_where_the_ops_allow(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    ok(ranks(0, "layout_cases.py", "rows", one, timeout=60))
+    ok(ranks(2, "layout_cases.py", "rows", two, timeout=60))
+    np.testing.assert_allclose(np.load(two / "value.npy"), np.load(one / "value.npy"), rtol=1e-6)
+    text = (two / "dump.txt").read_text()
+    # the placeholder's rows [0, 4) on rank 0 (a view), the product and relu on them, the result gathered
+    assert "(4, 6):float32 S(0) = mpi_split(Input_0/out) {axis=0, count=4, start=0}" in text, text
+    assert "(4, 4):float32 S(0) = matmul(" in text and "(4, 4):float32 S(0) = relu(" in text, text
+    assert "(8, 4):float32 B = mpi_allgather(" in text, text
+
+
+def test_a_job_with_layouts_refuses_a_reader_of_each_rank_s_records(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    ok(ranks(0, "reader.py", "write", data, tmp_path))
+    run = ranks(2, "reader.py", "laid_out", data, tmp_path)
+    assert run.returncode != 0
+    assert "global function 'train_job': it declares layouts and reads ['reader/out_0']" in run.stderr, run.stderr

@@ -3,7 +3,8 @@ layouts (a variable ``get_variable(..., distribute=flow.distribute.split(axis))`
 
 It runs after autodiff, on the whole logical graph (forward and backward), as legacy chose SBP signatures for
 the complete job: so a boxing node never needs a gradient of its own. In job order, each value gets a layout
-(``flowjob_core.ir.layout``): a placeholder is broadcast (every rank feeds the same global batch), a variable
+(``flowjob_core.ir.layout``): a placeholder is broadcast (every rank feeds the same global batch) and, where its
+batch axis divides evenly, offered to its readers as that axis split (a view of the rank's rows), a variable
 has its declared layout (broadcast by default), and each op takes the signature of its record
 (``OpDef.layouts``) that moves the fewest bytes to bring its inputs to the layouts the signature needs, plus, for
 a variable's gradient, to its variable's layout; ties go to the signature the record lists first. Where an
@@ -29,10 +30,11 @@ from typing import Any, Sequence
 from flowjob_core import BlobSpec
 from flowjob_core.ir.job import Job, Node
 from flowjob_core.ir.layout import (
-    BROADCAST, PARTIAL_SUM, Layout, Signature, boxing_bytes, shard_of, signatures_of)
+    BROADCAST, PARTIAL_SUM, Layout, Signature, boxing_bytes, shard_of, signatures_of, split)
 from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_mpi.errors import MpiError
+from flowjob_mpi.readers import sharded_sources
 from flowjob_mpi.world import World, world
 
 
@@ -46,6 +48,11 @@ def box_layouts(job: Job, ctx: Any) -> None:
     w = world()
     if w.size == 1 or not laid_out(job):
         return
+    readers = sharded_sources(job, w)
+    if readers:  # traced with the rank's own records: no value of the job stands for the whole batch
+        raise MpiError(f"global function {job.name!r}: it declares layouts and reads {sorted(readers)} with a reader "
+                       f"that reads each rank's own records; a job with layouts reads whole batches (feed them "
+                       f"through placeholders), or declare no layout to train it data parallel")
     _agree_on_layouts(job, ctx.session.variables, w)
     _Boxing(job, ctx, w.rank, w.size).run()
 
@@ -80,6 +87,7 @@ class _Boxing:
         self.declared = dict(job.layouts)
         self.have: dict[str, Layout] = {}
         self.boxed: dict[tuple[str, Layout], str] = {}
+        self.whole_of: dict[str, str] = {}  # a slice made by mpi_split -> the whole (B) value it was cut from
         self.builder = JobBuilder(job, ctx.session, bindings=ctx.bindings)
         self.variable_of = {v.lbn: name for name, v in job.variables.items()}
         self.wanted = {grad: self._variable_layout(name) for name, grad in ctx.variable_grads.items()}
@@ -97,7 +105,10 @@ class _Boxing:
                 layouts: Sequence[Layout] = [self._variable(node)]
             elif node.op == "input":
                 job.nodes.append(node)
-                layouts = [BROADCAST]  # every rank is fed the same global batch
+                layouts = [BROADCAST]  # every rank is fed the same global batch, and reads its rows of it
+                batch = self._batch_split(node.outputs[0])
+                if batch is not None and node.outputs[0] not in self.declared:
+                    self.declared[node.outputs[0]] = batch
             else:
                 layouts = self._place(node)
             for lbn, layout in zip(node.outputs, layouts):
@@ -108,6 +119,13 @@ class _Boxing:
         for name, grad in list(self.ctx.variable_grads.items()):
             self.ctx.variable_grads[name] = self.convert(
                 grad, self._variable_layout(name), f"global function {job.name!r}, the gradient of variable {name!r}")
+
+    def _batch_split(self, lbn: str) -> Layout | None:
+        """The consistent view's layout of a placeholder: split along its batch axis when that divides evenly."""
+        p = next((p for p in self.job.placeholders if p.lbn == lbn), None)
+        if p is None or p.batch_axis is None or not p.spec.shape or p.spec.shape[p.batch_axis] % self.ranks:
+            return None
+        return split(p.batch_axis)
 
     def _where(self, node: Node) -> str:
         return f"global function {self.job.name!r}, op {node.name!r} ({node.op})" + (
@@ -183,6 +201,9 @@ class _Boxing:
         known = self.boxed.get((lbn, want))
         if known is not None:
             return known
+        whole = self.whole_of.get(lbn)
+        if whole is not None:  # a slice of a whole value this rank still has: box from that, moving nothing
+            return self.convert(whole, want, where)
         if want == PARTIAL_SUM:
             raise MpiError(f"{where}: a value laid out {have} cannot be made partial sums")
         logical = self.logical[lbn]
@@ -204,8 +225,10 @@ class _Boxing:
         if want.is_split:
             piece = shard_of(want, logical, self.rank, self.ranks, where)
             assert piece is not None
+            whole = value
             value = self._add("mpi_split", value, {"axis": piece.axis, "start": piece.start,
                                                    "count": piece.stop - piece.start}, stem, logical)
+            self.whole_of[value] = whole
         self.have[value] = self.job.layouts[value] = want
         self.boxed[(lbn, want)] = value
         return value

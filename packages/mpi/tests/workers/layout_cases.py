@@ -2,7 +2,8 @@
 
 uneven: a table of 7 rows split over 2 ranks (an error naming job and variable); disagree: rank 0 splits the
 table, the others broadcast it (the step check stops every rank); hint: a gathered blob annotated
-``with_split_distribute(0)`` (rank 0 writes the returned value and the planned job to OUT_DIR).
+``with_split_distribute(0)``; rows: a dense layer on a placeholder of a job that declares a layout, so each rank
+computes its rows of the batch (hint and rows: rank 0 writes the returned value and the planned job to OUT_DIR).
 """
 import os
 import sys
@@ -44,8 +45,18 @@ if case == "hint":
         rows = flow.gather(table, ids).with_split_distribute(0)  # each rank goes on with 2 of the 4 rows
         return flow.math.reduce_sum(flow.math.square(rows), axis=[1, 2])
 
-    value = hint_job(IDS)
-    if rank == 0:
-        np.save(os.path.join(sys.argv[2], "value.npy"), value)
-        with open(os.path.join(sys.argv[2], "dump.txt"), "w") as f:
-            f.write(str(hint_job.plan().job))
+    value, planned = hint_job(IDS), hint_job.plan().job
+
+if case == "rows":
+    @flow.global_function()
+    def rows_job(x: tp.Numpy.Placeholder((8, 6))) -> tp.Numpy:
+        weight = flow.get_variable("weight", (6, 4), initializer=flow.random_normal_initializer(),
+                                   distribute=flow.distribute.broadcast())
+        return flow.nn.relu(flow.matmul(x, weight))
+
+    value, planned = rows_job(np.random.default_rng(1).standard_normal((8, 6)).astype(np.float32)), rows_job.plan().job
+
+if case in ("hint", "rows") and rank == 0:
+    np.save(os.path.join(sys.argv[2], "value.npy"), value)
+    with open(os.path.join(sys.argv[2], "dump.txt"), "w") as f:
+        f.write(str(planned))
