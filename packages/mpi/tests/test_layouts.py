@@ -120,3 +120,11 @@ def test_a_job_with_layouts_refuses_a_reader_of_each_rank_s_records(tmp_path):
     run = ranks(2, "reader.py", "laid_out", data, tmp_path)
     assert run.returncode != 0
     assert "global function 'train_job': it declares layouts and reads ['reader/out_0']" in run.stderr, run.stderr
+
+
+def test_gradient_clipping_over_a_split_variable_is_refused_naming_the_op(tmp_path):
+    run = ranks(2, "layout_cases.py", "clip", timeout=60)
+    assert run.returncode != 0
+    assert ("global function 'clip_job', op 'System-Train-ClipByGlobalNorm' (optim_clip_by_global_norm): clipping "
+            "by the global norm over the gradients of split variables ['table'] is not built yet") in run.stderr, \
+        run.stderr

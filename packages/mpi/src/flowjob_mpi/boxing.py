@@ -249,6 +249,14 @@ def split_slots(job: Job, ctx: Any) -> None:
         return
     store, ops = ctx.session.variables, ctx.registries.ops
     names = {v.lbn: name for name, v in job.variables.items()}
+    split = sorted(name for name in job.variables if store[name].shard is not None)
+    for node in job.nodes if split else ():
+        # a norm or a finiteness check over all gradients would see only this rank's rows of a split one
+        if node.op == "optim_clip_by_global_norm" or node.attrs.get("skip_if_not_finite"):
+            what = "clipping by the global norm" if node.op == "optim_clip_by_global_norm" else "a dynamic loss scale"
+            raise MpiError(f"global function {job.name!r}, op {node.name!r} ({node.op}): {what} over the gradients "
+                           f"of split variables {split} is not built yet; train them without it, or declare the "
+                           f"variables without a split")
     for node in job.nodes:
         mutated = ops[node.op].mutates
         owner = names.get(node.inputs[0]) if mutated[:1] == (0,) and node.inputs else None

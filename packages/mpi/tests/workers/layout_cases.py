@@ -1,9 +1,10 @@
 """Small jobs with declared layouts: python layout_cases.py CASE [OUT_DIR].
 
 uneven: a table of 7 rows split over 2 ranks (an error naming job and variable); disagree: rank 0 splits the
-table, the others broadcast it (the step check stops every rank); hint: a gathered blob annotated
-``with_split_distribute(0)``; rows: a dense layer on a placeholder of a job that declares a layout, so each rank
-computes its rows of the batch (hint and rows: rank 0 writes the returned value and the planned job to OUT_DIR).
+table, the others broadcast it (every rank stops naming the variable); hint: a gathered blob annotated
+``with_split_distribute(0)``; clip: gradient clipping over a split table (an error naming the op); rows: a
+dense layer on a placeholder of a job that declares a layout, so each rank computes its rows of the batch
+(hint and rows: rank 0 writes the returned value and the planned job to OUT_DIR).
 """
 import os
 import sys
@@ -46,6 +47,17 @@ if case == "hint":
         return flow.math.reduce_sum(flow.math.square(rows), axis=[1, 2])
 
     value, planned = hint_job(IDS), hint_job.plan().job
+
+if case == "clip":
+    @flow.global_function(type="train")
+    def clip_job(ids: tp.Numpy.Placeholder((4, 2), dtype=flow.int32)) -> tp.Numpy:
+        table = flow.get_variable("table", (8, 3), distribute=flow.distribute.split(0))
+        loss = flow.math.reduce_sum(flow.gather(table, ids))
+        clip = flow.optimizer.grad_clipping.by_global_norm(1.0)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), grad_clipping=clip).minimize(loss)
+        return loss
+
+    clip_job(IDS)
 
 if case == "rows":
     @flow.global_function()
