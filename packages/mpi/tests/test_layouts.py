@@ -8,7 +8,7 @@ from flowjob_core.testing.modules import sibling
 
 ok, ranks = sibling(__file__, "mpirun").ok, sibling(__file__, "mpirun").ranks
 SPLIT = {"embedding": 0, "hidden-weight": 1, "hidden-bias": 0}
-WHOLE = {"embedding": (64, 4), "hidden-weight": (12, 6), "hidden-bias": (6,), "out-weight": (6, 1)}
+WHOLE = {"embedding": (64, 4), "hidden-weight": (12, 8), "hidden-bias": (8,), "out-weight": (8, 1)}
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +43,35 @@ def test_two_ranks_train_like_one_process_holding_half_of_each_split_variable(tr
 def test_the_dump_shows_layouts_and_boxing_nodes(trained):
     text = (trained[1] / "dump.txt").read_text()
     assert "variable embedding: (32, 4):float32 S(0)" in text
-    assert "variable hidden-weight: (12, 3):float32 S(1)" in text
-    assert "variable out-weight: (6, 1):float32 B" in text
+    assert "variable hidden-weight: (12, 4):float32 S(1)" in text
+    assert "variable out-weight: (8, 1):float32 B" in text
     assert "variable embedding-momentum: (32, 4):float32 S(0)" in text
     assert "P = sharded_gather(embedding/out, Input_0/out) {axis=0, shard_start=0, shard_stop=32}" in text
     assert "(32, 4):float32 S(0) = sharded_gather_grad(" in text  # the table's gradient is only its rows
     assert "= mpi_allreduce(" in text and "= mpi_allgather(" in text and "= mpi_split(" in text
     # the hidden layer's weight gradient: partial sums, each rank keeping the sum of its columns
-    assert "(12, 3):float32 S(1) = mpi_reduce_scatter(Matmul_4_grad_1/out_0) {axis=1, ranks=2}" in text, text
+    assert "(12, 4):float32 S(1) = mpi_reduce_scatter(Matmul_4_grad_1/out_0) {axis=1, ranks=2}" in text, text
     assert "mpi_allreduce_start" not in text  # no data-parallel gradient all-reduce
+
+
+def test_four_ranks_train_like_one_process(trained, tmp_path):
+    ok(ranks(4, "model_parallel.py", 3, tmp_path, "momentum", timeout=120))
+    want, got = dict(np.load(trained[0] / "result.npz")), dict(np.load(tmp_path / "result.npz"))
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    assert list(np.load(tmp_path / "rank3.npz")["embedding"]) == [16, 4]
+
+
+def test_a_checkpoint_saved_on_two_ranks_loads_in_one_process_and_on_four(trained, tmp_path):
+    one, two = trained
+    from_two, on_four = tmp_path / "from_two", tmp_path / "on_four"
+    from_two.mkdir()
+    on_four.mkdir()
+    ok(ranks(0, "model_parallel.py", 2, from_two, "momentum", two / "model", timeout=120))
+    ok(ranks(4, "model_parallel.py", 2, on_four, "momentum", two / "model", timeout=120))
+    want, got = dict(np.load(from_two / "result.npz")), dict(np.load(on_four / "result.npz"))
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
 
 
 def test_a_checkpoint_saved_on_two_ranks_loads_in_one_process_and_back(trained, tmp_path):

@@ -17,7 +17,7 @@ steps, out_dir = int(sys.argv[1]), sys.argv[2]
 optimizer_name = sys.argv[3] if len(sys.argv) > 3 else "sgd"
 load_dir = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else None
 save_dir = sys.argv[5] if len(sys.argv) > 5 else None
-BATCH, FIELDS, VOCAB, DIM, HIDDEN = 8, 3, 64, 4, 6
+BATCH, FIELDS, VOCAB, DIM, HIDDEN = 8, 3, 64, 4, 8
 
 
 def make_optimizer():
