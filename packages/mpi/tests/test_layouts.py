@@ -130,7 +130,12 @@ def test_a_job_with_layouts_reads_its_rows_of_the_batch_where_the_ops_allow(tmp_
     # the placeholder's rows [0, 4) on rank 0 (a view), the product and relu on them, the result gathered
     assert "(4, 6):float32 S(0) = mpi_split(Input_0/out) {axis=0, count=4, start=0}" in text, text
     assert "(4, 4):float32 S(0) = matmul(" in text and "(4, 4):float32 S(0) = relu(" in text, text
-    assert "(8, 4):float32 B = mpi_allgather(" in text, text
+    assert "(4,):float32 S(0), SparseSoftmaxCrossEntropy_" in text, text  # the loss of the rank's rows
+    assert "(8,):float32 B = mpi_allgather(" in text, text  # the returned per-row loss
+    # the weight's gradient: partial products over the rows, summed as data parallelism does (here a
+    # reduce-scatter, the 1/N scale on each rank's half, then an all-gather: the bytes of one all-reduce)
+    assert "(6, 4):float32 P = matmul(" in text and "(3, 4):float32 S(0) = mpi_reduce_scatter(Matmul_" in text, text
+    assert "(6, 4):float32 B = mpi_allgather(weight_grad_scaled" in text, text
 
 
 def test_a_job_with_layouts_refuses_a_reader_of_each_rank_s_records(tmp_path):

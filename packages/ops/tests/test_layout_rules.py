@@ -65,6 +65,11 @@ def test_the_records_declare_their_rules_and_others_run_whole():
     assert sigs[0] == Signature((split(0), B), (P,), local_op="sharded_gather")
     assert sigs[-1] == Signature((B, B), (B,))
     x = BlobSpec((4, 6), F32)
-    assert signatures_of(record("softmax"), [x], [x], {"axis": -1}) == [Signature((B,), (B,))]
+    assert signatures_of(record("top_k"), [x], [x], {"k": 1}) == [Signature((B,), (B,))]  # no rule: runs whole
+    assert signatures_of(record("softmax"), [x], [x], {"axis": -1}) == [Signature((split(0),), (split(0),)),
+                                                                         Signature((B,), (B,))]
+    labels, logits = BlobSpec((4,), I32), x
+    assert signatures_of(record("sparse_softmax_cross_entropy"), [labels, logits], [labels, logits], {})[0] == \
+        Signature((split(0), split(0)), (split(0), split(0)))
     assert signatures_of(record("bias_add"), [x, BlobSpec((6,), F32)], [x], {})[:2] == [
         Signature((split(0), B), (split(0),)), Signature((split(1), split(0)), (split(1),))]

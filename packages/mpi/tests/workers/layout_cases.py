@@ -3,8 +3,8 @@
 uneven: a table of 7 rows split over 2 ranks (an error naming job and variable); disagree: rank 0 splits the
 table, the others broadcast it (every rank stops naming the variable); hint: a gathered blob annotated
 ``with_split_distribute(0)``; clip: gradient clipping over a split table (an error naming the op); rows: a
-dense layer on a placeholder of a job that declares a layout, so each rank computes its rows of the batch
-(hint and rows: rank 0 writes the returned value and the planned job to OUT_DIR).
+classifier trained on a placeholder of a job that declares a layout, so each rank computes its rows of the batch
+(hint and rows: rank 0 writes the returned values and the planned job to OUT_DIR).
 """
 import os
 import sys
@@ -60,13 +60,20 @@ if case == "clip":
     clip_job(IDS)
 
 if case == "rows":
-    @flow.global_function()
-    def rows_job(x: tp.Numpy.Placeholder((8, 6))) -> tp.Numpy:
+    @flow.global_function(type="train")
+    def rows_job(x: tp.Numpy.Placeholder((8, 6)), labels: tp.Numpy.Placeholder((8,), dtype=flow.int32)
+                 ) -> tp.Numpy:
         weight = flow.get_variable("weight", (6, 4), initializer=flow.random_normal_initializer(),
                                    distribute=flow.distribute.broadcast())
-        return flow.nn.relu(flow.matmul(x, weight))
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, flow.nn.relu(flow.matmul(x, weight)))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
 
-    value, planned = rows_job(np.random.default_rng(1).standard_normal((8, 6)).astype(np.float32)), rows_job.plan().job
+    data = np.random.default_rng(1)
+    x, labels = data.standard_normal((8, 6)).astype(np.float32), data.integers(0, 4, 8).astype(np.int32)
+    value = np.stack([rows_job(x, labels) for _ in range(3)])
+    value = np.concatenate([value.ravel(), flow.get_all_variables()["weight"].numpy().ravel()])
+    planned = rows_job.plan().job
 
 if case in ("hint", "rows") and rank == 0:
     np.save(os.path.join(sys.argv[2], "value.npy"), value)

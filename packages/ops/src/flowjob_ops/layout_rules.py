@@ -35,6 +35,22 @@ def same_shape_elementwise(inputs: Sequence[BlobSpec], attrs: dict) -> list[Sign
     return elementwise_signatures(inputs, inputs[0])
 
 
+def along_other_axes(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """Ops normalizing along ``axis`` (softmax, log_softmax and their gradients, every input shaped alike): split
+    along any other axis, each slice is normalized whole."""
+    x = inputs[0]
+    axis = normalize_axis(attrs.get("axis", -1), len(x.shape))
+    return [Signature((split(k),) * len(inputs), (split(k),)) for k in range(len(x.shape)) if k != axis]
+
+
+def per_label(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """Losses over a class axis (sparse softmax cross entropy and its gradient): the labels' axes, which lead
+    every input and output, split alike; each rank's rows see all their classes."""
+    labels = inputs[0]
+    outputs = 2 if len(inputs) == 2 else 1  # the forward gives (loss, prob), the gradient d logits
+    return [Signature((split(k),) * len(inputs), (split(k),) * outputs) for k in range(len(labels.shape))]
+
+
 def _reduced_axis(axis: int, axes: tuple[int, ...], keepdims: bool) -> int:
     return axis if keepdims else axis - sum(1 for a in axes if a < axis)
 
