@@ -46,7 +46,8 @@ def test_the_dump_shows_layouts_and_boxing_nodes(trained):
     assert "variable hidden-weight: (12, 4):float32 S(1)" in text
     assert "variable out-weight: (8, 1):float32 B" in text
     assert "variable embedding-momentum: (32, 4):float32 S(0)" in text
-    assert "P = sharded_gather(embedding/out, Input_0/out) {axis=0, shard_start=0, shard_stop=32}" in text
+    assert "P = sharded_gather(embedding/out, Input_0/out) {axis=0, shard_size=64, shard_start=0, shard_stop=32}" \
+        in text
     assert "(32, 4):float32 S(0) = sharded_gather_grad(" in text  # the table's gradient is only its rows
     assert "= mpi_allreduce(" in text and "= mpi_allgather(" in text and "= mpi_split(" in text
     # the hidden layer's weight gradient: partial sums, each rank keeping the sum of its columns
@@ -153,3 +154,17 @@ def test_gradient_clipping_over_a_split_variable_is_refused_naming_the_op(tmp_pa
     assert ("global function 'clip_job', op 'System-Train-ClipByGlobalNorm' (optim_clip_by_global_norm): clipping "
             "by the global norm over the gradients of split variables ['table'] is not built yet") in run.stderr, \
         run.stderr
+
+
+def test_a_classifier_split_by_classes_trains_like_one_process(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    ok(ranks(0, "layout_cases.py", "classes", one, timeout=60))
+    ok(ranks(2, "layout_cases.py", "classes", two, timeout=60))
+    np.testing.assert_allclose(np.load(two / "value.npy"), np.load(one / "value.npy"), rtol=2e-5, atol=2e-6)
+    text = (two / "dump.txt").read_text()
+    assert "(8, 4):float32 S(1) = matmul(Input_0/out, class-weight/out)" in text, text  # this rank's classes
+    assert "(8,):float32 B, SparseSoftmaxCrossEntropy_" in text and "(8, 4):float32 S(1) = " \
+        "mpi_sparse_softmax_cross_entropy_class_split(" in text, text
+    assert "(8, 4):float32 S(1) = sharded_sparse_softmax_cross_entropy_grad(" in text, text

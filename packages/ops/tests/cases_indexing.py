@@ -1,5 +1,6 @@
 """Op cases of the indexing records beyond op_cases.py's table: the nd gathers and scatters, batch_gather,
-the strided slices and their updates (slice_v2, slice_update), diag, dim_gather and their gradient ops.
+the strided slices and their updates (slice_v2, slice_update), diag, dim_gather and their gradient ops, and the
+pieces of split signatures (sharded_gather, its gradient, the class-split cross entropy's gradient).
 op_cases.py appends ``CASES`` to its table.
 
 References are plain numpy written apart from the kernels: loops over index rows and element loops over
@@ -290,7 +291,28 @@ def sharded_gather_grad_ref(ids: np.ndarray, dy: np.ndarray, axis: int, shape: t
     return out
 
 
+def sharded_ce_grad_case(draw: Draw) -> Case:
+    rows, classes = draw(st.integers(1, 4)), draw(st.integers(2, 6))
+    start = draw(st.integers(0, classes - 1))
+    stop = draw(st.integers(start + 1, classes))
+    labels = np.array(draw(st.lists(st.integers(-1, classes), min_size=rows, max_size=rows)), dtype=np.int32)
+    prob = _array(draw, (rows, stop - start), 0.0, 1.0)
+    return [labels, prob, _array(draw, (rows,))], {"shard_start": start, "shard_stop": stop, "shard_size": classes}
+
+
+def sharded_ce_grad_ref(labels: np.ndarray, prob: np.ndarray, dy: np.ndarray, shard_start: int,
+                        shard_stop: int, shard_size: int) -> np.ndarray:
+    out = prob * dy[:, None]
+    for k, label in enumerate(labels):
+        if not 0 <= label < shard_size:
+            out[k] = 0  # a label outside the classes: no loss, no gradient
+        elif shard_start <= label < shard_stop:
+            out[k, label - shard_start] -= dy[k]
+    return out
+
+
 CASES = [
+    OpCase("sharded_sparse_softmax_cross_entropy_grad", sharded_ce_grad_case, reference=sharded_ce_grad_ref, wrt=()),
     OpCase("sharded_gather", sharded_gather_case, reference=sharded_gather_ref, wrt=()),
     OpCase("sharded_gather_grad", sharded_gather_grad_case, reference=sharded_gather_grad_ref, wrt=()),
     OpCase("gather_nd", gather_nd_case, reference=gather_nd_ref, wrt=(0,)),

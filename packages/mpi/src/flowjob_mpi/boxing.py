@@ -16,7 +16,8 @@ input's layout differs, boxing nodes convert it:
 
 Each node is then inferred again on this rank's pieces (a split variable's node holds its shard's shape), and a
 signature computed by another record (``Signature.local_op``) becomes that record's node with ``shard_start`` /
-``shard_stop``. Every value of the job keeps its layout in ``Job.layouts`` (``python -m oneflow dump`` shows it).
+``shard_stop`` (this rank's piece) and ``shard_size`` (the whole axis). Every value of the job keeps its layout
+in ``Job.layouts`` (``python -m oneflow dump`` shows it).
 Gradients are boxed to their variable's layout, so the optimizer updates each rank's shard with its shard's
 gradient; its slots (momentum, ...) are split the same way (``split_slots``, after the optimizer). Every value
 not split nor partial is computed whole and alike on every rank, so no gradient all-reduce follows (the data
@@ -155,7 +156,8 @@ class _Boxing:
             candidates = [s for s in signatures_of(opdef, ins, outs, node.attrs) if self._even(s, ins, outs)]
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             raise MpiError(f"{where}: its layout rule failed: {exc}") from None
-        have = [self.have[x] for x in node.inputs]
+        # a slice of a whole value this rank still has (a placeholder's rows) reaches any other layout for free
+        have = [BROADCAST if x in self.whole_of else self.have[x] for x in node.inputs]
         sig = self._choose(candidates, have, ins, outs, [self.wanted.get(x) for x in node.outputs])
         inputs = tuple(self.convert(x, want, f"{where}, input {x!r}") for x, want in zip(node.inputs, sig.inputs))
         op, attrs = node.op, node.attrs
@@ -164,7 +166,8 @@ class _Boxing:
             layout, spec = next((lay, s) for lay, s in [*zip(sig.inputs, ins), *zip(sig.outputs, outs)] if lay.is_split)
             piece = shard_of(layout, spec, self.rank, self.ranks, where)
             assert piece is not None
-            op, attrs = sig.local_op, {**attrs, "shard_start": piece.start, "shard_stop": piece.stop}
+            op, attrs = sig.local_op, {**attrs, "shard_start": piece.start, "shard_stop": piece.stop,
+                                       "shard_size": spec.shape[piece.axis]}
         try:
             local = tuple(self.ops[op].infer(tuple(self.job.specs[x] for x in inputs), attrs))
         except Exception as exc:  # ShapeError and the plain checks the records make

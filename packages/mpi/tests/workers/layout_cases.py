@@ -4,7 +4,8 @@ uneven: a table of 7 rows split over 2 ranks (an error naming job and variable);
 table, the others broadcast it (every rank stops naming the variable); hint: a gathered blob annotated
 ``with_split_distribute(0)``; clip: gradient clipping over a split table (an error naming the op); rows: a
 classifier trained on a placeholder of a job that declares a layout, so each rank computes its rows of the batch
-(hint and rows: rank 0 writes the returned values and the planned job to OUT_DIR).
+classes: a classifier whose class axis is split (rank 0 writes, for hint, rows and classes, the returned values and
+the planned job to OUT_DIR).
 """
 import os
 import sys
@@ -75,7 +76,24 @@ if case == "rows":
     value = np.concatenate([value.ravel(), flow.get_all_variables()["weight"].numpy().ravel()])
     planned = rows_job.plan().job
 
-if case in ("hint", "rows") and rank == 0:
+if case == "classes":
+    @flow.global_function(type="train")
+    def classes_job(x: tp.Numpy.Placeholder((8, 6)), labels: tp.Numpy.Placeholder((8,), dtype=flow.int32)
+                    ) -> tp.Numpy:
+        weight = flow.get_variable("class-weight", (6, 8), initializer=flow.random_normal_initializer(),
+                                   distribute=flow.distribute.split(1))  # each rank scores half the classes
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, flow.matmul(x, weight))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.5])).minimize(loss)
+        return loss
+
+    data = np.random.default_rng(2)
+    x = data.standard_normal((8, 6)).astype(np.float32)
+    labels = np.array([0, 7, 3, 4, 4, 1, 8, 6], np.int32)  # 8 is outside the 8 classes: no loss, as one process
+    value = np.stack([classes_job(x, labels) for _ in range(3)])
+    value = np.concatenate([value.ravel(), flow.get_all_variables()["class-weight"].numpy().ravel()])
+    planned = classes_job.plan().job
+
+if case in ("hint", "rows", "classes") and rank == 0:
     np.save(os.path.join(sys.argv[2], "value.npy"), value)
     with open(os.path.join(sys.argv[2], "dump.txt"), "w") as f:
         f.write(str(planned))

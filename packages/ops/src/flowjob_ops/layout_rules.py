@@ -45,10 +45,17 @@ def along_other_axes(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]
 
 def per_label(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
     """Losses over a class axis (sparse softmax cross entropy and its gradient): the labels' axes, which lead
-    every input and output, split alike; each rank's rows see all their classes."""
+    every input and output, split alike (each rank's rows see all their classes); or the class axis split, the
+    labels and the loss whole on every rank."""
     labels = inputs[0]
     outputs = 2 if len(inputs) == 2 else 1  # the forward gives (loss, prob), the gradient d logits
-    return [Signature((split(k),) * len(inputs), (split(k),) * outputs) for k in range(len(labels.shape))]
+    found = [Signature((split(k),) * len(inputs), (split(k),) * outputs) for k in range(len(labels.shape))]
+    classes = split(len(labels.shape))  # the class axis split: a model-parallel classifier head
+    if outputs == 2:  # its max and sum are reduced over the ranks: flowjob-mpi's piece, there where ranks are
+        found.append(Signature((B, classes), (B, classes), local_op="mpi_sparse_softmax_cross_entropy_class_split"))
+    else:
+        found.append(Signature((B, classes, B), (classes,), local_op="sharded_sparse_softmax_cross_entropy_grad"))
+    return found
 
 
 def _reduced_axis(axis: int, axes: tuple[int, ...], keepdims: bool) -> int:

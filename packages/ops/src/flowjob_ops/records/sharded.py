@@ -1,5 +1,10 @@
 """The pieces of ops whose split signature computes differently from the whole op (``Signature.local_op``).
 
+Sparse softmax cross entropy over a class axis split over the ranks: its gradient is this rank's classes'
+probabilities less one at the label where this rank holds it, zero rows for labels outside the ``shard_size``
+classes (the forward, which needs collectives, is
+flowjob-mpi's ``mpi_sparse_softmax_cross_entropy_class_split``).
+
 A table split by rows over the ranks: this rank holds rows ``[shard_start, shard_stop)`` of the gathered axis (the
 boxing pass sets both attributes). ``sharded_gather`` gathers the rows it holds and zeros for the others, so the
 ranks' results sum to the whole gather (partial sums); ``sharded_gather_grad`` sums dy into the rows it holds.
@@ -76,6 +81,37 @@ def _gather_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
+def _sparse_ce_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, prob, dy = inputs
+    if labels.dtype.kind not in "iu" or dy.shape != labels.shape or prob.shape[:-1] != labels.shape:
+        raise ShapeError(f"sharded_sparse_softmax_cross_entropy_grad: labels {labels.shape} {labels.dtype}, prob "
+                         f"{prob.shape}, dy {dy.shape}")
+    start, _ = _piece(attrs, prob.shape[-1], "sharded_sparse_softmax_cross_entropy_grad")
+    if not isinstance(attrs.get("shard_size"), int) or attrs["shard_size"] < start + prob.shape[-1]:
+        raise ShapeError(f"sharded_sparse_softmax_cross_entropy_grad: shard_size {attrs.get('shard_size')!r} must "
+                         f"be the number of classes, at least {start + prob.shape[-1]}")
+    return [prob]
+
+
+def _sparse_ce_grad_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    classes = ctx.inputs[1].shape[-1]
+    rows = ctx.outputs[0].size // max(classes, 1)
+    start, stop, whole = ctx.attrs["shard_start"], ctx.attrs["shard_stop"], ctx.attrs["shard_size"]
+    index = xp.arange(rows)
+
+    def run(labels: Any, prob: Any, dy: Any) -> Any:  # prob * dy, less dy at the label where this rank holds it
+        label = labels.reshape(rows)
+        dy1 = xp.where((label >= 0) & (label < whole), dy.reshape(rows), 0)  # a label outside the classes: 0 rows
+        out2 = out.reshape(rows, classes)
+        xp.multiply(prob.reshape(rows, classes), dy1.reshape(rows, 1), out=out2)
+        held = (label >= start) & (label < stop)
+        out2[index, xp.where(held, label - start, 0)] -= xp.where(held, dy1, 0)
+        return out
+
+    return run
+
+
 SHARDED_GATHER = OpDef("sharded_gather", _gather_infer, kernel=_gather_kernel, not_differentiable=True,
                        name_prefix="ShardedGather", amp="clear",
                        doc="inputs (params piece, indices): the rows [shard_start, shard_stop) it holds, zeros for "
@@ -84,4 +120,10 @@ SHARDED_GATHER_GRAD = OpDef("sharded_gather_grad", _gather_grad_infer, kernel=_g
                             not_differentiable=True, name_prefix="ShardedGatherGrad",
                             doc="inputs (indices, dy): dy summed into the rows [shard_start, shard_stop) of shape")
 
-OPS = (SHARDED_GATHER, SHARDED_GATHER_GRAD)
+SHARDED_SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
+    "sharded_sparse_softmax_cross_entropy_grad", _sparse_ce_grad_infer, kernel=_sparse_ce_grad_kernel,
+    not_differentiable=True, name_prefix="ShardedSparseSoftmaxCrossEntropyGrad",
+    doc="inputs (labels, this rank's probabilities of classes [shard_start, shard_stop), dy): the logits' gradient "
+        "for those classes")
+
+OPS = (SHARDED_GATHER, SHARDED_GATHER_GRAD, SHARDED_SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD)
