@@ -168,3 +168,9 @@ def test_a_classifier_split_by_classes_trains_like_one_process(tmp_path):
     assert "(8,):float32 B, SparseSoftmaxCrossEntropy_" in text and "(8, 4):float32 S(1) = " \
         "mpi_sparse_softmax_cross_entropy_class_split(" in text, text
     assert "(8, 4):float32 S(1) = sharded_sparse_softmax_cross_entropy_grad(" in text, text
+
+
+def test_a_checkpoint_manager_saves_a_split_variable_whole(tmp_path):
+    ok(ranks(2, "layout_cases.py", "manager", tmp_path, timeout=60))
+    stored = np.fromfile(tmp_path / "saved" / "snapshot_1" / "table" / "out", dtype=np.float32).reshape(8, 3)
+    assert stored.tobytes() == np.load(tmp_path / "value.npy").tobytes()

@@ -4,8 +4,8 @@ uneven: a table of 7 rows split over 2 ranks (an error naming job and variable);
 table, the others broadcast it (every rank stops naming the variable); hint: a gathered blob annotated
 ``with_split_distribute(0)``; clip: gradient clipping over a split table (an error naming the op); rows: a
 classifier trained on a placeholder of a job that declares a layout, so each rank computes its rows of the batch
-classes: a classifier whose class axis is split (rank 0 writes, for hint, rows and classes, the returned values and
-the planned job to OUT_DIR).
+classes: a classifier whose class axis is split; manager: a CheckpointManager saves a split table (rank 0 writes,
+for hint, rows, classes and manager, the returned values and the planned job to OUT_DIR).
 """
 import os
 import sys
@@ -93,7 +93,18 @@ if case == "classes":
     value = np.concatenate([value.ravel(), flow.get_all_variables()["class-weight"].numpy().ravel()])
     planned = classes_job.plan().job
 
-if case in ("hint", "rows", "classes") and rank == 0:
+if case == "manager":  # CheckpointManager.save runs on rank 0 alone: the split table is gathered first
+    @flow.global_function()
+    def manager_job(ids: tp.Numpy.Placeholder((4, 2), dtype=flow.int32)) -> tp.Numpy:
+        table = flow.get_variable("table", (8, 3), initializer=flow.random_normal_initializer(),
+                                  distribute=flow.distribute.split(0))
+        return flow.gather(table, ids)
+
+    manager_job(IDS)
+    path = flow.train.CheckpointManager(os.path.join(sys.argv[2], "saved")).save()
+    value, planned = flow.get_all_variables()["table"].numpy(), manager_job.plan().job
+
+if case in ("hint", "rows", "classes", "manager") and rank == 0:
     np.save(os.path.join(sys.argv[2], "value.npy"), value)
     with open(os.path.join(sys.argv[2], "dump.txt"), "w") as f:
         f.write(str(planned))

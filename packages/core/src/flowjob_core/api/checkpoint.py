@@ -21,6 +21,7 @@ what was expected and found. A checkpoint lacking some variables initializes tho
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import os
@@ -519,6 +520,20 @@ __all__ = ["CheckPoint", "CheckpointWarning", "SimpleCheckPointManager", "get", 
 _ranks = threading.local()
 
 
+@contextlib.contextmanager
+def split_variables_gathered(session: Session, enabled: bool = True) -> Iterator[None]:
+    """Around a save that rank 0 alone runs (``World.root_only``): every rank gathers the variables split over the
+    ranks first (a collective), so rank 0 writes them whole (``flowjob_core.runtime.variable_shards``)."""
+    before = getattr(_ranks, "wholes", {})
+    world = world_of(session)
+    if enabled and not before and world.size > 1 and variable_shards.split_names(session):
+        _ranks.wholes = variable_shards.gather_whole(session, world)
+    try:
+        yield
+    finally:
+        _ranks.wholes = before
+
+
 def _on_ranks(session: Session, again: Any, *, broadcast: bool, pieces: Any = None) -> bool:
     """In a world of several ranks, run ``again`` (the calling function, same arguments) the way a
     checkpoint is kept there and answer True: rank 0 alone reads and writes the files (a checkpoint is
@@ -540,12 +555,8 @@ def _on_ranks(session: Session, again: Any, *, broadcast: bool, pieces: Any = No
         finally:
             _ranks.inside = False
 
-    if not broadcast and variable_shards.split_names(session):
-        _ranks.wholes = variable_shards.gather_whole(session, world)  # rank 0's save writes them whole
-    try:
+    with split_variables_gathered(session, enabled=not broadcast):  # rank 0's save writes them whole
         world.root_only(run)
-    finally:
-        _ranks.wholes = {}
     if broadcast:
         store = session.variables
         names = sorted(name for name in store.names() if store[name].shard is None)
