@@ -1,5 +1,6 @@
 """Op cases of the indexing records beyond op_cases.py's table: the nd gathers and scatters, batch_gather,
-the strided slices and their updates (slice_v2, slice_update), diag, dim_gather and their gradient ops.
+the strided slices and their updates (slice_v2, slice_update), diag, dim_gather and their gradient ops, and the
+pieces of split signatures (sharded_gather, its gradient, the class-split cross entropy's gradient).
 op_cases.py appends ``CASES`` to its table.
 
 References are plain numpy written apart from the kernels: loops over index rows and element loops over
@@ -253,7 +254,67 @@ def dim_gather_grad_ref(dy: np.ndarray, index: np.ndarray, dim: int, shape: tupl
     return out
 
 
+def _sharded_table(draw: Draw) -> tuple[int, int, int, np.ndarray]:
+    """(rows of the whole table, this piece's start and stop, indices into the whole table)."""
+    rows = draw(st.integers(2, 6))
+    start = draw(st.integers(0, rows - 1))
+    stop = draw(st.integers(start + 1, rows))
+    ids = np.array(draw(st.lists(st.integers(0, rows - 1), min_size=1, max_size=5)), dtype=np.int32)
+    return rows, start, stop, ids
+
+
+def sharded_gather_case(draw: Draw) -> Case:
+    rows, start, stop, ids = _sharded_table(draw)
+    return [_array(draw, (stop - start, 3)), ids], {"axis": 0, "shard_start": start, "shard_stop": stop}
+
+
+def sharded_gather_ref(piece: np.ndarray, ids: np.ndarray, axis: int, shard_start: int, shard_stop: int) -> np.ndarray:
+    out = np.zeros(ids.shape + piece.shape[1:], piece.dtype)
+    for k, i in enumerate(ids):
+        if shard_start <= i < shard_stop:
+            out[k] = piece[i - shard_start]
+    return out
+
+
+def sharded_gather_grad_case(draw: Draw) -> Case:
+    rows, start, stop, ids = _sharded_table(draw)
+    return [ids, _array(draw, ids.shape + (3,))], {"axis": 0, "shape": (rows, 3), "shard_start": start,
+                                                    "shard_stop": stop}
+
+
+def sharded_gather_grad_ref(ids: np.ndarray, dy: np.ndarray, axis: int, shape: tuple[int, ...], shard_start: int,
+                            shard_stop: int) -> np.ndarray:
+    out = np.zeros((shard_stop - shard_start,) + tuple(shape[1:]), dy.dtype)
+    for k, i in enumerate(ids):
+        if shard_start <= i < shard_stop:
+            out[i - shard_start] += dy[k]
+    return out
+
+
+def sharded_ce_grad_case(draw: Draw) -> Case:
+    rows, classes = draw(st.integers(1, 4)), draw(st.integers(2, 6))
+    start = draw(st.integers(0, classes - 1))
+    stop = draw(st.integers(start + 1, classes))
+    labels = np.array(draw(st.lists(st.integers(-1, classes), min_size=rows, max_size=rows)), dtype=np.int32)
+    prob = _array(draw, (rows, stop - start), 0.0, 1.0)
+    return [labels, prob, _array(draw, (rows,))], {"shard_start": start, "shard_stop": stop, "shard_size": classes}
+
+
+def sharded_ce_grad_ref(labels: np.ndarray, prob: np.ndarray, dy: np.ndarray, shard_start: int,
+                        shard_stop: int, shard_size: int) -> np.ndarray:
+    out = prob * dy[:, None]
+    for k, label in enumerate(labels):
+        if not 0 <= label < shard_size:
+            out[k] = 0  # a label outside the classes: no loss, no gradient
+        elif shard_start <= label < shard_stop:
+            out[k, label - shard_start] -= dy[k]
+    return out
+
+
 CASES = [
+    OpCase("sharded_sparse_softmax_cross_entropy_grad", sharded_ce_grad_case, reference=sharded_ce_grad_ref, wrt=()),
+    OpCase("sharded_gather", sharded_gather_case, reference=sharded_gather_ref, wrt=()),
+    OpCase("sharded_gather_grad", sharded_gather_grad_case, reference=sharded_gather_grad_ref, wrt=()),
     OpCase("gather_nd", gather_nd_case, reference=gather_nd_ref, wrt=(0,)),
     OpCase("scatter_nd", scatter_nd_case, reference=scatter_nd_ref, wrt=(1,)),
     OpCase("tensor_scatter_nd_update", tensor_scatter_case(True), reference=tensor_scatter_ref(False), wrt=(0, 2)),

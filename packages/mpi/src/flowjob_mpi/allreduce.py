@@ -16,6 +16,7 @@ from typing import Any
 from flowjob_core.ir.job import Job
 from flowjob_core.trace.builder import JobBuilder
 
+from flowjob_mpi.boxing import laid_out
 from flowjob_mpi.consistent import WEIGHT_INTENT
 from flowjob_mpi.world import world
 
@@ -24,8 +25,8 @@ BUCKET_BYTES = 4 << 20
 
 def reduce_gradients(job: Job, ctx: Any) -> None:
     """The pass: see the module docstring."""
-    if world().size == 1 or job.type != "train" or not ctx.variable_grads:
-        return
+    if world().size == 1 or job.type != "train" or not ctx.variable_grads or laid_out(job):
+        return  # a job laid out by the boxing pass computes each gradient whole or as its variable's shard
     weights = [i.payload["weight"] for i in job.intents if i.kind == WEIGHT_INTENT]
     # without a split placeholder every rank computed the same gradient: averaging keeps it
     weight = weights[0] if weights else 1.0 / world().size

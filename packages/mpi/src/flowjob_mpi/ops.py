@@ -107,6 +107,43 @@ def _allreduce_kernel(ctx: KernelContext) -> Callable[..., Any]:
     return run
 
 
+def _reduce_scatter_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    axis, ranks = attrs["axis"], attrs["ranks"]
+    if x.dtype.kind != "f":
+        raise ShapeError(f"a reduce-scatter sums floating values, got {x.dtype}")
+    if not 0 <= axis < len(x.shape) or x.shape[axis] % ranks:
+        raise ShapeError(f"axis {axis} of {x.shape} does not split evenly over {ranks} ranks")
+    shape = list(x.shape)
+    shape[axis] //= ranks
+    return [BlobSpec(tuple(shape), x.dtype)]
+
+
+def _reduce_scatter_kernel(ctx: KernelContext) -> Callable[[Any], Any]:
+    from mpi4py import MPI
+
+    comm = world().comm
+    axis = ctx.attrs["axis"]
+    received = np.empty(np.moveaxis(np.empty(ctx.outputs[0].shape, dtype=np.int8), axis, 0).shape,
+                        dtype=ctx.outputs[0].dtype)
+    out, host, device, host_arrays = ctx.out(0), ctx.backend.to_host, ctx.backend.from_host, ctx.backend.host_arrays
+    what = f"the reduce-scatter of node {ctx.node_name!r}"
+
+    def run(x: Any) -> Any:
+        pieces = np.ascontiguousarray(np.moveaxis(host(x), axis, 0))  # rank r's piece: the r-th block of rows
+        WAITING.enter(what)
+        comm.Reduce_scatter_block(pieces, received, op=MPI.SUM)
+        WAITING.leave()
+        value = np.moveaxis(received, 0, axis)
+        if host_arrays:
+            np.copyto(out, value)
+        else:
+            out[...] = device(np.ascontiguousarray(value))
+        return out
+
+    return run
+
+
 def _nccl_for(ctx: KernelContext) -> Nccl | None:
     """The world's NCCL communicator where it serves this kernel's backend; None: the host MPI path."""
     nccl = world().nccl
@@ -207,6 +244,10 @@ MPI_ALLGATHER = OpDef("mpi_allgather", _gather_infer, kernel=_gather_kernel, not
 MPI_ALLREDUCE = OpDef("mpi_allreduce", _allreduce_infer, kernel=_allreduce_kernel, not_differentiable=True,
                       ordered=True,
                       doc="sum over ranks of weight * input, for each input, in one message (a bucket)")
+MPI_REDUCE_SCATTER = OpDef("mpi_reduce_scatter", _reduce_scatter_infer, kernel=_reduce_scatter_kernel,
+                           not_differentiable=True, ordered=True,
+                           doc="the sum over ranks of the input, of which this rank keeps its even slice along axis "
+                               "(attrs axis, ranks)")
 
 MPI_ALLREDUCE_START = OpDef("mpi_allreduce_start", _start_infer, kernel=_start_kernel, not_differentiable=True,
                             ordered=True,
@@ -217,4 +258,4 @@ MPI_ALLREDUCE_WAIT = OpDef("mpi_allreduce_wait", _wait_infer, kernel=_wait_kerne
 
 # the collectives are ``ordered``: each rank issues them on its step's own thread in schedule order, so every
 # rank sends and waits for the same messages in the same order whatever runs beside them
-OPS = (MPI_SPLIT, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_ALLREDUCE_START, MPI_ALLREDUCE_WAIT)
+OPS = (MPI_SPLIT, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_REDUCE_SCATTER, MPI_ALLREDUCE_START, MPI_ALLREDUCE_WAIT)

@@ -8,6 +8,7 @@ one: the same model in one process, fed through placeholders the union the ranks
     rank-major concatenation of each rank's next records (its parts in order, looping over its epoch).
 stale: ranks, but the reader is traced in a world of one (another plugin answers flowjob_world): an error naming
     the reader.
+laid_out: ranks, but the job also declares a split variable: an error naming the job and the reader.
 """
 import os
 import sys
@@ -32,6 +33,8 @@ if mode == "write":
 
 
 def model(x, y):
+    if laid_out:  # a layout makes the boxing pass, not the data-parallel view, spread the job over the ranks
+        flow.get_variable("table", (4, 2), distribute=flow.distribute.split(0))
     init = flow.random_normal_initializer(stddev=0.5)
     hidden = flow.layers.dense(x, 8, activation=flow.nn.relu, kernel_initializer=init, name="hidden")
     logits = flow.layers.dense(hidden, 4, kernel_initializer=init, name="out")
@@ -40,6 +43,9 @@ def model(x, y):
     return loss
 
 
+laid_out = mode == "laid_out"
+if laid_out:
+    mode = "ranks"
 if mode == "stale":  # a reader traced without this rank's shard: a plugin answers flowjob_world before flowjob-mpi
     from flowjob_core import get_default_session, hookimpl
     from flowjob_core.runtime.world import ONE_PROCESS

@@ -21,6 +21,7 @@ what was expected and found. A checkpoint lacking some variables initializes tho
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import os
@@ -39,6 +40,7 @@ from flowjob_core.ir.job import BlobSpec
 from flowjob_core.api.variable_blobs import FileVariableBlob, host_value
 from flowjob_core.runtime.session import Session, get_default_session
 from flowjob_core.api.flow_config_options import legacy_model_io_enabled
+from flowjob_core.runtime import variable_shards
 from flowjob_core.runtime.world import world_of
 
 if TYPE_CHECKING:
@@ -203,7 +205,9 @@ def _to_save(session: Session, var_dict: Mapping[str, Any] | None) -> Iterator[t
     if var_dict is None:
         store = session.variables
         with session.between_steps():
-            snapshot = [(name, store[name].spec, store.get(name)) for name in store.names()]
+            wholes = getattr(_ranks, "wholes", {})  # split variables, gathered by every rank (variable_shards)
+            snapshot = [(name, store[name].spec, wholes[name] if name in wholes else store.get(name))
+                        for name in store.names()]
         yield from snapshot
         return
     for name, value in var_dict.items():
@@ -381,7 +385,8 @@ def load_variables(value_dict: Mapping[str, Any], ignore_mismatch: bool = True,
 def initialize(session: Session | None = None) -> None:
     """Every variable of every defined job set from its initializer."""
     session = _session(session)
-    if _on_ranks(session, lambda: initialize(session), broadcast=True):
+    if _on_ranks(session, lambda: initialize(session), broadcast=True,
+                 pieces=lambda: variable_shards.initialize_pieces(session)):
         return
     prepare(session)
     store = session.variables
@@ -398,7 +403,9 @@ def load(path: str | os.PathLike[str], session: Session | None = None, strict: b
     ``keep_missing`` keeps its current value instead (legacy's model I/O v2 loaded only what it found).
     """
     session = _session(session)
-    if _on_ranks(session, lambda: load(path, session, strict, keep_missing), broadcast=True):
+    if _on_ranks(session, lambda: load(path, session, strict, keep_missing), broadcast=True,
+                 pieces=lambda: variable_shards.load_pieces(session, checkpoint_files.reading_path(os.fspath(path)),
+                                                            OUT_FILE, keep_missing)):
         return
     prepare(session)
     root, read = _open_checkpoint(path)
@@ -513,11 +520,27 @@ __all__ = ["CheckPoint", "CheckpointWarning", "SimpleCheckPointManager", "get", 
 _ranks = threading.local()
 
 
-def _on_ranks(session: Session, again: Any, *, broadcast: bool) -> bool:
+@contextlib.contextmanager
+def split_variables_gathered(session: Session, enabled: bool = True) -> Iterator[None]:
+    """Around a save that rank 0 alone runs (``World.root_only``): every rank gathers the variables split over the
+    ranks first (a collective), so rank 0 writes them whole (``flowjob_core.runtime.variable_shards``)."""
+    before = getattr(_ranks, "wholes", {})
+    world = world_of(session)
+    if enabled and not before and world.size > 1 and variable_shards.split_names(session):
+        _ranks.wholes = variable_shards.gather_whole(session, world)
+    try:
+        yield
+    finally:
+        _ranks.wholes = before
+
+
+def _on_ranks(session: Session, again: Any, *, broadcast: bool, pieces: Any = None) -> bool:
     """In a world of several ranks, run ``again`` (the calling function, same arguments) the way a
     checkpoint is kept there and answer True: rank 0 alone reads and writes the files (a checkpoint is
     written once, through the same atomic replace), every rank raises what rank 0 raised, and with
-    ``broadcast`` every rank then takes rank 0's variables, so they start bitwise equal. In one process,
+    ``broadcast`` every rank then takes rank 0's variables, so they start bitwise equal. Variables split over the
+    ranks (``flowjob_core.runtime.variable_shards``) are gathered for a save, and set by ``pieces`` on each rank
+    after an init or a load. In one process,
     or inside that run, answer False: the caller goes on as usual."""
     world = world_of(session)
     if world.size == 1 or getattr(_ranks, "inside", False):
@@ -532,14 +555,17 @@ def _on_ranks(session: Session, again: Any, *, broadcast: bool) -> bool:
         finally:
             _ranks.inside = False
 
-    world.root_only(run)
+    with split_variables_gathered(session, enabled=not broadcast):  # rank 0's save writes them whole
+        world.root_only(run)
     if broadcast:
         store = session.variables
-        names = sorted(store.names())
+        names = sorted(name for name in store.names() if store[name].shard is None)
         with session.between_steps():
             arrays = [np.ascontiguousarray(store.get(name)) for name in names]
         world.broadcast_arrays(arrays)
         with session.between_steps():
             for name, array in zip(names, arrays):
                 store.assign(name, array)
+        if pieces is not None:
+            pieces()
     return True

@@ -21,7 +21,7 @@ import shutil
 import warnings
 
 from flowjob_core.api import checkpoint_files
-from flowjob_core.api.checkpoint import DONE_FILE, CheckPoint, CheckpointWarning
+from flowjob_core.api.checkpoint import DONE_FILE, CheckPoint, CheckpointWarning, split_variables_gathered
 from flowjob_core.errors import CheckpointError
 from flowjob_core.runtime.session import Session, get_default_session
 from flowjob_core.runtime.world import World, world_of
@@ -89,7 +89,8 @@ class CheckpointManager:
         """Save to ``<root>/<prefix><number>`` (default: one more than the highest), point ``latest`` at
         it, then remove the oldest beyond ``max_to_keep``; returns the path. On several ranks, rank 0 does
         it all (``flowjob_core.runtime.world``) and every rank returns its path or raises its error."""
-        return self._world().root_only(lambda: self._save(number))
+        with split_variables_gathered(self._session if self._session is not None else get_default_session()):
+            return self._world().root_only(lambda: self._save(number))
 
     def _world(self) -> World:
         return world_of(self._session if self._session is not None else get_default_session())

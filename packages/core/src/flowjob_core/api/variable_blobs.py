@@ -5,7 +5,9 @@ from typing import Any
 
 import numpy as np
 
+from flowjob_core.runtime import variable_shards
 from flowjob_core.runtime.session import Session
+from flowjob_core.runtime.world import world_of
 
 
 class FileVariableBlob(np.ndarray):
@@ -43,7 +45,11 @@ class VariableBlob:
         return self._session.variables[self.name].spec.dtype
 
     def numpy(self) -> np.ndarray:
+        """The whole value. Of a variable split over MPI ranks it is gathered from every rank: every rank must
+        call it at the same point of the program (as every rank runs the same script)."""
         self._session.sync()
+        if self._session.variables[self.name].shard is not None:
+            return variable_shards.gather_one(self._session, world_of(self._session), self.name)
         return self._session.variables.get(self.name)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:

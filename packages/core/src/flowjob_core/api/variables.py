@@ -7,10 +7,12 @@ import numpy as np
 
 from flowjob_core.ir import distribute as distributions
 from flowjob_core.ir import dtypes
+from flowjob_core.ir import layout as ir_layout
 from flowjob_core.trace import scope
 from flowjob_core.trace.blob import Blob
 from flowjob_core.errors import FlowjobError, VariableError
 from flowjob_core.ir.job import BlobSpec
+from flowjob_core.runtime.world import world_of
 from flowjob_core.trace.builder import current_builder
 
 
@@ -33,14 +35,25 @@ def get_variable(name: str, shape: tuple[int, ...] | list[int] | None = None, dt
     if random_seed is not None and initializer is not None and hasattr(initializer, "with_seed"):
         initializer = initializer.with_seed(random_seed)
     full = scope.scoped_name(name)
-    if distribute is not None:  # legacy asserted a flow.distribute value; the layout changes no value
+    layout = None
+    if distribute is not None:  # legacy asserted a flow.distribute value: on several ranks a split one is split
         try:
-            distributions.checked_for(distribute, tuple(shape), f"flow.get_variable({full!r}): distribute")
+            checked = distributions.checked_for(distribute, tuple(shape), f"flow.get_variable({full!r}): distribute")
         except (TypeError, ValueError) as exc:
             raise VariableError(str(exc)) from None
-    return builder.add_variable(full, BlobSpec(tuple(shape), dt), initializer,
-                                True if trainable is None else bool(trainable), reuse=reuse,
-                                regularizer=regularizer, model_name=model_name)
+        layout = ir_layout.from_distribute(checked)
+    spec = BlobSpec(tuple(shape), dt)
+    shard = None
+    if layout is not None and full not in builder.session.variables:  # this rank's piece, over several ranks
+        world = world_of(builder.session)
+        try:
+            shard = ir_layout.shard_of(layout, spec, world.rank, world.size,
+                                       f"job {builder.job.name!r}, variable {full!r} ({layout})")
+        except ValueError as exc:
+            raise VariableError(f"{exc}; a split variable's pieces must have one shape, as legacy's did") from None
+    return builder.add_variable(full, spec, initializer, True if trainable is None else bool(trainable),
+                                reuse=reuse, regularizer=regularizer, model_name=model_name, layout=layout,
+                                shard=shard)
 
 
 def _read_initializer(session: Any, value: Any, variable: str) -> Any:

@@ -136,6 +136,9 @@ class Job:
     grad_targets: list[str] = field(default_factory=list)
     side_outputs: list[SideOutput] = field(default_factory=list)
     config: ConfigSnapshot = field(default_factory=ConfigSnapshot)
+    # lbn -> how the value lies over the ranks (flowjob_core.ir.layout.Layout): what the body declared
+    # (a split variable, blob.with_distribute), then, on several ranks, every value after the boxing pass
+    layouts: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
         """The job as text, one line per node (see ``flowjob_core.ir.printing``; ``format_job`` given the op
@@ -165,4 +168,5 @@ class Job:
             losses=list(self.losses),
             grad_targets=list(self.grad_targets),
             side_outputs=list(self.side_outputs),
+            layouts=dict(self.layouts),
         )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from flowjob_core.ir.job import BlobSpec
+from flowjob_core.ir.layout import LayoutRule
 
 if TYPE_CHECKING:
     from flowjob_core.passes.autodiff import GradContext
@@ -144,6 +145,9 @@ class OpDef:
     ``parallel_num_attr``: the name of an attribute the tracer sets to the number of devices the node's
     placement names (legacy's ``parallel_num``), for an op whose logical value is made of one piece per device
     (legacy's physical inference); None (the default): the op does not depend on it.
+    ``layouts``: the layout signatures the op can run under on several ranks (``flowjob_core.ir.layout``):
+    ``layouts(input_specs, attrs) -> [Signature, ...]``, best first. None (the default): an elementwise op
+    splits along any axis, any other runs whole (every input gathered, the same work on every rank).
     ``host_split``: its kernels on a host backend cut their own work into parts over the host threads
     (convolutions, pooling). A plan holding such a node keeps BLAS to one thread per caller and cuts its large
     matrix products over the host threads too (``flowjob_core.backends.host_gemm``): OpenBLAS's idle workers
@@ -182,6 +186,7 @@ class OpDef:
     parallel_num_attr: str | None = None
     host_split: bool = False
     host_state: bool = False
+    layouts: LayoutRule | None = None
 
     def __post_init__(self) -> None:
         if self.amp is not None and self.amp not in AMP_CLASSES:

@@ -19,6 +19,9 @@ Each placeholder and variable is listed once, in the header (their ``input`` and
 nodes are not repeated among the nodes). Attributes are sorted by name; long sequences and long
 values are shortened so one node stays one line. The device is shown when it is not the CPU.
 
+On several ranks each value's layout follows its spec (``S(0)``: split along axis 0, ``B``: broadcast, ``P``:
+partial sums, ``flowjob_core.ir.layout``); in one process only the layouts the body declared show.
+
 Effects are marked from the op records (``ops``, the session's op table): ``update! a, b <-``
 before a node that writes the values ``a`` and ``b`` in place (a variable by its name), ``effect!``
 before a node kept for what it does beyond its outputs (a return, a sink). Without the records a
@@ -55,12 +58,13 @@ def format_job(job: "Job", ops: "OpTable | None" = None, bindings: "Bindings | N
     lines = [f"job {job.name} ({job.type})"]
     for p in job.placeholders:
         batch = "" if p.batch_axis == 0 else f", batch axis {p.batch_axis}"
-        lines.append(f"  placeholder {p.lbn}: {p.spec}  (parameter {p.param}{batch}){device(p.lbn)}")
+        lines.append(f"  placeholder {p.lbn}: {p.spec}{_layout(job, p.lbn)}  (parameter {p.param}{batch})"
+                     f"{device(p.lbn)}")
     for v in job.variables.values():
         frozen = ", not trainable" if not v.trainable else ""
         penalty = f"  regularizer {v.regularizer}" if v.regularizer is not None else ""
-        lines.append(f"  variable {v.name}: {v.spec}  init {_clip(v.initializer or 'zeros')}{frozen}{penalty}"
-                     f"{device(v.lbn)}")
+        lines.append(f"  variable {v.name}: {v.spec}{_layout(job, v.lbn)}  init {_clip(v.initializer or 'zeros')}"
+                     f"{frozen}{penalty}{device(v.lbn)}")
     lines.append("nodes:")
     lines.extend(f"  {format_node(node, job, ops)}" for node in job.nodes if id(node) not in listed)
     if job.returns:
@@ -83,7 +87,8 @@ def format_job(job: "Job", ops: "OpTable | None" = None, bindings: "Bindings | N
 
 def format_node(node: "Node", job: "Job", ops: "OpTable | None" = None) -> str:
     """``[mark] out: spec, ... = op(inputs) {attrs} @device`` (see the module for the marks)."""
-    outs = ", ".join(f"{lbn}: {job.specs[lbn]}" if lbn in job.specs else lbn for lbn in node.outputs)
+    outs = ", ".join(f"{lbn}: {job.specs[lbn]}{_layout(job, lbn)}" if lbn in job.specs else lbn
+                     for lbn in node.outputs)
     call = f"{node.op}({', '.join(node.inputs)})"
     if node.attrs:
         call += " {" + format_attrs(node.attrs) + "}"
@@ -170,6 +175,12 @@ def _keys_named(job: "Job") -> Iterator[str]:
     for v in job.variables.values():
         if v.regularizer is not None:
             yield v.regularizer
+
+
+def _layout(job: "Job", lbn: str) -> str:
+    """`` S(0)`` / `` B`` / `` P`` after a spec: how the value lies over the ranks, when the job says."""
+    layout = job.layouts.get(lbn)
+    return f" {layout}" if layout is not None else ""
 
 
 def _clip(text: str) -> str:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowjob_core.ir.analysis import observed_values
 from flowjob_core.passes.autodiff import differentiate
+from flowjob_core.ir import layout
 from flowjob_core.ir.bindings import Bindings
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir.job import Job
@@ -63,6 +64,13 @@ def verify(job: Job, ctx: PassContext) -> None:
     for lbn in job.returns + [s.lbn for s in job.side_outputs] + job.losses:
         if lbn not in defined:
             raise VerificationError(f"job {job.name!r}: {lbn!r} is used as a result but never defined")
+    for lbn, value in job.layouts.items():
+        if lbn not in defined:
+            continue  # a value a later pass removed (fusion): its layout is moot
+        try:
+            layout.check(value, job.specs[lbn], f"job {job.name!r}, value {lbn!r}")
+        except ValueError as exc:
+            raise VerificationError(str(exc)) from None
     placeholder_lbns = [p.lbn for p in job.placeholders]
     if len(set(placeholder_lbns)) != len(placeholder_lbns):
         raise VerificationError(f"job {job.name!r}: a placeholder is listed twice")
@@ -84,6 +92,7 @@ def eliminate_dead_code(job: Job, ctx: PassContext) -> None:
     job.nodes = kept
     for lbn in removed:
         job.specs.pop(lbn, None)
+        job.layouts.pop(lbn, None)
 
 
 def run_passes(job: Job, ctx: PassContext) -> Job:

@@ -11,6 +11,7 @@ import numpy as np
 from flowjob_core.errors import VariableError
 from flowjob_core.ir.dtypes import unfit_value
 from flowjob_core.ir.job import BlobSpec
+from flowjob_core.ir.layout import Shard
 
 Initializer = Callable[[tuple[int, ...], np.dtype, np.random.Generator], np.ndarray]
 """``initializer(shape, dtype, rng) -> host ndarray``; ``None`` means zeros (legacy dense default)."""
@@ -25,6 +26,15 @@ class StoredVariable:
     array: Any  # a backend array; plans hold references to it, so it is only ever written in place
     regularizer: Any = None
     model_name: str | None = None
+    # on several ranks, a variable split over them (flowjob_core.ir.layout): its layout, and the piece of the
+    # logical value ``spec`` this rank holds in ``array``; None: the whole
+    layout: Any = None
+    shard: Shard | None = None
+
+    @property
+    def local_spec(self) -> BlobSpec:
+        """The spec of what this process holds: the shard's, or ``spec``."""
+        return self.spec if self.shard is None else BlobSpec(self.shard.local_shape(self.spec.shape), self.spec.dtype)
 
 
 class VariableStore:
@@ -35,17 +45,29 @@ class VariableStore:
         self._lock = threading.Lock()
 
     def declare(self, name: str, spec: BlobSpec, initializer: Any = None, trainable: bool = True,
-                regularizer: Any = None, model_name: str | None = None) -> StoredVariable:
-        """The variable ``name``, created and initialized on first declaration."""
+                regularizer: Any = None, model_name: str | None = None, layout: Any = None,
+                shard: Shard | None = None) -> StoredVariable:
+        """The variable ``name``, created and initialized on first declaration. With a ``shard`` it holds only
+        that piece of the logical value (a variable split over ranks); its initializer still draws the whole
+        value, so every rank count starts from the same model."""
         with self._lock:
             known = self._vars.get(name)
             if known is not None:
                 return known
-            var = StoredVariable(name, spec, initializer, trainable,
-                                 self.backend.xp.empty(spec.shape, dtype=spec.dtype), regularizer, model_name)
+            local = spec.shape if shard is None else shard.local_shape(spec.shape)
+            var = StoredVariable(name, spec, initializer, trainable, self.backend.xp.empty(local, dtype=spec.dtype),
+                                 regularizer, model_name, layout, shard)
             self._vars[name] = var
         self.initialize(name)
         return var
+
+    def hold_as_shard(self, name: str, layout: Any, spec: BlobSpec, shard: Shard) -> None:
+        """A variable declared in the shape of a shard (an optimizer's slot of a split variable) held from now on as
+        that ``shard`` of the logical ``spec``: its value is kept, checkpoints see the whole."""
+        var = self[name]
+        if var.shard is not None or var.spec != BlobSpec(shard.local_shape(spec.shape), spec.dtype):
+            raise VariableError(f"variable {name!r} ({var.local_spec}) is not the shard {shard} of {spec}")
+        var.spec, var.layout, var.shard = spec, layout, shard
 
     def __contains__(self, name: str) -> bool:
         return name in self._vars
@@ -77,15 +99,29 @@ class VariableStore:
         self.assign(name, self.initial_value(name))
 
     def get(self, name: str) -> np.ndarray:
-        """A host copy of the current value."""
+        """A host copy of the current value: of this rank's piece, for a split variable (``local_spec``)."""
         return np.array(self.backend.to_host(self[name].array), copy=True)
 
     def assign(self, name: str, value: Any) -> None:
-        """Write ``value`` into the variable in place, after checking shape and dtype."""
+        """Write ``value`` into the variable in place, after checking shape and dtype. ``value`` is the logical
+        (whole) value; a split variable keeps its piece of it (``assign_local`` writes the piece itself)."""
         var = self[name]
         host = np.asarray(value)
         if host.shape != var.spec.shape:
             raise VariableError(f"variable {name!r} has shape {var.spec.shape}, the value has {host.shape}")
+        self._write(var, host if var.shard is None else host[var.shard.index()])
+
+    def assign_local(self, name: str, value: Any) -> None:
+        """Write what this process holds of the variable: its piece of a split variable (``local_spec``)."""
+        var = self[name]
+        host = np.asarray(value)
+        if host.shape != var.local_spec.shape:
+            raise VariableError(f"variable {name!r} holds shape {var.local_spec.shape} on this rank, the value has "
+                                f"{host.shape}")
+        self._write(var, host)
+
+    def _write(self, var: StoredVariable, host: np.ndarray) -> None:
+        name = var.name
         if host.dtype != var.spec.dtype:
             if not np.can_cast(host.dtype, var.spec.dtype, casting="same_kind"):
                 raise VariableError(f"variable {name!r} has dtype {var.spec.dtype}, the value has {host.dtype}")

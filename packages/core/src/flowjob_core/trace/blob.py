@@ -8,6 +8,7 @@ import numpy as np
 from flowjob_core.trace import eager_mode
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import distribute as distributions
+from flowjob_core.ir import layout as ir_layout
 from flowjob_core.ir.job import BlobSpec
 from flowjob_core.trace.parallel_conf import ParallelConf
 from flowjob_core.trace.scope import Placement
@@ -58,8 +59,12 @@ class Blob:
 
     def with_distribute(self, distribute: distributions.Distribute) -> "Blob":
         """This value, annotated to lie over the devices as ``distribute`` says (legacy's layout hint for the
-        ops reading it). The logical value is the same under every layout, so this handle computes as ``self``."""
+        ops reading it). The logical value is the same under every layout, so this handle computes as ``self``; the
+        job records the layout (``Job.layouts``), which the boxing pass of a job on several ranks gives the value."""
         checked = distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: with_distribute")
+        layout = ir_layout.from_distribute(checked)
+        if layout is not None:
+            self.builder.job.layouts[self.lbn] = layout
         return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, checked, self.dynamic,
                     self.placement)
 

@@ -157,27 +157,43 @@ class JobBuilder:
         return blob
 
     def add_variable(self, name: str, spec: BlobSpec, initializer: Any = None, trainable: bool = True,
-                     reuse: bool = True, regularizer: Any = None, model_name: str | None = None) -> Blob:
-        """The variable ``name`` (namespaced already): one per session, shared by every job using the name."""
+                     reuse: bool = True, regularizer: Any = None, model_name: str | None = None,
+                     layout: Any = None, shard: Any = None) -> Blob:
+        """The variable ``name`` (namespaced already): one per session, shared by every job using the name.
+
+        ``layout`` (``flowjob_core.ir.layout``): how it lies over the ranks; ``shard``: the piece of it this rank
+        holds when it is split over several (the session then holds only that). A variable keeps the layout it
+        was first declared with."""
         known = self._variable_blobs.get(name)
         if known is not None:
             if not reuse:
                 raise VariableError(f"job {self.job.name!r}: variable {name!r} already exists in this job")
             self._check_same(name, self.job.variables[name].spec, spec)
+            self._check_layout(name, self.session.variables[name].layout, layout)
             return known
-        stored = self.session.variables.declare(name, spec, initializer, trainable, regularizer, model_name)
-        self._check_same(name, stored.spec, spec)
+        stored = self.session.variables.declare(name, spec, initializer, trainable, regularizer, model_name,
+                                                layout, shard)
+        if spec != stored.local_spec:  # a split variable's slot is asked for in its shard's shape
+            self._check_same(name, stored.spec, spec)
+        self._check_layout(name, stored.layout, layout)
         # trainable is this job's own word, as in legacy (each job's variable op had its flag): a predict job
         # declaring the variable first with trainable=False must not freeze it for a later train job
         penalty = self.bindings.add(stored.regularizer) if stored.regularizer is not None else None
-        vdef = VariableDef(name, stored.spec, describe_initializer(stored.initializer), trainable,
+        vdef = VariableDef(name, spec, describe_initializer(stored.initializer), trainable,
                            f"{name}/out", penalty, stored.model_name)
         self.job.variables[name] = vdef
         (blob,) = self.add_op("variable", [], {"name": name, "shape": spec.shape, "dtype": spec.dtype},
                               scoped_name=name, source=user_source(2))
         blob.batch_axis = None
+        if stored.layout is not None:
+            self.job.layouts[blob.lbn] = stored.layout
         self._variable_blobs[name] = blob
         return blob
+
+    def _check_layout(self, name: str, have: Any, want: Any) -> None:
+        if want is not None and have != want:
+            raise VariableError(f"job {self.job.name!r}: variable {name!r} exists with layout {have or 'auto'}, "
+                                f"requested {want}")
 
     def _check_same(self, name: str, have: BlobSpec, want: BlobSpec) -> None:
         if have != want:

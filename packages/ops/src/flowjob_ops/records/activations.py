@@ -11,6 +11,7 @@ from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDe
 from flowjob_ops.records.common import grad_like_second, require_floating, unary_float
 from flowjob_core.backends.host_blocks import FlatBlocks, RowBlocks
 from flowjob_ops.kernels.normal_cdf import NormalCdf
+from flowjob_ops import layout_rules
 
 
 # relu ---------------------------------------------------------------------
@@ -42,6 +43,7 @@ def _relu_grad_kernel(ctx: KernelContext) -> Any:
 RELU = OpDef("relu", unary_float, grad=_relu_grad, name_prefix="Relu", elementwise=Elementwise("maximum", fixed=0),
              doc="max(x, 0)", amp="clear")
 RELU_GRAD = OpDef("relu_grad", grad_like_second, kernel=_relu_grad_kernel, not_differentiable=True,
+                  layouts=layout_rules.same_shape_elementwise,
                   name_prefix="ReluGrad", doc="dy where y > 0, else 0")
 
 

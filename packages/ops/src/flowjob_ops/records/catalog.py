@@ -11,13 +11,15 @@ from flowjob_ops.records import (
     activations, arithmetic, assign, batch_norm_train, categorical, comparisons, constants, conv, cross_entropy,
     data_dependent, deconv, detection, dropout, fused, indexed_slices, indexing, op_test_fixtures, losses, math_binary,
     math_unary, matmul, normalization, padding, partial_fc, pool, profiling, quantization, random, reduce, segment,
-    shape, softmax, sorting, split_like, square_sum, ssp, tensor_buffer, time_shape, triangular, unique, upsample)
+    shape, sharded, softmax, sorting, split_like, square_sum, ssp, tensor_buffer, time_shape, triangular, unique,
+    upsample)
 
 RECORD_MODULES = (
     activations, arithmetic, assign, batch_norm_train, categorical, comparisons, constants, conv, cross_entropy,
     data_dependent, deconv, detection, dropout, fused, indexed_slices, indexing, op_test_fixtures, losses, math_binary,
     math_unary, matmul, normalization, padding, partial_fc, pool, profiling, quantization, random, reduce, segment,
-    shape, softmax, sorting, split_like, square_sum, ssp, tensor_buffer, time_shape, triangular, unique, upsample)
+    shape, sharded, softmax, sorting, split_like, square_sum, ssp, tensor_buffer, time_shape, triangular, unique,
+    upsample)
 """Every module of ``flowjob_ops.records`` that holds records; ``common`` holds helpers only."""
 
 

@@ -21,6 +21,7 @@ from flowjob_core.backends.host_blocks import RowBlocks
 
 from flowjob_ops.kernels.class_labels import ClassLabels, of_forward
 from flowjob_ops.records.common import require_floating, same_dtype
+from flowjob_ops import layout_rules
 
 
 def _rows(shape: Sequence[int]) -> int:
@@ -136,12 +137,13 @@ def _sparse_grad_kernel(ctx: KernelContext) -> Any:
 
 SPARSE_SOFTMAX_CROSS_ENTROPY = OpDef(
     "sparse_softmax_cross_entropy", _sparse_infer, kernel=_sparse_kernel, grad=_sparse_grad,
-    name_prefix="SparseSoftmaxCrossEntropy",
+    name_prefix="SparseSoftmaxCrossEntropy", layouts=layout_rules.per_label,
     doc="inputs (labels, logits): out_0 per-sample loss -log softmax(logits)[label] (0 for a label outside "
         "[0, C)), out_1 the softmax", amp="gray")
 SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
     "sparse_softmax_cross_entropy_grad", _sparse_grad_infer, kernel=_sparse_grad_kernel, not_differentiable=True,
-    name_prefix="SparseSoftmaxCrossEntropyGrad", doc="(prob - onehot(labels)) * dy; 0 rows for labels outside [0, C)")
+    name_prefix="SparseSoftmaxCrossEntropyGrad", layouts=layout_rules.per_label,
+    doc="(prob - onehot(labels)) * dy; 0 rows for labels outside [0, C)")
 
 
 # softmax cross entropy with probability labels ---------------------------------
@@ -286,11 +288,12 @@ def _sigmoid_grad_kernel(ctx: KernelContext) -> Any:
 
 SIGMOID_CROSS_ENTROPY = OpDef(
     "sigmoid_cross_entropy", _sigmoid_infer, kernel=_sigmoid_kernel, grad=_sigmoid_grad,
-    name_prefix="SigmoidCrossEntropy",
+    name_prefix="SigmoidCrossEntropy", layouts=layout_rules.same_shape_elementwise,
     doc="inputs (labels, logits): elementwise -z log sigmoid(x) - (1 - z) log(1 - sigmoid(x))", amp="black")
 SIGMOID_CROSS_ENTROPY_GRAD = OpDef(
     "sigmoid_cross_entropy_grad", _sigmoid_grad_infer, kernel=_sigmoid_grad_kernel, not_differentiable=True,
-    name_prefix="SigmoidCrossEntropyGrad", doc="(sigmoid(logits) - labels) * dy")
+    name_prefix="SigmoidCrossEntropyGrad", layouts=layout_rules.same_shape_elementwise,
+    doc="(sigmoid(logits) - labels) * dy")
 
 
 # of probabilities at integer labels (legacy v0.4's sparse_cross_entropy) -----------------------------

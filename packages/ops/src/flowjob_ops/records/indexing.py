@@ -17,6 +17,7 @@ from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ops.records.common import broadcast_shape, is_int, normalize_axis, same_dtype
+from flowjob_ops import layout_rules
 
 
 # slice ------------------------------------------------------------------------
@@ -152,9 +153,10 @@ def _gather_grad_kernel(ctx: KernelContext) -> Any:
 
 
 GATHER = OpDef("gather", _gather_infer, kernel=_gather_kernel, grad=_gather_grad, name_prefix="Gather",
+               layouts=layout_rules.gather,
                doc="inputs (params, indices): params indexed along axis", amp="clear")
 GATHER_GRAD = OpDef("gather_grad", _gather_grad_infer, kernel=_gather_grad_kernel, not_differentiable=True,
-                    name_prefix="GatherGrad", traced_shape_from=(),
+                    name_prefix="GatherGrad", traced_shape_from=(), layouts=layout_rules.gather_grad,
                     doc="inputs (indices, dy): dy scattered (summed) into zeros")
 
 

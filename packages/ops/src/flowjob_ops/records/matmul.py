@@ -10,6 +10,8 @@ from flowjob_core.backends.host_gemm import SplitMatmul, gemm_split, operand_sha
 
 
 from flowjob_ops.records.common import broadcast_shape, normalize_axis, require_floating, same_dtype
+from flowjob_ops import layout_rules
+from flowjob_core.ir.layout import BROADCAST, Signature, split
 
 
 # matmul -------------------------------------------------------------------
@@ -87,7 +89,7 @@ def _matmul_grad(ctx: GradContext) -> list[Any]:
 
 
 MATMUL = OpDef("matmul", _matmul_infer, kernel=_matmul_kernel, grad=_matmul_grad, name_prefix="Matmul",
-               flops=matmul_flops,
+               flops=matmul_flops, layouts=layout_rules.matmul,
                doc="op(a) @ op(b), op = transpose of the last two axes when asked; batch axes broadcast", amp="white")
 
 
@@ -139,7 +141,15 @@ def _bias_add_grad(ctx: GradContext) -> list[Any]:
     return [ctx.dy, db]
 
 
+def _bias_add_layouts(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """The channel axis split with the bias split alike; another axis split with the bias broadcast."""
+    x, _ = inputs
+    axis = normalize_axis(bias_axis(attrs.get("data_format"), len(x.shape)), len(x.shape))
+    return [Signature((split(k), split(0) if k == axis else BROADCAST), (split(k),)) for k in range(len(x.shape))]
+
+
 BIAS_ADD = OpDef("bias_add", _bias_add_infer, kernel=_bias_add_kernel, grad=_bias_add_grad, name_prefix="BiasAdd",
+                 layouts=_bias_add_layouts,
                  doc="value + bias along the channel axis (1 by default, the last for N...C formats)", amp="gray")
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.records.common import kept_dims_shape, normalize_axes
+from flowjob_ops import layout_rules
 
 
 def _reduced_shape(shape: Sequence[int], attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -113,8 +114,10 @@ def _extremum_grad_kernel(ctx: KernelContext) -> Any:
 
 
 REDUCE_SUM = OpDef("reduce_sum", _infer("reduce_sum"), kernel=_kernel("sum"), grad=_sum_grad,
+                   layouts=layout_rules.reduce_sum,
                    name_prefix="ReduceSum", doc="the sum of the elements along axis", amp="black")
 REDUCE_MEAN = OpDef("reduce_mean", _infer("reduce_mean", floating=True), kernel=_kernel("mean"), grad=_mean_grad,
+                    layouts=layout_rules.reduce_mean,
                     name_prefix="ReduceMean", doc="the mean of the elements along axis", amp="black")
 REDUCE_MAX = OpDef("reduce_max", _infer("reduce_max"), kernel=_kernel("max"), grad=_extremum_grad,
                    name_prefix="ReduceMax",

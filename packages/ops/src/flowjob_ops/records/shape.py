@@ -17,6 +17,7 @@ from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ops.records.common import int_list, normalize_axes, normalize_axis, same_as_first, same_dtype
+from flowjob_ops import layout_rules
 
 
 # reshape / identity -----------------------------------------------------------
@@ -69,8 +70,10 @@ def _identity_grad(ctx: GradContext) -> list[Any]:
 
 
 RESHAPE = OpDef("reshape", _reshape_infer, kernel=_reshape_kernel, grad=_reshape_grad, name_prefix="Reshape",
+                layouts=layout_rules.linear_unary,
                 view=True, doc="the same elements in a new shape (one -1 is inferred); a view", amp="clear")
 IDENTITY = OpDef("identity", same_as_first, kernel=_identity_kernel, grad=_identity_grad, name_prefix="Identity",
+                 layouts=layout_rules.linear_unary,
                  view=True, doc="x itself", amp="clear")
 # legacy's marker for auto mixed precision: x itself, a white-list op, so what it reads runs in float16
 AMP_WHITE_IDENTITY = OpDef(

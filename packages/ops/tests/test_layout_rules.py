@@ -1,0 +1,75 @@
+"""The layout signatures flowjob-ops declares (``flowjob_ops/layout_rules.py``) and the sharded pieces of a gather from
+a row-split table (``records/sharded.py``): the ranks' pieces add up to the whole op."""
+import numpy as np
+import pytest
+
+from flowjob_core import BlobSpec, OpBuildError
+from flowjob_core.ir.layout import BROADCAST as B, PARTIAL_SUM as P, Signature, split, signatures_of
+from flowjob_core.testing import run_op
+from flowjob_ops import layout_rules
+from flowjob_ops.records.catalog import record
+
+F32, I32 = np.dtype(np.float32), np.dtype(np.int32)
+RNG = np.random.default_rng(5)
+TABLE = RNG.standard_normal((6, 3)).astype(np.float32)
+IDS = np.array([[0, 5, 2], [3, 3, 1]], dtype=np.int32)
+
+
+def test_a_row_split_table_gathers_partial_sums_that_add_up_to_the_gather():
+    pieces = [run_op("sharded_gather", [TABLE[start:start + 2], IDS], {"axis": 0, "shard_start": start,
+                                                                        "shard_stop": start + 2})[0]
+              for start in (0, 2, 4)]
+    np.testing.assert_array_equal(pieces[1][0, 2], TABLE[2])
+    np.testing.assert_array_equal(pieces[1][0, 0], np.zeros(3))  # row 0 is another rank's
+    np.testing.assert_allclose(sum(pieces), TABLE[IDS])
+
+
+def test_the_gradient_of_a_row_split_table_is_each_rank_s_rows():
+    dy = RNG.standard_normal((2, 3, 3)).astype(np.float32)
+    (whole,) = run_op("gather_grad", [IDS, dy], {"axis": 0, "shape": (6, 3)})
+    rows = [run_op("sharded_gather_grad", [IDS, dy], {"axis": 0, "shape": (6, 3), "shard_start": s,
+                                                       "shard_stop": s + 3})[0] for s in (0, 3)]
+    np.testing.assert_allclose(np.concatenate(rows), whole)
+    assert whole[3].any()  # id 3 twice: summed
+    with pytest.raises(OpBuildError, match=r"rows \[4, 8\) are not inside axis 0 of \(6, 3\)"):
+        run_op("sharded_gather_grad", [IDS, dy], {"axis": 0, "shape": (6, 3), "shard_start": 4, "shard_stop": 8})
+    with pytest.raises(OpBuildError, match="must hold the 2 rows of the piece"):
+        run_op("sharded_gather", [TABLE[:2], IDS], {"axis": 0, "shard_start": 0, "shard_stop": 3})
+
+
+def test_matmul_splits_rows_columns_or_the_contracted_axis():
+    a, b = BlobSpec((4, 6), F32), BlobSpec((6, 8), F32)
+    assert layout_rules.matmul([a, b], {})[:3] == [Signature((split(0), B), (split(0),)),
+                                                   Signature((B, split(1)), (split(1),)),
+                                                   Signature((split(1), split(0)), (P,))]
+    # transposed operands: the same roles on their other axes
+    at, bt = BlobSpec((6, 4), F32), BlobSpec((8, 6), F32)
+    assert layout_rules.matmul([at, bt], {"transpose_a": True, "transpose_b": True})[:3] == [
+        Signature((split(1), B), (split(0),)), Signature((B, split(0)), (split(1),)),
+        Signature((split(0), split(1)), (P,))]
+    assert layout_rules.matmul([BlobSpec((2, 4, 6), F32), b], {}) == []  # batched: runs whole
+
+
+def test_reductions_over_a_split_axis_give_partial_sums():
+    x = BlobSpec((4, 6, 2), F32)
+    sigs = layout_rules.reduce_sum([x], {"axis": [1], "keepdims": False})
+    assert sigs == [Signature((split(0),), (split(0),)), Signature((split(1),), (P,)),
+                    Signature((split(2),), (split(1),)), Signature((P,), (P,))]
+    assert Signature((split(1),), (P,)) not in layout_rules.reduce_mean([x], {"axis": [1], "keepdims": False})
+
+
+def test_the_records_declare_their_rules_and_others_run_whole():
+    table, ids = BlobSpec((6, 3), F32), BlobSpec((2, 3), I32)
+    out = BlobSpec((2, 3, 3), F32)
+    sigs = signatures_of(record("gather"), [table, ids], [out], {"axis": 0})
+    assert sigs[0] == Signature((split(0), B), (P,), local_op="sharded_gather")
+    assert sigs[-1] == Signature((B, B), (B,))
+    x = BlobSpec((4, 6), F32)
+    assert signatures_of(record("top_k"), [x], [x], {"k": 1}) == [Signature((B,), (B,))]  # no rule: runs whole
+    assert signatures_of(record("softmax"), [x], [x], {"axis": -1}) == [Signature((split(0),), (split(0),)),
+                                                                         Signature((B,), (B,))]
+    labels, logits = BlobSpec((4,), I32), x
+    assert signatures_of(record("sparse_softmax_cross_entropy"), [labels, logits], [labels, logits], {})[0] == \
+        Signature((split(0), split(0)), (split(0), split(0)))
+    assert signatures_of(record("bias_add"), [x, BlobSpec((6,), F32)], [x], {})[:2] == [
+        Signature((split(0), B), (split(0),)), Signature((split(1), split(0)), (split(1),))]
