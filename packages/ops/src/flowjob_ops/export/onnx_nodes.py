@@ -7,53 +7,17 @@ broadcast) becomes its arithmetic. An op without a converter is refused by the e
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from flowjob_core.ir.job import Job, Node
+from flowjob_core.ir.job import Node
 
+from flowjob_ops.export.onnx_emitter import Emitter
 from flowjob_ops.kernels import padding
 from flowjob_ops.records.matmul import bias_axis
 
 TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
-
-
-@dataclass
-class Emitter:
-    """What converters add to: ONNX nodes and constant initializers, with names unique in the graph."""
-
-    onnx: Any  # the onnx module (an optional dependency, imported by the exporter)
-    job: Job
-    opset: int
-    nodes: list[Any] = field(default_factory=list)
-    initializers: list[Any] = field(default_factory=list)
-    _count: int = 0
-
-    def fresh(self, stem: str) -> str:
-        self._count += 1
-        return f"{stem}/onnx_{self._count}"
-
-    def add(self, op_type: str, inputs: list[str], outputs: list[str] | None = None, stem: str = "",
-            **attrs: Any) -> str:
-        """One ONNX node; returns its (first) output name, made up when ``outputs`` is None."""
-        outs = outputs if outputs is not None else [self.fresh(stem or op_type)]
-        name = self.fresh(stem or op_type)
-        self.nodes.append(self.onnx.helper.make_node(op_type, inputs, outs, name=name, **attrs))
-        return outs[0]
-
-    def constant(self, value: Any, stem: str, dtype: Any = None) -> str:
-        array = np.asarray(value, dtype=dtype)
-        name = self.fresh(stem)
-        self.initializers.append(self.onnx.numpy_helper.from_array(array, name))
-        return name
-
-    def dtype(self, lbn: str) -> np.dtype:
-        return self.job.specs[lbn].dtype
-
-    def shape(self, lbn: str) -> tuple[int, ...]:
-        return self.job.specs[lbn].shape
 
 
 Converter = Callable[[Emitter, Node], None]
@@ -115,7 +79,10 @@ def _reshape(e: Emitter, node: Node) -> None:
 
 
 def _transpose(e: Emitter, node: Node) -> None:
-    e.add("Transpose", list(node.inputs), list(node.outputs), node.name, perm=[int(p) for p in node.attrs["perm"]])
+    perm = node.attrs.get("perm")
+    rank = len(e.shape(node.inputs[0]))
+    perm = list(range(rank))[::-1] if perm is None else [int(p) % rank for p in perm]  # None reverses, as numpy
+    e.add("Transpose", list(node.inputs), list(node.outputs), node.name, perm=perm)
 
 
 def _concat(e: Emitter, node: Node) -> None:
@@ -123,9 +90,11 @@ def _concat(e: Emitter, node: Node) -> None:
     e.add("Concat", list(node.inputs), list(node.outputs), node.name, axis=int(node.attrs["axis"]) % rank)
 
 
-def _softmax(e: Emitter, node: Node) -> None:
-    rank = len(e.shape(node.outputs[0]))
-    e.add("Softmax", list(node.inputs), list(node.outputs), node.name, axis=int(node.attrs.get("axis", -1)) % rank)
+def _softmax(op_type: str) -> Converter:
+    def convert(e: Emitter, node: Node) -> None:
+        e.softmax(op_type, node.inputs[0], int(node.attrs.get("axis", -1)), list(node.outputs), node.name)
+
+    return convert
 
 
 def _cast(e: Emitter, node: Node) -> None:
@@ -143,18 +112,11 @@ def _rsqrt(e: Emitter, node: Node) -> None:
 
 
 def _relu6(e: Emitter, node: Node) -> None:
-    (x,) = node.inputs
-    low, high = (e.constant(v, f"{node.name}/clip", e.dtype(x)) for v in (0.0, 6.0))
-    e.add("Clip", [x, low, high], list(node.outputs), node.name)
+    e.clip(node.inputs[0], 0.0, 6.0, list(node.outputs), node.name)
 
 
 def _clip(e: Emitter, node: Node) -> None:
-    (x,) = node.inputs
-    bounds = [e.constant(node.attrs[key], f"{node.name}/{key}", e.dtype(x)) if node.attrs.get(key) is not None
-              else "" for key in ("min_value", "max_value")]  # "" skips an optional ONNX input
-    while bounds and not bounds[-1]:
-        bounds.pop()
-    e.add("Clip", [x, *bounds], list(node.outputs), node.name)
+    e.clip(node.inputs[0], node.attrs.get("min_value"), node.attrs.get("max_value"), list(node.outputs), node.name)
 
 
 def _gelu(e: Emitter, node: Node) -> None:
@@ -177,22 +139,13 @@ def _elu(e: Emitter, node: Node) -> None:
 
 
 def _pad(e: Emitter, node: Node) -> None:
-    (x,) = node.inputs
     pads = [int(v) for v in node.attrs["padding_before"]] + [int(v) for v in node.attrs["padding_after"]]
-    value = e.constant(node.attrs.get("constant_value", 0), f"{node.name}/value", e.dtype(x))
-    e.add("Pad", [x, e.constant(pads, f"{node.name}/pads", np.int64), value], list(node.outputs), node.name,
-          mode="constant")
+    e.pad(node.inputs[0], pads, node.attrs.get("constant_value", 0), list(node.outputs), node.name)
 
 
 def _gather(e: Emitter, node: Node) -> None:
     rank = len(e.shape(node.inputs[0]))
     e.add("Gather", list(node.inputs), list(node.outputs), node.name, axis=int(node.attrs.get("axis", 0)) % rank)
-
-
-def _log_softmax(e: Emitter, node: Node) -> None:
-    rank = len(e.shape(node.outputs[0]))
-    e.add("LogSoftmax", list(node.inputs), list(node.outputs), node.name,
-          axis=int(node.attrs.get("axis", -1)) % rank)
 
 
 def _leaky_relu(e: Emitter, node: Node) -> None:
@@ -265,13 +218,16 @@ def _reduce(op_type: str) -> Converter:
         (x,) = node.inputs
         rank = len(e.shape(x))
         axis = node.attrs.get("axis")
-        axes = list(range(rank)) if axis is None else [int(a) % rank for a in np.atleast_1d(axis)]
-        keep = int(bool(node.attrs.get("keepdims", False)))
-        if op_type == "ReduceSum" or e.opset >= 18:  # axes became an input (ReduceSum at 13, the others at 18)
-            e.add(op_type, [x, e.constant(axes, f"{node.name}/axes", np.int64)], list(node.outputs), node.name,
-                  keepdims=keep)
-        else:
-            e.add(op_type, [x], list(node.outputs), node.name, axes=axes, keepdims=keep)
+        axes = list(range(rank)) if axis is None else sorted({int(a) % rank for a in np.atleast_1d(axis)})
+        keep = bool(node.attrs.get("keepdims", False))
+        onnx_shape = tuple(1 if keep else n for i, n in enumerate(e.shape(x)) if keep or i not in axes)
+        (out,) = node.outputs
+        if onnx_shape == e.shape(out):
+            e.reduce(op_type, x, axes, keep, [out], node.name)
+            return
+        # the record's shape for a full reduction may differ from ONNX's (legacy gave (1,), not 0-d)
+        reduced = e.reduce(op_type, x, axes, keep, None, node.name)
+        e.add("Reshape", [reduced, e.constant(list(e.shape(out)), f"{node.name}/shape", np.int64)], [out], node.name)
 
     return convert
 
@@ -283,14 +239,14 @@ CONVERTERS: dict[str, Converter] = {
     "sin": _simple("Sin"), "cos": _simple("Cos"), "sign": _simple("Sign"), "softplus": _simple("Softplus"),
     "identity": _simple("Identity"), "leaky_relu": _leaky_relu, "square": _square, "rsqrt": _rsqrt,
     "relu6": _relu6, "clip_by_value": _clip, "gelu": _gelu, "elu": _elu, "selu": _elu, "pad": _pad,
-    "gather": _gather, "log_softmax": _log_softmax,
+    "gather": _gather, "log_softmax": _softmax("LogSoftmax"),
     "add": _simple("Add"), "subtract": _simple("Sub"), "multiply": _simple("Mul"), "divide": _simple("Div"),
     "maximum": _simple("Max"), "minimum": _simple("Min"), "pow": _simple("Pow"), "add_n": _simple("Sum"),
     "scalar_add": _scalar("Add"), "scalar_mul": _scalar("Mul"), "scalar_div": _scalar("Div"),
     "scalar_pow": _scalar("Pow"), "scalar_rsub": _scalar("Sub", scalar_first=True),
     "scalar_rdiv": _scalar("Div", scalar_first=True),
     "matmul": _matmul, "bias_add": _bias_add, "reshape": _reshape, "transpose": _transpose, "concat": _concat,
-    "softmax": _softmax, "cast": _cast, "batch_norm": _batch_norm,
+    "softmax": _softmax("Softmax"), "cast": _cast, "batch_norm": _batch_norm,
     "conv2d": _conv2d, "max_pool2d": _pool("MaxPool"), "avg_pool2d": _pool("AveragePool"),
     "reduce_sum": _reduce("ReduceSum"), "reduce_mean": _reduce("ReduceMean"), "reduce_max": _reduce("ReduceMax"),
     "reduce_min": _reduce("ReduceMin"), "reduce_prod": _reduce("ReduceProd"),
