@@ -26,11 +26,16 @@ CASES = [case for case in sibling(__file__, "op_cases").CASES if case.op in CONV
 
 
 def _newest_runnable_opset() -> int:
-    """The newest opset onnxruntime loads (it may lag the onnx package)."""
+    """The newest opset onnxruntime runs (it may lag the onnx package): probed with the quantization pair,
+    the operators revised last."""
+    scale = onnx.numpy_helper.from_array(np.array(0.5, np.float32), "scale")
+    point = onnx.numpy_helper.from_array(np.array(0, np.int8), "point")
     for opset in range(onnx.defs.onnx_opset_version(), 12, -1):
         x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
         y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
-        graph = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"])], "probe", [x], [y])
+        nodes = [onnx.helper.make_node("QuantizeLinear", ["x", "scale", "point"], ["q"]),
+                 onnx.helper.make_node("DequantizeLinear", ["q", "scale", "point"], ["y"])]
+        graph = onnx.helper.make_graph(nodes, "probe", [x], [y], [scale, point])
         opsets = [onnx.helper.make_opsetid("", opset)]
         model = onnx.helper.make_model(graph, opset_imports=opsets,
                                        ir_version=onnx.helper.find_min_ir_version_for(opsets))
@@ -79,7 +84,11 @@ def test_op_case_through_onnxruntime(case: Any, opset: int, session: Session, da
     try:
         model = build_model(onnx, traced.job, {}, opset, {})
     except OnnxExportError as exc:
-        assert f"ONNX opset {opset} has no" in str(exc) and f"({case.op})" in str(exc), str(exc)
+        assert f"({case.op})" in str(exc), str(exc)
+        if case.op == "moving_average_min_max_observer" and attrs.get("training"):
+            assert "training=True updates the moving range" in str(exc)  # a train step's update: no ONNX form
+            return
+        assert f"ONNX opset {opset} has no" in str(exc), str(exc)
         assert opset < 13, f"op {case.op!r} is refused at opset {opset}, newer than legacy's: {exc}"
         build_model(onnx, traced.job, {}, 13, {})  # a newer opset has the form
         return

@@ -49,17 +49,17 @@ class Emitter:
     def since(self, op_type: str) -> int | None:
         """The oldest opset defining ``op_type`` (None: no opset up to this one defines it)."""
         if op_type not in self._known:
-            try:
-                schema = self.onnx.defs.get_schema(op_type, self.opset)
-            except self.onnx.defs.SchemaError:
-                newest = self.onnx.defs.onnx_opset_version()
+            first: int | None = None
+            for version in range(self.opset, self.onnx.defs.onnx_opset_version() + 1):
                 try:
-                    first: int | None = self.onnx.defs.get_schema(op_type, newest).since_version
+                    schema = self.onnx.defs.get_schema(op_type, version)
                 except self.onnx.defs.SchemaError:
-                    first = None
-                self._known[op_type] = first if first is not None and first > self.opset else None
-                return self._known[op_type]
-            self._known[op_type] = schema.since_version if not schema.deprecated else None
+                    continue
+                if version == self.opset and schema.deprecated:
+                    break  # deprecated at this opset (Upsample from 10): no form
+                first = version if version > self.opset else schema.since_version
+                break
+            self._known[op_type] = first
         return self._known[op_type]
 
     def refuse(self, why: str) -> OnnxExportError:
@@ -99,15 +99,18 @@ class Emitter:
         return int(self.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
 
     # the operators whose form changed between opsets ------------------------------------------
-    def clip(self, x: str, low: float | None, high: float | None, outputs: list[str] | None, stem: str) -> str:
-        """``Clip``: bounds are attributes before opset 11 (floats only), optional inputs from 11."""
+    def clip(self, x: str, low: float | None, high: float | None, outputs: list[str] | None, stem: str,
+             dtype: Any = None) -> str:
+        """``Clip``: bounds are attributes before opset 11 (floats only), optional inputs from 11. ``dtype``:
+        x's, where x is no value of the job."""
+        dtype = np.dtype(dtype if dtype is not None else self.dtype(x))
         if self.opset < 11:
-            if self.dtype(x).kind != "f":
-                raise self.refuse(f"ONNX opset {self.opset}'s Clip takes floats only, got {self.dtype(x)}; export "
+            if dtype.kind != "f":
+                raise self.refuse(f"ONNX opset {self.opset}'s Clip takes floats only, got {dtype}; export "
                                   f"with opset >= 11")
             bounds = {key: float(v) for key, v in (("min", low), ("max", high)) if v is not None}
             return self.add("Clip", [x], outputs, stem, **bounds)
-        operands = [self.constant(v, f"{stem}/clip", self.dtype(x)) if v is not None else "" for v in (low, high)]
+        operands = [self.constant(v, f"{stem}/clip", dtype) if v is not None else "" for v in (low, high)]
         while operands and not operands[-1]:
             operands.pop()  # "" skips an optional input
         return self.add("Clip", [x, *operands], outputs, stem)
