@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -23,6 +24,7 @@ from flowjob_core import MissingPackageError
 from flowjob_core.api.checkpoint import get as read_checkpoint
 from flowjob_core.ir.job import Job
 
+from flowjob_ops.export.onnx_coverage import reason
 from flowjob_ops.export.onnx_emitter import OLDEST_OPSET, Emitter, OnnxExportError
 from flowjob_ops.export.onnx_nodes import CONVERTERS
 
@@ -68,8 +70,11 @@ def export(job_func: Callable[..., Any], model_save_dir: str | os.PathLike[str],
         raise OnnxExportError(f"flow.onnx.export: job {job.name!r}: extra_opset names opsets of custom ops, which "
                               f"this exporter does not write; pass None")
     opset = _opset(onnx, opset, job)
-    model = build_model(onnx, job, _variables(job, os.fspath(model_save_dir)), opset, dict(shape_override or {}))
-    _write(onnx, model, os.fspath(onnx_filename), external_data)
+    target = os.fspath(onnx_filename)
+    variables = _variables(job, os.fspath(model_save_dir))
+    external = ExternalData.lay_out(f"{os.path.basename(target)}.data", variables) if external_data else None
+    model = build_model(onnx, job, variables, opset, dict(shape_override or {}), external)
+    _write(onnx, model, target, external)
 
 
 def _job_of(job_func: Callable[..., Any]) -> Job:
@@ -116,9 +121,49 @@ def _value_info(onnx: Any, name: str, dtype: np.dtype, shape: Sequence[int]) -> 
     return onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(dtype), list(shape))
 
 
+@dataclass
+class ExternalData:
+    """Where each variable's bytes go in the external data file: the model refers to them by offset, and the
+    file is written from the arrays themselves, so no copy of the weights is made in the model (a protobuf
+    holds at most 2 GiB) nor serialized before it is checked."""
+
+    location: str  # the data file's name, beside the model
+    offsets: dict[str, int]  # variable name -> byte offset (page-aligned: runtimes map the file)
+    arrays: dict[str, np.ndarray]
+
+    @classmethod
+    def lay_out(cls, location: str, variables: Mapping[str, np.ndarray]) -> ExternalData:
+        offsets, end = {}, 0
+        for name, array in variables.items():
+            offsets[name] = end
+            end += -(-array.nbytes // _PAGE) * _PAGE
+        return cls(location, offsets, dict(variables))
+
+    def tensor(self, onnx: Any, name: str, tensor_name: str) -> Any:
+        array = self.arrays[name]
+        tensor = onnx.TensorProto(name=tensor_name, dims=list(array.shape),
+                                  data_type=onnx.helper.np_dtype_to_tensor_dtype(array.dtype))
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", self.location), ("offset", self.offsets[name]), ("length", array.nbytes)):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, str(value)
+        return tensor
+
+    def write(self, path: str) -> None:
+        with open(path, "wb") as f:
+            for name, array in self.arrays.items():
+                f.seek(self.offsets[name])
+                # ONNX stores little-endian; tofile writes a contiguous array's buffer without a copy
+                np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tofile(f)
+
+
+_PAGE = 4096
+
+
 def build_model(onnx: Any, job: Job, variables: Mapping[str, np.ndarray], opset: int,
-                shape_override: Mapping[str, Sequence[int]]) -> Any:
-    """The ONNX ``ModelProto`` of ``job`` with the ``variables``' values as initializers."""
+                shape_override: Mapping[str, Sequence[int]], external: ExternalData | None = None) -> Any:
+    """The ONNX ``ModelProto`` of ``job`` with the ``variables``' values as initializers (in ``external``'s
+    data file where given)."""
     emitter = Emitter(onnx, job, opset)
     inputs = []
     for placeholder in job.placeholders:
@@ -127,7 +172,9 @@ def build_model(onnx: Any, job: Job, variables: Mapping[str, np.ndarray], opset:
         inputs.append(_value_info(onnx, name, placeholder.spec.dtype, shape))
         emitter.add("Identity", [name], [placeholder.lbn], placeholder.name)
     for name, var in job.variables.items():
-        emitter.initializers.append(onnx.numpy_helper.from_array(variables[name], var.lbn or f"{name}/out"))
+        tensor_name = var.lbn or f"{name}/out"
+        emitter.initializers.append(external.tensor(onnx, name, tensor_name) if external is not None
+                                    else onnx.numpy_helper.from_array(variables[name], tensor_name))
     outputs = []
     for node in job.nodes:
         if node.op in ("input", "variable"):
@@ -139,9 +186,10 @@ def build_model(onnx: Any, job: Job, variables: Mapping[str, np.ndarray], opset:
             continue
         convert = CONVERTERS.get(node.op)
         if convert is None:
+            why = reason(node.op) or "no ONNX converter is written for it"
             raise OnnxExportError(f"flow.onnx.export: job {job.name!r}, op {node.name!r} ({node.op}) at "
-                                  f"{node.source or 'an unknown line'} has no ONNX mapping; the ops exported are "
-                                  f"{', '.join(sorted(CONVERTERS))}")
+                                  f"{node.source or 'an unknown line'} has no ONNX mapping: {why} (python -m "
+                                  f"oneflow info lists the ops that export)")
         emitter.node = node
         convert(emitter, node)
         emitter.node = None
@@ -154,37 +202,36 @@ def build_model(onnx: Any, job: Job, variables: Mapping[str, np.ndarray], opset:
                                   ir_version=onnx.helper.find_min_ir_version_for(opsets))
 
 
-def _write(onnx: Any, model: Any, target: str, external_data: bool) -> None:
-    """The model (and its ``.data`` file) written and checked in a folder beside ``target``, then renamed into
+def _write(onnx: Any, model: Any, target: str, external: ExternalData | None) -> None:
+    """The model (and its data file) written and checked in a folder beside ``target``, then renamed into
     place; a write that fails (a full disk, no permission) names the file and folder and leaves neither."""
     folder = os.path.dirname(os.path.abspath(target))
     base = os.path.basename(target)
     try:
         with tempfile.TemporaryDirectory(dir=folder, prefix=f".{base}.") as scratch:
             staged = os.path.join(scratch, base)
-            if external_data:
-                # the weights move out as the model is saved; a model over 2 GiB cannot be serialized (nor
-                # checked in memory) before that, so it is checked by path, as the onnx package documents
-                onnx.save_model(model, staged, save_as_external_data=True, all_tensors_to_one_file=True,
-                                location=f"{base}.data")  # small tensors (shapes, axes) stay inline for runtimes
-                onnx.checker.check_model(staged)
-                data = os.path.join(folder, f"{base}.data")
-                os.replace(os.path.join(scratch, f"{base}.data"), data)
+            if external is None:
                 try:
-                    os.replace(staged, target)
-                except OSError:
-                    os.unlink(data)
-                    raise
+                    onnx.checker.check_model(model)
+                    onnx.save_model(model, staged)
+                except ValueError as exc:  # protobuf's 2 GiB limit
+                    raise OnnxExportError(f"flow.onnx.export: the model does not fit one protobuf file ({exc}); "
+                                          f"pass external_data=True") from None
+                os.replace(staged, target)
                 return
+            external.write(os.path.join(scratch, external.location))
+            onnx.save_model(model, staged)
+            # checked by path, as the onnx package documents for external data: the weights are in the file
+            onnx.checker.check_model(staged)
+            data = os.path.join(folder, external.location)
+            os.replace(os.path.join(scratch, external.location), data)
             try:
-                onnx.checker.check_model(model)
-                onnx.save_model(model, staged)
-            except ValueError as exc:  # protobuf's 2 GiB limit
-                raise OnnxExportError(f"flow.onnx.export: the model does not fit one protobuf file ({exc}); "
-                                      f"pass external_data=True") from None
-            os.replace(staged, target)
+                os.replace(staged, target)
+            except OSError:
+                os.unlink(data)
+                raise
     except OSError as exc:
         what = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
-        files = f"{target!r}" + (f" and its data file {base + '.data'!r}" if external_data else "")
+        files = f"{target!r}" + (f" and its data file {external.location!r}" if external is not None else "")
         raise OnnxExportError(f"flow.onnx.export: could not write the ONNX model {files} in folder {folder!r}: "
                               f"{what} ({type(exc).__name__} errno {exc.errno}); nothing was written there") from exc

@@ -31,6 +31,25 @@ def _simple(op_type: str, **fixed: Any) -> Converter:
     return convert
 
 
+NARROW_INTS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16))
+
+
+def _arithmetic(op_type: str) -> Converter:
+    """Add, Sub, Mul, Div: before opset 14 they take no 8 or 16-bit integers, which go through int32 (and wrap
+    back as the record's arithmetic does)."""
+
+    def convert(e: Emitter, node: Node) -> None:
+        dtype = e.dtype(node.outputs[0])
+        if e.opset >= 14 or dtype not in NARROW_INTS:
+            e.add(op_type, list(node.inputs), list(node.outputs), node.name)
+            return
+        wide = [e.add("Cast", [x], stem=node.name, to=e.tensor_type(np.int32)) for x in node.inputs]
+        e.add("Cast", [e.add(op_type, wide, stem=node.name)], list(node.outputs), node.name,
+              to=e.tensor_type(dtype))
+
+    return convert
+
+
 def _scalar(op_type: str, scalar_first: bool = False) -> Converter:
     """``x op scalar`` (``scalar op x`` for the reversed ones) with the scalar as a constant of x's dtype."""
 
@@ -241,7 +260,8 @@ CONVERTERS: dict[str, Converter] = {
     "identity": _simple("Identity"), "leaky_relu": _leaky_relu, "square": _square, "rsqrt": _rsqrt,
     "relu6": _relu6, "clip_by_value": _clip, "gelu": _gelu, "elu": _elu, "selu": _elu, "pad": _pad,
     "gather": _gather, "log_softmax": _softmax("LogSoftmax"),
-    "add": _simple("Add"), "subtract": _simple("Sub"), "multiply": _simple("Mul"), "divide": _simple("Div"),
+    "add": _arithmetic("Add"), "subtract": _arithmetic("Sub"), "multiply": _arithmetic("Mul"),
+    "divide": _arithmetic("Div"),
     "maximum": _simple("Max"), "minimum": _simple("Min"), "pow": _simple("Pow"), "add_n": _simple("Sum"),
     "scalar_add": _scalar("Add"), "scalar_mul": _scalar("Mul"), "scalar_div": _scalar("Div"),
     "scalar_pow": _scalar("Pow"), "scalar_rsub": _scalar("Sub", scalar_first=True),
