@@ -10,7 +10,7 @@ from typing import Iterable
 
 from flowjob_ops.export.onnx_nodes import CONVERTERS
 
-__all__ = ["exported", "not_exported", "reason"]
+__all__ = ["describe", "exported", "not_exported", "reason"]
 
 _TRAINING = "a train job's update of its state; export the predict job"
 _DATA = "a data pipeline op (reads files or decodes records); feed the model its decoded inputs instead"
@@ -73,3 +73,15 @@ def exported(ops: Iterable[str]) -> list[str]:
 def not_exported(ops: Iterable[str]) -> dict[str, str]:
     """Each op among ``ops`` that does not export, with the reason (sorted by name)."""
     return {op: reason(op) or "no ONNX converter is written for it" for op in sorted(ops) if op not in CONVERTERS}
+
+
+def describe(ops: Iterable[str]) -> list[str]:
+    """Lines for ``python -m oneflow info``: how many of ``ops`` export, and the others grouped by reason."""
+    names = sorted(set(ops))
+    by_reason: dict[str, list[str]] = {}
+    for op, why in not_exported(names).items():
+        by_reason.setdefault(why, []).append(op)
+    lines = [f"onnx export (flow.onnx.export): {len(exported(names))} of {len(names)} ops; the others, by reason:"]
+    for why, group in sorted(by_reason.items(), key=lambda item: -len(item[1])):
+        lines.append(f"  {why}: {', '.join(group)}")
+    return lines
