@@ -276,6 +276,83 @@ def _fill(value: float) -> Callable[[Emitter, Node, str], np.ndarray]:
     return lambda e, node, out: np.full(e.shape(out), value)
 
 
+def _range_value(e: Emitter, node: Node, out: str) -> np.ndarray:
+    return np.arange(node.attrs["start"], node.attrs["limit"], node.attrs.get("delta", 1))
+
+
+def _shape_elem_cnt_value(e: Emitter, node: Node, out: str) -> np.ndarray:
+    shape = e.shape(node.inputs[0])
+    axis = node.attrs.get("axis")
+    axes = range(len(shape)) if axis is None else sorted({int(a) % len(shape) for a in np.atleast_1d(axis)})
+    return np.asarray([int(np.prod([shape[a] for a in axes]))])
+
+
+def _count_not_finite(e: Emitter, node: Node) -> None:
+    """int64 (1,): the inf and nan elements of every input."""
+    counts = []
+    for x in node.inputs:
+        bad = e.add("Or", [e.add("IsNaN", [x], stem=node.name), e.add("IsInf", [x], stem=node.name)], stem=node.name)
+        flat = e.add("Reshape", [e.add("Cast", [bad], stem=node.name, to=INT64),
+                                 e.constant([-1], f"{node.name}/flat", np.int64)], stem=node.name)
+        counts.append(e.reduce("ReduceSum", flat, [0], True, None, node.name))
+    total = counts[0]
+    for count in counts[1:]:  # Add: Sum takes no integers before opset 13
+        total = e.add("Add", [total, count], stem=node.name)
+    _to_output(e, total, np.int64, node.outputs[0], node.name)
+
+
+def _multi_square_sum(e: Emitter, node: Node) -> None:
+    sums = []
+    for x in node.inputs:
+        flat = e.add("Reshape", [x, e.constant([-1], f"{node.name}/flat", np.int64)], stem=node.name)
+        sums.append(e.reduce("ReduceSumSquare", flat, [0], True, None, node.name))
+    total = sums[0] if len(sums) == 1 else e.add("Sum", sums, stem=node.name)
+    _to_output(e, total, e.dtype(node.inputs[0]), node.outputs[0], node.name)
+
+
+def _split_like(e: Emitter, node: Node) -> None:
+    x = node.inputs[0]
+    axis = int(node.attrs.get("axis", 0)) % len(e.shape(x))
+    e.split(x, axis, [e.shape(out)[axis] for out in node.outputs], list(node.outputs), node.name)
+
+
+def _dim_gather(e: Emitter, node: Node) -> None:
+    x, index = node.inputs
+    axis = int(node.attrs.get("dim", 0)) % len(e.shape(x))
+    e.add("GatherElements", [x, _int64(e, index, node.name)], list(node.outputs), node.name, axis=axis)
+
+
+def _batch_gather(e: Emitter, node: Node) -> None:
+    """params indexed along axis rank(indices) - 1, the axes before it batch axes (GatherND's batch_dims)."""
+    params, indices = node.inputs
+    index = _int64(e, indices, node.name)
+    batch = len(e.shape(indices)) - 1
+    if batch == 0:
+        e.add("Gather", [params, index], list(node.outputs), node.name, axis=0)
+        return
+    column = e.unsqueeze(index, [batch + 1], None, node.name)
+    e.add("GatherND", [params, column], list(node.outputs), node.name, batch_dims=batch)
+
+
+def _scatter(kind: str) -> Converter:
+    """ScatterND into zeros of ``shape`` (scatter_nd, duplicates summed), or into params (update / add)."""
+
+    def convert(e: Emitter, node: Node) -> None:
+        if kind == "scatter_nd":
+            indices, updates = node.inputs
+            base = e.constant(np.zeros(e.shape(node.outputs[0]), e.dtype(updates)), f"{node.name}/zeros")
+        else:
+            base, indices, updates = node.inputs
+        index = _int64(e, indices, node.name)
+        if kind == "update":
+            e.add("ScatterND", [base, index, updates], list(node.outputs), node.name)
+            return
+        # ScatterND adds (and sums duplicate indices) from opset 16: before, the emitter refuses the attribute
+        e.add("ScatterND", [base, index, updates], list(node.outputs), node.name, reduction="add")
+
+    return convert
+
+
 CONVERTERS: dict[str, Converter] = {
     "gather_nd": _gather_nd, "where": _where, "argmax": _argmax, "tile": _tile, "broadcast_to": _broadcast_to,
     "split": _split, "slice": _slice, "slice_v2": _slice_v2, "reverse": _reverse,
@@ -284,7 +361,12 @@ CONVERTERS: dict[str, Converter] = {
     "reduce_logsumexp": _reduce_logsumexp, "square_sum": _square_sum, "l2_normalize": _l2_normalize,
     "one_hot": _one_hot, "tuple_identity": _identity, "amp_white_identity": _identity, "dropout": _dropout,
     "zeros_like": _constant_output(_fill(0)), "ones_like": _constant_output(_fill(1)),
-    "constant": _constant_output(_constant_value),
+    "constant": _constant_output(_constant_value), "constant_like": _constant_output(_constant_value),
+    "range": _constant_output(_range_value), "shape_elem_cnt": _constant_output(_shape_elem_cnt_value),
+    "count_not_finite": _count_not_finite, "multi_count_not_finite": _count_not_finite,
+    "multi_square_sum": _multi_square_sum, "split_like": _split_like, "broadcast_to_compatible_with": _broadcast_to,
+    "dim_gather": _dim_gather, "batch_gather": _batch_gather, "scatter_nd": _scatter("scatter_nd"),
+    "tensor_scatter_nd_update": _scatter("update"), "tensor_scatter_nd_add": _scatter("add"),
 }
 """op type -> converter, for the indexing, shape and selection ops."""
 

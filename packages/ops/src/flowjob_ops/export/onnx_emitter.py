@@ -74,10 +74,25 @@ class Emitter:
         later = f"; export with opset >= {first}" if first is not None else ""
         raise self.refuse(f"ONNX opset {self.opset} has no {op_type}, which this op is written with{later}")
 
+    def _require_attributes(self, op_type: str, attrs: dict[str, Any]) -> None:
+        """Raises naming the op and opset where ``op_type`` takes no such attribute yet (GatherND's
+        batch_dims before 12, ScatterND's reduction before 16)."""
+        known = self.onnx.defs.get_schema(op_type, self.opset).attributes
+        for key in attrs:
+            if key in known:
+                continue
+            later = next((v for v in range(self.opset + 1, self.onnx.defs.onnx_opset_version() + 1)
+                          if key in self.onnx.defs.get_schema(op_type, v).attributes), None)
+            hint = f"; export with opset >= {later}" if later is not None else ""
+            raise self.refuse(f"ONNX opset {self.opset} has no {op_type} with attribute {key!r}, which this op is "
+                              f"written with{hint}")
+
     def add(self, op_type: str, inputs: list[str], outputs: list[str] | None = None, stem: str = "",
             **attrs: Any) -> str:
         """One ONNX node; returns its (first) output name, made up when ``outputs`` is None."""
         self.require(op_type)
+        if attrs:
+            self._require_attributes(op_type, attrs)
         outs = outputs if outputs is not None else [self.fresh(stem or op_type)]
         name = self.fresh(stem or op_type)
         self.nodes.append(self.onnx.helper.make_node(op_type, inputs, outs, name=name, **attrs))

@@ -13,7 +13,7 @@ import numpy as np
 
 from flowjob_core.ir.job import Node
 
-from flowjob_ops.export import onnx_array, onnx_elementwise, onnx_quantization
+from flowjob_ops.export import onnx_array, onnx_elementwise, onnx_losses, onnx_nn, onnx_quantization
 from flowjob_ops.export.onnx_emitter import Emitter
 from flowjob_ops.kernels import padding
 from flowjob_ops.records.matmul import bias_axis
@@ -272,5 +272,6 @@ CONVERTERS: dict[str, Converter] = {
     "reduce_sum": _reduce("ReduceSum"), "reduce_mean": _reduce("ReduceMean"), "reduce_max": _reduce("ReduceMax"),
     "reduce_min": _reduce("ReduceMin"), "reduce_prod": _reduce("ReduceProd"),
     **onnx_elementwise.CONVERTERS, **onnx_array.CONVERTERS, **onnx_quantization.CONVERTERS,
+    **onnx_losses.CONVERTERS, **onnx_nn.CONVERTERS,
 }
 """op type -> converter; ``flow.onnx.export`` refuses a job holding any other op, naming it."""
