@@ -41,6 +41,13 @@ REASONS: dict[str, str] = {
     "crop_mirror_normalize_from_uint8": _DATA, "object_bbox_flip": _DATA, "object_bbox_scale": _DATA,
     "object_segmentation_polygon_flip": _DATA, "object_segmentation_polygon_scale": _DATA,
     "object_segmentation_polygon_to_mask": _DATA, "gen_tensor_buffer": _BUFFER,
+    "cpu_only_relu_test": _TEST,
+    "conv2d_grad_data": _GRADIENT, "conv2d_grad_filter": _GRADIENT, "conv3d_grad_data": _GRADIENT,
+    "conv3d_grad_filter": _GRADIENT,
+    "conv2d_bias_pool": "made by flowjob's fusion pass after tracing; flow.onnx.export reads the job as traced, "
+                        "where its parts (conv2d, bias_add, relu, max_pool2d) export",
+    "elementwise_chain": "made by flowjob's fusion pass after tracing; flow.onnx.export reads the job as traced, "
+                         "where each step's op exports",
 }
 """op type -> why it has no ONNX form, for the ops no family below names."""
 

@@ -69,27 +69,41 @@ def _last_two_swapped(e: Emitter, lbn: str, stem: str) -> str:
 
 
 def _matmul(e: Emitter, node: Node) -> None:
-    a, b = node.inputs
+    """matmul (alpha scaling); matmul_bias adds its bias (the fusion pass's op) and applies its relu."""
+    a, b = node.inputs[:2]
     if node.attrs.get("transpose_a"):
         a = _last_two_swapped(e, a, node.name)
     if node.attrs.get("transpose_b"):
         b = _last_two_swapped(e, b, node.name)
     alpha = float(node.attrs.get("alpha", 1.0))
-    if alpha == 1.0:
-        e.add("MatMul", [a, b], list(node.outputs), node.name)
+    (out,) = node.outputs
+    fused = len(node.inputs) == 3
+    if alpha == 1.0 and not fused:
+        e.add("MatMul", [a, b], [out], node.name)
         return
-    product = e.add("MatMul", [a, b], stem=node.name)
-    e.add("Mul", [product, e.constant(alpha, f"{node.name}/alpha", e.dtype(node.outputs[0]))], list(node.outputs),
-          node.name)
+    y = e.add("MatMul", [a, b], stem=node.name)
+    if alpha != 1.0:
+        y = e.add("Mul", [y, e.constant(alpha, f"{node.name}/alpha", e.dtype(out))], stem=node.name)
+    if fused:
+        y = _plus_bias(e, y, node.inputs[2], out, node.attrs.get("data_format"), node.name)
+        if node.attrs.get("activation") == "relu":
+            y = e.add("Relu", [y], stem=node.name)
+    e.add("Identity", [y], [out], node.name)
+
+
+def _plus_bias(e: Emitter, x: str, bias: str, like: str, data_format: Any, stem: str) -> str:
+    """x + bias along bias_add's channel axis of ``like`` (the job's value x is shaped as)."""
+    rank = len(e.shape(like))
+    axis = bias_axis(data_format, rank) % rank
+    shape = [e.shape(like)[axis] if i == axis else 1 for i in range(rank)]
+    reshaped = e.add("Reshape", [bias, e.constant(shape, f"{stem}/bias_shape", np.int64)], stem=stem)
+    return e.add("Add", [x, reshaped], stem=stem)
 
 
 def _bias_add(e: Emitter, node: Node) -> None:
     x, bias = node.inputs
-    rank = len(e.shape(x))
-    axis = bias_axis(node.attrs.get("data_format"), rank) % rank
-    shape = [e.shape(x)[axis] if i == axis else 1 for i in range(rank)]
-    reshaped = e.add("Reshape", [bias, e.constant(shape, f"{node.name}/bias_shape", np.int64)], stem=node.name)
-    e.add("Add", [x, reshaped], list(node.outputs), node.name)
+    e.add("Identity", [_plus_bias(e, x, bias, x, node.attrs.get("data_format"), node.name)], list(node.outputs),
+          node.name)
 
 
 def _reshape(e: Emitter, node: Node) -> None:
@@ -221,6 +235,7 @@ def _pool(op_type: str) -> Converter:
 
 
 def _conv2d(e: Emitter, node: Node) -> None:
+    """conv2d; conv2d_bias (the fusion pass's op) passes its bias as Conv's B and applies its relu."""
     x, w = node.inputs[:2]
     fmt = padding.check_data_format(node.attrs.get("data_format", "NCHW"))
     wshape = e.shape(w)
@@ -230,7 +245,40 @@ def _conv2d(e: Emitter, node: Node) -> None:
     _, attrs = _window_attrs(e, x, node.attrs, kernel, dilation)
     attrs.update(dilations=list(dilation), group=int(node.attrs.get("groups", 1)))
     weights = w if fmt == "NCHW" else e.add("Transpose", [w], stem=node.name, perm=list(TO_NCHW))
-    _in_nchw(e, node, fmt, lambda nchw: e.add("Conv", [nchw, weights], stem=node.name, **attrs))
+    operands = [weights, *node.inputs[2:3]]  # the bias, one per output channel
+    relu = node.attrs.get("activation") == "relu"
+
+    def run(nchw: str) -> str:
+        y = e.add("Conv", [nchw, *operands], stem=node.name, **attrs)
+        return e.add("Relu", [y], stem=node.name) if relu else y
+
+    _in_nchw(e, node, fmt, run)
+
+
+def _deconv2d(e: Emitter, node: Node) -> None:
+    """The data gradient of conv2d from x_shape to value's shape: ConvTranspose with the conv's pads, and
+    output_padding making up the rows a strided conv dropped."""
+    value, w = node.inputs
+    fmt = padding.check_data_format(node.attrs.get("data_format", "NCHW"))
+    ah, aw = padding.SPATIAL_AXES[fmt]
+    wshape = e.shape(w)
+    kernel = (wshape[2], wshape[3]) if fmt == "NCHW" else (wshape[1], wshape[2])
+    dilations = node.attrs.get("dilations")
+    dilation = padding.normalize_pair(1 if dilations is None else dilations, "dilations")
+    out_shape = tuple(int(v) for v in node.attrs["x_shape"])
+    window = padding.Window2d.create((out_shape[ah], out_shape[aw]), kernel, node.attrs.get("strides", 1), dilation,
+                                     node.attrs.get("padding", "VALID"), fmt)
+    (top, bottom), (left, right) = window.pads
+    sizes_in = (e.shape(value)[ah], e.shape(value)[aw])
+    extra = [out - (s * (n - 1) + (k - 1) * d + 1 - pb - pe) for out, s, n, k, d, pb, pe in zip(
+        (out_shape[ah], out_shape[aw]), window.strides, sizes_in, window.ksize, dilation, (top, left),
+        (bottom, right))]
+    attrs = {"kernel_shape": list(window.ksize), "strides": list(window.strides), "dilations": list(dilation),
+             "pads": [top, left, bottom, right], "group": int(node.attrs.get("groups", 1))}
+    if any(extra):
+        attrs["output_padding"] = extra
+    weights = w if fmt == "NCHW" else e.add("Transpose", [w], stem=node.name, perm=list(TO_NCHW))
+    _in_nchw(e, node, fmt, lambda nchw: e.add("ConvTranspose", [nchw, weights], stem=node.name, **attrs))
 
 
 def _reduce(op_type: str) -> Converter:
@@ -257,7 +305,8 @@ CONVERTERS: dict[str, Converter] = {
     "log": _simple("Log"), "sqrt": _simple("Sqrt"), "abs": _simple("Abs"), "negative": _simple("Neg"),
     "floor": _simple("Floor"), "ceil": _simple("Ceil"), "reciprocal": _simple("Reciprocal"), "erf": _simple("Erf"),
     "sin": _simple("Sin"), "cos": _simple("Cos"), "sign": _simple("Sign"), "softplus": _simple("Softplus"),
-    "identity": _simple("Identity"), "leaky_relu": _leaky_relu, "square": _square, "rsqrt": _rsqrt,
+    "identity": _simple("Identity"), "ccrelu": _simple("Relu"), "leaky_relu": _leaky_relu, "square": _square,
+    "rsqrt": _rsqrt,
     "relu6": _relu6, "clip_by_value": _clip, "gelu": _gelu, "elu": _elu, "selu": _elu, "pad": _pad,
     "gather": _gather, "log_softmax": _softmax("LogSoftmax"),
     "add": _arithmetic("Add"), "subtract": _arithmetic("Sub"), "multiply": _arithmetic("Mul"),
@@ -268,7 +317,8 @@ CONVERTERS: dict[str, Converter] = {
     "scalar_rdiv": _scalar("Div", scalar_first=True),
     "matmul": _matmul, "bias_add": _bias_add, "reshape": _reshape, "transpose": _transpose, "concat": _concat,
     "softmax": _softmax("Softmax"), "cast": _cast, "batch_norm": _batch_norm,
-    "conv2d": _conv2d, "max_pool2d": _pool("MaxPool"), "avg_pool2d": _pool("AveragePool"),
+    "conv2d": _conv2d, "conv2d_bias": _conv2d, "deconv2d": _deconv2d, "matmul_bias": _matmul,
+    "max_pool2d": _pool("MaxPool"), "avg_pool2d": _pool("AveragePool"),
     "reduce_sum": _reduce("ReduceSum"), "reduce_mean": _reduce("ReduceMean"), "reduce_max": _reduce("ReduceMax"),
     "reduce_min": _reduce("ReduceMin"), "reduce_prod": _reduce("ReduceProd"),
     **onnx_elementwise.CONVERTERS, **onnx_array.CONVERTERS, **onnx_quantization.CONVERTERS,
