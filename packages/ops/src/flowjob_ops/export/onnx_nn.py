@@ -1,6 +1,6 @@
 """Normalization, padding, resampling and the fused scale ops as ONNX: ``moments``, ``pad2d`` (reflect /
 edge padding), ``upsample`` (the record's own interpolation matrices, so legacy's source indices are kept
-exactly at every opset), ``fused_scale_tril`` and ``fused_cast_scale``."""
+exactly at every opset), ``fused_scale_tril``, ``fused_cast_scale`` and the 3-D convolution and poolings."""
 from __future__ import annotations
 
 from typing import Callable
@@ -10,6 +10,7 @@ import numpy as np
 from flowjob_core.ir.job import Node
 
 from flowjob_ops.export.onnx_emitter import Emitter
+from flowjob_ops.kernels import window as windows
 from flowjob_ops.records.upsample import interpolation_matrix
 
 Converter = Callable[[Emitter, Node], None]
@@ -78,9 +79,56 @@ def _fused_cast_scale(e: Emitter, node: Node) -> None:
     e.add("Mul", [cast, factor], list(node.outputs), node.name)
 
 
+def _windowed(e: Emitter, node: Node, x: str, ksize: object, dilations: object) -> tuple[bool, dict]:
+    """(channels last?, the ONNX window attributes) of a 3-D convolution or pooling node."""
+    rank = len(e.shape(x)) - 2
+    fmt = windows.check_format(node.attrs.get("data_format", windows.FORMATS[rank][0]), rank)
+    axes = windows.spatial_axes(fmt)
+    window = windows.Window.create([e.shape(x)[a] for a in axes], ksize, node.attrs.get("strides", 1), dilations,
+                                   node.attrs.get("padding", "VALID"), fmt)
+    pads = [b for b, _ in window.pads] + [a for _, a in window.pads]
+    return fmt[1] != "C", {"kernel_shape": list(window.ksize), "strides": list(window.strides), "pads": pads}
+
+
+def _channels_first(e: Emitter, node: Node, last: bool, run: Callable[[str], str]) -> None:
+    """``run`` on the node's channels-first input; channels-last values are transposed in and out."""
+    (out,) = node.outputs
+    rank = len(e.shape(node.inputs[0]))
+    if not last:
+        e.add("Identity", [run(node.inputs[0])], [out], node.name)
+        return
+    to_first = [0, rank - 1, *range(1, rank - 1)]
+    moved = e.add("Transpose", [node.inputs[0]], stem=node.name, perm=to_first)
+    e.add("Transpose", [run(moved)], [out], node.name, perm=[0, *range(2, rank), 1])
+
+
+def _conv3d(e: Emitter, node: Node) -> None:
+    x, w = node.inputs
+    rank = len(e.shape(x))
+    last = str(node.attrs.get("data_format", "NCDHW")).upper().endswith("C")
+    kernel = e.shape(w)[1:-1] if last else e.shape(w)[2:]
+    dilations = node.attrs.get("dilations")
+    _, attrs = _windowed(e, node, x, kernel, 1 if dilations is None else dilations)
+    attrs.update(dilations=list(windows.spatial_ints(1 if dilations is None else dilations, rank - 2, "dilations")),
+                 group=int(node.attrs.get("groups", 1)))
+    weights = w if not last else e.add("Transpose", [w], stem=node.name, perm=[0, rank - 1, *range(1, rank - 1)])
+    _channels_first(e, node, last, lambda first: e.add("Conv", [first, weights], stem=node.name, **attrs))
+
+
+def _pool3d(op_type: str) -> Converter:
+    def convert(e: Emitter, node: Node) -> None:
+        last, attrs = _windowed(e, node, node.inputs[0], node.attrs["ksize"], 1)
+        if op_type == "AveragePool":
+            attrs["count_include_pad"] = 0  # the mean over the window's cells inside the input, as legacy
+        _channels_first(e, node, last, lambda first: e.add(op_type, [first], stem=node.name, **attrs))
+
+    return convert
+
+
 CONVERTERS: dict[str, Converter] = {
     "moments": _moments, "pad2d": _pad2d, "upsample": _upsample, "fused_scale_tril": _fused_scale_tril,
-    "fused_cast_scale": _fused_cast_scale,
+    "fused_cast_scale": _fused_cast_scale, "conv3d": _conv3d, "max_pool3d": _pool3d("MaxPool"),
+    "avg_pool3d": _pool3d("AveragePool"),
 }
 """op type -> converter, for normalization, padding, resampling and the fused scale ops."""
 
