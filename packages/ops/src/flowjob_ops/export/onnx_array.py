@@ -353,6 +353,50 @@ def _scatter(kind: str) -> Converter:
     return convert
 
 
+def _segment_sum(batched: bool) -> Converter:
+    """Sums by segment id as one product with the ids' one-hot matrix (an id outside [0, S) matches no
+    segment and adds nothing, as the records): data reshaped (P, I, Q) around the ids' axes, the mask
+    (I, S), out = mask^T @ data (batched: per row of axis 0). A non-finite value reaches every segment of
+    its row as NaN (0 * inf), where the record adds it to its own segment only."""
+
+    def convert(e: Emitter, node: Node) -> None:
+        data, ids = node.inputs[:2]
+        (out,) = node.outputs
+        shape, id_shape = e.shape(data), e.shape(ids)
+        # batched: the ids' leading axes are batch axes, their last the one summed over
+        first = len(id_shape) - 1 if batched else int(node.attrs.get("axis", 0)) % len(shape)
+        lead = int(np.prod(shape[:first], dtype=np.int64))
+        count = int(np.prod(id_shape[first:] if batched else id_shape, dtype=np.int64))
+        tail = int(np.prod(shape[first + (1 if batched else len(id_shape)):], dtype=np.int64))
+        segments = e.shape(out)[first]
+        stem = node.name
+        rows = e.add("Reshape", [data, e.constant([lead, count, tail], f"{stem}/rows", np.int64)], stem=stem)
+        index = e.add("Reshape", [_int64(e, ids, stem), e.constant([lead if batched else 1, count, 1],
+                                                                   f"{stem}/ids", np.int64)], stem=stem)
+        hit = e.add("Equal", [index, e.constant(np.arange(segments, dtype=np.int64).reshape(1, 1, -1),
+                                                f"{stem}/segments")], stem=stem)
+        mask = e.add("Transpose", [e.add("Cast", [hit], stem=stem, to=e.tensor_type(e.dtype(data)))], stem=stem,
+                     perm=[0, 2, 1])
+        e.add("Reshape", [e.add("MatMul", [mask, rows], stem=stem), e.constant(list(e.shape(out)), f"{stem}/out",
+                                                                                np.int64)], [out], stem)
+
+    return convert
+
+
+def _slice_update(e: Emitter, node: Node) -> None:
+    """x with the Python slices (None open) replaced by update: ScatterND at the slices' static indices."""
+    x, update = node.inputs
+    shape = e.shape(x)
+    starts, stops, steps = (list(node.attrs[key]) for key in ("start", "stop", "step"))
+    ranges = [np.arange(n)[slice(*(None if v is None else int(v) for v in bounds))]
+              for n, bounds in zip(shape, zip(starts, stops, steps))]
+    ranges += [np.arange(n) for n in shape[len(ranges):]]
+    grid = np.stack(np.meshgrid(*ranges, indexing="ij"), axis=-1).astype(np.int64)
+    target = e.add("Reshape", [update, e.constant(list(grid.shape[:-1]), f"{node.name}/shape", np.int64)],
+                   stem=node.name)
+    e.add("ScatterND", [x, e.constant(grid, f"{node.name}/indices"), target], list(node.outputs), node.name)
+
+
 CONVERTERS: dict[str, Converter] = {
     "gather_nd": _gather_nd, "where": _where, "argmax": _argmax, "tile": _tile, "broadcast_to": _broadcast_to,
     "split": _split, "slice": _slice, "slice_v2": _slice_v2, "reverse": _reverse,
@@ -367,6 +411,8 @@ CONVERTERS: dict[str, Converter] = {
     "multi_square_sum": _multi_square_sum, "split_like": _split_like, "broadcast_to_compatible_with": _broadcast_to,
     "dim_gather": _dim_gather, "batch_gather": _batch_gather, "scatter_nd": _scatter("scatter_nd"),
     "tensor_scatter_nd_update": _scatter("update"), "tensor_scatter_nd_add": _scatter("add"),
+    "unsorted_segment_sum": _segment_sum(False), "unsorted_segment_sum_like": _segment_sum(False),
+    "unsorted_batch_segment_sum": _segment_sum(True), "slice_update": _slice_update,
 }
 """op type -> converter, for the indexing, shape and selection ops."""
 
