@@ -10,9 +10,6 @@ from flowjob_ops.export.onnx_coverage import describe, not_exported, reason
 from flowjob_ops.export.onnx_nodes import CONVERTERS
 
 OWN_PLUGINS = ("ops", "core-ops", "optim", "ofrecord", "watch")
-STILL_TO_WRITE = {"combined_margin_loss",
-                  "fused_self_attention_query_mul_key_and_value"}
-"""Ops ONNX could express whose converters are not written yet: listed by info as such, never silently."""
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +24,8 @@ def registered() -> dict[str, str]:
 
 def test_every_own_op_exports_or_says_why_not(registered: dict[str, str]) -> None:
     own = sorted(name for name, owner in registered.items() if owner in OWN_PLUGINS)
-    unexplained = [op for op in own if op not in CONVERTERS and reason(op) is None and op not in STILL_TO_WRITE]
+    unexplained = [op for op in own if op not in CONVERTERS and reason(op) is None]
     assert not unexplained, f"ops with neither an ONNX converter nor a reason: {unexplained}"
-    assert not STILL_TO_WRITE & set(CONVERTERS), "a converter was written: take the op off STILL_TO_WRITE"
 
 
 def test_the_issues_ops_export(registered: dict[str, str]) -> None:

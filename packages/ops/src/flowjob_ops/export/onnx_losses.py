@@ -112,10 +112,31 @@ def _in_top_k(e: Emitter, node: Node) -> None:
     e.add("Cast", [hit], list(node.outputs), stem, to=e.tensor_type(e.dtype(node.outputs[0])))
 
 
+def _combined_margin_loss(e: Emitter, node: Node) -> None:
+    """x (N, classes...) of cosines: cos(m1 * acos(x) + m2) - m3 at each row's label column, x elsewhere."""
+    x, label = node.inputs
+    shape = e.shape(x)
+    rows, classes = shape[0], int(np.prod(shape[1:], dtype=np.int64))
+    dtype = e.dtype(x)
+    stem = node.name
+    m1, m2, m3 = (float(node.attrs.get(k, d)) for k, d in (("m1", 1.0), ("m2", 0.0), ("m3", 0.0)))
+    flat = e.add("Reshape", [x, e.constant([rows, classes], f"{stem}/flat", np.int64)], stem=stem)
+    theta = e.add("Acos", [flat], stem=stem)
+    turned = e.add("Add", [e.add("Mul", [theta, e.constant(m1, f"{stem}/m1", dtype)], stem=stem),
+                           e.constant(m2, f"{stem}/m2", dtype)], stem=stem)
+    margin = e.add("Sub", [e.add("Cos", [turned], stem=stem), e.constant(m3, f"{stem}/m3", dtype)], stem=stem)
+    index = label if e.dtype(label) == np.int64 else e.add("Cast", [label], stem=stem, to=INT64)
+    column = e.add("Reshape", [index, e.constant([rows, 1], f"{stem}/column", np.int64)], stem=stem)
+    hit = e.add("Equal", [column, e.constant(np.arange(classes, dtype=np.int64)[None, :], f"{stem}/classes")],
+                stem=stem)
+    y = e.add("Where", [hit, margin, flat], stem=stem)
+    e.add("Reshape", [y, e.constant(list(shape), f"{stem}/shape", np.int64)], list(node.outputs), stem)
+
+
 CONVERTERS: dict[str, Converter] = {
     "sparse_softmax_cross_entropy": _sparse_softmax_cross_entropy, "sparse_cross_entropy": _sparse_cross_entropy,
     "softmax_cross_entropy": _softmax_cross_entropy, "sigmoid_cross_entropy": _sigmoid_cross_entropy,
-    "smooth_l1_loss": _smooth_l1_loss, "in_top_k": _in_top_k,
+    "smooth_l1_loss": _smooth_l1_loss, "in_top_k": _in_top_k, "combined_margin_loss": _combined_margin_loss,
 }
 """op type -> converter, for the losses and metrics."""
 

@@ -125,10 +125,32 @@ def _pool3d(op_type: str) -> Converter:
     return convert
 
 
+def _self_attention(e: Emitter, node: Node) -> None:
+    """BERT's fused attention head split: hidden (seq, batch, heads * 3 * size), each head's slice q, k, v;
+    out_0 = alpha * q @ k^T and out_1 = v, both (batch, heads, seq, ...)."""
+    (hidden,) = node.inputs
+    qmk_out, v_out = node.outputs
+    seq, batch, width = e.shape(hidden)
+    size = int(node.attrs["head_size"])
+    heads = width // (3 * size)
+    stem = node.name
+    per_head = e.add("Reshape", [hidden, e.constant([seq, batch, heads, 3, size], f"{stem}/heads", np.int64)],
+                     stem=stem)
+    parts = [e.fresh(f"{stem}/{name}") for name in ("q", "k", "v")]
+    e.split(per_head, 3, [1, 1, 1], parts, stem)
+    q, k, v = (e.add("Transpose", [e.squeeze(part, [3], None, stem)], stem=stem, perm=[1, 2, 0, 3])
+               for part in parts)
+    product = e.add("MatMul", [q, e.add("Transpose", [k], stem=stem, perm=[0, 1, 3, 2])], stem=stem)
+    e.add("Mul", [product, e.constant(float(node.attrs["alpha"]), f"{stem}/alpha", e.dtype(hidden))], [qmk_out],
+          stem)
+    e.add("Identity", [v], [v_out], stem)
+
+
 CONVERTERS: dict[str, Converter] = {
     "moments": _moments, "pad2d": _pad2d, "upsample": _upsample, "fused_scale_tril": _fused_scale_tril,
     "fused_cast_scale": _fused_cast_scale, "conv3d": _conv3d, "max_pool3d": _pool3d("MaxPool"),
     "avg_pool3d": _pool3d("AveragePool"),
+    "fused_self_attention_query_mul_key_and_value": _self_attention,
 }
 """op type -> converter, for normalization, padding, resampling and the fused scale ops."""
 
