@@ -55,8 +55,9 @@ def export(job_func: Callable[..., Any], model_save_dir: str | os.PathLike[str],
         onnx_filename: where the model goes.
         continue_on_error: legacy wrote ops without a mapping as custom nodes ONNX runtimes cannot run; here
             such an op is always refused, naming it, so only False is accepted.
-        opset: the ONNX opset, from 10 (legacy's oldest) to the installed onnx's newest, default 13; an op
-            whose operators the opset lacks (``Round`` before 11, ``GatherND`` before 11) is refused, naming it.
+        opset: the ONNX opset, from 10 (legacy's oldest and its default) to the installed onnx's newest,
+            default 13; each op is written in the opset's form, and an op with no form in it (``gather_nd``
+            before 11, the adding scatters before 16) is refused, naming the op, the opset and the one it needs.
         extra_opset: legacy's opsets of custom ops; there are none here, so only None is accepted.
         shape_override: input name -> shape replacing the placeholder's declared shape.
         external_data: store the weights in ``<onnx_filename>.data`` beside the model (models over 2 GB).
