@@ -49,6 +49,9 @@ def info() -> int:
             owner = ops.owner(op.name)
             owners[owner] = owners.get(owner, 0) + 1
         print(f"ops: {len(ops)} (" + ", ".join(f"{k}: {v}" for k, v in sorted(owners.items())) + ")")
+        from flowjob_ops.export.onnx_coverage import describe as onnx_coverage
+
+        print(*onnx_coverage(op.name for op in ops), sep="\n")
         print(f"watch sinks: {', '.join(session.registries.watch_sinks.names()) or 'none'}")
         print(f"passes: {' -> '.join(p.name for p in session.registries.passes.ordered())}")
     finally:
