@@ -21,7 +21,9 @@ _HOST = "a host-side effect (summary writing, profiler marks) with no value to c
 _GRAPH = "a node of the job's structure itself, written as the model's inputs, initializers and outputs"
 _TIME = "a time-shape op (legacy's repeat/acc/pack/unpack across steps), which a one-step ONNX model lacks"
 _GRADIENT = "a gradient op, made only in train jobs; export the predict job"
-_TEST = "one of legacy's test ops (flowjob_ops.records.legacy_test_ops), never part of a model"
+_SHARDED = ("one rank's piece of an op over a split variable, made by the boxing pass of a job on several ranks; "
+            "export the job from one process")
+_TEST = "one of legacy's test ops (flowjob_ops.records.op_test_fixtures), never part of a model"
 
 REASONS: dict[str, str] = {
     "input": _GRAPH, "variable": _GRAPH, "return": _GRAPH, "fetch": _GRAPH,
@@ -54,6 +56,7 @@ REASONS: dict[str, str] = {
 _FAMILIES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
     ((), ("_grad",), _GRADIENT),
     (("optim_",), (), _TRAINING),
+    (("sharded_",), (), _SHARDED),
     (("test_",), (), _TEST),
     (("image_", "ofrecord_", "onerec_", "coco_", "megatron_"), (), _DATA),
     (("tensor_buffer", "tensor_list", "tensor_to_tensor_buffer"), ("_tensor_buffer",), _BUFFER),
