@@ -43,3 +43,16 @@ def test_the_documentation_s_hybrid_parallel_mlp_trains_like_one_process(tmp_pat
 def test_the_wide_and_deep_model_trains_like_one_process_under_oneflow_launch(tmp_path):
     one, two = _trained(tmp_path, "model_parallel.py", "launch", 3, "momentum")
     _assert_like_one_process(one, two, {"embedding": 0, "hidden-weight": 1, "hidden-bias": 0})
+
+
+@pytest.mark.parametrize("launcher", ["mpiexec", "launch"])
+def test_a_face_head_with_its_class_layer_split_by_partial_fc_trains_like_one_process(tmp_path, launcher):
+    # every class sampled (oneflow_face's sample_ratio 1.0): which negatives a smaller sample draws is random
+    one, two = _trained(tmp_path, "face_head.py", launcher, 3, 16)
+    _assert_like_one_process(one, two, {"fc7-weight": 0, "fc7-weight-momentum": 0})
+    text = (two / "dump.txt").read_text()
+    # each rank samples its own classes and its gradient lands in its own rows: no whole class layer anywhere
+    assert "sampled_weight: (8, 4):float32 S(0) = sharded_distributed_partial_fc_sample(fc7-weight/out" in text, text
+    assert "(8, 4):float32 S(0) = sharded_distributed_partial_fc_sample_grad(" in text, text
+    assert "mpi_sparse_softmax_cross_entropy_class_split(" in text, text
+    assert "(16, 4)" not in text, text
