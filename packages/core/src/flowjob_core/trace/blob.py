@@ -61,12 +61,15 @@ class Blob:
         """This value, annotated to lie over the devices as ``distribute`` says (legacy's layout hint for the
         ops reading it). The logical value is the same under every layout, so this handle computes as ``self``; the
         job records the layout (``Job.layouts``), which the boxing pass of a job on several ranks gives the value."""
-        checked = distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: with_distribute")
+        checked = distributions.checked_for(distribute, self.shape, f"{self._named()}: with_distribute")
         layout = ir_layout.from_distribute(checked)
         if layout is not None:
             self.builder.job.layouts[self.lbn] = layout
         return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, checked, self.dynamic,
                     self.placement)
+
+    def _named(self) -> str:
+        return f"job {self.builder.job.name!r}, op {self.lbn.split('/')[0]!r}, blob {self.lbn!r}"
 
     def with_split_distribute(self, axis: int) -> "Blob":
         return self.with_distribute(distributions.split(axis))
@@ -76,7 +79,7 @@ class Blob:
 
     def with_gradient_distribute(self, distribute: distributions.Distribute) -> "Blob":
         """Legacy's ``parallel_cast(self, gradient_distribute=...)``: the gradient's layout; the value is ``self``."""
-        distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: with_gradient_distribute")
+        distributions.checked_for(distribute, self.shape, f"{self._named()}: with_gradient_distribute")
         return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, self.distribute, self.dynamic,
                     self.placement)
 
