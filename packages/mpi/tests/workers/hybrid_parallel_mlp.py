@@ -50,7 +50,7 @@ def train_job(
 
 
 if __name__ == "__main__":
-    # the example's flow.config.gpu_device_num(2): two devices, here the two ranks (one device each)
+    flow.config.gpu_device_num(2)  # without a GPU backend: one warning, the job runs on the CPU
     check_point = flow.train.CheckPoint()
     check_point.init()
     rng = np.random.default_rng(7)
