@@ -191,3 +191,10 @@ def test_a_blob_annotated_split_along_an_axis_it_lacks_is_an_error_naming_job_op
     assert result.returncode != 0
     assert ("ValueError: job 'axis_job', op 'Input_0', blob 'Input_0/out': with_distribute: split axis 2 is out of "
             "range for a blob of shape (4, 2)") in result.stderr, result.stderr
+
+
+def test_with_gradient_distribute_on_several_ranks_warns_naming_the_blob(tmp_path):
+    result = ok(ranks(2, "layout_cases.py", "gradient", timeout=60))
+    assert ("UserWarning: job 'gradient_job', op 'Matmul_1', blob 'Matmul_1/out_0': "
+            "with_gradient_distribute(broadcast()) is not followed on several ranks") in result.stderr, result.stderr
+    assert "loss 8.0" in result.stdout

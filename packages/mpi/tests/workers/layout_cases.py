@@ -7,7 +7,8 @@ classifier trained on a placeholder of a job that declares a layout, so each ran
 classes: a classifier whose class axis is split; manager: a CheckpointManager saves a split table (rank 0 writes,
 for hint, rows, classes and manager, the returned values and the planned job to OUT_DIR); shards: partial-FC
 sampling for 4 devices of a class layer split over 2 ranks (an error naming job, op and blobs); axis: a blob
-annotated split along an axis it lacks (an error naming it).
+annotated split along an axis it lacks (an error naming it); gradient: ``with_gradient_distribute`` (a warning
+naming the blob: the boxing pass lays out gradients).
 """
 import os
 import sys
@@ -127,3 +128,15 @@ if case == "axis":
         return flow.math.relu(x.with_split_distribute(2))
 
     axis_job(np.ones((4, 2), dtype=np.float32))
+
+if case == "gradient":
+    @flow.global_function(type="train")
+    def gradient_job(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
+        w = flow.get_variable("w", (2, 2), initializer=flow.constant_initializer(0.5),
+                              distribute=flow.distribute.split(1))
+        y = flow.matmul(x, w).with_gradient_distribute(flow.distribute.broadcast())
+        loss = flow.math.reduce_sum(y)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+
+    print("loss", gradient_job(np.ones((4, 2), dtype=np.float32)))
