@@ -6,8 +6,8 @@ table is split by rows, on 2 ranks against one process: each rank's variables, p
 Each configuration runs in its own processes (``mpiexec`` from the environment); the ``--role`` form is the
 child. "variables" is what the session holds (the table, its momentum and the small layers); "RSS after the
 steps" is the process's resident memory then (``/proc/self/statm``), with Python, numpy and MPI; "peak RSS" its
-maximum (``ru_maxrss``), which also counts the initializer's draw of the whole table (every rank draws it, in
-float64, then keeps its rows). Step time is the median over the timed steps.
+maximum (``ru_maxrss``), which also counts the initializer's draw: one process draws the whole table in float64,
+each rank only its rows, a chunk of the stream at a time. Step time is the median over the timed steps.
 """
 from __future__ import annotations
 

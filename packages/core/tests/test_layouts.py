@@ -105,6 +105,45 @@ def test_a_split_variable_holds_its_shard_of_the_whole_its_initializer_draws():
         store.hold_as_shard("t", split(0), BlobSpec((4, 3), F32), Shard(0, 2, 4))
 
 
+class PieceAware:
+    """An initializer that can give a piece: the store must ask for the piece, never the whole."""
+
+    def __init__(self):
+        self.asked = []
+
+    def __call__(self, shape, dtype, rng):
+        raise AssertionError("the whole was drawn for a split variable")
+
+    def piece(self, shape, dtype, rng, axis, start, stop):
+        self.asked.append((tuple(shape), axis, start, stop))
+        local = list(shape)
+        local[axis] = stop - start
+        return np.full(local, start, dtype=dtype)
+
+
+def test_a_split_variable_draws_only_its_piece_where_its_initializer_can():
+    init = PieceAware()
+    store = VariableStore(make_backend())
+    store.declare("t", BlobSpec((4, 6), F32), init, layout=split(1), shard=Shard(1, 3, 6))
+    assert init.asked == [((4, 6), 1, 3, 6)]
+    np.testing.assert_array_equal(store.get("t"), np.full((4, 3), 3.0))
+    store.initialize("t")  # CheckPoint().init() again
+    assert len(init.asked) == 2
+    zeros = store.declare("z", BlobSpec((4, 6), F32), None, layout=split(0), shard=Shard(0, 0, 2))
+    assert zeros.array.shape == (2, 6) and not store.get("z").any()
+
+
+def test_a_piece_of_the_wrong_shape_is_an_error_naming_the_variable():
+    class Wrong(PieceAware):
+        def piece(self, shape, dtype, rng, axis, start, stop):
+            return np.zeros(shape, dtype=dtype)
+
+    store = VariableStore(make_backend())
+    with pytest.raises(VariableError, match=r"variable 'w' gave a piece of shape \(4, 6\) for rows \[0, 2\) of "
+                                            r"axis 0, expected \(2, 6\)"):
+        store.declare("w", BlobSpec((4, 6), F32), Wrong(), layout=split(0), shard=Shard(0, 0, 2))
+
+
 def test_dead_values_lose_their_layouts():
     from flowjob_core.passes.pipeline import eliminate_dead_code
     session = Session()

@@ -15,11 +15,15 @@ from flowjob_mpi.launch import find_mpiexec
 WORKERS = Path(__file__).parent / "workers"
 
 
-def ranks(n: int, worker: str, *args: object, timeout: float = 60, cwd: object = None) -> subprocess.CompletedProcess:
-    """``mpiexec -n N python WORKER ARGS``; ``n == 0``: the worker alone, a world of one."""
+def ranks(n: int, worker: str, *args: object, timeout: float = 60, cwd: object = None,
+          launcher: str = "mpiexec") -> subprocess.CompletedProcess:
+    """``mpiexec -n N python WORKER ARGS`` (``launcher="launch"``: ``python -m oneflow launch -n N WORKER ARGS``);
+    ``n == 0``: the worker alone, a world of one."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     command = [sys.executable, str(WORKERS / worker), *map(str, args)]
-    if n:
+    if n and launcher == "launch":
+        command = [sys.executable, "-m", "oneflow", "launch", "-n", str(n), *command[1:]]
+    elif n:
         command = [find_mpiexec(), "-n", str(n), *command]
     # its own process group: at the time limit the launcher and every rank end, none is left spinning
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,

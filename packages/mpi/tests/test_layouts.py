@@ -174,3 +174,27 @@ def test_a_checkpoint_manager_saves_a_split_variable_whole(tmp_path):
     ok(ranks(2, "layout_cases.py", "manager", tmp_path, timeout=60))
     stored = np.fromfile(tmp_path / "saved" / "snapshot_1" / "table" / "out", dtype=np.float32).reshape(8, 3)
     assert stored.tobytes() == np.load(tmp_path / "value.npy").tobytes()
+
+
+def test_partial_fc_sampling_for_other_shards_than_the_ranks_is_an_error_naming_job_op_and_blobs(tmp_path):
+    result = ranks(2, "layout_cases.py", "shards", timeout=60)
+    assert result.returncode != 0
+    assert ("MpiError: global function 'shards_job', op 'DistributedPartialFcSample_1' (distributed_partial_fc_sample)"
+            in result.stderr), result.stderr
+    assert "on this rank's pieces of its inputs ('fc7-weight/out' (4, 3), 'Input_0" in result.stderr, result.stderr
+    assert ("sharded_distributed_partial_fc_sample: the piece [0, 4) of 8 rows is not one of its parallel_num 4 "
+            "shards") in result.stderr, result.stderr
+
+
+def test_a_blob_annotated_split_along_an_axis_it_lacks_is_an_error_naming_job_op_and_blob(tmp_path):
+    result = ranks(2, "layout_cases.py", "axis", timeout=60)
+    assert result.returncode != 0
+    assert ("ValueError: job 'axis_job', op 'Input_0', blob 'Input_0/out': with_distribute: split axis 2 is out of "
+            "range for a blob of shape (4, 2)") in result.stderr, result.stderr
+
+
+def test_with_gradient_distribute_on_several_ranks_warns_naming_the_blob(tmp_path):
+    result = ok(ranks(2, "layout_cases.py", "gradient", timeout=60))
+    assert ("UserWarning: job 'gradient_job', op 'Matmul_1', blob 'Matmul_1/out_0': "
+            "with_gradient_distribute(broadcast()) is not followed on several ranks") in result.stderr, result.stderr
+    assert "loss 8.0" in result.stdout

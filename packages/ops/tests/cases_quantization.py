@@ -175,6 +175,37 @@ def partial_fc_ref(weight: np.ndarray, label: np.ndarray, num_sample: int, seed:
     return mapped, np.array(sampled, dtype=label.dtype), weight[sampled]
 
 
+def partial_fc_grad_case(draw: Draw) -> Case:
+    classes, width = draw(st.integers(1, 6)), draw(st.integers(1, 3))
+    sampled = np.array(draw(st.lists(st.integers(0, classes - 1), min_size=1, max_size=classes, unique=True)),
+                       dtype=np.int32)
+    return [draw(fst.arrays((sampled.size, width))), sampled, draw(fst.arrays((classes, width)))], {"parallel_num": 1}
+
+
+def partial_fc_grad_ref(data: np.ndarray, sampled: np.ndarray, weight: np.ndarray, parallel_num: int,
+                        start: int = 0) -> np.ndarray:
+    out = np.zeros_like(weight)
+    for row, c in zip(data, sampled.tolist()):
+        out[c - start] += row
+    return out
+
+
+def sharded_partial_fc_grad_case(draw: Draw) -> Case:
+    shards, size, width = draw(st.sampled_from([2, 3])), draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    per_shard, shard = draw(st.integers(1, size)), draw(st.integers(0, shards - 1))
+    sampled = np.array(draw(st.lists(st.integers(shard * size, (shard + 1) * size - 1), min_size=per_shard,
+                                     max_size=per_shard, unique=True)), dtype=np.int32)
+    return [draw(fst.arrays((per_shard, width))), sampled, draw(fst.arrays((size, width)))], {
+        "parallel_num": shards, "shard_start": shard * per_shard, "shard_stop": (shard + 1) * per_shard,
+        "shard_size": shards * per_shard}
+
+
+def sharded_partial_fc_grad_ref(data: np.ndarray, sampled: np.ndarray, weight: np.ndarray, parallel_num: int,
+                                shard_start: int, shard_stop: int, shard_size: int) -> np.ndarray:
+    return partial_fc_grad_ref(data, sampled, weight, parallel_num,
+                               shard_start // (shard_stop - shard_start) * weight.shape[0])
+
+
 def identity_case(draw: Draw) -> Case:
     return [draw(fst.arrays(tuple(draw(fst.small_shapes(0, 3, 4)))))], {}
 
@@ -189,6 +220,9 @@ CASES = [
     OpCase("moving_average_min_max_observer", moving_case, reference=moving_ref, wrt=()),
     OpCase("fake_quantization", fake_case, reference=fake_ref, wrt=()),
     OpCase("distributed_partial_fc_sample", partial_fc_case, reference=partial_fc_ref, wrt=()),
+    OpCase("distributed_partial_fc_sample_grad", partial_fc_grad_case, reference=partial_fc_grad_ref, wrt=()),
+    OpCase("sharded_distributed_partial_fc_sample_grad", sharded_partial_fc_grad_case,
+           reference=sharded_partial_fc_grad_ref, wrt=()),
     OpCase("amp_white_identity", identity_case, reference=lambda x: x),
     OpCase("nvtx_start", mark_case, reference=lambda x, mark_prefix: x),
     OpCase("nvtx_end", mark_case, reference=lambda x, mark_prefix: x),

@@ -171,8 +171,9 @@ class _Boxing:
         try:
             local = tuple(self.ops[op].infer(tuple(self.job.specs[x] for x in inputs), attrs))
         except Exception as exc:  # ShapeError and the plain checks the records make
-            raise MpiError(f"{where}: cannot run under the layouts {sig} on this rank's pieces "
-                           f"{[self.job.specs[x].shape for x in inputs]}: {exc}") from None
+            pieces = ", ".join(f"{blob!r} {self.job.specs[x].shape}" for blob, x in zip(node.inputs, inputs))
+            raise MpiError(f"{where}: cannot run under the layouts {sig} on this rank's pieces of its inputs "
+                           f"({pieces}): {exc}") from None
         for lbn, spec in zip(node.outputs, local):
             self.job.specs[lbn] = spec
         self.job.nodes.append(dataclasses.replace(node, op=op, inputs=inputs, attrs=attrs))

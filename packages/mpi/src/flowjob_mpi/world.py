@@ -94,6 +94,16 @@ class World:
         WAITING.leave()
         return gathered
 
+    def gather_to_root(self, value: Any) -> list[Any] | None:
+        """Every rank's ``value`` in rank order on rank 0, None on the others (pickled: a checkpoint's pieces of
+        a split variable, so only the writing rank holds the whole)."""
+        if self.size == 1:
+            return [value]
+        WAITING.enter("the gather of a split variable's pieces")
+        gathered: list[Any] | None = self.comm.gather(value, root=0)
+        WAITING.leave()
+        return gathered
+
 
 _lock = threading.Lock()
 _world: World | None = None

@@ -5,7 +5,10 @@ table, the others broadcast it (every rank stops naming the variable); hint: a g
 ``with_split_distribute(0)``; clip: gradient clipping over a split table (an error naming the op); rows: a
 classifier trained on a placeholder of a job that declares a layout, so each rank computes its rows of the batch
 classes: a classifier whose class axis is split; manager: a CheckpointManager saves a split table (rank 0 writes,
-for hint, rows, classes and manager, the returned values and the planned job to OUT_DIR).
+for hint, rows, classes and manager, the returned values and the planned job to OUT_DIR); shards: partial-FC
+sampling for 4 devices of a class layer split over 2 ranks (an error naming job, op and blobs); axis: a blob
+annotated split along an axis it lacks (an error naming it); gradient: ``with_gradient_distribute`` (a warning
+naming the blob: the boxing pass lays out gradients).
 """
 import os
 import sys
@@ -108,3 +111,32 @@ if case in ("hint", "rows", "classes", "manager") and rank == 0:
     np.save(os.path.join(sys.argv[2], "value.npy"), value)
     with open(os.path.join(sys.argv[2], "dump.txt"), "w") as f:
         f.write(str(planned))
+
+if case == "shards":  # the placement's 4 devices, the weight split over 2 ranks: not one shard per rank
+    @flow.global_function()
+    def shards_job(labels: tp.Numpy.Placeholder((4,), dtype=flow.int32)) -> tp.Numpy:
+        weight = flow.get_variable("fc7-weight", (8, 3), distribute=flow.distribute.split(0))
+        with flow.scope.placement("cpu", "0:0-3"):
+            _, _, sampled = flow.distributed_partial_fc_sample(weight, labels, num_sample=8)
+        return sampled
+
+    shards_job(np.arange(4, dtype=np.int32))
+
+if case == "axis":
+    @flow.global_function()
+    def axis_job(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
+        return flow.math.relu(x.with_split_distribute(2))
+
+    axis_job(np.ones((4, 2), dtype=np.float32))
+
+if case == "gradient":
+    @flow.global_function(type="train")
+    def gradient_job(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
+        w = flow.get_variable("w", (2, 2), initializer=flow.constant_initializer(0.5),
+                              distribute=flow.distribute.split(1))
+        y = flow.matmul(x, w).with_gradient_distribute(flow.distribute.broadcast())
+        loss = flow.math.reduce_sum(y)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+
+    print("loss", gradient_job(np.ones((4, 2), dtype=np.float32)))

@@ -205,7 +205,7 @@ def _to_save(session: Session, var_dict: Mapping[str, Any] | None) -> Iterator[t
     if var_dict is None:
         store = session.variables
         with session.between_steps():
-            wholes = getattr(_ranks, "wholes", {})  # split variables, gathered by every rank (variable_shards)
+            wholes = getattr(_ranks, "wholes", {})  # split variables, gathered on rank 0 (variable_shards)
             snapshot = [(name, store[name].spec, wholes[name] if name in wholes else store.get(name))
                         for name in store.names()]
         yield from snapshot
@@ -522,16 +522,17 @@ _ranks = threading.local()
 
 @contextlib.contextmanager
 def split_variables_gathered(session: Session, enabled: bool = True) -> Iterator[None]:
-    """Around a save that rank 0 alone runs (``World.root_only``): every rank gathers the variables split over the
-    ranks first (a collective), so rank 0 writes them whole (``flowjob_core.runtime.variable_shards``)."""
-    before = getattr(_ranks, "wholes", {})
+    """Around a save that rank 0 alone runs (``World.root_only``): every rank sends rank 0 its pieces of the
+    variables split over the ranks first (a collective), so rank 0 writes them whole and the others never hold
+    them (``flowjob_core.runtime.variable_shards``). Nested (a manager's save around the save): gathered once."""
+    before, outer = getattr(_ranks, "wholes", {}), getattr(_ranks, "gathered", False)
     world = world_of(session)
-    if enabled and not before and world.size > 1 and variable_shards.split_names(session):
-        _ranks.wholes = variable_shards.gather_whole(session, world)
+    if enabled and not outer and world.size > 1 and variable_shards.split_names(session):
+        _ranks.wholes, _ranks.gathered = variable_shards.gather_whole(session, world), True
     try:
         yield
     finally:
-        _ranks.wholes = before
+        _ranks.wholes, _ranks.gathered = before, outer
 
 
 def _on_ranks(session: Session, again: Any, *, broadcast: bool, pieces: Any = None) -> bool:

@@ -1,9 +1,10 @@
 """Checkpoints of variables split over ranks (``StoredVariable.shard``): the files keep legacy's layout, the whole
 variable in ``<name>/out``, whatever the rank count.
 
-Saving gathers each split variable's pieces (every rank takes part, in name order; rank 0 writes the whole);
-loading reads each rank's own rows of the file; initializing draws the whole value on every rank and keeps its
-piece (``VariableStore.initialize``). So a checkpoint saved on N ranks loads in one process or on M ranks.
+Saving gathers each split variable's pieces onto rank 0 alone (every rank takes part, in name order; rank 0 writes
+the whole); loading reads each rank's own rows of the file; initializing draws only this rank's piece of the value
+one process draws (``VariableStore.initial_piece``). So a checkpoint saved on N ranks loads in one process or on
+M ranks.
 """
 from __future__ import annotations
 
@@ -27,12 +28,27 @@ def split_names(session: "Session") -> list[str]:
 
 
 def gather_whole(session: "Session", world: "World") -> dict[str, np.ndarray]:
-    """Every split variable's whole value (a collective: every rank calls it at the same point)."""
+    """Every split variable's whole value on rank 0, nothing on the others (a collective: every rank calls it at
+    the same point), so only the rank that writes the checkpoint ever holds a whole split variable."""
     store = session.variables
     names = split_names(session)
     with session.between_steps():  # the pieces of one step
         pieces = {name: store.get(name) for name in names}
-    return {name: _joined(world.allgather(pieces[name]), store[name].shard) for name in names}
+    wholes = {}
+    for name in names:
+        gathered = _gather_to_root(world, pieces.pop(name))
+        if gathered is not None:
+            wholes[name] = _joined(gathered, store[name].shard)
+    return wholes
+
+
+def _gather_to_root(world: "World", piece: np.ndarray) -> list[np.ndarray] | None:
+    gather = getattr(world, "gather_to_root", None)  # optional in a world plugin: else every rank gathers
+    if gather is None:
+        gathered = world.allgather(piece)
+        return gathered if world.rank == 0 else None
+    result: list[np.ndarray] | None = gather(piece)
+    return result
 
 
 def gather_one(session: "Session", world: "World", name: str) -> np.ndarray:
@@ -78,7 +94,7 @@ def load_pieces(session: "Session", folder: str, data_file: str, keep_missing: b
 
 
 def _initial_piece(store: Any, name: str, index: tuple[slice, ...]) -> np.ndarray:
-    return np.asarray(store.initial_value(name)[index])
+    return store.initial_piece(name)
 
 
 def _rows(whole: np.ndarray, index: tuple[slice, ...]) -> np.ndarray:

@@ -14,7 +14,12 @@ from flowjob_core.ir.job import BlobSpec
 from flowjob_core.ir.layout import Shard
 
 Initializer = Callable[[tuple[int, ...], np.dtype, np.random.Generator], np.ndarray]
-"""``initializer(shape, dtype, rng) -> host ndarray``; ``None`` means zeros (legacy dense default)."""
+"""``initializer(shape, dtype, rng) -> host ndarray``; ``None`` means zeros (legacy dense default).
+
+An initializer may also have ``piece(shape, dtype, rng, axis, start, stop)``, giving rows ``[start, stop)`` along
+``axis`` of the same values without drawing the whole (flowjob-ops' initializers do): a variable split over ranks
+then never holds more than its piece. Without it a split variable's initializer draws the whole and keeps its piece.
+"""
 
 
 @dataclass
@@ -48,8 +53,8 @@ class VariableStore:
                 regularizer: Any = None, model_name: str | None = None, layout: Any = None,
                 shard: Shard | None = None) -> StoredVariable:
         """The variable ``name``, created and initialized on first declaration. With a ``shard`` it holds only
-        that piece of the logical value (a variable split over ranks); its initializer still draws the whole
-        value, so every rank count starts from the same model."""
+        that piece of the logical value (a variable split over ranks); its initializer gives that piece of the
+        whole value one process draws, so every rank count starts from the same model."""
         with self._lock:
             known = self._vars.get(name)
             if known is not None:
@@ -86,7 +91,7 @@ class VariableStore:
 
     def initial_value(self, name: str) -> np.ndarray:
         var = self[name]
-        rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
+        rng = self._rng(name)
         if var.initializer is None:
             value = np.zeros(var.spec.shape, dtype=var.spec.dtype)
         else:
@@ -95,8 +100,30 @@ class VariableStore:
             raise VariableError(f"initializer of variable {name!r} gave shape {value.shape}, expected {var.spec.shape}")
         return value.astype(var.spec.dtype, copy=False)
 
+    def initial_piece(self, name: str) -> np.ndarray:
+        """What this process holds of ``initial_value(name)``: a split variable's piece, drawn alone where its
+        initializer can (``piece``, see ``Initializer``), else the whole value."""
+        var = self[name]
+        if var.shard is None:
+            return self.initial_value(name)
+        local = var.local_spec.shape
+        if var.initializer is None:
+            return np.zeros(local, dtype=var.spec.dtype)
+        piece = getattr(var.initializer, "piece", None)
+        if piece is None:
+            return np.ascontiguousarray(self.initial_value(name)[var.shard.index()])
+        shard = var.shard
+        value = np.asarray(piece(var.spec.shape, var.spec.dtype, self._rng(name), shard.axis, shard.start, shard.stop))
+        if value.shape != local:
+            raise VariableError(f"initializer of variable {name!r} gave a piece of shape {value.shape} for rows "
+                                f"[{shard.start}, {shard.stop}) of axis {shard.axis}, expected {local}")
+        return value.astype(var.spec.dtype, copy=False)
+
+    def _rng(self, name: str) -> np.random.Generator:
+        return np.random.default_rng([self.seed, zlib.crc32(name.encode())])
+
     def initialize(self, name: str) -> None:
-        self.assign(name, self.initial_value(name))
+        self.assign_local(name, self.initial_piece(name))
 
     def get(self, name: str) -> np.ndarray:
         """A host copy of the current value: of this rank's piece, for a split variable (``local_spec``)."""

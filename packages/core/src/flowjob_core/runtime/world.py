@@ -39,6 +39,11 @@ class World(Protocol):
         """Every rank's ``value`` (host objects), in rank order, on every rank."""
         ...
 
+    def gather_to_root(self, value: Any) -> list[Any] | None:
+        """Every rank's ``value`` in rank order on rank 0, None on the others (optional: a world without it is
+        asked for ``allgather``)."""
+        ...
+
 
 class OneProcess:
     """The world of a program without a distributed plugin."""
@@ -55,6 +60,9 @@ class OneProcess:
         return None
 
     def allgather(self, value: Any) -> list[Any]:
+        return [value]
+
+    def gather_to_root(self, value: Any) -> list[Any] | None:
         return [value]
 
 

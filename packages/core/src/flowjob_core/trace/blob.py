@@ -1,6 +1,7 @@
 """Symbolic blobs: what a job body computes with while it is traced."""
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -10,6 +11,7 @@ from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import distribute as distributions
 from flowjob_core.ir import layout as ir_layout
 from flowjob_core.ir.job import BlobSpec
+from flowjob_core.runtime.world import world_of
 from flowjob_core.trace.parallel_conf import ParallelConf
 from flowjob_core.trace.scope import Placement
 
@@ -61,12 +63,15 @@ class Blob:
         """This value, annotated to lie over the devices as ``distribute`` says (legacy's layout hint for the
         ops reading it). The logical value is the same under every layout, so this handle computes as ``self``; the
         job records the layout (``Job.layouts``), which the boxing pass of a job on several ranks gives the value."""
-        checked = distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: with_distribute")
+        checked = distributions.checked_for(distribute, self.shape, f"{self._named()}: with_distribute")
         layout = ir_layout.from_distribute(checked)
         if layout is not None:
             self.builder.job.layouts[self.lbn] = layout
         return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, checked, self.dynamic,
                     self.placement)
+
+    def _named(self) -> str:
+        return f"job {self.builder.job.name!r}, op {self.lbn.split('/')[0]!r}, blob {self.lbn!r}"
 
     def with_split_distribute(self, axis: int) -> "Blob":
         return self.with_distribute(distributions.split(axis))
@@ -75,8 +80,13 @@ class Blob:
         return self.with_distribute(distributions.broadcast())
 
     def with_gradient_distribute(self, distribute: distributions.Distribute) -> "Blob":
-        """Legacy's ``parallel_cast(self, gradient_distribute=...)``: the gradient's layout; the value is ``self``."""
-        distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: with_gradient_distribute")
+        """Legacy's ``parallel_cast(self, gradient_distribute=...)``: the gradient's layout; the value is ``self``.
+        On several ranks the boxing pass lays out every gradient itself (the values are the same): a warning says
+        the annotation is not followed."""
+        checked = distributions.checked_for(distribute, self.shape, f"{self._named()}: with_gradient_distribute")
+        if world_of(self.builder.session).size > 1:
+            warnings.warn(f"{self._named()}: with_gradient_distribute({checked!r}) is not followed on several ranks: "
+                          f"the boxing pass lays out the gradient (its values are the same)", stacklevel=2)
         return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, self.distribute, self.dynamic,
                     self.placement)
 

@@ -7,6 +7,11 @@ has its own seed (``seed=`` where legacy had one, or ``with_seed`` which
 ``get_variable(random_seed=...)`` calls). Values are drawn in float64 and cast, so a variable
 starts from the same numbers whatever its floating dtype.
 
+``init.piece(shape, dtype, rng, axis, start, stop)`` gives rows ``[start, stop)`` along ``axis`` of what
+``init(shape, dtype, rng)`` gives, without the whole in memory: a variable split over ranks draws only its rank's
+piece (``flowjob_core.runtime.variables``). The random ones walk the generator's stream in C order, a chunk at
+a time, keeping the piece's values (the stream is the same drawn whole or in chunks).
+
 Fans follow legacy ``_CalcFan``: a 2-d weight (out, in) has fan_in = in and fan_out = out;
 a conv weight has fan_in = prod(shape[1:]) and fan_out = shape[0] times its spatial size,
 which is shape[2:] for channels_first (NCHW: F, C, kh, kw) and shape[1:-1] for channels_last
@@ -44,8 +49,78 @@ class Initializer:
         """A copy drawing from its own ``np.random.default_rng(seed)``."""
         return dataclasses.replace(self, seed=seed)
 
+    def piece(self, shape: Sequence[int], dtype: Any, rng: np.random.Generator | None, axis: int, start: int,
+              stop: int) -> np.ndarray:
+        """Rows ``[start, stop)`` along ``axis`` of ``self(shape, dtype, rng)``, drawn without the whole."""
+        shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype)
+        if not 0 <= axis < len(shape) or not 0 <= start <= stop <= shape[axis]:
+            raise ValueError(f"initializer piece: rows [{start}, {stop}) of axis {axis} are outside shape {shape}")
+        if self.seed is not None or rng is None:
+            rng = np.random.default_rng(self.seed)
+        return np.asarray(self.sample_piece(shape, dtype, rng, _Piece(axis, start, stop))).astype(dtype, copy=False)
+
     def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+        return self.draw(shape, dtype, rng, math.prod(shape)).reshape(shape)
+
+    def sample_piece(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator,
+                     piece: "_Piece") -> np.ndarray:
+        return piece.of_stream(shape, lambda n: self.draw(shape, dtype, rng, n))
+
+    def draw(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator, n: int) -> np.ndarray:
+        """The next ``n`` values of the stream a variable of ``shape`` is drawn from, in C order."""
         raise NotImplementedError
+
+
+_CHUNK = 1 << 18  # values drawn at a time for a piece (2 MiB of float64)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Rows ``[start, stop)`` along ``axis``: seen in C order, the whole is ``outer`` blocks of ``size`` lines of
+    ``inner`` values, and the piece keeps lines ``start..stop-1`` of each block."""
+
+    axis: int
+    start: int
+    stop: int
+
+    def local_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return shape[:self.axis] + (self.stop - self.start,) + shape[self.axis + 1:]
+
+    def index(self) -> tuple[slice, ...]:
+        return (slice(None),) * self.axis + (slice(self.start, self.stop),)
+
+    def of_stream(self, shape: tuple[int, ...], draw: Any) -> np.ndarray:
+        """The piece of the values ``draw(n)`` gives in C order, read a chunk at a time (never past the piece)."""
+        size, inner = shape[self.axis], math.prod(shape[self.axis + 1:])
+        outer = math.prod(shape[:self.axis])
+        end = (outer - 1) * size + self.stop if outer and self.stop > self.start else 0  # last line needed
+        kept: list[np.ndarray] = []
+        if inner:
+            step = max(1, _CHUNK // inner)
+            for line in range(0, end, step):
+                count = min(step, end - line)
+                if inner <= _CHUNK:
+                    values = np.asarray(draw(count * inner)).reshape(count, inner)
+                    within = (line + np.arange(count)) % size
+                    kept.append(values[(within >= self.start) & (within < self.stop)].ravel())
+                    continue
+                keep = self.start <= line % size < self.stop  # a line longer than a chunk: in parts
+                for offset in range(0, inner, _CHUNK):
+                    values = np.asarray(draw(min(_CHUNK, inner - offset)))
+                    if keep:
+                        kept.append(values)
+        local = self.local_shape(shape)
+        if not kept:
+            return np.asarray(draw(0)).reshape(local)
+        return np.concatenate(kept).reshape(local)
+
+    def positions(self, flat: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Of flat positions in the whole: which lie in the piece, and where in the piece's flat order."""
+        size, inner = shape[self.axis], math.prod(shape[self.axis + 1:])
+        line, within = np.divmod(flat, inner)
+        block, row = np.divmod(line, size)
+        inside = (row >= self.start) & (row < self.stop)
+        return inside, ((block * (self.stop - self.start) + row - self.start) * inner + within)[inside]
 
 
 @dataclass(frozen=True)
@@ -55,16 +130,20 @@ class Constant(Initializer):
     def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
         return np.full(shape, self.value, dtype=dtype)
 
+    def sample_piece(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator,
+                     piece: _Piece) -> np.ndarray:
+        return self.sample(piece.local_shape(shape), dtype, rng)
+
 
 @dataclass(frozen=True)
 class RandomUniform(Initializer):
     minval: float = 0.0
     maxval: float = 1.0
 
-    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    def draw(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator, n: int) -> np.ndarray:
         if dtype.kind in "iu":  # legacy random_uniform_int_conf: integers in [min, max)
-            return rng.integers(int(self.minval), int(self.maxval), size=shape)
-        return rng.uniform(self.minval, self.maxval, size=shape)
+            return rng.integers(int(self.minval), int(self.maxval), size=n)
+        return rng.uniform(self.minval, self.maxval, size=n)
 
 
 @dataclass(frozen=True)
@@ -72,8 +151,8 @@ class RandomNormal(Initializer):
     mean: float = 0.0
     stddev: float = 1.0
 
-    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
-        return rng.normal(self.mean, self.stddev, size=shape)
+    def draw(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.normal(self.mean, self.stddev, size=n)
 
 
 @dataclass(frozen=True)
@@ -90,6 +169,27 @@ class TruncatedNormal(Initializer):
             values[bad] = rng.standard_normal(size=int(bad.sum()))
             bad = np.abs(values) > 2.0
         return values * self.stddev + self.mean
+
+    def sample_piece(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator,
+                     piece: _Piece) -> np.ndarray:
+        # as sample: the whole stream is walked (the rounds of redraws follow it), keeping the piece's values and
+        # the flat positions of every value to redraw (about 5% of them), never the whole
+        total = math.prod(shape)
+        values = np.empty(math.prod(piece.local_shape(shape)))
+        bad_parts = []
+        for first in range(0, total, _CHUNK):
+            chunk = rng.standard_normal(size=min(_CHUNK, total - first))
+            flat = first + np.arange(chunk.size)
+            inside, where = piece.positions(flat, shape)
+            values[where] = chunk[inside]
+            bad_parts.append(flat[np.abs(chunk) > 2.0])
+        bad = np.concatenate(bad_parts) if bad_parts else np.empty(0, dtype=np.int64)
+        while bad.size:  # each round redraws every bad value of the whole, in C order
+            redrawn = rng.standard_normal(size=bad.size)
+            inside, where = piece.positions(bad, shape)
+            values[where] = redrawn[inside]
+            bad = bad[np.abs(redrawn) > 2.0]
+        return values.reshape(piece.local_shape(shape)) * self.stddev + self.mean
 
 
 @dataclass(frozen=True)
@@ -111,6 +211,10 @@ class Range(Initializer):
         view = [1] * len(shape)
         view[axis] = shape[axis]
         return np.broadcast_to(line.reshape(view), shape)
+
+    def sample_piece(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator,
+                     piece: _Piece) -> np.ndarray:
+        return self.sample(shape, dtype, rng)[piece.index()]  # a view of a broadcast line: nothing drawn whole
 
 
 def _layout(data_format: str) -> str:
@@ -157,15 +261,22 @@ class VarianceScaling(Initializer):
     distribution: str = "truncated_normal"
     data_format: str = ""
 
-    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    def _distribution(self, shape: tuple[int, ...]) -> Initializer:
         variance = self.scale / max(_fan(shape, self.mode, self.data_format), 1.0)
         if self.distribution == "random_uniform":
             limit = math.sqrt(3.0 * variance)
-            return rng.uniform(-limit, limit, size=shape)
+            return RandomUniform(minval=-limit, maxval=limit)
         if self.distribution == "random_normal":
-            return rng.normal(0.0, math.sqrt(variance), size=shape)
+            return RandomNormal(stddev=math.sqrt(variance))
         # 0.8796... is the stddev of a unit normal truncated at 2 stddev: the result has the wanted variance
-        return TruncatedNormal(stddev=math.sqrt(variance) / 0.87962566103423978).sample(shape, dtype, rng)
+        return TruncatedNormal(stddev=math.sqrt(variance) / 0.87962566103423978)
+
+    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+        return self._distribution(shape).sample(shape, np.dtype(np.float64), rng)
+
+    def sample_piece(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator,
+                     piece: _Piece) -> np.ndarray:
+        return self._distribution(shape).sample_piece(shape, np.dtype(np.float64), rng, piece)
 
 
 @dataclass(frozen=True)
@@ -179,13 +290,13 @@ class Kaiming(Initializer):
     data_format: str = "NCHW"
     shape: tuple[int, ...] | None = None  # legacy fixed the fan from a shape given up front
 
-    def sample(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    def draw(self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator, n: int) -> np.ndarray:
         std = _gain(self.nonlinearity, self.negative_slope) / math.sqrt(
             max(_fan(self.shape or shape, self.mode, self.data_format), 1.0))
         if self.distribution == "random_uniform":
             bound = math.sqrt(3.0) * std
-            return rng.uniform(-bound, bound, size=shape)
-        return rng.normal(0.0, std, size=shape)
+            return rng.uniform(-bound, bound, size=n)
+        return rng.normal(0.0, std, size=n)
 
 
 def _gain(nonlinearity: str | None, negative_slope: float) -> float:

@@ -69,7 +69,8 @@ def dense(inputs: Blob, units: int, activation: Callable[..., Blob] | None = Non
         trainable: whether the optimizer updates the variables.
         name: the prefix P; default ``Dense_<n>``.
         model_distribute: ``flow.distribute.broadcast()`` (the default), ``auto()`` or ``split(0)``
-            (rank-2 inputs only), as legacy; on one device every layout is the same computation.
+            (rank-2 inputs only), as legacy: the weight's and the bias's ``distribute`` (split(0) splits them by
+            units over the ranks, docs/distributed.md); on one device every layout is the same computation.
         activity_regularizer: keyword only, None: legacy's dense had no such argument (a regularizer
             on the output is not implemented), so any other value is refused.
 
@@ -93,12 +94,14 @@ def dense(inputs: Blob, units: int, activation: Callable[..., Blob] | None = Non
         x = apply("reshape", [x], {"shape": (-1, in_shape[-1])}, name=f"{prefix}_reshape_in")
     weight = get_variable(f"{prefix}-weight", shape=(int(units), in_shape[-1]), dtype=inputs.dtype,
                           initializer=kernel_initializer or Constant(value=0),
-                          regularizer=kernel_regularizer, trainable=trainable, model_name="weight")
+                          regularizer=kernel_regularizer, trainable=trainable, model_name="weight",
+                          distribute=model_distribute)
     out = apply("matmul", [x, weight], {"transpose_a": False, "transpose_b": True}, name=f"{prefix}_matmul")
     if use_bias:
         bias = get_variable(f"{prefix}-bias", shape=(int(units),), dtype=inputs.dtype,
                             initializer=bias_initializer or Constant(value=0),
-                            regularizer=bias_regularizer, trainable=trainable, model_name="bias")
+                            regularizer=bias_regularizer, trainable=trainable, model_name="bias",
+                            distribute=model_distribute)
         out = apply("bias_add", [out, bias], {"data_format": None}, name=f"{prefix}_bias_add")
     out = _activate(activation, out, f"{prefix}_activation")
     if len(in_shape) > 2:

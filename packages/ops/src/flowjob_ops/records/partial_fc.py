@@ -12,6 +12,11 @@ With ``parallel_num`` p > 1 (legacy's weight split over p devices by class) the 
 shards and each shard samples ``num_sample / p`` of its own classes by that rule; ``sampled_label`` is the
 shards' samples one after another and ``mapped_label`` indexes into it, as legacy's devices gave them.
 Legacy's random keys came from cuRAND, so which negatives are drawn differs; the rule is the same.
+
+Over MPI ranks, with the weight split by classes (``distribute=flow.distribute.split(0)``) and ``parallel_num``
+equal to the rank count, each rank samples its own shard (``sharded_distributed_partial_fc_sample``): its
+``sampled_label`` and ``sampled_weight`` are its block of the whole op's (split by rows), ``mapped_label`` is whole
+on every rank. The weight's gradient (``distributed_partial_fc_sample_grad``) then lands in each rank's own classes.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core.ir.layout import BROADCAST, Signature, split
 
 
 def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -89,14 +95,129 @@ def _grad(ctx: GradContext) -> list[Any]:
     weight_grad = ctx.out_grads[2]
     if weight_grad is None:  # the loss reads no sampled weight row
         return [None, None]
-    return [ctx.apply("unsorted_segment_sum_like", [weight_grad, ctx.outputs[1], ctx.inputs[0]], {"axis": 0}), None]
+    return [ctx.apply("distributed_partial_fc_sample_grad", [weight_grad, ctx.outputs[1], ctx.inputs[0]],
+                      {"parallel_num": ctx.attrs.get("parallel_num", 1)}), None]
+
+
+def _layouts(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """The weight split by classes into the op's ``parallel_num`` shards: each rank samples its own."""
+    if attrs.get("parallel_num", 1) < 2:
+        return []
+    return [Signature((split(0), BROADCAST), (BROADCAST, split(0), split(0)),
+                      local_op="sharded_distributed_partial_fc_sample")]
+
+
+def _shard(op: str, attrs: dict, rows: int, shards: int) -> int:
+    """This rank's shard among ``parallel_num``: its piece ``[shard_start, shard_stop)`` must be one of them."""
+    start, stop, whole = attrs.get("shard_start"), attrs.get("shard_stop"), attrs.get("shard_size")
+    if not all(isinstance(v, int) for v in (start, stop, whole)) or stop - start != rows or whole != rows * shards \
+            or start % rows:
+        raise ShapeError(f"{op}: the piece [{start!r}, {stop!r}) of {whole!r} rows is not one of its parallel_num "
+                         f"{shards} shards: split the weight over as many ranks as the placement's devices")
+    return start // rows
+
+
+def _sharded_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    op = "sharded_distributed_partial_fc_sample"
+    weight, label = inputs
+    shards = attrs.get("parallel_num", 1)
+    _shard(op, attrs, weight.shape[0] if weight.shape else 0, shards)
+    whole = _infer([BlobSpec((attrs["shard_size"],) + tuple(weight.shape[1:]), weight.dtype), label], attrs)
+    per_shard = int(attrs["num_sample"]) // shards
+    return [whole[0], BlobSpec((per_shard,), label.dtype), BlobSpec((per_shard,) + tuple(weight.shape[1:]),
+                                                                     weight.dtype)]
+
+
+def _sharded_kernel(ctx: KernelContext) -> Any:
+    xp, to_host = ctx.xp, ctx.backend.to_host
+    rng = ctx.rng(ctx.attrs.get("seed"))
+    classes, shards = int(ctx.attrs["shard_size"]), int(ctx.attrs["parallel_num"])
+    num_sample, start = int(ctx.attrs["num_sample"]), int(ctx.attrs["shard_start"])
+    shard = _shard("sharded_distributed_partial_fc_sample", ctx.attrs, ctx.inputs[0].shape[0], shards)
+    per_shard = num_sample // shards
+    mapped_out, sampled_out, weight_out = ctx.out(0), ctx.out(1), ctx.out(2)
+    uniform = ctx.workspace((classes,), np.float64)
+    local = ctx.workspace((per_shard,), np.int64)
+
+    def run(weight: Any, label: Any) -> tuple[Any, Any, Any]:
+        rng.random(out=uniform, dtype=np.float64)  # the whole op's draws: one key per class of every shard
+        keys = np.floor(to_host(uniform) * (classes // shards)).astype(np.int64)
+        sampled, mapped = sample_classes(keys, to_host(label), num_sample, shards)
+        mine = sampled[shard * per_shard:(shard + 1) * per_shard]
+        sampled_out[...] = xp.asarray(mine)
+        mapped_out[...] = xp.asarray(mapped)
+        local[...] = xp.asarray(mine - start)
+        xp.take(weight, local, axis=0, out=weight_out)
+        return mapped_out, sampled_out, weight_out
+
+    return run
+
+
+def _grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    data, sampled, weight = inputs
+    if sampled.shape[:1] != data.shape[:1] or data.shape[1:] != weight.shape[1:]:
+        raise ShapeError(f"distributed_partial_fc_sample_grad: {data.shape} rows of the sampled weight's gradient for "
+                         f"{sampled.shape} sampled classes of a weight {weight.shape}")
+    return [weight]
+
+
+def _grad_kernel(ctx: KernelContext) -> Any:
+    return _scatter_kernel(ctx, 0)
+
+
+def _scatter_kernel(ctx: KernelContext, start: int) -> Any:
+    """The sampled rows' gradient summed into the weight's rows, the first of which is class ``start``."""
+    xp, out = ctx.xp, ctx.out(0)
+
+    def run(data: Any, sampled: Any, weight: Any) -> Any:
+        out.fill(0)
+        xp.add.at(out, sampled - start, data)
+        return out
+
+    return run
+
+
+def _grad_layouts(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """Each rank's sampled classes lie in its own shard of the weight (the sharded sample's rule)."""
+    if attrs.get("parallel_num", 1) < 2:
+        return []
+    return [Signature((split(0), split(0), split(0)), (split(0),),
+                      local_op="sharded_distributed_partial_fc_sample_grad")]
+
+
+def _sharded_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    data, sampled, weight = inputs
+    _shard("sharded_distributed_partial_fc_sample_grad", attrs, data.shape[0], attrs.get("parallel_num", 1))
+    return _grad_infer(inputs, attrs)
+
+
+def _sharded_grad_kernel(ctx: KernelContext) -> Any:
+    # shard_start is the piece of the sampled rows; this rank's weight rows begin at its shard's first class
+    rows = ctx.attrs["shard_stop"] - ctx.attrs["shard_start"]
+    shard = ctx.attrs["shard_start"] // rows
+    return _scatter_kernel(ctx, shard * ctx.inputs[2].shape[0])
 
 
 DISTRIBUTED_PARTIAL_FC_SAMPLE = OpDef(
     "distributed_partial_fc_sample", _infer, kernel=_kernel, grad=_grad, name_prefix="DistributedPartialFcSample",
     output_names=("mapped_label", "sampled_label", "sampled_weight"), input_names=("weight", "label"),
-    attr_names=("num_sample", "seed", "parallel_num"),
+    attr_names=("num_sample", "seed", "parallel_num"), layouts=_layouts,
     doc="sample num_sample classes (every labelled one first, then random negatives), their weight rows, and "
         "each label's index among them", amp="black")
+SHARDED_DISTRIBUTED_PARTIAL_FC_SAMPLE = OpDef(
+    "sharded_distributed_partial_fc_sample", _sharded_infer, kernel=_sharded_kernel, not_differentiable=True,
+    name_prefix="ShardedDistributedPartialFcSample",
+    doc="inputs (this rank's shard [shard_start, shard_stop) of the class weights, labels): its block of the whole "
+        "op's samples, and every mapped label")
+DISTRIBUTED_PARTIAL_FC_SAMPLE_GRAD = OpDef(
+    "distributed_partial_fc_sample_grad", _grad_infer, kernel=_grad_kernel, not_differentiable=True,
+    name_prefix="DistributedPartialFcSampleGrad", layouts=_grad_layouts,
+    doc="inputs (the sampled weight's gradient, the sampled classes, the weight): the weight's gradient")
+SHARDED_DISTRIBUTED_PARTIAL_FC_SAMPLE_GRAD = OpDef(
+    "sharded_distributed_partial_fc_sample_grad", _sharded_grad_infer, kernel=_sharded_grad_kernel,
+    not_differentiable=True, name_prefix="ShardedDistributedPartialFcSampleGrad",
+    doc="inputs (this rank's rows of the sampled weight's gradient and classes, its shard of the weight): that "
+        "shard's gradient")
 
-OPS = (DISTRIBUTED_PARTIAL_FC_SAMPLE,)
+OPS = (DISTRIBUTED_PARTIAL_FC_SAMPLE, SHARDED_DISTRIBUTED_PARTIAL_FC_SAMPLE, DISTRIBUTED_PARTIAL_FC_SAMPLE_GRAD,
+       SHARDED_DISTRIBUTED_PARTIAL_FC_SAMPLE_GRAD)
