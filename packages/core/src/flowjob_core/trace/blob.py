@@ -11,7 +11,6 @@ from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import distribute as distributions
 from flowjob_core.ir import layout as ir_layout
 from flowjob_core.ir.job import BlobSpec
-from flowjob_core.runtime.world import world_of
 from flowjob_core.trace.parallel_conf import ParallelConf
 from flowjob_core.trace.scope import Placement
 
@@ -84,7 +83,9 @@ class Blob:
         On several ranks the boxing pass lays out every gradient itself (the values are the same): a warning says
         the annotation is not followed."""
         checked = distributions.checked_for(distribute, self.shape, f"{self._named()}: with_gradient_distribute")
-        if world_of(self.builder.session).size > 1:
+        # the world's plugin answers directly: the tracer sits below runtime.world (no world answers: one process)
+        world = self.builder.session.pm.hook.flowjob_world()
+        if world is not None and world.size > 1:
             warnings.warn(f"{self._named()}: with_gradient_distribute({checked!r}) is not followed on several ranks: "
                           f"the boxing pass lays out the gradient (its values are the same)", stacklevel=2)
         return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, self.distribute, self.dynamic,
