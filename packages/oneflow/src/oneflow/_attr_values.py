@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import SavedModelError
-from flowjob_core.api.checkpoint import DATA_TYPES
+from flowjob_core.checkpoint.layout import DATA_TYPES
 
 import oneflow.core.common.data_type_pb2 as data_type_pb
 from oneflow.core.framework.user_op_attr_pb2 import AttrValue

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from flowjob_core import Blob, BlobSpec, Job, SavedModelError
-from flowjob_core.api.checkpoint import DATA_TYPES
+from flowjob_core.checkpoint.layout import DATA_TYPES
 from flowjob_core.trace.builder import JobBuilder
 
 import oneflow.core.common.data_type_pb2 as data_type_pb

@@ -14,7 +14,8 @@ import os
 from typing import Any, Self
 
 from flowjob_core import JobFunction, SavedModelError, get_default_session
-from flowjob_core.api import checkpoint, checkpoint_files
+from flowjob_core.checkpoint import atomic_replace as checkpoint_files
+from flowjob_core.checkpoint import save_load as checkpoint
 from google.protobuf import text_format
 
 from oneflow import _op_list

@@ -30,7 +30,7 @@ from typing import Any, Iterator, TextIO
 
 import numpy as np
 from flowjob_core import BlobSpec, JobFunction, SavedModelError, Session, current_builder
-from flowjob_core.api import checkpoint
+from flowjob_core.checkpoint import save_load as checkpoint
 from flowjob_core.config.function_config import SessionConfig
 from flowjob_typing import Numpy
 

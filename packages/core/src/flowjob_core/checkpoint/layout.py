@@ -1,0 +1,87 @@
+"""The checkpoint folder's layout, as legacy OneFlow wrote it.
+
+A checkpoint is a folder: per variable ``<path>/<name>/out`` (the raw bytes of the whole
+array, C order, native dtype, no header) and ``<path>/<name>/meta`` (text protobuf:
+``shape { dim: ... }`` and ``data_type: kFloat``), plus an empty ``<path>/snapshot_done``
+written last. A name with ``/`` is a nested folder.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from flowjob_core.errors import CheckpointError
+from flowjob_core.ir import dtypes
+from flowjob_core.ir.job import BlobSpec
+
+OUT_FILE = "out"
+META_FILE = "meta"
+DONE_FILE = "snapshot_done"
+
+DATA_TYPES: dict[np.dtype, str] = {
+    dtypes.float32: "kFloat", dtypes.float64: "kDouble", dtypes.int8: "kInt8", dtypes.int32: "kInt32",
+    dtypes.int64: "kInt64", dtypes.uint8: "kUInt8", dtypes.float16: "kFloat16",
+}
+_BY_DATA_TYPE = {v: k for k, v in DATA_TYPES.items()}
+_DIM = re.compile(r"\bdim\s*:\s*(-?\d+)")
+_DATA_TYPE = re.compile(r"\bdata_type\s*:\s*(\w+)")
+
+
+def variable_dir(root: str, name: str) -> str:
+    """``<root>/<name>``; a name that would leave the folder (``..``, absolute) is an error."""
+    parts = name.split("/")
+    if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in name \
+            or (os.sep != "/" and os.sep in name) or name == DONE_FILE:
+        raise CheckpointError(f"variable name {name!r} cannot be stored as a checkpoint folder")
+    return os.path.join(root, *parts)
+
+
+def format_meta(spec: BlobSpec) -> str:
+    """The text-protobuf ``meta`` of a variable, as legacy wrote it."""
+    try:
+        data_type = DATA_TYPES[spec.dtype]
+    except KeyError:
+        raise CheckpointError(f"dtype {spec.dtype} has no checkpoint data_type") from None
+    dims = "".join(f"  dim: {d}\n" for d in spec.shape)
+    return f"shape {{\n{dims}}}\ndata_type: {data_type}\n"
+
+
+def parse_meta(text: str, where: str) -> BlobSpec:
+    """Shape and dtype from a ``meta`` file (one-line or multi-line text protobuf)."""
+    match = _DATA_TYPE.search(text)
+    if "shape" not in text or match is None:
+        raise CheckpointError(f"{where}: not a variable meta (expected 'shape {{ dim: ... }}' and 'data_type: ...')")
+    if match.group(1) not in _BY_DATA_TYPE:
+        raise CheckpointError(f"{where}: unsupported data_type {match.group(1)!r}; known: {sorted(_BY_DATA_TYPE)}")
+    shape = tuple(int(d) for d in _DIM.findall(text))
+    if any(d < 0 for d in shape):
+        raise CheckpointError(f"{where}: negative dimension in shape {shape}")
+    return BlobSpec(shape, _BY_DATA_TYPE[match.group(1)])
+
+
+def read_meta(meta: str) -> BlobSpec:
+    """A ``meta`` file's spec; bytes that are not text are a ``CheckpointError`` naming the file."""
+    with open(meta, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{meta}: not a variable meta (not UTF-8 text: {exc.reason} at byte {exc.start}); "
+                              f"the checkpoint is damaged or not a flowjob/OneFlow checkpoint") from None
+    return parse_meta(text, meta)
+
+
+def describe(spec: BlobSpec) -> str:
+    return f"shape {spec.shape} {spec.dtype} ({spec.nbytes} bytes)"
+
+
+def stored_names(root: str) -> list[str]:
+    """Names of the variables stored in a checkpoint folder (folders holding an ``out`` file)."""
+    names = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if OUT_FILE in files and not os.path.samefile(folder, root):
+            names.append(os.path.relpath(folder, root).replace(os.sep, "/"))
+    return sorted(names)
