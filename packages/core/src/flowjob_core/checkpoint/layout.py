@@ -4,6 +4,12 @@ A checkpoint is a folder: per variable ``<path>/<name>/out`` (the raw bytes of t
 array, C order, native dtype, no header) and ``<path>/<name>/meta`` (text protobuf:
 ``shape { dim: ... }`` and ``data_type: kFloat``), plus an empty ``<path>/snapshot_done``
 written last. A name with ``/`` is a nested folder.
+
+Who wrote a folder: a flowjob save (and OneFlow's own) writes a ``meta`` beside every ``out`` and
+``snapshot_done`` last, so a folder with ``meta`` files and no ``snapshot_done`` is a save or a copy
+that did not finish. A folder of bare ``<name>/out`` files, no ``meta`` anywhere, is what another
+program wrote (one that prunes or converts a model writes each array with numpy's ``tofile``):
+legacy loaded it, and so does ``flow.train.CheckPoint().load``, with a warning (``save_load``).
 """
 from __future__ import annotations
 
@@ -85,3 +91,9 @@ def stored_names(root: str) -> list[str]:
         if OUT_FILE in files and not os.path.samefile(folder, root):
             names.append(os.path.relpath(folder, root).replace(os.sep, "/"))
     return sorted(names)
+
+
+def is_foreign(root: str, names: list[str]) -> bool:
+    """Whether the variables ``names`` of the folder ``root`` are bare ``out`` files, without the ``meta`` a
+    flowjob or OneFlow save writes beside each: a folder another program wrote."""
+    return not any(os.path.isfile(os.path.join(root, *name.split("/"), META_FILE)) for name in names)

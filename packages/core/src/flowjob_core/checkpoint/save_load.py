@@ -11,9 +11,10 @@ place, so an interrupted save never leaves a half checkpoint behind; ``overwrite
 replaces an existing checkpoint by an atomic swap (``atomic_replace``: the hidden files,
 the swap, and how a later save or load removes what killed saves left).
 
-Loads are strict where legacy loaded nothing silently: a folder that is empty, lacks
-``snapshot_done`` or holds none of the session's variables is a ``CheckpointError`` saying
-what was expected and found. A checkpoint lacking some variables initializes those with a
+Loads are strict where legacy loaded nothing silently: a folder that is empty, holds none of the
+session's variables, or lacks ``snapshot_done`` though a flowjob or OneFlow save wrote it (its
+``meta`` files say so: ``layout``) is a ``CheckpointError`` saying what was expected and found. A
+folder of bare ``<name>/out`` files another program wrote loads with a ``CheckpointWarning``. A checkpoint lacking some variables initializes those with a
 ``warnings.warn`` naming each (legacy printed a line), or refuses with ``strict=True``.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 
 from flowjob_core.checkpoint import atomic_replace
 from flowjob_core.checkpoint.layout import (DATA_TYPES, DONE_FILE, META_FILE, OUT_FILE, describe, format_meta,
-                                            read_meta, stored_names, variable_dir)
+                                            is_foreign, read_meta, stored_names, variable_dir)
 from flowjob_core.checkpoint.ranks import on_ranks
 from flowjob_core.checkpoint.variable_blobs import FileVariableBlob, host_value
 from flowjob_core.errors import CheckpointError, VariableError
@@ -217,9 +218,13 @@ def _few(names: list[str], limit: int = 5) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _open_checkpoint(path: str | os.PathLike[str]) -> tuple[str, str]:
+def _open_checkpoint(path: str | os.PathLike[str], stacklevel: int) -> tuple[str, str]:
     """(the folder as given, the folder to read): stale saves beside it cleaned up, and the folder
-    checked to be a checkpoint, else a ``CheckpointError`` saying what was expected and found."""
+    checked to be a checkpoint, else a ``CheckpointError`` saying what was expected and found.
+
+    A folder without ``snapshot_done`` is read only when it is another program's: bare ``<name>/out``
+    files, no ``meta`` beside any of them (``is_foreign``), with a ``CheckpointWarning`` naming it; the
+    caller then checks each file's size against its variable before assigning anything."""
     root = os.fspath(path)
     parent = os.path.dirname(os.path.abspath(root))
     atomic_replace.remove_stale(parent)  # also renames back a checkpoint a killed swap left aside
@@ -235,13 +240,21 @@ def _open_checkpoint(path: str | os.PathLike[str]) -> tuple[str, str]:
                               f"variable ('<name>/out', '<name>/meta')")
     if not os.path.isfile(os.path.join(read, DONE_FILE)):
         inner = sorted(e for e in entries if atomic_replace.is_complete(os.path.join(read, e)))
+        names = stored_names(read)
         if inner:
             found = f"it holds the checkpoints {_few(inner)}: load one of those"
         elif OUT_FILE in entries:
             found = f"it holds an {OUT_FILE!r} file: it is one variable's folder; load its parent"
-        elif stored_names(read):
-            found = (f"found the variables {_few(stored_names(read))}: an interrupted copy, or a complete "
-                     f"checkpoint of an older OneFlow (then create an empty {DONE_FILE!r} in it)")
+        elif names and is_foreign(read, names):
+            warnings.warn(f"checkpoint folder {root!r} carries no completion mark (no {DONE_FILE!r}, no {META_FILE!r} "
+                          f"files: written by another program, not by a flowjob or OneFlow save); loading its "
+                          f"{len(names)} variables after checking each {OUT_FILE!r} file's size against its variable",
+                          CheckpointWarning, stacklevel=stacklevel + 1)
+            return root, read
+        elif names:
+            found = (f"found the variables {_few(names)}: an interrupted copy, or a complete "
+                     f"checkpoint of an older OneFlow (then create an empty {DONE_FILE!r} in it); their "
+                     f"{META_FILE!r} files say a flowjob or OneFlow save wrote them, which writes {DONE_FILE!r} last")
         else:
             found = f"found {_few(entries)}"
         raise CheckpointError(f"{root!r} is not a checkpoint folder: no {DONE_FILE!r} file (a save writes it last); "
@@ -264,7 +277,7 @@ def get(path: str | os.PathLike[str]) -> Any:
     given = os.fspath(path)
     if os.path.isfile(os.path.join(given, OUT_FILE)):  # legacy: a variable folder reads as that variable
         return _get_one(given, os.path.basename(os.path.normpath(given)), given)
-    root, read = _open_checkpoint(path)
+    root, read = _open_checkpoint(path, stacklevel=2)
     return {name: _get_one(variable_dir(read, name), name, root) for name in stored_names(read)}
 
 
@@ -326,7 +339,7 @@ def load(path: str | os.PathLike[str], session: Session | None = None, strict: b
     if on_ranks(session, lambda: load(path, session, strict, keep_missing), prepare, broadcast=True):
         return
     prepare(session)
-    root, read = _open_checkpoint(path)
+    root, read = _open_checkpoint(path, stacklevel=3)
     store = session.variables
     wanted = list(store.names())
     missing = [name for name in wanted if not os.path.isfile(os.path.join(variable_dir(read, name), OUT_FILE))]
