@@ -3,7 +3,8 @@
 A checkpoint is a folder: per variable ``<path>/<name>/out`` (the raw bytes of the whole
 array, C order, native dtype, no header) and ``<path>/<name>/meta`` (text protobuf:
 ``shape { dim: ... }`` and ``data_type: kFloat``), plus an empty ``<path>/snapshot_done``
-written last. A name with ``/`` is a nested folder.
+written last. A name with ``/`` is a nested folder. A variable folder or ``out`` file that is a
+symbolic link is read through it, by every reader alike (``stored_names``), as legacy did.
 
 Who wrote a folder: a flowjob save (and OneFlow's own) writes a ``meta`` beside every ``out`` and
 ``snapshot_done`` last, so a folder with ``meta`` files and no ``snapshot_done`` is a save or a copy
@@ -84,12 +85,27 @@ def describe(spec: BlobSpec) -> str:
 
 
 def stored_names(root: str) -> list[str]:
-    """Names of the variables stored in a checkpoint folder (folders holding an ``out`` file)."""
-    names = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        if OUT_FILE in files and not os.path.samefile(folder, root):
-            names.append(os.path.relpath(folder, root).replace(os.sep, "/"))
+    """Names of the variables stored in a checkpoint folder (folders holding an ``out`` file), hidden
+    entries left out. Folders and ``out`` files reached through a symbolic link count like any other, as
+    legacy's ``flow.checkpoint.get`` and ``CheckPoint().load`` both read them; a link back to a folder
+    that holds it is not followed (it would never end)."""
+    names: list[str] = []
+
+    def visit(folder: str, name: str, ancestors: frozenset[str]) -> None:
+        if name and os.path.isfile(os.path.join(folder, OUT_FILE)):
+            names.append(name)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:  # unreadable: its variables are reported missing by name
+            return
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_dir():
+                continue
+            real = os.path.realpath(entry.path)
+            if real not in ancestors:
+                visit(entry.path, f"{name}/{entry.name}" if name else entry.name, ancestors | {real})
+
+    visit(root, "", frozenset({os.path.realpath(root)}))
     return sorted(names)
 
 

@@ -14,8 +14,9 @@ the swap, and how a later save or load removes what killed saves left).
 Loads are strict where legacy loaded nothing silently: a folder that is empty, holds none of the
 session's variables, or lacks ``snapshot_done`` though a flowjob or OneFlow save wrote it (its
 ``meta`` files say so: ``layout``) is a ``CheckpointError`` saying what was expected and found. A
-folder of bare ``<name>/out`` files another program wrote loads with a ``CheckpointWarning``. A checkpoint lacking some variables initializes those with a
-``warnings.warn`` naming each (legacy printed a line), or refuses with ``strict=True``.
+folder of bare ``<name>/out`` files another program wrote loads with a ``CheckpointWarning``. A
+checkpoint lacking some variables initializes those with a ``warnings.warn`` naming each (legacy
+printed a line), or refuses with ``strict=True``.
 """
 from __future__ import annotations
 
