@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 
 class CheckpointWarning(UserWarning):
-    """A checkpoint lacks some of the session's variables: they are initialized instead."""
+    """What a load goes on after: a variable the checkpoint lacks (initialized instead, or kept), or a folder
+    another program wrote that carries no completion mark."""
 
 
 # helpers ------------------------------------------------------------------
