@@ -14,7 +14,7 @@ SOURCE_TREES = sorted(p for p in [*REPO.glob("packages/*/src"), *REPO.glob("kern
 
 # flowjob_core's layers, lowest first: a module may import its own layer and the layers before it
 CORE_LAYERS = ("errors", "switches", "ir", "plugins", "backends", "trace", "config", "passes", "plan", "runtime",
-               "api", "imperative", "testing")
+               "checkpoint", "api", "imperative", "testing")
 
 
 def _tree_id(src: Path) -> str:

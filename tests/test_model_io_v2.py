@@ -12,7 +12,7 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import CheckpointError, VariableError, get_default_session
-from flowjob_core.api.checkpoint import CheckpointWarning
+from flowjob_core.api.model_io import CheckpointWarning
 
 B, D, H, C = 8, 12, 16, 4
 RNG = np.random.default_rng(7)

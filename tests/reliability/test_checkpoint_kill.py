@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec
-from flowjob_core.api import checkpoint as ckpt
+from flowjob_core.checkpoint import save_load as ckpt
 from flowjob_core.runtime.session import Session
 
 VARIABLES = 48  # many small files: a save lasts long enough for the kill to land inside it
@@ -23,8 +23,8 @@ CHILD = textwrap.dedent("""
     import sys
     import numpy as np
     from flowjob_core import BlobSpec
-    from flowjob_core.api import checkpoint as ckpt
-    from flowjob_core.api import checkpoint_files
+    from flowjob_core.checkpoint import save_load as ckpt
+    from flowjob_core.checkpoint import atomic_replace as checkpoint_files
     from flowjob_core.runtime.session import Session
 
     target, mode, generation = sys.argv[1], sys.argv[2], int(sys.argv[3])

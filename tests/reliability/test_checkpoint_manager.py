@@ -9,7 +9,7 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import CheckpointError, get_default_session
-from flowjob_core.api import checkpoint_files
+from flowjob_core.checkpoint import atomic_replace as checkpoint_files
 
 
 @pytest.fixture(autouse=True)
@@ -211,7 +211,7 @@ def test_a_job_re_made_every_step_keeps_a_short_chain_and_saves_every_variable(t
 def test_a_prune_killed_while_deleting_never_leaves_a_listed_half_checkpoint(tmp_path, monkeypatch):
     import shutil
 
-    from flowjob_core.api import checkpoint_manager
+    from flowjob_core.checkpoint import manager as checkpoint_manager
 
     define_job()
     manager = flow.train.CheckpointManager(str(tmp_path / "run"), max_to_keep=1)

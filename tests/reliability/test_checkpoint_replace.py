@@ -13,7 +13,7 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import CheckpointError, get_default_session
-from flowjob_core.api import checkpoint_files
+from flowjob_core.checkpoint import atomic_replace as checkpoint_files
 
 SHAPE = (3, 4)
 
@@ -116,8 +116,8 @@ KILLED_BETWEEN_RENAMES = textwrap.dedent("""
     import os, sys
     import numpy as np
     from flowjob_core import BlobSpec
-    from flowjob_core.api import checkpoint as ckpt
-    from flowjob_core.api import checkpoint_files
+    from flowjob_core.checkpoint import save_load as ckpt
+    from flowjob_core.checkpoint import atomic_replace as checkpoint_files
     from flowjob_core.runtime.session import Session
 
     checkpoint_files.exchange = lambda a, b: False
@@ -178,7 +178,7 @@ KILLED_MIDWAY = textwrap.dedent("""
     import os, sys
     import numpy as np
     from flowjob_core import BlobSpec
-    from flowjob_core.api import checkpoint as ckpt
+    from flowjob_core.checkpoint import save_load as ckpt
     from flowjob_core.runtime.session import Session
 
     session = Session()
@@ -249,7 +249,7 @@ def test_a_file_on_the_way_is_a_checkpoint_error(tmp_path):
     (errno.EROFS, "'{parent}' is on a read-only file system"),
 ])
 def test_a_save_failing_on_the_file_system_names_the_target_and_keeps_the_old(tmp_path, monkeypatch, code, says):
-    from flowjob_core.api import checkpoint as ckpt_module
+    from flowjob_core.checkpoint import save_load as ckpt_module
 
     flow.clear_default_session()
 
@@ -279,7 +279,7 @@ def test_a_save_failing_on_the_file_system_names_the_target_and_keeps_the_old(tm
 
 
 def test_a_read_only_folder_is_named_when_the_save_cannot_even_start(tmp_path, monkeypatch):
-    from flowjob_core.api import checkpoint_files
+    from flowjob_core.checkpoint import atomic_replace as checkpoint_files
 
     flow.clear_default_session()
 

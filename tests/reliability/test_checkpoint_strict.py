@@ -8,7 +8,7 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import CheckpointError, get_default_session
-from flowjob_core.api.checkpoint import CheckpointWarning
+from flowjob_core.api.model_io import CheckpointWarning
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import pytest
 
 import oneflow as flow
 import oneflow.typing as tp
-from flowjob_core.api.checkpoint_manager import CheckpointManager
+from flowjob_core.api.model_io import CheckpointManager
 from flowjob_optim import train_step_name
 
 SHAPE = (256, 256)  # large enough that copying w takes longer than a step's launch

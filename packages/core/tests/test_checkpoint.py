@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec, CheckpointError, JobFunction, VariableError, get_variable
-from flowjob_core.api import checkpoint as ckpt
+from flowjob_core.checkpoint import save_load as ckpt
+from flowjob_core.checkpoint.layout import parse_meta
+from flowjob_core.checkpoint.legacy_classes import CheckPoint, SimpleCheckPointManager
 
 SPECS = {
     "conv1-weight": BlobSpec((2, 1, 3, 3), np.float32),
@@ -50,7 +52,7 @@ def assert_same(a, b):
 
 def test_save_writes_the_legacy_layout(session, store, tmp_path):
     path = tmp_path / "model"
-    ckpt.CheckPoint(session).save(str(path))
+    CheckPoint(session).save(str(path))
     assert sorted(os.listdir(path)) == sorted(list(SPECS) + ["snapshot_done"])
     assert (path / "snapshot_done").read_bytes() == b""
     for name, spec in SPECS.items():
@@ -70,7 +72,7 @@ def test_round_trip_restores_every_dtype(session, store, tmp_path):
     before = snapshot(store)
     ckpt.save(tmp_path / "m", session)
     scramble(store)
-    ckpt.CheckPoint(session).load(tmp_path / "m")
+    CheckPoint(session).load(tmp_path / "m")
     assert_same(snapshot(store), before)
 
 
@@ -156,7 +158,7 @@ def test_missing_variable_is_reported_and_initialized(session, store, tmp_path):
     np.testing.assert_array_equal(store.get("late"), np.full(3, 5.0, np.float32))
     store.assign("late", np.zeros(3, np.float32))
     with pytest.raises(CheckpointError, match="lacks 1 of this session's variables \\(strict=True\\): 'late'"):
-        ckpt.CheckPoint(session).load(tmp_path / "m", strict=True)
+        CheckPoint(session).load(tmp_path / "m", strict=True)
     np.testing.assert_array_equal(store.get("late"), np.zeros(3, np.float32))  # nothing assigned
 
 
@@ -204,11 +206,11 @@ def test_missing_folder_is_an_error(session, store, tmp_path):
 
 
 def test_meta_parsing_accepts_the_one_line_form():
-    assert ckpt.parse_meta("shape { dim: 100 dim: 784 }\ndata_type: kFloat\n", "m") == BlobSpec((100, 784), np.float32)
+    assert parse_meta("shape { dim: 100 dim: 784 }\ndata_type: kFloat\n", "m") == BlobSpec((100, 784), np.float32)
     with pytest.raises(CheckpointError, match="unsupported data_type 'kBool'"):
-        ckpt.parse_meta("shape { }\ndata_type: kBool\n", "m")
+        parse_meta("shape { }\ndata_type: kBool\n", "m")
     with pytest.raises(CheckpointError, match="not a variable meta"):
-        ckpt.parse_meta("hello", "m")
+        parse_meta("hello", "m")
 
 
 def test_names_that_leave_the_folder_are_refused(session, tmp_path):
@@ -224,7 +226,7 @@ def test_init_traces_every_job_and_reinitializes(session, toy, tmp_path):
         return _add(w, x)
 
     fn = JobFunction(job, "predict", None, session)
-    cp = ckpt.CheckPoint(session)
+    cp = CheckPoint(session)
     cp.init()  # defines "w" without calling the job
     np.testing.assert_array_equal(session.variables.get("w"), [0, 1, 2])
     session.variables.assign("w", np.ones(3, np.float32))
@@ -242,7 +244,7 @@ def _add(a, b):
 
 def test_manager_initializes_then_restores_the_latest(session, store, tmp_path):
     root = tmp_path / "ckpts"
-    manager = ckpt.SimpleCheckPointManager(root, session=session)
+    manager = SimpleCheckPointManager(root, session=session)
     assert manager.list_checkpoints() == [] and manager.latest_checkpoint() is None
     store.assign("ints", np.array([1, 1], np.int32))
     manager.initialize_or_restore()  # none yet: initializes
@@ -263,14 +265,14 @@ def test_manager_initializes_then_restores_the_latest(session, store, tmp_path):
 
 @pytest.mark.parametrize("exchange", [True, False])
 def test_overwrite_swaps_in_the_new_checkpoint(session, store, tmp_path, monkeypatch, exchange):
-    from flowjob_core.api import checkpoint_files
+    from flowjob_core.checkpoint import atomic_replace as checkpoint_files
 
     if not exchange:  # the rename-aside fallback of systems without renameat2(RENAME_EXCHANGE)
         monkeypatch.setattr(checkpoint_files, "exchange", lambda a, b: False)
     ckpt.save(tmp_path / "m", session)
     scramble(store)
     after = snapshot(store)
-    ckpt.CheckPoint(session).save(tmp_path / "m", overwrite=True)
+    CheckPoint(session).save(tmp_path / "m", overwrite=True)
     assert_same(ckpt.get(tmp_path / "m"), after)
     assert os.listdir(tmp_path) == ["m"]
     stale = tmp_path / ".m.0a1b2c3d-999999999-0-00000000.tmp"  # another host's writer: kept

@@ -17,7 +17,7 @@ import pytest
 
 import flowjob_core as fc
 import flowjob_typing as tp
-from flowjob_core.api.checkpoint import load_variables
+from flowjob_core.api.model_io import load_variables
 from flowjob_core.testing.modules import sibling
 from flowjob_ops.api import activations, initializers, layers, math, reduce
 from flowjob_ops.api import conv as conv_api

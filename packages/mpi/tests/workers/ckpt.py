@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import oneflow as flow
 import oneflow.typing as tp
-from flowjob_core.api import checkpoint_files
+from flowjob_core.checkpoint import atomic_replace as checkpoint_files
 from flowjob_mpi import world
 
 mode, path, out_dir = sys.argv[1:4]

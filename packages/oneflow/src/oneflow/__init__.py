@@ -10,7 +10,7 @@ from typing import Any
 from flowjob_core import (
     FunctionConfig, clear_default_session, function_config, get_variable, global_function,
     sync_default_session)
-from flowjob_core.api.checkpoint import load_variables
+from flowjob_core.api.model_io import load_variables
 from flowjob_core.api.current_scope import current_scope
 from flowjob_core.ir.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
 from flowjob_core.ir.dtypes import convert_oneflow_dtype_to_numpy_dtype, dtype, dtypes, half, int, long, record

@@ -1,5 +1,4 @@
 """``flow.train``: checkpoints (``CheckpointManager`` is an extension: the last N kept, a ``latest`` pointer)."""
-from flowjob_core.api.checkpoint import CheckPoint, SimpleCheckPointManager
-from flowjob_core.api.checkpoint_manager import CheckpointManager
+from flowjob_core.api.model_io import CheckPoint, CheckpointManager, SimpleCheckPointManager
 
 __all__ = ["CheckPoint", "CheckpointManager", "SimpleCheckPointManager"]

@@ -3,13 +3,13 @@ a saved model's ``variables/`` is a checkpoint, its version folder is written be
 a checkpoint is, and a killed writer's leftovers are removed as a checkpoint's are."""
 from __future__ import annotations
 
-from flowjob_core.api import checkpoint, checkpoint_files
-from flowjob_core.api.checkpoint import DATA_TYPES, OUT_FILE, load, save, variable_dir
+from flowjob_core.checkpoint import atomic_replace
+from flowjob_core.checkpoint.layout import DATA_TYPES, OUT_FILE, variable_dir
+from flowjob_core.checkpoint.save_load import load, save
 
-begin = checkpoint_files.begin
-finish = checkpoint_files.finish
-fsync_dir = checkpoint_files.fsync_dir
-remove_stale = checkpoint_files.remove_stale
+begin = atomic_replace.begin
+finish = atomic_replace.finish
+fsync_dir = atomic_replace.fsync_dir
+remove_stale = atomic_replace.remove_stale
 
-__all__ = ["DATA_TYPES", "OUT_FILE", "begin", "checkpoint", "finish", "fsync_dir", "load", "remove_stale", "save",
-           "variable_dir"]
+__all__ = ["DATA_TYPES", "OUT_FILE", "begin", "finish", "fsync_dir", "load", "remove_stale", "save", "variable_dir"]

@@ -1,4 +1,7 @@
-"""Model I/O of legacy v0.3/v0.4 beyond the checkpoint folder itself: variable blobs with ``.numpy()``.
+"""The public entry points of legacy v0.3/v0.4 model I/O; the checkpoint code is in :mod:`flowjob_core.checkpoint`.
+
+``flow.train.CheckPoint``, ``SimpleCheckPointManager`` and ``CheckpointManager`` save and load every
+variable of the session; ``flow.checkpoint.get/save`` and ``flow.load_variables`` move values by name.
 
 ``flow.get_all_variables()`` gives a live :class:`VariableBlob` per variable of every defined job;
 ``flow.checkpoint.get(path)`` gives :class:`FileVariableBlob` values (legacy's file-backed blobs),
@@ -13,10 +16,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from flowjob_core.api.checkpoint import get, prepare
-from flowjob_core.api.checkpoint import save as save_folder
+from flowjob_core.checkpoint.legacy_classes import CheckPoint, SimpleCheckPointManager
+from flowjob_core.checkpoint.manager import CheckpointManager
+from flowjob_core.checkpoint.save_load import CheckpointWarning, get, load_variables, prepare
+from flowjob_core.checkpoint.save_load import save as save_folder
+from flowjob_core.checkpoint.variable_blobs import FileVariableBlob, VariableBlob
 from flowjob_core.runtime.session import Session, get_default_session
-from flowjob_core.api.variable_blobs import FileVariableBlob, VariableBlob
 
 
 def get_all_variables(session: Session | None = None) -> dict[str, VariableBlob]:
@@ -42,4 +47,5 @@ def load(path: str | os.PathLike[str]) -> Any:
     return get(path)
 
 
-__all__ = ["FileVariableBlob", "VariableBlob", "checkpoint_save", "get_all_variables", "load", "save"]
+__all__ = ["CheckPoint", "CheckpointManager", "CheckpointWarning", "FileVariableBlob", "SimpleCheckPointManager",
+           "VariableBlob", "checkpoint_save", "get", "get_all_variables", "load", "load_variables", "save"]

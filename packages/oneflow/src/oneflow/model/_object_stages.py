@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-from flowjob_core.api.checkpoint import get
-from flowjob_core.api.model_io import checkpoint_save
+from flowjob_core.api.model_io import checkpoint_save, get
 from flowjob_core.imperative.grad_mode import no_grad
 from flowjob_core.imperative.tensor import Tensor
 

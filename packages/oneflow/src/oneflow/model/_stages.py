@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
-from flowjob_core.api.checkpoint import get, load_variables
-from flowjob_core.api.model_io import checkpoint_save
+from flowjob_core.api.model_io import checkpoint_save, get, load_variables
 
 from oneflow.model._callbacks import Callback
 from oneflow.model._configs import CheckpointConfig, TrainingConfig, ValidationConfig

@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 
 from flowjob_core import Blob, FlowjobError
-from flowjob_core.api.checkpoint import load_variables
-from flowjob_core.api.variable_blobs import VariableBlob
+from flowjob_core.api.model_io import VariableBlob, load_variables
 
 from flowjob_ops.api import _initializers as inits
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from flowjob_core import MissingPackageError
-from flowjob_core.api.checkpoint import get as read_checkpoint
+from flowjob_core.api.model_io import get as read_checkpoint
 from flowjob_core.ir.job import Job
 
 from flowjob_ops.export.onnx_coverage import reason

@@ -37,9 +37,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
+from flowjob_core.checkpoint.layout import DONE_FILE
+
 logger = logging.getLogger("flowjob.checkpoint")
 
-DONE_FILE = "snapshot_done"
 _GROUP = re.compile(r"\.(?P<name>.+)\.(?P<token>[0-9a-f]{8}-(?P<pid>\d+)-(?P<start>\d+)-(?P<host>[0-9a-f]{8}))"
                     r"\.(?P<kind>tmp|old)")
 _LEFTOVER_TMP = re.compile(r"\.(?P<name>.+)\.[^.]+\.tmp")

@@ -20,8 +20,11 @@ import re
 import shutil
 import warnings
 
-from flowjob_core.api import checkpoint_files
-from flowjob_core.api.checkpoint import DONE_FILE, CheckPoint, CheckpointWarning, split_variables_gathered
+from flowjob_core.checkpoint import atomic_replace as checkpoint_files
+from flowjob_core.checkpoint.layout import DONE_FILE
+from flowjob_core.checkpoint.legacy_classes import CheckPoint
+from flowjob_core.checkpoint.ranks import split_variables_gathered
+from flowjob_core.checkpoint.save_load import CheckpointWarning
 from flowjob_core.errors import CheckpointError
 from flowjob_core.runtime.session import Session, get_default_session
 from flowjob_core.runtime.world import World, world_of
