@@ -61,7 +61,11 @@ def read(path: str, basename: str) -> Any:
     except Exception as exc:  # DecodeError, ParseError, UnicodeDecodeError, ...: whatever a damaged file raises
         raise SavedModelError(f"saved model {path!r}: cannot read its meta file: {type(exc).__name__}: "
                               f"{exc}") from exc
-    _check_text(proto, f"saved model {path!r}", "")
+    try:
+        _check_text(proto, f"saved model {path!r}", "")
+    except UnicodeDecodeError as exc:  # a map's key that is not UTF-8 fails as protobuf decodes it
+        raise SavedModelError(f"saved model {path!r}: its meta file holds a map key that is not UTF-8 text: "
+                              f"{exc}") from exc
     return proto
 
 
