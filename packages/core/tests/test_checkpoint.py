@@ -7,7 +7,7 @@ import pytest
 from flowjob_core import BlobSpec, CheckpointError, JobFunction, VariableError, get_variable
 from flowjob_core.checkpoint import save_load as ckpt
 from flowjob_core.checkpoint.layout import parse_meta
-from flowjob_core.checkpoint.legacy_classes import CheckPoint, SimpleCheckPointManager
+from flowjob_core.checkpoint.session_checkpoint import CheckPoint, SimpleCheckPointManager
 
 SPECS = {
     "conv1-weight": BlobSpec((2, 1, 3, 3), np.float32),

@@ -13,7 +13,7 @@ import os
 import warnings
 from typing import Any
 
-from flowjob_core.checkpoint.legacy_classes import legacy_model_io
+from flowjob_core.checkpoint.session_checkpoint import legacy_model_io
 from flowjob_core.errors import ConfigError
 from flowjob_core.config.options import Option, OptionSet, check_value, count, flag, is_bool, is_int
 from flowjob_core.runtime.session import get_default_session
@@ -105,7 +105,7 @@ class TopLevel(_SessionOptions):
         "save_downloaded_file_to_local_fs": flag(RUNTIME),
         "persistence_buf_byte": count(RUNTIME),
         "collect_act_event": flag("the legacy runtime's profiler"),
-        # both checkpoint APIs work either way; False gives flow.train.CheckPoint the v2 meaning (legacy_classes.py)
+        # both checkpoint APIs work either way; False gives flow.train.CheckPoint the v2 meaning (session_checkpoint.py)
         "enable_legacy_model_io": flag("flow.train.CheckPoint's init/load semantics", effect="applied"),
         "enable_model_io_v2": Option(is_bool, "a bool", effect="recorded",
                                      why="which checkpoint API the legacy runtime allowed (flowjob has both)"),

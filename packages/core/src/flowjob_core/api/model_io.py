@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from flowjob_core.checkpoint.legacy_classes import CheckPoint, SimpleCheckPointManager
+from flowjob_core.checkpoint.session_checkpoint import CheckPoint, SimpleCheckPointManager
 from flowjob_core.checkpoint.manager import CheckpointManager
 from flowjob_core.checkpoint.save_load import CheckpointWarning, get, load_variables, prepare
 from flowjob_core.checkpoint.save_load import save as save_folder

@@ -22,7 +22,7 @@ import warnings
 
 from flowjob_core.checkpoint import atomic_replace as checkpoint_files
 from flowjob_core.checkpoint.layout import DONE_FILE
-from flowjob_core.checkpoint.legacy_classes import CheckPoint
+from flowjob_core.checkpoint.session_checkpoint import CheckPoint
 from flowjob_core.checkpoint.ranks import split_variables_gathered
 from flowjob_core.checkpoint.save_load import CheckpointWarning
 from flowjob_core.errors import CheckpointError

@@ -1,5 +1,5 @@
 """Saving and loading checkpoint folders (``layout``): ``flow.checkpoint.save/get``, ``flow.load_variables``,
-and what ``flow.train.CheckPoint`` (``legacy_classes``) does.
+and what ``flow.train.CheckPoint`` (``session_checkpoint``) does.
 
 Train step counters and optimizer slots are variables like any other and are saved too.
 
