@@ -1,6 +1,7 @@
 """Symbolic blobs: what a job body computes with while it is traced."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,15 +17,35 @@ if TYPE_CHECKING:
     from flowjob_core.trace.builder import JobBuilder
 
 
+@dataclass(frozen=True)
+class LogicalBlobId:
+    """Legacy's ``blob.lbi``: the producing op's name and the blob's name within it."""
+
+    op_name: str
+    blob_name: str
+
+
 class Blob:
-    """A value of the job being traced: logical blob name, static shape and dtype, no data."""
+    """A value of the job being traced: logical blob name, static shape and dtype, no data.
+
+    It answers legacy's lazy blob attributes (``BlobDef``, ``ConsistentBlob``, ``LazyConsistentBlob``):
+    ``lbi``, ``logical_blob_name``, ``unique_name`` (the name with its layout, ``"op/out:S0"``, ``":B"``,
+    ``"|1"`` for boxing disabled), ``op_name``, ``blob_name``, ``job_name``, ``shape`` (= ``static_shape``),
+    ``dtype``, ``batch_axis`` and ``has_batch_axis()``, ``split_axis``, ``distribute``, ``is_dynamic``,
+    ``is_tensor_list``, ``disable_boxing``, ``parallel_conf``, ``parallel_size``, ``with_distribute`` and
+    its split/broadcast/gradient forms, ``with_boxing_disabled``, ``Clone()``. A blob is a plain object
+    in a condition (``if bias:`` is true), as legacy's were; asking it for a value while the job is traced
+    (``float(blob)``, ``blob.numpy()``) is an error. Legacy's ``LazyMirroredBlob.sub_consistent_blob_list``
+    (one blob per device) is refused: a flowjob job traces one logical blob per value.
+    """
 
     __slots__ = ("lbn", "spec", "builder", "batch_axis", "device", "distribute", "dynamic", "placement",
-                 "__weakref__")
+                 "disable_boxing", "is_tensor_list", "__weakref__")
 
     def __init__(self, lbn: str, spec: BlobSpec, builder: "JobBuilder", batch_axis: int | None = 0,
                  device: str = "cpu", distribute: distributions.Distribute = distributions.AUTO,
-                 dynamic: bool = False, placement: Placement | None = None) -> None:
+                 dynamic: bool = False, placement: Placement | None = None, disable_boxing: bool | None = None,
+                 is_tensor_list: bool = False) -> None:
         self.lbn = lbn
         self.spec = spec
         self.builder = builder
@@ -33,15 +54,66 @@ class Blob:
         self.distribute = distribute  # legacy's layout annotation (with_distribute); values never depend on it
         self.dynamic = dynamic
         self.placement = placement  # the flow.scope.placement its op was traced in; None: the job's default
+        self.disable_boxing = disable_boxing  # legacy's with_boxing_disabled annotation: None unless set
+        self.is_tensor_list = is_tensor_list  # a tp.ListListNumpy placeholder (legacy's tensor list)
 
     shape = property(lambda self: self.spec.shape)
+    static_shape = property(lambda self: self.spec.shape)
     dtype = property(lambda self: self.spec.dtype)
     logical_blob_name = property(lambda self: self.lbn)
-    unique_name = property(lambda self: self.lbn)
     op_name = property(lambda self: self.lbn.split("/", 1)[0])
     blob_name = property(lambda self: self.lbn.split("/", 1)[1])
     job_name = property(lambda self: self.builder.job.name)
     location = property(lambda self: self.device)
+
+    @property
+    def lbi(self) -> LogicalBlobId:
+        return LogicalBlobId(self.op_name, self.blob_name)
+
+    @property
+    def unique_name(self) -> str:
+        """Legacy's: the logical blob name, then ``:S<axis>`` or ``:B`` for a layout annotation and ``|0`` or
+        ``|1`` for a boxing annotation."""
+        layout = {"split": f":S{self.distribute.axis}", "broadcast": ":B"}.get(self.distribute.kind, "")
+        boxing = "" if self.disable_boxing is None else ("|1" if self.disable_boxing else "|0")
+        return self.lbn + layout + boxing
+
+    @property
+    def split_axis(self) -> int | None:
+        """The axis the blob lies split along over its devices; None where each device holds it whole."""
+        return distributions.split_axis_of(self.distribute, self.batch_axis)
+
+    def has_batch_axis(self) -> bool:
+        return self.batch_axis is not None
+
+    @property
+    def parallel_size(self) -> int:
+        """How many devices the blob's placement spans (legacy's count of its parallel_conf's devices)."""
+        placement = self.placement or self.builder.job.config.get("default_placement_scope")
+        return placement.device_count if placement is not None else 1
+
+    @property
+    def sub_consistent_blob_list(self) -> list["Blob"]:
+        raise FlowjobError(
+            f"blob {self.lbn!r}: sub_consistent_blob_list (legacy's per-device blobs of a mirrored blob) does "
+            f"not exist here: a flowjob job traces one logical blob per value; use the blob itself")
+
+    def _copy(self, **changes: Any) -> "Blob":
+        fields = {name: getattr(self, name) for name in (
+            "batch_axis", "device", "distribute", "dynamic", "placement", "disable_boxing", "is_tensor_list")}
+        fields.update(changes)
+        return Blob(self.lbn, self.spec, self.builder, **fields)
+
+    def Clone(self) -> "Blob":  # noqa: N802 - legacy's name
+        """Another handle on the same value, with the same annotations."""
+        return self._copy()
+
+    def with_boxing_disabled(self, val: bool = True) -> "Blob":
+        """This value annotated as legacy's ``with_boxing_disabled``: no layout change before the ops reading
+        it. The logical value is the same, so this handle computes as ``self``."""
+        if not isinstance(val, bool):
+            raise TypeError(f"blob {self.lbn!r}: with_boxing_disabled(val) needs a bool, got {val!r}")
+        return self._copy(disable_boxing=val)
 
     @property
     def parallel_conf(self) -> ParallelConf:
@@ -60,8 +132,7 @@ class Blob:
         """This value, annotated to lie over the devices as ``distribute`` says (legacy's layout hint for the
         ops reading it). The logical value is the same under every layout, so this handle computes as ``self``."""
         checked = distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: with_distribute")
-        return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, checked, self.dynamic,
-                    self.placement)
+        return self._copy(distribute=checked)
 
     def with_split_distribute(self, axis: int) -> "Blob":
         return self.with_distribute(distributions.split(axis))
@@ -72,8 +143,7 @@ class Blob:
     def with_gradient_distribute(self, distribute: distributions.Distribute) -> "Blob":
         """Legacy's ``parallel_cast(self, gradient_distribute=...)``: the gradient's layout; the value is ``self``."""
         distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: with_gradient_distribute")
-        return Blob(self.lbn, self.spec, self.builder, self.batch_axis, self.device, self.distribute, self.dynamic,
-                    self.placement)
+        return self._copy()
 
     def __repr__(self) -> str:
         return f"Blob(lbn={self.lbn!r}, shape={self.shape}, dtype={self.dtype})"
@@ -87,9 +157,31 @@ class Blob:
                 f"(installed plugins register operators through flowjob_add_ops)")
         return fn(self, *args)
 
-    def __bool__(self) -> bool:
-        raise FlowjobError(
-            f"blob {self.lbn!r} has no value while the job is traced; use flow.watch or return it to see data")
+    # no __bool__: a blob is a plain object in a condition, true, as legacy's lazy blobs were (``if bias:``
+    # tests an optional argument); a value is asked for by float(), int(), index() and numpy()
+    def _no_value(self, what: str) -> FlowjobError:
+        if getattr(self.builder, "eager_value", None) is not None:
+            return FlowjobError(f"blob {self.lbn!r}: {what} needs one element, the blob has shape {self.shape}")
+        return FlowjobError(
+            f"blob {self.lbn!r} of job {self.job_name!r} has no value while the job is traced ({what}); "
+            f"return it or flow.watch it to see its data")
+
+    def __float__(self) -> float:
+        return float(self._scalar("float()"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int()"))
+
+    def __index__(self) -> int:
+        return int(self._scalar("index()"))
+
+    def _scalar(self, what: str) -> Any:
+        if getattr(self.builder, "eager_value", None) is None:
+            raise self._no_value(what)
+        value = self.numpy()
+        if value.size != 1:
+            raise self._no_value(what)
+        return value.reshape(()).item()
 
     def numpy(self, rank: int | None = None) -> np.ndarray:
         """The blob's value, a host copy: in eager mode (``flow.enable_eager_execution(True)``) only, as

@@ -20,11 +20,14 @@ from flowjob_ops.records.common import kept_dims_shape, normalize_axes
 
 
 def _reduced_shape(shape: Sequence[int], attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(axes, output shape) of a reduction of ``shape``."""
+    """(axes, output shape) of a reduction of ``shape``.
+
+    A reduction that removes every axis gives shape (1,), as legacy's did (its blobs were never 0-d:
+    programs ``flow.concat`` full reductions and index them with ``[0]``)."""
     axes = normalize_axes(attrs.get("axis"), len(shape))
     if attrs.get("keepdims", False):
         return axes, kept_dims_shape(shape, axes)
-    return axes, tuple(d for i, d in enumerate(shape) if i not in axes)
+    return axes, tuple(d for i, d in enumerate(shape) if i not in axes) or (1,)
 
 
 def _infer(op: str, floating: bool = False) -> Callable[[Sequence[BlobSpec], dict], list[BlobSpec]]:
@@ -45,14 +48,14 @@ def _kernel(name: str) -> Callable[[KernelContext], Any]:
         xp, out = ctx.xp, ctx.out(0)
         reduce = getattr(xp, name)
         axes, _ = _reduced_shape(ctx.inputs[0].shape, ctx.attrs)
-        keepdims = bool(ctx.attrs.get("keepdims", False))
+        kept = out.reshape(kept_dims_shape(ctx.inputs[0].shape, axes))  # a view: also right for the (1,) of all axes
         if ctx.backend.host_arrays or name not in ("min", "max"):
-            return lambda x: reduce(x, axis=axes, keepdims=keepdims, out=out)
+            return lambda x: (reduce(x, axis=axes, keepdims=True, out=kept), out)[1]
 
         def into_out(x: Any) -> Any:
             # CuPy 14's min (not its max) raises TypeError when given out= (bench/cupy_facts.py read it off
             # an H100): reduce into a fresh array, then copy
-            xp.copyto(out, reduce(x, axis=axes, keepdims=keepdims))
+            xp.copyto(kept, reduce(x, axis=axes, keepdims=True))
             return out
 
         return into_out
@@ -152,8 +155,9 @@ def _geometry(ctx: KernelContext) -> tuple[tuple[int, ...], tuple[int, ...], boo
 
 def _prod_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
-    axes, _, keepdims = _geometry(ctx)
-    return lambda x: xp.prod(x, axis=axes, keepdims=keepdims, out=out)
+    axes, kept_shape, _ = _geometry(ctx)
+    kept = out.reshape(kept_shape)  # a view: also right for the (1,) of all axes
+    return lambda x: (xp.prod(x, axis=axes, keepdims=True, out=kept), out)[1]
 
 
 def _prod_grad(ctx: GradContext) -> list[Any]:
