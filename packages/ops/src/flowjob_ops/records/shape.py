@@ -250,6 +250,7 @@ def _fused_cast_scale_kernel(ctx: KernelContext) -> Any:
 FUSED_CAST_SCALE = OpDef("fused_cast_scale", _fused_cast_scale_infer, kernel=_fused_cast_scale_kernel,
                          not_differentiable=True, name_prefix="FusedCastScale", amp="black",
                          input_names=("x", "scale_by_tensor"), attr_names=("scale",), output_names=("y",),
+                         legacy_input_names=(("scalar", "scale_by_tensor"),),  # v0.3.4's name (v0.4 renamed it)
                          doc="inputs (x, scale_by_tensor of shape (1,)): x cast to scale_by_tensor's dtype, times "
                              "scale_by_tensor[0] * scale (legacy registered no gradient)")
 
