@@ -112,3 +112,34 @@ def test_blob_attributes_answer_as_legacys_lazy_consistent_blob():
     assert seen["lbi"] == seen["op"][:2] and seen["op"][2] == "/".join(seen["op"][:2])
     assert seen["batch"] == (True, False) and seen["static"] == (4, 2) and seen["size"] == 1
     assert seen["lists"] == (False, True) and seen["clone"] == x_lbn and seen["job"] == "job"
+
+
+def test_a_reid_loss_trains_through_flow_where_rows():
+    # a re-identification loss: the features of the samples of one identity, found by flow.where, pulled
+    # together; how many there are is the batch's
+    def sgd(loss):
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+
+    @flow.global_function(type="train")
+    def reid_job(images: tp.Numpy.Placeholder((6, 4)), labels: tp.Numpy.Placeholder((6,), dtype=flow.int32),
+                 anchor: tp.Numpy.Placeholder((6,), dtype=flow.int32)) -> tp.Numpy:
+        w = flow.get_variable("fc-weight", shape=(4, 3), initializer=flow.constant_initializer(0.1))
+        features = flow.matmul(images, w)
+        positives = flow.where(flow.math.equal(labels, anchor))
+        chosen = flow.gather_nd(features, positives)
+        loss = flow.math.reduce_mean(flow.math.square(chosen))
+        sgd(loss)
+        return loss
+
+    images = np.arange(24, dtype=np.float32).reshape(6, 4) / 10
+    weight = np.full((4, 3), 0.1, np.float32)
+    for labels in ([1, 0, 1, 0, 0, 1], [0, 0, 1, 0, 0, 0], [1, 1, 1, 1, 0, 1]):
+        labels = np.array(labels, np.int32)
+        rows = np.flatnonzero(labels == 1)
+        feats = images @ weight
+        loss = reid_job(images, labels, np.ones(6, np.int32))
+        np.testing.assert_allclose(loss, [np.mean(feats[rows] ** 2)], rtol=1e-5)
+        d_feats = np.zeros_like(feats)
+        d_feats[rows] = 2 * feats[rows] / feats[rows].size  # the mean over the rows of this batch
+        weight = weight - 0.1 * images.T @ d_feats
+        np.testing.assert_allclose(_helpers.value("fc-weight"), weight, rtol=1e-5)

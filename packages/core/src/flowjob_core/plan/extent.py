@@ -17,8 +17,9 @@ selected into a static table).
 An op whose attributes fix a shape at trace time (``broadcast_to``, ``unbroadcast``) cannot follow:
 the plan is refused, naming the job, the op, its source line and the data-dependent op. An op that
 cannot take the actual shapes (a binary op whose other operand keeps the maximum) raises
-``DynamicShapeError`` when the step meets them. A train job's loss must keep its traced shape (its
-1/N gradient scale is fixed when the job is traced).
+``DynamicShapeError`` when the step meets them. In a train job the gradient rules take such shapes from
+the blobs at each step (``GradContext.rows_from_data``), and a loss whose rows the data decide scales the
+variable gradients by its element count at that step, as legacy's dynamic loss instance count did.
 """
 from __future__ import annotations
 
@@ -90,7 +91,6 @@ class Followers:
     def _builder(self, node: Node, builder: KernelBuilder, cache: dict) -> Callable[[tuple], Callable[..., Any]]:
         job, ops = self.job, self.registries.ops
         declared = tuple(job.specs[i] for i in node.inputs)
-        losses = [k for k, lbn in enumerate(node.outputs) if lbn in job.losses] if job.type == "train" else []
         where = self._where(node, self.source[id(node)])
         arena = self.arena
 
@@ -113,13 +113,6 @@ class Followers:
                 except Exception as exc:  # ShapeError and the plain checks ops make
                     raise DynamicShapeError(f"{where}: the op cannot take the actual shapes "
                                             f"{[s.shape for s in ins]}: {exc}") from None
-            for k in losses:
-                if outs[k].shape != job.specs[node.outputs[k]].shape:
-                    raise DynamicShapeError(
-                        f"{where}: the train job's loss {node.outputs[k]!r} would have shape {outs[k].shape} "
-                        f"instead of the traced {job.specs[node.outputs[k]].shape} (its 1/N gradient scale is "
-                        f"fixed when the job is traced); reduce it to a fixed shape first")
-
             def out_buffer(k: int) -> Any:
                 return arena.view(node.outputs[k], outs[k])
 

@@ -64,7 +64,8 @@ def _kernel(name: str) -> Callable[[KernelContext], Any]:
 
 
 def _spread(ctx: GradContext, dy: Any) -> Any:
-    """``dy`` (the reduction's shape) broadcast back to the input's shape."""
+    """``dy`` (the reduction's shape) broadcast back to the input's shape: to the traced shape, or, where
+    the data decide the input's rows (argwhere), to its shape at each step (legacy's broadcast_like)."""
     x = ctx.inputs[0]
     axes, _ = _reduced_shape(x.shape, ctx.attrs)
     kept = kept_dims_shape(x.shape, axes)
@@ -72,6 +73,8 @@ def _spread(ctx: GradContext, dy: Any) -> Any:
         dy = ctx.apply("reshape", [dy], {"shape": kept})
     if kept == x.shape:
         return dy
+    if ctx.rows_from_data(x):
+        return ctx.apply("broadcast_to_compatible_with", [dy, x])
     return ctx.apply("broadcast_to", [dy], {"shape": x.shape})
 
 
@@ -81,6 +84,10 @@ def _sum_grad(ctx: GradContext) -> list[Any]:
 
 def _mean_grad(ctx: GradContext) -> list[Any]:
     x, y = ctx.inputs[0], ctx.outputs[0]
+    if ctx.rows_from_data(x):  # the count is the step's, as legacy's reduce_mean of a dynamic blob counted it
+        axes, _ = _reduced_shape(x.shape, ctx.attrs)
+        count = ctx.apply("shape_elem_cnt", [x], {"axis": axes, "dtype": x.dtype})
+        return [ctx.apply("divide", [_spread(ctx, ctx.dy), count])]
     count = x.spec.size // max(y.spec.size, 1)
     return [_spread(ctx, ctx.apply("scalar_mul", [ctx.dy], {"scalar": 1.0 / max(count, 1)}))]
 
