@@ -184,7 +184,8 @@ class JobFunction:
     def _planned(self, job: Job) -> Plan:
         session = self.session
         final = run_passes(job, PassContext(session, session.registries, session.backend, self.bindings))
-        with numerics.planning(numerics.wanted(session.config, self.config)):
+        with numerics.planning(numerics.wanted(session.config, self.config),
+                               outputs_every_call=bool(getattr(session.config, "debug_mode", False))):
             plan = build_plan(final, session.backend, session.registries, session.variables, self.bindings)
         session.pm.hook.flowjob_plan_built(job=final, plan=plan)
         return plan
