@@ -101,6 +101,16 @@ def test_blob_attributes_answer_as_legacys_lazy_consistent_blob():
         )
         with pytest.raises(FlowjobError, match="sub_consistent_blob_list"):
             seen["sub"] = x.sub_consistent_blob_list
+        for refused in ("get_dtype", "set_job_name"):
+            with pytest.raises(FlowjobError, match=refused):
+                getattr(x, refused)(*(["other"] if refused == "set_job_name" else []))
+        seen["identical"] = (x.IdenticalTo(x.Clone()), x.IdenticalTo(x.with_split_distribute(1)), x.IdenticalTo(y))
+        moved = x.Clone()
+        moved.set_distribute(flow.distribute.split(1))
+        seen["set"] = (moved.split_axis, x.split_axis)
+        seen["warnings"] = (x.get_lazy_shape_log_warning(), x.get_mirror_shape_log_warning())
+        with flow.scope.mirrored_view():
+            seen["mirrored_warning"] = x.get_lazy_shape_log_warning()
         return y
 
     job(X, [[X]])
@@ -112,6 +122,9 @@ def test_blob_attributes_answer_as_legacys_lazy_consistent_blob():
     assert seen["lbi"] == seen["op"][:2] and seen["op"][2] == "/".join(seen["op"][:2])
     assert seen["batch"] == (True, False) and seen["static"] == (4, 2) and seen["size"] == 1
     assert seen["lists"] == (False, True) and seen["clone"] == x_lbn and seen["job"] == "job"
+    assert seen["identical"] == (True, False, False) and seen["set"] == (1, 0)
+    assert seen["warnings"][0] == "" and "mirrored blob shape in consistent view" in seen["warnings"][1]
+    assert "consistent blob shape in mirrored view" in seen["mirrored_warning"]
 
 
 def test_a_reid_loss_trains_through_flow_where_rows():

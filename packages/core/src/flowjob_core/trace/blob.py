@@ -10,6 +10,7 @@ from flowjob_core.trace import eager_mode
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir import distribute as distributions
 from flowjob_core.ir.job import BlobSpec
+from flowjob_core.trace import scope
 from flowjob_core.trace.parallel_conf import ParallelConf
 from flowjob_core.trace.scope import Placement
 
@@ -33,10 +34,13 @@ class Blob:
     ``"|1"`` for boxing disabled), ``op_name``, ``blob_name``, ``job_name``, ``shape`` (= ``static_shape``),
     ``dtype``, ``batch_axis`` and ``has_batch_axis()``, ``split_axis``, ``distribute``, ``is_dynamic``,
     ``is_tensor_list``, ``disable_boxing``, ``parallel_conf``, ``parallel_size``, ``with_distribute`` and
-    its split/broadcast/gradient forms, ``with_boxing_disabled``, ``Clone()``. A blob is a plain object
-    in a condition (``if bias:`` is true), as legacy's were; asking it for a value while the job is traced
-    (``float(blob)``, ``blob.numpy()``) is an error. Legacy's ``LazyMirroredBlob.sub_consistent_blob_list``
-    (one blob per device) is refused: a flowjob job traces one logical blob per value.
+    its split/broadcast/gradient forms, ``set_distribute``, ``with_boxing_disabled``, ``Clone()``,
+    ``IdenticalTo``, and v0.4's ``get_lazy_shape_log_warning`` / ``get_mirror_shape_log_warning``. A blob is
+    a plain object in a condition (``if bias:`` is true), as legacy's were; asking it for a value while the
+    job is traced (``float(blob)``, ``blob.numpy()``) is an error. Refused, each naming itself:
+    ``LazyMirroredBlob.sub_consistent_blob_list`` (one blob per device: a flowjob job traces one logical
+    blob per value), and v0.4's plumbing ``get_dtype`` (a proto enum number; ``dtype`` is the dtype) and
+    ``set_job_name`` (a blob belongs to the job that traced it).
     """
 
     __slots__ = ("lbn", "spec", "builder", "batch_axis", "device", "distribute", "dynamic", "placement",
@@ -97,6 +101,43 @@ class Blob:
         raise FlowjobError(
             f"blob {self.lbn!r}: sub_consistent_blob_list (legacy's per-device blobs of a mirrored blob) does "
             f"not exist here: a flowjob job traces one logical blob per value; use the blob itself")
+
+    def get_dtype(self) -> Any:  # legacy's name
+        raise FlowjobError(f"blob {self.lbn!r}: get_dtype() (legacy v0.4's proto enum number behind dtype) is not "
+                           f"provided; read blob.dtype")
+
+    def set_job_name(self, job_name: str) -> None:  # legacy's name
+        raise FlowjobError(f"blob {self.lbn!r}: set_job_name({job_name!r}) is refused: a blob belongs to the job "
+                           f"that traced it ({self.job_name!r})")
+
+    def set_distribute(self, distribute: distributions.Distribute) -> None:
+        """Legacy v0.4's in-place form of ``with_distribute``: this handle's layout annotation."""
+        self.distribute = distributions.checked_for(distribute, self.shape, f"blob {self.lbn!r}: set_distribute")
+
+    def IdenticalTo(self, other: Any) -> bool:  # noqa: N802 - legacy's name
+        """Whether ``other`` is a handle on the same value of the same job with the same layout annotation."""
+        return (isinstance(other, Blob) and other.lbn == self.lbn and other.builder.job is self.builder.job
+                and other.distribute == self.distribute)
+
+    def _view(self) -> str:
+        view = scope.current_view()
+        if view is None:
+            view = self.builder.job.config.get("default_logical_view")
+        return str(getattr(view, "kind", "consistent"))
+
+    def get_lazy_shape_log_warning(self) -> str:
+        """Legacy v0.4's: a warning to print where a consistent blob's shape is read in the mirrored view."""
+        if self._view() != "mirrored":
+            return ""
+        return ("WARNING:\nYou access a consistent blob shape in mirrored view, there may be problems,\n"
+                "you should add 'x = flow.cast_to_current_logical_view(x)'.")
+
+    def get_mirror_shape_log_warning(self) -> str:
+        """Legacy v0.4's: a warning to print where a mirrored blob's shape is read in the consistent view."""
+        if self._view() != "consistent":
+            return ""
+        return ("WARNING:\nYou access a mirrored blob shape in consistent view, there may be problems,\n"
+                "you should add 'x = flow.cast_to_current_logical_view(x)'.")
 
     def _copy(self, **changes: Any) -> "Blob":
         fields = {name: getattr(self, name) for name in (
