@@ -160,3 +160,26 @@ def test_a_reid_loss_trains_through_flow_where_rows():
         d_feats[rows] = 2 * feats[rows] / feats[rows].size  # the mean over the rows of this batch
         weight = weight - 0.1 * images.T @ d_feats
         np.testing.assert_allclose(_helpers.value("fc-weight"), weight, rtol=1e-5)
+
+
+def test_a_reid_metric_scales_the_selected_rows_by_trained_weights():
+    # the rows flow.where picks, times a weight vector plus a bias: their gradients sum the step's rows
+    @flow.global_function(type="train")
+    def metric_job(images: tp.Numpy.Placeholder((6, 4)), labels: tp.Numpy.Placeholder((6,), dtype=flow.int32)
+                   ) -> tp.Numpy:
+        w = flow.get_variable("metric-weight", shape=(4,), initializer=flow.constant_initializer(0.1))
+        b = flow.get_variable("metric-bias", shape=(1,), initializer=flow.constant_initializer(0.0))
+        positives = flow.where(flow.math.equal(labels, flow.constant(1, dtype=flow.int32, shape=(6,))))
+        scaled = flow.gather_nd(images, positives) * w + b
+        loss = flow.math.reduce_mean(flow.math.reduce_sum(scaled * scaled, axis=1))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    images = np.arange(24, dtype=np.float32).reshape(6, 4) / 10
+    labels = np.array([1, 0, 1, 0, 0, 1], np.int32)
+    chosen = images[labels == 1]
+    y = chosen * 0.1
+    np.testing.assert_allclose(metric_job(images, labels), [(y * y).sum(1).mean()], rtol=1e-5)
+    dy = 2 * y / len(chosen)
+    np.testing.assert_allclose(_helpers.value("metric-weight"), 0.1 - 0.1 * (dy * chosen).sum(0), rtol=1e-5)
+    np.testing.assert_allclose(_helpers.value("metric-bias"), [-0.1 * dy.sum()], rtol=1e-5)

@@ -207,7 +207,12 @@ def propagate(builder: JobBuilder, forward_nodes: Sequence[Node], pending: dict[
             want = job.specs[lbn]
             if grad.shape != want.shape:
                 name = builder.local_name(f"{node.name}_grad_unbroadcast")
-                grad = builder.add_op("unbroadcast", [grad], {"shape": want.shape}, scoped_name=name)[0]
+                attrs: dict[str, Any] = {"shape": want.shape}
+                if data_rows and lbn not in data_rows:
+                    # its target's shape is traced, not the data's: rows the data decide, if they reach this
+                    # node, are summed into it (flowjob_core.plan.extent lets such a node follow them)
+                    attrs["static_target"] = True
+                grad = builder.add_op("unbroadcast", [grad], attrs, scoped_name=name)[0]
             pending.setdefault(lbn, []).append(grad)
     for lbn in list(pending):
         total(lbn)

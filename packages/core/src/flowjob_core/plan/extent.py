@@ -15,7 +15,9 @@ gather gradient, ``unsorted_segment_sum``) follows its inputs but its outputs ke
 so the rows stop there (``OpDef.traced_shape_from``; legacy's hybrid embedding scatters rows argwhere
 selected into a static table).
 An op whose attributes fix a shape at trace time (``broadcast_to``, ``unbroadcast``) cannot follow:
-the plan is refused, naming the job, the op, its source line and the data-dependent op. An op that
+the plan is refused, naming the job, the op, its source line and the data-dependent op; an
+``unbroadcast`` that autodiff marks ``static_target`` (the gradient of a value whose shape is traced, a
+weight broadcast over the selected rows) sums the rows into that shape, and they stop there. An op that
 cannot take the actual shapes (a binary op whose other operand keeps the maximum) raises
 ``DynamicShapeError`` when the step meets them. In a train job the gradient rules take such shapes from
 the blobs at each step (``GradContext.rows_from_data``), and a loss whose rows the data decide scales the
@@ -50,6 +52,8 @@ class Followers:
             src = next((origin[i] for i in node.inputs if i in origin), None)
             if src is not None:
                 self.source[id(node)] = src
+                if node.op != "input" and ops[node.op].fixed_shape and node.attrs.get("static_target"):
+                    continue  # it sums the rows into its traced shape (a variable's gradient): they stop here
                 if node.op != "input" and ops[node.op].fixed_shape:
                     raise DynamicShapeError(
                         f"{self._where(node, src)}: the op's target shape {node.attrs.get('shape')} was fixed "
