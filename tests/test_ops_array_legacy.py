@@ -12,6 +12,7 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import FlowjobError, OpBuildError
+from flowjob_core.plan.planner import StepError
 from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(7)
@@ -648,3 +649,17 @@ def test_hybrid_concat_as_legacys_own_test(static_shape, axis, max_dim_size):
     want = np.concatenate([var.numpy(), parts[0], parts[1], np.ones(rand_sub_shape, np.float32)], axis=axis)
     np.testing.assert_array_equal(concated.numpy(0), want)
     np.testing.assert_array_equal(seen["var_diff"], np.ones(static_shape, np.float32))
+
+
+def test_concat_of_selected_rows_past_max_dim_size_fails_naming_the_op_and_the_session_goes_on():
+    @flow.global_function()
+    def joined_job(x: tp.Numpy.Placeholder((5,))) -> tp.Numpy:
+        rows = flow.argwhere(x)
+        joined = flow.concat([rows, rows], axis=0, max_dim_size=8, name="joined")
+        assert joined.shape == (8, 1) and joined.is_dynamic
+        return joined + 1
+
+    np.testing.assert_array_equal(joined_job(np.array([1, 0, 1, 0, 0], np.float32)).ravel(), [1, 3, 1, 3])
+    with pytest.raises(StepError, match=r"job 'joined_job', op 'joined'.*add up to 10 along axis 0.*max_dim_size=8"):
+        joined_job(np.ones(5, np.float32))
+    np.testing.assert_array_equal(joined_job(np.array([0, 0, 0, 1, 0], np.float32)).ravel(), [4, 4])

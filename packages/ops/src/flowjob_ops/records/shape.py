@@ -163,8 +163,8 @@ def _bounded_concat_kernel(ctx: KernelContext) -> Any:
     def run(*xs: Any) -> Any:
         extent = sum(x.shape[axis] for x in xs)
         if extent > bound:
-            raise ShapeError(f"concat: the inputs add up to {extent} along axis {axis} at this step, more than "
-                             f"max_dim_size={bound}")
+            raise ValueError(f"concat {ctx.node_name!r}: the inputs add up to {extent} along axis {axis} at this "
+                             f"step, more than max_dim_size={bound}")
         shape = out.shape[:axis] + (extent,) + out.shape[axis + 1:]
         joined = out.reshape(-1)[:int(np.prod(shape))].reshape(shape)  # the buffer's head, in the actual shape
         return xp.concatenate(xs, axis=axis, out=joined)
