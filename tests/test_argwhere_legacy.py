@@ -289,8 +289,9 @@ def test_train_job_returns_selected_rows_beside_its_update():
     np.testing.assert_allclose(value("w"), 1.0 - 0.1 * x)
 
 
-def test_train_gradient_through_selected_rows_is_refused_naming_job_and_op():
-    """The gradient graph fixes its shapes when the job is traced (as for smaller mirrored feeds)."""
+def test_train_gradient_through_selected_rows():
+    """The gradient reaches only the selected rows, as legacy's (the reduction's gradient takes the rows
+    of the step, as legacy's broadcast_like did)."""
     @flow.global_function(type="train")
     def train(mask: tp.Numpy.Placeholder((5,))) -> tp.Numpy:
         w = flow.get_variable("w", shape=(5, 2), initializer=flow.constant_initializer(1.0))
@@ -298,8 +299,25 @@ def test_train_gradient_through_selected_rows_is_refused_naming_job_and_op():
         sgd(loss)
         return loss
 
-    with pytest.raises(DynamicShapeError, match="job 'train'.*test_argwhere_legacy.py"):
-        train(np.ones(5, np.float32))
+    np.testing.assert_allclose(train(np.array([1, 0, 1, 0, 0], np.float32)), [4.0])
+    np.testing.assert_allclose(value("w"), [[0.9, 0.9], [1, 1], [0.9, 0.9], [1, 1], [1, 1]])
+    np.testing.assert_allclose(train(np.array([0, 0, 0, 0, 1], np.float32)), [2.0])
+    np.testing.assert_allclose(value("w")[:, 0], [0.9, 1, 0.9, 1, 0.9])
+
+
+def test_a_loss_whose_rows_the_data_decide_scales_by_the_rows_of_the_step():
+    """legacy scaled the variable gradients by the loss instances of the step, not by the maximum"""
+    @flow.global_function(type="train")
+    def train(mask: tp.Numpy.Placeholder((5,))) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(5, 2), initializer=flow.constant_initializer(1.0))
+        loss = flow.gather(w, flow.reshape(flow.argwhere(mask), (-1,))) * 3.0
+        sgd(loss)
+        return loss
+
+    np.testing.assert_allclose(train(np.array([1, 0, 1, 0, 0], np.float32)), np.full((2, 2), 3.0))
+    np.testing.assert_allclose(value("w")[:, 0], [1 - 0.1 * 3 / 4, 1, 1 - 0.1 * 3 / 4, 1, 1])
+    assert train(np.zeros(5, np.float32)).shape == (0, 2)  # no rows: nothing to update, no nan
+    np.testing.assert_allclose(value("w")[:, 0], [1 - 0.1 * 3 / 4, 1, 1 - 0.1 * 3 / 4, 1, 1])
 
 
 def test_jobs_without_such_ops_keep_their_plain_kernels():

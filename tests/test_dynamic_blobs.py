@@ -71,7 +71,7 @@ def test_reductions_concat_and_reshape_like_ops():
 
     x = np.round(_data(3, 4) * 10)
     got = [r[0] for r in job([x])]
-    want = [x.sum(0), x.mean(1, keepdims=True), np.asarray(x.max()), np.concatenate([x, 2 * x]),
+    want = [x.sum(0), x.mean(1, keepdims=True), np.asarray([x.max()]), np.concatenate([x, 2 * x]),
             np.concatenate([x, x], 1), x.reshape(-1, 2), x.reshape(-1), x, x, x.astype(np.int32)]
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype

@@ -460,11 +460,11 @@ def test_seeded_data_sources_go_on_from_step_to_step():
     assert not np.array_equal(eager[0], eager[1])
 
 
-def test_debug_mode_names_the_first_op_giving_nan_in_the_body():
+def test_the_numerics_check_names_the_first_op_giving_nan_in_the_body():
     from flowjob_core.plan.numerics import NumericsError
 
     flow.enable_eager_execution(True)
-    flow.config.enable_debug_mode(True)
+    flow.config.enable_numerics_check(True)
     seen: list[int] = []
 
     @flow.global_function()

@@ -12,6 +12,7 @@ import pytest
 import oneflow as flow
 import oneflow.typing as tp
 from flowjob_core import FlowjobError, OpBuildError
+from flowjob_core.plan.planner import StepError
 from flowjob_core.testing.modules import sibling
 
 RNG = np.random.default_rng(7)
@@ -612,3 +613,53 @@ def test_broadcast_to_compatible_with_dynamic_blobs_follows_each_calls_shapes():
     x, a, b = rng.random((20, 1, 1)), rng.random((11, 1)), rng.random((7,))
     (out,) = job([x.astype(np.float32)], [a.astype(np.float32)], [b.astype(np.float32)])
     np.testing.assert_array_equal(out, np.broadcast_to(x.astype(np.float32), (20, 11, 7)))
+
+
+@pytest.mark.parametrize("static_shape, axis, max_dim_size", [((10,), 0, 30), ((10, 7, 5), 1, 21), ((6, 4), 0, None)])
+def test_hybrid_concat_as_legacys_own_test(static_shape, axis, max_dim_size):
+    """v0.3.4's test_concat.py _test_hybrid_concat: a variable, two mirrored placeholders and a constant joined
+    in a train job; the traced extent is max_dim_size (legacy's static shape), the values the actual rows'."""
+    flow.clear_default_session()
+    func_config = flow.FunctionConfig()
+    func_config.default_logical_view(flow.scope.mirrored_view())
+    rand_sub_shape = list(static_shape)
+    rand_sub_shape[axis] = 3
+    rand_sub_shape = tuple(rand_sub_shape)
+    seen = {}
+
+    @flow.global_function(type="train", function_config=func_config)
+    def hybrid_concat_job(input_0_def: tp.ListNumpy.Placeholder(shape=static_shape, dtype=flow.float),
+                          input_1_def: tp.ListNumpy.Placeholder(shape=static_shape, dtype=flow.float)):
+        var = flow.get_variable("var", shape=static_shape, dtype=flow.float,
+                                initializer=flow.random_uniform_initializer(), trainable=True)
+        constant = flow.constant(1.0, dtype=flow.float, shape=rand_sub_shape)
+        inputs = [flow.cast_to_current_logical_view(input) for input in [var, input_0_def, input_1_def, constant]]
+        concated = flow.concat(inputs, axis=axis, max_dim_size=max_dim_size)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [1e-3]), momentum=0).minimize(concated)
+        flow.watch_diff(var, lambda b: seen.setdefault("var_diff", b.numpy()))
+        seen["static"] = concated.shape[axis]
+        return var, concated
+
+    whole = np.random.default_rng(3).random(static_shape).astype(np.float32)
+    cut = 2 if static_shape[axis] > 4 else 1
+    parts = [whole[(slice(None),) * axis + (slice(0, cut),)], whole[(slice(None),) * axis + (slice(cut, cut + 2),)]]
+    var, concated = hybrid_concat_job([parts[0]], [parts[1]]).get()
+    want_static = static_shape[axis] * 3 + rand_sub_shape[axis] if max_dim_size is None else max_dim_size
+    assert seen["static"] == want_static
+    want = np.concatenate([var.numpy(), parts[0], parts[1], np.ones(rand_sub_shape, np.float32)], axis=axis)
+    np.testing.assert_array_equal(concated.numpy(0), want)
+    np.testing.assert_array_equal(seen["var_diff"], np.ones(static_shape, np.float32))
+
+
+def test_concat_of_selected_rows_past_max_dim_size_fails_naming_the_op_and_the_session_goes_on():
+    @flow.global_function()
+    def joined_job(x: tp.Numpy.Placeholder((5,))) -> tp.Numpy:
+        rows = flow.argwhere(x)
+        joined = flow.concat([rows, rows], axis=0, max_dim_size=8, name="joined")
+        assert joined.shape == (8, 1) and joined.is_dynamic
+        return joined + 1
+
+    np.testing.assert_array_equal(joined_job(np.array([1, 0, 1, 0, 0], np.float32)).ravel(), [1, 3, 1, 3])
+    with pytest.raises(StepError, match=r"job 'joined_job', op 'joined'.*add up to 10 along axis 0.*max_dim_size=8"):
+        joined_job(np.ones(5, np.float32))
+    np.testing.assert_array_equal(joined_job(np.array([0, 0, 0, 1, 0], np.float32)).ravel(), [4, 4])

@@ -283,7 +283,7 @@ def test_counts_must_be_positive_ints(count) -> None:
 def test_scalars_and_non_blobs_are_refused() -> None:
     @flow.global_function()
     def scalar(x: tp.Numpy.Placeholder((4,))) -> tp.Numpy:
-        return flow.pack(flow.unpack(flow.math.reduce_sum(x), 1), 1)
+        return flow.pack(flow.unpack(flow.reshape(flow.math.reduce_sum(x), ()), 1), 1)  # a 0-d blob
 
     with pytest.raises(OpBuildError, match=r"flow.unpack at .*must have rank >= 1"):
         scalar(np.ones(4, np.float32))

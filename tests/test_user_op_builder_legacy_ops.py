@@ -1,6 +1,7 @@
 """Legacy op-test programs that add ops by their v0.4 type names through ``flow.user_op_builder``:
 multi_square_sum, split_like (trained), dynamic_loss_scale_schedule (a legacy name of the optimizer
-package's record), ``flow.experimental.square_sum`` and ``indexed_slices_reduce_sum``."""
+package's record), ``flow.experimental.square_sum``, ``indexed_slices_reduce_sum`` and
+v0.3.4's ``fused_cast_scale`` with its input ``scalar``."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 import oneflow as flow
 import oneflow.typing as oft
+from flowjob_core.errors import OpBuildError
 from flowjob_core.testing.modules import sibling
 
 _helpers = sibling(__file__, "op_surface_helpers")
@@ -100,3 +102,43 @@ def test_dynamic_loss_scale_schedule_by_its_legacy_name(count, steps, period, ex
     good, scale = fetch().get()
     assert (int(good.numpy()[0]), float(scale.numpy()[0])) == expected
 
+
+
+def _fused_cast_scale_v034(x, scalar, name):
+    # v0.3.4's test_fused_cast_scale.py: the scale's input was called "scalar" (v0.4: "scale_by_tensor")
+    return (flow.user_op_builder(name).Op("fused_cast_scale").Input("x", [x]).Input("scalar", [scalar])
+            .Output("y").Build().InferAndTryRun().RemoteBlobList()[0])
+
+
+def test_fused_cast_scale_takes_v034s_input_name_scalar():
+    flow.clear_default_session()
+    func_config = flow.FunctionConfig()
+    func_config.default_data_type(flow.float)
+    func_config.enable_fuse_cast_scale(True)
+
+    @flow.global_function(type="predict", function_config=func_config)
+    def FusedCastScaleJob():
+        with flow.scope.placement("cpu", "0:0"):
+            x = flow.get_variable("in", shape=(5, 4, 3), dtype=flow.float,
+                                  initializer=flow.random_uniform_initializer(), trainable=True)
+            scale = flow.get_variable("scale", shape=(1,), dtype=flow.float,
+                                      initializer=flow.random_uniform_initializer(), trainable=False)
+            loss = flow.cast(x, dtype=flow.double)
+            loss = _fused_cast_scale_v034(loss, flow.cast(scale, dtype=flow.float), name="fused_cast_scale")
+            flow.watch(x, lambda b: seen.setdefault("x", b.numpy()))
+            flow.watch(scale, lambda b: seen.setdefault("scale", b.numpy()))
+            return flow.cast(loss, dtype=flow.float)
+
+    seen = {}
+    of_out = FusedCastScaleJob().get()
+    np.testing.assert_allclose(of_out.numpy(), seen["x"] * seen["scale"], rtol=1e-5, atol=1e-5)
+
+
+def test_fused_cast_scale_refuses_both_names_at_once():
+    @flow.global_function()
+    def job(x: oft.Numpy.Placeholder((2,)), s: oft.Numpy.Placeholder((1,))) -> oft.Numpy:
+        return (flow.user_op_builder("both").Op("fused_cast_scale").Input("x", [x]).Input("scalar", [s])
+                .Input("scale_by_tensor", [s]).Output("y").Build().InferAndTryRun().RemoteBlobList()[0])
+
+    with pytest.raises(OpBuildError, match="'scale_by_tensor' is given twice"):
+        job(np.ones(2, np.float32), np.ones(1, np.float32))

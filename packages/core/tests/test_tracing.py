@@ -122,10 +122,21 @@ def test_blob_from_another_job_is_refused(session, toy):
         second.ensure_traced()
 
 
-def test_blob_has_no_value_while_tracing(session, toy):
+def test_blob_is_a_plain_object_in_a_condition(session, toy):
+    # legacy's lazy blobs were plain objects: ``if bias:`` tests an optional argument
+    seen = []
+
     def body(x):
-        if x:  # the error is the point
-            pass
+        seen.append(bool(x))
+        return x if x else None
+    _job(session, toy, body).ensure_traced()
+    assert seen == [True]
+
+
+@pytest.mark.parametrize("ask", [float, int, lambda b: b.numpy(), lambda b: [0, 1][b]])
+def test_blob_has_no_value_while_tracing(session, toy, ask):
+    def body(x):
+        ask(x)
         return x
     with pytest.raises(FlowjobError, match="no value while the job is traced"):
         _job(session, toy, body).ensure_traced()

@@ -42,8 +42,13 @@ def _np_axes(axis: Any, rank: int) -> tuple[int, ...]:
     return tuple(sorted(a % rank for a in np.atleast_1d(axis)))
 
 
+def legacy_reduced(value: Any) -> np.ndarray:
+    """A reduction's numpy result in legacy's shape: a reduction of every axis is (1,), never 0-d."""
+    return np.reshape(value, np.shape(value) or (1,))
+
+
 def _finish(value: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
-    return value if keepdims else value.reshape([d for i, d in enumerate(value.shape) if i not in axes])
+    return value if keepdims else value.reshape([d for i, d in enumerate(value.shape) if i not in axes] or [1])
 
 
 # reductions ------------------------------------------------------------------------------------
@@ -64,7 +69,7 @@ def prod_case(draw: Draw) -> Case:
 
 
 def prod_ref(x: np.ndarray, axis: Any, keepdims: bool) -> np.ndarray:
-    return np.prod(x, axis=_np_axes(axis, x.ndim), keepdims=keepdims)
+    return legacy_reduced(np.prod(x, axis=_np_axes(axis, x.ndim), keepdims=keepdims))
 
 
 def prod_grad_case(draw: Draw) -> Case:
@@ -99,7 +104,8 @@ def logical_case(draw: Draw) -> Case:
 
 
 def logical_ref(fn: Any) -> Any:
-    return lambda x, axis, keepdims: fn(x != 0, axis=_np_axes(axis, x.ndim), keepdims=keepdims).astype(np.int8)
+    return lambda x, axis, keepdims: legacy_reduced(fn(x != 0, axis=_np_axes(axis, x.ndim), keepdims=keepdims)
+                                                    ).astype(np.int8)
 
 
 def logsumexp_case(draw: Draw) -> Case:

@@ -1,6 +1,7 @@
 """Op cases of the legacy ops reached by ``flow.user_op_builder`` names: square_sum, multi_square_sum,
-split_like and indexed_slices_reduce_sum; and ssp_variable_proxy's ring buffer. op_cases.py appends
-``CASES`` to its table; numpy references."""
+split_like, indexed_slices_reduce_sum; bounded_concat (concat's max_dim_size) and its gradient
+concat_split_like; and ssp_variable_proxy's ring buffer. op_cases.py appends ``CASES`` to its table;
+numpy references."""
 from __future__ import annotations
 
 from typing import Any
@@ -42,6 +43,30 @@ def split_like_ref(x: np.ndarray, *likes: np.ndarray, axis: int) -> Any:
     return tuple(parts) if len(parts) > 1 else parts[0]
 
 
+def bounded_concat_case(draw: Draw) -> Case:
+    """Static inputs filling the bound (the table's single-op jobs hold no dynamic rows)."""
+    xs, attrs = base.concat_case(draw)
+    axis = attrs["axis"] % xs[0].ndim
+    return xs, {**attrs, "max_dim_size": sum(x.shape[axis] for x in xs)}
+
+
+def concat_split_like_case(draw: Draw) -> Case:
+    """dy longer than the like blobs add up to (bounded_concat's bound): its head is cut."""
+    shape = base._shape(draw, 1, 3)
+    axis = draw(st.integers(0, len(shape) - 1))
+    sizes = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
+    spare = draw(st.integers(0, 2))
+    dy_shape = shape[:axis] + (sum(sizes) + spare,) + shape[axis + 1:]
+    likes = [np.zeros(shape[:axis] + (n,) + shape[axis + 1:], np.float32) for n in sizes]
+    return [base._array(draw, dy_shape)] + likes, {"axis": axis}
+
+
+def concat_split_like_ref(dy: np.ndarray, *likes: np.ndarray, axis: int) -> Any:
+    bounds = np.cumsum([0] + [like.shape[axis] for like in likes])
+    parts = [dy[(slice(None),) * axis + (slice(a, b),)] for a, b in zip(bounds[:-1], bounds[1:])]
+    return tuple(parts) if len(parts) > 1 else parts[0]
+
+
 def indexed_slices_case(draw: Draw) -> Case:
     n = draw(st.integers(1, 8))
     dtype = draw(st.sampled_from([np.int32, np.int64]))
@@ -62,6 +87,9 @@ CASES = [
     OpCase("square_sum", square_sum_case, reference=square_sum_ref, rtol=1e-3, atol=1e-4),
     OpCase("multi_square_sum", multi_square_sum_case, reference=square_sum_ref, rtol=1e-3, atol=1e-4),
     OpCase("split_like", split_like_case, reference=split_like_ref, wrt=(0,)),
+    OpCase("bounded_concat", bounded_concat_case,
+           reference=lambda *xs, axis, max_dim_size: np.concatenate(xs, axis=axis)),
+    OpCase("concat_split_like", concat_split_like_case, reference=concat_split_like_ref, wrt=()),
     OpCase("indexed_slices_reduce_sum", indexed_slices_case, reference=indexed_slices_ref, wrt=()),
 ]
 

@@ -64,6 +64,10 @@ class Switches:
         "FLOWJOB_CUDA_GRAPHS", True,
         "the gpu backend records each step's device work as CUDA graphs once and replays them (0: launch every kernel "
         "each step)")
+    numerics_check: bool = _switch(
+        "FLOWJOB_NUMERICS_CHECK", False,
+        "stop a step at the first op whose output holds NaN, or Inf its record does not make on purpose "
+        "(flow.config.enable_numerics_check; function_config.enable_numerics_check per job)")
     data_home: str = _switch(
         "FLOWJOB_DATA_HOME", "", "dataset cache folder (flowjob-data; default ${XDG_CACHE_HOME:-~/.cache}/flowjob)")
 

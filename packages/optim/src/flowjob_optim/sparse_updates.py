@@ -9,10 +9,13 @@ For a listed variable whose gradient is one ``gather`` along axis 0 (an embeddin
 _update``: the looked-up rows' gradients, duplicates summed, scaled by the loss-elements factor,
 update those rows of the variable and of its slots; other rows and their slots keep their values
 (Adam's moments of an untouched row do not decay: the "lazy" Adam). Adam's bias-correction scalars
-advance every step, as in the dense update.
+advance every step, as in the dense update. Weight decay (SGDW, AdamW) decays the looked-up rows only,
+as legacy's indexed-slices kernels did (they ran the dense update's functor on those rows). As legacy's
+pass, the match goes through ``scalar_mul`` nodes between the gather's gradient and the update (a
+table scaled before the lookup, ``flow.gather(table * 2.0, ids)``): their factors scale the values.
 
-Legacy silently kept the dense update where its pass did not match (another optimizer, weight decay,
-an L1/L2 regularizer, clipping, a variable also read elsewhere, a name the job lacks). flowjob refuses
+Legacy silently kept the dense update where its pass did not match (another optimizer, an L1/L2
+regularizer, clipping, a variable also read elsewhere, a name the job lacks). flowjob refuses
 the settings with a ``ConfigError`` naming the job, the variable and the reason, so a listed variable
 never trains differently from what the program asked without a word; another optimizer (RMSProp, LAMB,
 LARS) and a gradient that is not one gather's (the variable also read elsewhere) keep the dense update,
@@ -66,6 +69,10 @@ def gathered_gradient(job: Job, ctx: Any, name: str) -> tuple[str, str, float] |
         raise refuse(job, name, "it gets no gradient (not trainable, or the loss does not depend on it)")
     producers = {out: node for node in job.nodes for out in node.outputs}
     node = producers[raw]
+    factor = 1.0
+    while node.op == "scalar_mul" and node.inputs[0] in producers:  # legacy's pass applied them to the values
+        factor *= float(node.attrs["scalar"])
+        node = producers[node.inputs[0]]
     axis = node.attrs.get("axis", 0)
     if node.op != "gather_grad" or axis not in (0, -len(vdef.spec.shape)):
         what = node.op if node.op != "gather_grad" else f"a gather along axis {axis}"
@@ -75,9 +82,9 @@ def gathered_gradient(job: Job, ctx: Any, name: str) -> tuple[str, str, float] |
         return None
     indices, values = node.inputs
     scaled = producers.get(ctx.variable_grads[name])
-    scale = 1.0
+    scale = factor
     if scaled is not None and scaled.op == "scalar_mul" and scaled.inputs == (raw,):
-        scale = float(scaled.attrs["scalar"])
+        scale *= float(scaled.attrs["scalar"])
     return indices, values, scale
 
 
@@ -113,9 +120,6 @@ def check_update(job: Job, name: str, optimizer: Any, rule_op: str, attrs: dict,
                       f"without momentum), Adam and LazyAdam; {type(optimizer).__name__} updates it densely, "
                       f"as legacy did", stacklevel=2)
         return None
-    if float(attrs.get("weight_decay", 0.0) or 0.0):
-        raise refuse(job, name, f"weight decay ({attrs['weight_decay']}) has no sparse update; exclude the "
-                                 f"variable with weight_decay_excludes or leave it out of {OPTION}")
     if float(attrs.get("l1", 0.0) or 0.0) or float(attrs.get("l2", 0.0) or 0.0):
         raise refuse(job, name, "an L1/L2 regularizer has no sparse update")
     if clipped:
@@ -176,35 +180,40 @@ def _kernel(n_slots: int, rule: Callable[[KernelContext], SparseStep]) -> Callab
 
 def _consts(ctx: KernelContext, *names: str) -> list[Any]:
     dt = ctx.inputs[0].dtype.type
-    return [dt(ctx.attrs[n]) for n in names]
+    return [dt(ctx.attrs.get(n, 0.0) if n == "weight_decay" else ctx.attrs[n]) for n in names]
 
 
 def _sgd(ctx: KernelContext) -> SparseStep:
-    """``w[r] -= lr * g``."""
+    """``w[r] -= lr * (g + wd * w[r])``."""
+    (wd,) = _consts(ctx, "weight_decay")
+
     def step(w: Any, slots: Sequence[Any], rows: Any, g: Any, lr: Any) -> None:
-        w[rows] = w[rows] - g * lr
+        w_rows = w[rows]
+        w[rows] = w_rows - (g + w_rows * wd) * lr if wd else w_rows - g * lr
 
     return step
 
 
 def _momentum(ctx: KernelContext) -> SparseStep:
-    """``m[r] = beta * m[r] - lr * g; w[r] += m[r]``."""
-    (beta,) = _consts(ctx, "beta")
+    """``m[r] = beta * m[r] - lr * g; w[r] += m[r] - lr * wd * w[r]``."""
+    beta, wd = _consts(ctx, "beta", "weight_decay")
 
     def step(w: Any, slots: Sequence[Any], rows: Any, g: Any, lr: Any) -> None:
         (m,) = slots
         m_rows = m[rows] * beta - g * lr
         m[rows] = m_rows
-        w[rows] = w[rows] + m_rows
+        w_rows = w[rows]
+        w[rows] = w_rows + m_rows - w_rows * (lr * wd) if wd else w_rows + m_rows
 
     return step
 
 
 def _adam_step(ctx: KernelContext, bias_correction: bool) -> SparseStep:
-    """``m[r] = b1 m[r] + (1-b1) g; v[r] = b2 v[r] + (1-b2) g^2; w[r] -= lr_t m[r] / (sqrt(v[r]) + eps)``,
+    """``m[r] = b1 m[r] + (1-b1) g; v[r] = b2 v[r] + (1-b2) g^2; w[r] -= lr_t (m[r] / (sqrt(v[r]) + eps)
+    + wd w[r])``,
     ``lr_t`` as the dense Adam (bias correction: ``lr sqrt(1 - b2_t) / (1 - b1_t)``, then ``b_t *= b``)."""
     xp = ctx.xp
-    b1, b2, eps = _consts(ctx, "beta1", "beta2", "epsilon")
+    b1, b2, eps, wd = _consts(ctx, "beta1", "beta2", "epsilon", "weight_decay")
     one = ctx.inputs[0].dtype.type(1)
     omb1, omb2 = one - b1, one - b2
 
@@ -219,7 +228,9 @@ def _adam_step(ctx: KernelContext, bias_correction: bool) -> SparseStep:
         v_rows = v[rows] * b2 + g * omb2 * g
         m[rows] = m_rows
         v[rows] = v_rows
-        w[rows] = w[rows] - m_rows / (xp.sqrt(v_rows) + eps) * lr
+        w_rows = w[rows]
+        step_rows = m_rows / (xp.sqrt(v_rows) + eps)
+        w[rows] = w_rows - (step_rows + w_rows * wd if wd else step_rows) * lr
 
     return step
 

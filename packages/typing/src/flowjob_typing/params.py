@@ -51,6 +51,11 @@ class ListParam(ArrayParam):
 
     dynamic = True  # its blobs are legacy's dynamic blobs (Blob.is_dynamic): the declared shape is a maximum
 
+    @property
+    def tensor_list(self) -> bool:
+        """Whether its blobs are legacy's tensor lists (Blob.is_tensor_list): a tp.ListListNumpy placeholder."""
+        return self.definition.family is ListListNumpy
+
     def feed(self, value: Any, where: str) -> list[Any]:
         if not isinstance(value, (list, tuple)) or not value:
             raise JobArgumentError(f"{where}: expected a list with one ndarray per device, found {_found(value)}")

@@ -9,21 +9,50 @@ import numpy as np
 from flowjob_core.plan.mirrored import PerDevice, TensorList, dense
 
 
+class OneElementArray(np.ndarray):
+    """A delivered array of shape (1,), as legacy delivered a full reduction (its blobs were never 0-d):
+    indexable (``loss[0]``) as legacy's, and convertible by ``float()`` / ``int()`` / ``complex()`` as numpy 1
+    allowed for one-element arrays (numpy 2 refuses them for a 1-d array), so ``float(loss)`` keeps
+    working, and formatted with a format spec as its element. Everything else is the ndarray's."""
+
+    def _element(self) -> Any:
+        return np.asarray(self).reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self._element())
+
+    def __int__(self) -> int:
+        return int(self._element())
+
+    def __complex__(self) -> complex:
+        return complex(self._element())
+
+    def __format__(self, spec: str) -> str:  # "{:.4f}".format(loss), as a 0-d array allows
+        return format(self._element(), spec) if spec else super().__format__(spec)
+
+
+def one_element(array: Any) -> Any:
+    """``array`` delivered: a host array of shape (1,) as a :class:`OneElementArray` view, anything else as is."""
+    if type(array) is np.ndarray and array.shape == (1,):
+        return array.view(OneElementArray)
+    return array
+
+
 def logical(value: Any, blob: Any) -> np.ndarray:
     """One array for a fetched value: device pieces of a mirrored step concatenated on the batch axis
     (a tensor list as its body, the elements concatenated on axis 0)."""
     if type(value) is PerDevice:
-        return value.merged(getattr(blob, "batch_axis", None), getattr(blob, "lbn", "a value"))
+        return one_element(value.merged(getattr(blob, "batch_axis", None), getattr(blob, "lbn", "a value")))
     if type(value) is TensorList:
         return value.body(getattr(blob, "lbn", "a value"))
-    return value
+    return one_element(value)
 
 
 def per_device(value: Any) -> list[np.ndarray]:
     """One array per device (a single device: a list of one; a tensor list as its body)."""
     if type(value) is PerDevice:
-        return [dense(v) for v in value]
-    return [dense(value)]
+        return [one_element(dense(v)) for v in value]
+    return [one_element(dense(value))]
 
 
 def per_device_lists(value: Any) -> list[list[np.ndarray]]:

@@ -143,7 +143,7 @@ def build_kernel(builder: JobBuilder, node: Node, shared: dict[Any, Any], check:
     except Exception as exc:
         raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
                            f"{node.source} failed: {exc!r}") from exc
-    return numerics.checked(fn, backend.xp, job, node) if check else fn
+    return numerics.checked(fn, backend.xp, job, node, intended_inf=opdef.intended_inf) if check else fn
 
 
 def run_node(fn: Callable[..., Any], node: Node, values: dict[str, Any], where: str, mode: str) -> None:

@@ -26,10 +26,21 @@ def cpu_device_num(count: int) -> None:
 
 
 def enable_debug_mode(value: bool = True) -> None:
-    """Verify the job after every graph pass (a broken invariant names the pass that broke it), and check
-    every step's values: the first op whose output holds NaN or Inf, or a fed argument that does, raises
-    ``NumericsError`` naming it (``flowjob_core.plan.numerics``). Read when a job is planned (its first call)."""
+    """Verify the job after every graph pass (a broken invariant names the pass that broke it), and check every
+    kernel's outputs against inference on every call. Values are not checked, as in legacy (whose programs fill
+    with ``-inf`` on purpose): that is ``enable_numerics_check``. Read when a job is planned (its first call)."""
     get_default_session().config.debug_mode = bool(value)
+
+
+def enable_numerics_check(value: bool = True) -> None:
+    """Check every step's values (a flowjob addition): the first op whose output holds NaN, or an Inf its
+    record does not declare it makes on purpose (``OpDef.intended_inf``: masked fills, ``-inf`` padding),
+    or a fed argument holding either, raises ``NumericsError`` naming it (``flowjob_core.plan.numerics``).
+    Overrides ``FLOWJOB_NUMERICS_CHECK``; a job's ``function_config.enable_numerics_check`` overrides both.
+    Read when a job is planned (its first call)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"flow.config.enable_numerics_check needs a bool, got {value!r}")
+    get_default_session().config.numerics_check = value
 
 
 def seed(value: int) -> None:

@@ -153,6 +153,8 @@ class JobFunction:
                 blobs = [builder.add_placeholder(BlobSpec(s.shape, s.dtype), param=param.name, batch_axis=s.batch_axis,
                                                  name=s.name, dynamic=dynamic)
                          for s in param.specs]
+                for blob in blobs:  # ParamKind.tensor_list: legacy's tensor-list placeholders (tp.ListListNumpy)
+                    blob.is_tensor_list = bool(getattr(param.kind, "tensor_list", False))
                 args.append(param.kind.build(blobs))
             value = self.func(*args)
             fetched = self.return_kind.flatten(value, f"global function {self.name!r}")
@@ -182,7 +184,8 @@ class JobFunction:
     def _planned(self, job: Job) -> Plan:
         session = self.session
         final = run_passes(job, PassContext(session, session.registries, session.backend, self.bindings))
-        with numerics.planning(numerics.wanted(session.config, self.config)):
+        with numerics.planning(numerics.wanted(session.config, self.config),
+                               outputs_every_call=bool(getattr(session.config, "debug_mode", False))):
             plan = build_plan(final, session.backend, session.registries, session.variables, self.bindings)
         session.pm.hook.flowjob_plan_built(job=final, plan=plan)
         return plan

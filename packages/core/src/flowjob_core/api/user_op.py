@@ -94,6 +94,8 @@ class UserOpConfBuilder:
         if not isinstance(input_blob_list, (list, tuple)):
             raise OpBuildError(f"{self.what}: Input({input_name!r}, ...) takes a list of blobs, "
                                f"got {type(input_blob_list).__name__}")
+        if self.op_type:
+            input_name = self._input_name(self._opdef(), input_name)
         if any(name == input_name for name, _ in self.inputs):
             raise OpBuildError(f"{self.what}: input {input_name!r} is given twice")
         self._check_name("input", input_name, self._opdef().input_names if self.op_type else None)
@@ -135,8 +137,12 @@ class UserOpConfBuilder:
         if self.op_type is None:
             raise OpBuildError(f"{self.what}: call Op(op_type_name) before Build()")
         opdef = self._opdef()
+        self.inputs = [(self._input_name(opdef, name), blobs) for name, blobs in self.inputs]
         for name, _ in self.inputs:  # names given before Op() are checked now
             self._check_name("input", name, opdef.input_names)
+        if len({name for name, _ in self.inputs}) != len(self.inputs):
+            raise OpBuildError(f"{self.what}: an input is given twice (under its name and its legacy name): "
+                               f"{', '.join(name for name, _ in self.inputs)}")
         for name in self.attrs:
             self._check_name("attribute", name, opdef.attr_names)
         return UserOp(self)
@@ -151,6 +157,11 @@ class UserOpConfBuilder:
             close = difflib.get_close_matches(self.op_type, [op.name for op in ops], n=3)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             raise OpBuildError(f"{self.what}: {exc}{hint}") from None
+
+    @staticmethod
+    def _input_name(opdef: OpDef, name: str) -> str:
+        """``name``, or the record's name for the input an earlier legacy version called ``name``."""
+        return dict(opdef.legacy_input_names).get(name, name)
 
     def _check_name(self, kind: str, name: str, known: tuple[str, ...] | None) -> None:
         if known is not None and name not in known:

@@ -175,7 +175,7 @@ class FunctionConfig(OptionSet):
         "default_distribute_strategy": Option(lambda v: isinstance(v, LogicalView),
                                               "flow.distribute.consistent_strategy() or mirrored_strategy()"),
         # flowjob addition in legacy's enable_* style: stop a step at the first op whose output holds NaN or
-        # Inf (flowjob_core/plan/numerics.py); unset, the session's flow.config.enable_debug_mode decides
+        # Inf (flowjob_core/plan/numerics.py); unset, the session's flow.config.enable_numerics_check decides
         "enable_numerics_check": Option(*BOOL, True),
         # would change results: refused unless left at the legacy default
         "default_initializer_conf": Option(
@@ -270,7 +270,8 @@ class SessionConfig:
     def __init__(self) -> None:
         self.gpu_device_num: int | None = None  # None: not asked for
         self.cpu_device_num: int = 1
-        self.debug_mode = False
+        self.debug_mode = False  # legacy's: the verifier after every pass, kernel outputs checked every call
+        self.numerics_check: bool | None = None  # None: FLOWJOB_NUMERICS_CHECK decides
         self.seed = 0
         self.max_in_flight = 8
         self.options: dict[str, Any] = {}  # other flow.config.* options set, by dotted name

@@ -14,6 +14,7 @@ from typing import Any, Iterator, Sequence
 from flowjob_core.api.eager import build_kernel, run_node
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir.job import BlobSpec, Job, Node
+from flowjob_core.plan import numerics
 from flowjob_core.runtime.session import Session
 from flowjob_core.trace.blob import Blob
 from flowjob_core.trace.builder import JobBuilder
@@ -28,8 +29,8 @@ class TapeBuilder(JobBuilder):
         super().__init__(Job(f"{what}#{next(_JOB_IDS)}", job_type), session, session.backend.tag)
         self.values: dict[str, Any] = {}
         self.fed: dict[str, Any] = {}  # lbn of an input node -> what fed it (a tensor, or a seed)
-        # no job function, so no per-function option: the session's debug mode turns the check on
-        self._check = bool(getattr(session.config, "debug_mode", False))
+        # no job function, so no per-function option: the session's choice turns the check on
+        self._check = numerics.session_wanted(session.config)
 
     def feed(self, value: Any, owner: Any, name: str = "input") -> Blob:
         """An ``input`` node holding ``value`` (an array of the session's backend) for ``owner``."""

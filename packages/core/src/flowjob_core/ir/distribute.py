@@ -77,3 +77,18 @@ def checked_for(distribute: Any, shape: tuple[int, ...], what: str) -> Distribut
     if not -len(shape) <= axis < len(shape):
         raise ValueError(f"{what}: split axis {axis} is out of range for a blob of shape {shape}")
     return SplitDistribute(axis % len(shape))
+
+
+def split_axis_of(distribute: Distribute, batch_axis: int | None) -> int | None:
+    """Legacy's ``Blob.split_axis``: the axis the blob lies split along over its devices, None where each
+    device holds it whole (broadcast). An annotation (``with_distribute``, ``get_variable(distribute=)``)
+    decides; an ``auto`` blob is laid out as legacy's data parallelism did: split along its batch axis,
+    whole where it has none (variables, the values computed from them alone).
+
+    The one place a blob's layout is read from what it carries: real layouts over ranks wire in here.
+    """
+    if distribute.kind == "split":
+        return distribute.axis
+    if distribute.kind == "broadcast":
+        return None
+    return batch_axis

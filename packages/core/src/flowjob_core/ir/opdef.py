@@ -136,6 +136,12 @@ class OpDef:
     ``legacy_names``: other names legacy gave this op type, which ``flow.user_op_builder(...).Op(name)``
     accepts for it (``dynamic_loss_scale_schedule`` for ``optim_dynamic_loss_scale_schedule``, whose
     record carries its package's prefix); the job records the op under ``name``.
+    ``intended_inf``: the op makes infinities on purpose where its attributes or inputs ask (a mask's
+    ``-inf`` fill, ``-inf`` padding before a softmax, a constant of ``-inf``): the numerics check lets the
+    Inf it makes through (NaN still stops the step; ``flowjob_core/plan/numerics.py``).
+    ``legacy_input_names``: (legacy name, name) pairs of input arguments an earlier legacy version
+    named otherwise, which ``flow.user_op_builder`` accepts for ``input_names``' name
+    (``fused_cast_scale``'s ``scalar``, v0.4's ``scale_by_tensor``).
     ``ordered``: the node runs on the step's own thread, in schedule order with the plan's other ordered
     and ``effect`` nodes, never beside them on another thread (MPI collectives: every rank must issue
     them in one order).
@@ -182,6 +188,8 @@ class OpDef:
     flops: FlopsFn | None = None
     ordered: bool = False
     legacy_names: tuple[str, ...] = ()
+    legacy_input_names: tuple[tuple[str, str], ...] = ()
+    intended_inf: bool = False
     cpu_only: bool = False
     parallel_num_attr: str | None = None
     host_split: bool = False

@@ -21,7 +21,7 @@ class GradContext:
     """What a gradient rule sees: the node, blob handles for its values, and a way to emit nodes."""
 
     def __init__(self, builder: JobBuilder, node: Node, out_grads: Sequence[Blob | None],
-                 needs: Sequence[bool]) -> None:
+                 needs: Sequence[bool], data_rows: frozenset[str] = frozenset()) -> None:
         self.builder = builder
         self.node = node
         self.attrs = node.attrs
@@ -29,6 +29,14 @@ class GradContext:
         self.outputs = tuple(builder.blob(lbn) for lbn in node.outputs)
         self.out_grads = tuple(out_grads)
         self.needs = tuple(needs)
+        self._data_rows = data_rows
+
+    def rows_from_data(self, blob: Blob) -> bool:
+        """Whether ``blob``'s actual shape is decided by the data at each step (it reads the rows of an op
+        declaring ``OpDef.dynamic_extent``, argwhere): a rule must then take shapes from blobs at run time
+        (``broadcast_to_compatible_with``, ``reduced_shape_elem_cnt``), as legacy's ``*_like`` ops did,
+        instead of fixing them from the traced shapes."""
+        return blob.lbn in self._data_rows
 
     @property
     def dy(self) -> Blob:
@@ -62,6 +70,22 @@ def reachable_backward(job: Job, targets: set[str]) -> set[str]:
     return reached
 
 
+def rows_from_data(nodes: Sequence[Node], ops: Any) -> frozenset[str]:
+    """The values of ``nodes`` whose actual shape the data decide: the outputs of ops declaring
+    ``OpDef.dynamic_extent`` and every value computed from them, except past an op that keeps its
+    traced shape (``OpDef.traced_shape_from``) when the rows do not come through those inputs."""
+    found: set[str] = set()
+    for node in nodes:
+        if node.op == "input":
+            continue
+        opdef = ops[node.op]
+        reads = [i for i, lbn in enumerate(node.inputs) if lbn in found]
+        through = opdef.traced_shape_from
+        if opdef.dynamic_extent or (reads and (through is None or any(k in through for k in reads))):
+            found.update(node.outputs)
+    return frozenset(found)
+
+
 def differentiate(job: Job, ctx: "PassContext") -> None:
     """Add gradient nodes for every trainable variable and every requested target of a train job."""
     if job.type != "train":
@@ -92,9 +116,20 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
         ctx.grads[lbn] = grad.lbn
 
     loss_elements = sum(job.specs[loss].size for loss in job.losses)
+    data_rows = rows_from_data(job.nodes, ops)
+    counts: dict[Any, Blob] = {}  # dtype -> the step's loss element count, where the data decide a loss's rows
     for vdef in job.variables.values():
         raw = ctx.grads.get(vdef.lbn)
         if raw is None or not vdef.trainable:
+            continue
+        if any(loss in data_rows for loss in job.losses):
+            # legacy scaled by the loss instances of the step: count them as the step runs
+            dtype = job.specs[raw].dtype
+            if dtype not in counts:
+                counts[dtype] = _step_loss_count(builder, job, dtype)
+            name = builder.local_name(f"{vdef.name}_grad_scaled")
+            scaled = builder.add_op("divide", [builder.blob(raw), counts[dtype]], scoped_name=name)[0]
+            ctx.variable_grads[vdef.name] = scaled.lbn
             continue
         if loss_elements <= 1:  # one element: nothing to scale; none (an empty batch): the gradients are zeros
             ctx.variable_grads[vdef.name] = raw
@@ -103,6 +138,17 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
         scaled = builder.add_op("scalar_mul", [builder.blob(raw)], {"scalar": 1.0 / loss_elements},
                                 scoped_name=name)[0]
         ctx.variable_grads[vdef.name] = scaled.lbn
+
+
+def _step_loss_count(builder: JobBuilder, job: Job, dtype: Any) -> Blob:
+    """(1,) of ``dtype``: how many elements the losses hold at this step (at least 1: no rows, no scaling)."""
+    parts = [builder.add_op("shape_elem_cnt", [builder.blob(loss)], {"axis": None, "dtype": dtype},
+                            scoped_name=builder.local_name(f"{loss.split('/')[0]}_grad_count"))[0]
+             for loss in job.losses]
+    total = parts[0] if len(parts) == 1 else builder.add_op(
+        "add_n", parts, scoped_name=builder.local_name("loss_grad_count_sum"))[0]
+    one = builder.add_op("ones_like", [total], scoped_name=builder.local_name("loss_grad_count_one"))[0]
+    return builder.add_op("maximum", [total, one], scoped_name=builder.local_name("loss_grad_count"))[0]
 
 
 def propagate(builder: JobBuilder, forward_nodes: Sequence[Node], pending: dict[str, list[Blob]],
@@ -115,6 +161,7 @@ def propagate(builder: JobBuilder, forward_nodes: Sequence[Node], pending: dict[
     an eager gradient is built from the same rules, sums and unbroadcasts as a lazy one."""
     job = builder.job
     grads: dict[str, Blob] = {}
+    data_rows = rows_from_data(forward_nodes, ops)
 
     def total(lbn: str) -> Blob | None:
         parts = pending.pop(lbn, None)
@@ -149,7 +196,7 @@ def propagate(builder: JobBuilder, forward_nodes: Sequence[Node], pending: dict[
                 f"job {job.name!r}: op {node.name!r} ({node.op}) at {node.source} {why}, but the loss "
                 f"depends on it through {[i for i in node.inputs if i in needs_grad]}")
         needs = [lbn in needs_grad for lbn in node.inputs]
-        grad_ctx = GradContext(builder, node, out_grads, needs)
+        grad_ctx = GradContext(builder, node, out_grads, needs, data_rows)
         in_grads = list(opdef.grad(grad_ctx))
         if len(in_grads) != len(node.inputs):
             raise FlowjobError(f"gradient rule of op {node.op!r} returned {len(in_grads)} gradients "
@@ -160,7 +207,12 @@ def propagate(builder: JobBuilder, forward_nodes: Sequence[Node], pending: dict[
             want = job.specs[lbn]
             if grad.shape != want.shape:
                 name = builder.local_name(f"{node.name}_grad_unbroadcast")
-                grad = builder.add_op("unbroadcast", [grad], {"shape": want.shape}, scoped_name=name)[0]
+                attrs: dict[str, Any] = {"shape": want.shape}
+                if data_rows and lbn not in data_rows:
+                    # its target's shape is traced, not the data's: rows the data decide, if they reach this
+                    # node, are summed into it (flowjob_core.plan.extent lets such a node follow them)
+                    attrs["static_target"] = True
+                grad = builder.add_op("unbroadcast", [grad], attrs, scoped_name=name)[0]
             pending.setdefault(lbn, []).append(grad)
     for lbn in list(pending):
         total(lbn)

@@ -15,10 +15,13 @@ gather gradient, ``unsorted_segment_sum``) follows its inputs but its outputs ke
 so the rows stop there (``OpDef.traced_shape_from``; legacy's hybrid embedding scatters rows argwhere
 selected into a static table).
 An op whose attributes fix a shape at trace time (``broadcast_to``, ``unbroadcast``) cannot follow:
-the plan is refused, naming the job, the op, its source line and the data-dependent op. An op that
+the plan is refused, naming the job, the op, its source line and the data-dependent op; an
+``unbroadcast`` that autodiff marks ``static_target`` (the gradient of a value whose shape is traced, a
+weight broadcast over the selected rows) sums the rows into that shape, and they stop there. An op that
 cannot take the actual shapes (a binary op whose other operand keeps the maximum) raises
-``DynamicShapeError`` when the step meets them. A train job's loss must keep its traced shape (its
-1/N gradient scale is fixed when the job is traced).
+``DynamicShapeError`` when the step meets them. In a train job the gradient rules take such shapes from
+the blobs at each step (``GradContext.rows_from_data``), and a loss whose rows the data decide scales the
+variable gradients by its element count at that step, as legacy's dynamic loss instance count did.
 """
 from __future__ import annotations
 
@@ -49,6 +52,8 @@ class Followers:
             src = next((origin[i] for i in node.inputs if i in origin), None)
             if src is not None:
                 self.source[id(node)] = src
+                if node.op != "input" and ops[node.op].fixed_shape and node.attrs.get("static_target"):
+                    continue  # it sums the rows into its traced shape (a variable's gradient): they stop here
                 if node.op != "input" and ops[node.op].fixed_shape:
                     raise DynamicShapeError(
                         f"{self._where(node, src)}: the op's target shape {node.attrs.get('shape')} was fixed "
@@ -90,7 +95,6 @@ class Followers:
     def _builder(self, node: Node, builder: KernelBuilder, cache: dict) -> Callable[[tuple], Callable[..., Any]]:
         job, ops = self.job, self.registries.ops
         declared = tuple(job.specs[i] for i in node.inputs)
-        losses = [k for k, lbn in enumerate(node.outputs) if lbn in job.losses] if job.type == "train" else []
         where = self._where(node, self.source[id(node)])
         arena = self.arena
 
@@ -113,13 +117,6 @@ class Followers:
                 except Exception as exc:  # ShapeError and the plain checks ops make
                     raise DynamicShapeError(f"{where}: the op cannot take the actual shapes "
                                             f"{[s.shape for s in ins]}: {exc}") from None
-            for k in losses:
-                if outs[k].shape != job.specs[node.outputs[k]].shape:
-                    raise DynamicShapeError(
-                        f"{where}: the train job's loss {node.outputs[k]!r} would have shape {outs[k].shape} "
-                        f"instead of the traced {job.specs[node.outputs[k]].shape} (its 1/N gradient scale is "
-                        f"fixed when the job is traced); reduce it to a fixed shape first")
-
             def out_buffer(k: int) -> Any:
                 return arena.view(node.outputs[k], outs[k])
 

@@ -1,8 +1,15 @@
 """The numerics check: a step stops at the first op whose output holds NaN or Inf.
 
-Turned on for a session by ``flow.config.enable_debug_mode(True)`` (legacy's name) or for one
-global function by ``function_config().enable_numerics_check(True)``; read when the job is
-planned (its first call). The planner then wraps each kernel of a floating output in
+Turned on for a session by ``flow.config.enable_numerics_check(True)`` or the environment switch
+``FLOWJOB_NUMERICS_CHECK=1``, or for one global function by
+``function_config().enable_numerics_check(True)`` (which overrides the session's choice); read when the
+job is planned (its first call). Legacy's ``flow.config.enable_debug_mode`` does not turn it on: legacy's
+debug mode did not check values, and programs running in it fill with ``-inf`` on purpose.
+
+An infinity is an error only where it starts: an op may pass on the infinities its inputs hold (a
+``where`` choosing a ``-inf`` fill, a reshape of a mask), and an op whose record declares
+``OpDef.intended_inf`` (a causal mask's ``-inf`` fill, ``-inf`` padding before a softmax, a constant of
+``-inf``) may make them. NaN always stops the step. The planner then wraps each kernel of a floating output in
 :func:`checked` and the step in :func:`checked_feeds`, so a fed argument holding NaN is named
 before any op runs. Off, nothing is wrapped: the generated step function is the plain one.
 
@@ -16,6 +23,7 @@ import contextlib
 import contextvars
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from flowjob_core import switches
 from flowjob_core.errors import FlowjobError
 
 if TYPE_CHECKING:
@@ -23,29 +31,47 @@ if TYPE_CHECKING:
     from flowjob_core.ir.job import Job, Node
 
 OPTION = "enable_numerics_check"
+SWITCHES = f"flow.config.enable_numerics_check, FLOWJOB_NUMERICS_CHECK or function_config.{OPTION}"
 _ACTIVE: contextvars.ContextVar[bool | None] = contextvars.ContextVar("flowjob_numerics_check", default=None)
+_EVERY_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("flowjob_outputs_every_call", default=False)
 
 
 class NumericsError(FlowjobError, ArithmeticError):
     """A value of a step holds NaN or Inf while the numerics check is on; names the job, op and source line."""
 
 
+def session_wanted(session_config: "SessionConfig") -> bool:
+    """The session's choice: ``flow.config.enable_numerics_check`` when called, else ``FLOWJOB_NUMERICS_CHECK``."""
+    own = getattr(session_config, "numerics_check", None)
+    if own is not None:
+        return bool(own)
+    return switches.current().numerics_check
+
+
 def wanted(session_config: "SessionConfig", function_config: "FunctionConfig") -> bool:
-    """The function's own option when it set one, else the session's debug mode."""
+    """The function's own option when it set one, else the session's choice."""
     own = function_config.get(OPTION)
     if own is not None:
         return bool(own)
-    return bool(getattr(session_config, "debug_mode", False))
+    return session_wanted(session_config)
 
 
 @contextlib.contextmanager
-def planning(on: bool) -> Iterator[None]:
-    """Plans built inside check their values when ``on``."""
+def planning(on: bool, outputs_every_call: bool = False) -> Iterator[None]:
+    """Plans built inside check their values when ``on``, and their kernels' outputs against inference on
+    every call when ``outputs_every_call`` (debug mode) or ``on``."""
     token = _ACTIVE.set(on)
+    every = _EVERY_CALL.set(outputs_every_call)
     try:
         yield
     finally:
+        _EVERY_CALL.reset(every)
         _ACTIVE.reset(token)
+
+
+def outputs_every_call() -> bool:
+    """Whether the enclosing :func:`planning` asks for the kernel output check on every call (debug mode)."""
+    return _EVERY_CALL.get()
 
 
 def active(job: "Job") -> bool:
@@ -68,34 +94,43 @@ def _floating(spec: Any) -> bool:
     return spec.dtype.kind in "fc"
 
 
-def checked(run: Callable[..., Any], xp: Any, job: "Job", node: "Node", mutates: tuple[int, ...] = ()
-            ) -> Callable[..., Any]:
+def checked(run: Callable[..., Any], xp: Any, job: "Job", node: "Node", mutates: tuple[int, ...] = (),
+            intended_inf: bool = False) -> Callable[..., Any]:
     """``run`` followed by a finiteness check of each floating output and of each floating input it writes in
     place (``mutates``: an optimizer update's variable, whose overflow would otherwise show only when the next
-    step reads it); ``run`` itself if it has neither."""
+    step reads it); ``run`` itself if it has neither. An Inf is let through where the op's record declares it
+    makes them on purpose (``intended_inf``) or where a floating input already held one (it started earlier,
+    where it was allowed)."""
     specs = [job.specs[o] for o in node.outputs]
     watched = [k for k, s in enumerate(specs) if _floating(s)]
     written = [i for i in mutates if i < len(node.inputs) and _floating(job.specs[node.inputs[i]])]
     if not watched and not written:
         return run
     single = len(node.outputs) == 1
-    isfinite = xp.isfinite
+    isfinite, isnan, isinf = xp.isfinite, xp.isnan, xp.isinf
+    # the inputs an Inf may have come from (not those written in place: they hold what the op made)
+    sources = [i for i, lbn in enumerate(node.inputs) if _floating(job.specs[lbn]) and i not in mutates]
 
-    def check(value: Any, what: str) -> None:
+    def inf_allowed(args: tuple[Any, ...] | None) -> bool:
+        return intended_inf or (args is not None and any(bool(isinf(args[i]).any()) for i in sources))
+
+    def check(value: Any, what: str, args: tuple[Any, ...] | None) -> None:
         if not bool(isfinite(value).all()):
+            if not bool(isnan(value).any()) and inf_allowed(args):
+                return
             raise NumericsError(
                 f"job {job.name!r}, op {node.name!r} ({node.op}) at {node.source or 'an unknown line'}: {what} "
-                f"{_count(xp, value)} (numerics check on: flow.config.enable_debug_mode or function_config.{OPTION})")
+                f"{_count(xp, value)} (numerics check on: {SWITCHES})")
 
     def run_checked(*args: Any) -> Any:
         out = run(*args)
         for i in written:
-            check(args[i], f"it wrote {node.inputs[i]!r} in place, which now holds")
+            check(args[i], f"it wrote {node.inputs[i]!r} in place, which now holds", None)
         if out is None:  # a gated kernel's step off (gradient accumulation), or an update with no outputs
             return out
         values = (out,) if single else out
         for k in watched:
-            check(values[k], f"output {node.outputs[k]!r} holds")
+            check(values[k], f"output {node.outputs[k]!r} holds", args)
         return out
 
     run_checked.gated = getattr(run, "gated", False)  # type: ignore[attr-defined]
@@ -116,7 +151,7 @@ def checked_feeds(step: Callable[[list[Any]], Any], xp: Any, job: "Job") -> Call
                 what = f"argument {p.param!r}" if p.param else f"input {p.name!r}"
                 raise NumericsError(
                     f"job {job.name!r}, {what}: the fed array holds {_count(xp, value)} (numerics check on: "
-                    f"flow.config.enable_debug_mode or function_config.{OPTION})")
+                    f"{SWITCHES})")
         return step(feeds)
 
     return step_checked

@@ -260,7 +260,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     ops, kernels = registries.ops, registries.kernels
     bindings = bindings if bindings is not None else Bindings()
     side_consumers = _side_consumers(job, bindings)
-    check = numerics.active(job)  # flow.config.enable_debug_mode / enable_numerics_check: off, nothing is wrapped
+    check = numerics.active(job)  # enable_numerics_check (flow.config, FLOWJOB_, function_config): off, no wrapping
     dynamic_extent = _holds_dynamic_extent(job.nodes, registries)
     lane_plan: LanePlan | None = None
     wide: bool | None = None  # the plan's BLAS width (lanes.blas_wide), once decided
@@ -340,11 +340,12 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
         live = (opdef.host_state or opdef.ordered or opdef.cpu_only or kctx.host_state
                 or bool(getattr(fn, "host_state", False)))
         if check:
-            fn = numerics.checked(fn, backend.xp, job, node, opdef.mutates)
+            fn = numerics.checked(fn, backend.xp, job, node, opdef.mutates, opdef.intended_inf)
         kname = f"k{kernel_count}"
         kernel_count += 1
         # the first call (every call in debug mode) checks the outputs against inference
-        namespace[kname] = kernel_outputs.checked(namespace, kname, fn, job, node, out_specs, every_call=check,
+        namespace[kname] = kernel_outputs.checked(namespace, kname, fn, job, node, out_specs,
+                                                  every_call=check or numerics.outputs_every_call(),
                                                   flexible_extent=follows or opdef.dynamic_extent)
         call = f"{kname}({', '.join(var(i) for i in node.inputs)})"
         if node.outputs:

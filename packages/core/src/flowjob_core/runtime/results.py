@@ -26,6 +26,8 @@ class ParamKind(Protocol):
 
     An optional class attribute ``dynamic = True`` marks a parameter whose declared shapes are maxima
     (legacy's mirrored placeholders): its blobs, and what is computed from them, say ``is_dynamic``.
+    An optional ``tensor_list = True`` marks a parameter fed lists of arrays per device (legacy's tensor
+    lists): its placeholder blobs say ``is_tensor_list``.
     """
 
     def input_specs(self) -> Sequence[InputSpec]:

@@ -137,10 +137,11 @@ def concat(inputs: Sequence[Blob] | None = None, axis: int = 0, max_dim_size: in
     Args:
         inputs: a non-empty list of blobs of one dtype and rank, equal off ``axis``.
         axis: the axis to join along.
-        max_dim_size: legacy's bound on the joined axis when dynamic blobs (mirrored placeholders and what
-            is computed from them) take part: the static inputs' extents must fit in it. Here a dynamic
-            blob's shapes are inferred again for each call's data, so the joined blob's traced extent is
-            the inputs' traced (maximum) extents added up, and each call's is the actual sum.
+        max_dim_size: legacy's bound on the joined axis when dynamic blobs (mirrored placeholders, rows
+            the data decide, and what is computed from them) take part: the static inputs' extents must
+            fit in it, and the joined blob is dynamic with ``max_dim_size`` as its traced extent along
+            ``axis`` (legacy's static shape); each call's extent is the inputs' actual sum, at most
+            ``max_dim_size``. With static inputs only, the extent is their sum.
         name: the op name; default ``Concat_<n>``.
         values: legacy's older name of ``inputs``.
 
@@ -155,6 +156,9 @@ def concat(inputs: Sequence[Blob] | None = None, axis: int = 0, max_dim_size: in
         raise build_error("flow.concat", f"inputs must be a non-empty list of blobs, got {inputs!r}")
     if max_dim_size is not None:
         _check_max_dim_size(inputs, axis, max_dim_size)
+        if any(isinstance(b, Blob) and b.is_dynamic for b in inputs):
+            return apply("bounded_concat", list(inputs), {"axis": axis, "max_dim_size": int(max_dim_size)},
+                         name=name)
     return apply("concat", list(inputs), {"axis": axis}, name=name)
 
 

@@ -68,7 +68,10 @@ def getitem(x: Blob, index: Any) -> Blob:
     node = op_name(None, "Slice")
     out = apply("slice", [x], {"begin": tuple(begin), "size": tuple(size)}, name=node)
     if len(kept) != len(x.shape):
-        out = apply("reshape", [out], {"shape": tuple(size[a] for a in kept)}, name=f"{node}_reshape")
+        # every axis indexed by an int: (1,), as legacy's blobs were never 0-d
+        shape = tuple(size[a] for a in kept) or (1,)
+        if shape != out.shape:
+            out = apply("reshape", [out], {"shape": shape}, name=f"{node}_reshape")
     return out
 
 

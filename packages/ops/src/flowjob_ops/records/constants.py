@@ -42,7 +42,8 @@ def _constant_kernel(ctx: KernelContext) -> Any:
 
 
 CONSTANT = OpDef("constant", _constant_infer, kernel=_constant_kernel, not_differentiable=True,
-                 name_prefix="Constant", doc="a fixed array: value broadcast to shape, in dtype (default float32)")
+                 name_prefix="Constant", doc="a fixed array: value broadcast to shape, in dtype (default float32)",
+                 intended_inf=True)
 
 
 # fills shaped like an input -----------------------------------------------------
@@ -64,7 +65,7 @@ ZEROS_LIKE = OpDef("zeros_like", _like_infer, kernel=_like_kernel, grad=_zero_gr
                    doc="zeros of the input's shape and dtype", amp="black")
 CONSTANT_LIKE = OpDef("constant_like", _like_infer, kernel=_like_kernel, grad=_zero_grad,
                       name_prefix="ConstantLike", doc="value in the input's shape (and its dtype unless given)",
-                      amp="black")
+                      amp="black", intended_inf=True)
 
 
 # range -----------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ def _moments_axes(x: BlobSpec, attrs: dict, op: str) -> tuple[int, ...]:
 def _moments_out_shape(x: BlobSpec, axes: Sequence[int], keepdims: bool) -> tuple[int, ...]:
     if keepdims:
         return kept_dims_shape(x.shape, axes)
-    return tuple(d for i, d in enumerate(x.shape) if i not in axes)
+    return tuple(d for i, d in enumerate(x.shape) if i not in axes) or (1,)  # legacy: never 0-d
 
 
 def _moments_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:

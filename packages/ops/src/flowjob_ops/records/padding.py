@@ -56,7 +56,8 @@ def _pad_grad(ctx: GradContext) -> list[Any]:
 
 
 PAD = OpDef("pad", _pad_infer, kernel=_pad_kernel, grad=_pad_grad, name_prefix="Pad",
-            doc="x surrounded by constant_value: padding_before / padding_after elements per axis", amp="clear")
+            doc="x surrounded by constant_value: padding_before / padding_after elements per axis", amp="clear",
+            intended_inf=True)
 
 
 # pad2d: reflection and replication padding (adjoint of pad2d_grad) -----------------------------------
@@ -147,7 +148,8 @@ def _pad2d_grad_grad(ctx: GradContext) -> list[Any]:
 
 PAD2D = OpDef("pad2d", _pad2d_infer, kernel=_pad2d_kernel, grad=_pad2d_grad, name_prefix="Pad2d",
               doc="NCHW x padded on H and W by (left, right, top, bottom): mode 'reflect' mirrors about the "
-                  "edge, 'replicate' repeats the edge", amp="clear")
+                  "edge, 'replicate' repeats the edge", amp="clear",
+              intended_inf=True)
 
 
 PAD2D_GRAD = OpDef("pad2d_grad", _pad2d_grad_infer, kernel=_pad2d_grad_kernel, grad=_pad2d_grad_grad,

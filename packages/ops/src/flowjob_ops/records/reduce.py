@@ -21,11 +21,14 @@ from flowjob_ops import layout_rules
 
 
 def _reduced_shape(shape: Sequence[int], attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(axes, output shape) of a reduction of ``shape``."""
+    """(axes, output shape) of a reduction of ``shape``.
+
+    A reduction that removes every axis gives shape (1,), as legacy's did (its blobs were never 0-d:
+    programs ``flow.concat`` full reductions and index them with ``[0]``)."""
     axes = normalize_axes(attrs.get("axis"), len(shape))
     if attrs.get("keepdims", False):
         return axes, kept_dims_shape(shape, axes)
-    return axes, tuple(d for i, d in enumerate(shape) if i not in axes)
+    return axes, tuple(d for i, d in enumerate(shape) if i not in axes) or (1,)
 
 
 def _infer(op: str, floating: bool = False) -> Callable[[Sequence[BlobSpec], dict], list[BlobSpec]]:
@@ -46,14 +49,14 @@ def _kernel(name: str) -> Callable[[KernelContext], Any]:
         xp, out = ctx.xp, ctx.out(0)
         reduce = getattr(xp, name)
         axes, _ = _reduced_shape(ctx.inputs[0].shape, ctx.attrs)
-        keepdims = bool(ctx.attrs.get("keepdims", False))
+        kept = out.reshape(kept_dims_shape(ctx.inputs[0].shape, axes))  # a view: also right for the (1,) of all axes
         if ctx.backend.host_arrays or name not in ("min", "max"):
-            return lambda x: reduce(x, axis=axes, keepdims=keepdims, out=out)
+            return lambda x: (reduce(x, axis=axes, keepdims=True, out=kept), out)[1]
 
         def into_out(x: Any) -> Any:
             # CuPy 14's min (not its max) raises TypeError when given out= (bench/cupy_facts.py read it off
             # an H100): reduce into a fresh array, then copy
-            xp.copyto(out, reduce(x, axis=axes, keepdims=keepdims))
+            xp.copyto(kept, reduce(x, axis=axes, keepdims=True))
             return out
 
         return into_out
@@ -62,7 +65,8 @@ def _kernel(name: str) -> Callable[[KernelContext], Any]:
 
 
 def _spread(ctx: GradContext, dy: Any) -> Any:
-    """``dy`` (the reduction's shape) broadcast back to the input's shape."""
+    """``dy`` (the reduction's shape) broadcast back to the input's shape: to the traced shape, or, where
+    the data decide the input's rows (argwhere), to its shape at each step (legacy's broadcast_like)."""
     x = ctx.inputs[0]
     axes, _ = _reduced_shape(x.shape, ctx.attrs)
     kept = kept_dims_shape(x.shape, axes)
@@ -70,6 +74,8 @@ def _spread(ctx: GradContext, dy: Any) -> Any:
         dy = ctx.apply("reshape", [dy], {"shape": kept})
     if kept == x.shape:
         return dy
+    if ctx.rows_from_data(x):
+        return ctx.apply("broadcast_to_compatible_with", [dy, x])
     return ctx.apply("broadcast_to", [dy], {"shape": x.shape})
 
 
@@ -79,6 +85,10 @@ def _sum_grad(ctx: GradContext) -> list[Any]:
 
 def _mean_grad(ctx: GradContext) -> list[Any]:
     x, y = ctx.inputs[0], ctx.outputs[0]
+    if ctx.rows_from_data(x):  # the count is the step's, as legacy's reduce_mean of a dynamic blob counted it
+        axes, _ = _reduced_shape(x.shape, ctx.attrs)
+        count = ctx.apply("shape_elem_cnt", [x], {"axis": axes, "dtype": x.dtype})
+        return [ctx.apply("divide", [_spread(ctx, ctx.dy), count])]
     count = x.spec.size // max(y.spec.size, 1)
     return [_spread(ctx, ctx.apply("scalar_mul", [ctx.dy], {"scalar": 1.0 / max(count, 1)}))]
 
@@ -155,8 +165,9 @@ def _geometry(ctx: KernelContext) -> tuple[tuple[int, ...], tuple[int, ...], boo
 
 def _prod_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
-    axes, _, keepdims = _geometry(ctx)
-    return lambda x: xp.prod(x, axis=axes, keepdims=keepdims, out=out)
+    axes, kept_shape, _ = _geometry(ctx)
+    kept = out.reshape(kept_shape)  # a view: also right for the (1,) of all axes
+    return lambda x: (xp.prod(x, axis=axes, keepdims=True, out=kept), out)[1]
 
 
 def _prod_grad(ctx: GradContext) -> list[Any]:

@@ -148,6 +148,74 @@ def _concat_grad(ctx: GradContext) -> list[Any]:
     return list(ctx.apply("split", [ctx.dy], {"axis": axis, "sizes": sizes}))
 
 
+# concat of dynamic blobs bounded by max_dim_size (legacy's concat attribute) ---------------------------
+def _bounded_concat_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (joined,) = _concat_infer(inputs, attrs)
+    bound = attrs.get("max_dim_size")
+    if isinstance(bound, bool) or not isinstance(bound, numbers.Integral) or bound < 0:
+        raise ShapeError(f"concat: max_dim_size must be a non-negative int, got {bound!r}")
+    axis = normalize_axis(attrs.get("axis", 0), len(joined.shape))
+    return [BlobSpec(joined.shape[:axis] + (int(bound),) + joined.shape[axis + 1:], joined.dtype)]
+
+
+def _bounded_concat_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    axis = normalize_axis(ctx.attrs.get("axis", 0), len(ctx.outputs[0].shape))
+    bound = int(ctx.attrs["max_dim_size"])
+
+    def run(*xs: Any) -> Any:
+        extent = sum(x.shape[axis] for x in xs)
+        if extent > bound:
+            raise ValueError(f"concat {ctx.node_name!r}: the inputs add up to {extent} along axis {axis} at this "
+                             f"step, more than max_dim_size={bound}")
+        shape = out.shape[:axis] + (extent,) + out.shape[axis + 1:]
+        joined = out.reshape(-1)[:int(np.prod(shape))].reshape(shape)  # the buffer's head, in the actual shape
+        return xp.concatenate(xs, axis=axis, out=joined)
+
+    return run
+
+
+def _bounded_concat_grad(ctx: GradContext) -> list[Any]:
+    parts = ctx.apply("concat_split_like", [ctx.dy, *ctx.inputs], {"axis": ctx.attrs.get("axis", 0)})
+    return list(parts) if len(ctx.inputs) > 1 else [parts]
+
+
+def _split_like_head_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    x, likes = inputs[0], inputs[1:]
+    axis = normalize_axis(attrs.get("axis", 0), len(x.shape))
+    if any(len(like.shape) != len(x.shape) for like in likes):
+        raise ShapeError(f"concat_split_like: the like blobs {[s.shape for s in likes]} need the rank of {x.shape}")
+    return [BlobSpec(x.shape[:axis] + (like.shape[axis],) + x.shape[axis + 1:], x.dtype) for like in likes]
+
+
+def _split_like_head_kernel(ctx: KernelContext) -> Any:
+    xp = ctx.xp
+    axis = normalize_axis(ctx.attrs.get("axis", 0), len(ctx.inputs[0].shape))
+    outs = [ctx.out(i) for i in range(len(ctx.outputs))]
+
+    def run(dy: Any, *likes: Any) -> Any:
+        start = 0
+        for out, like in zip(outs, likes):
+            size = like.shape[axis]
+            xp.copyto(out, dy[(slice(None),) * axis + (slice(start, start + size),)])
+            start += size
+        return tuple(outs) if len(outs) > 1 else outs[0]
+
+    return run
+
+
+BOUNDED_CONCAT = OpDef(
+    "bounded_concat", _bounded_concat_infer, kernel=_bounded_concat_kernel, grad=_bounded_concat_grad,
+    name_prefix="Concat", dynamic_extent=True, amp="clear",
+    doc="legacy's concat(max_dim_size=N) of dynamic blobs: planned at N along axis, the step's extent the "
+        "inputs' actual sum (at most N)")
+CONCAT_SPLIT_LIKE = OpDef(
+    "concat_split_like", _split_like_head_infer, kernel=_split_like_head_kernel, not_differentiable=True,
+    name_prefix="ConcatSplitLike", amp="clear",
+    doc="inputs (dy, *likes): dy's head along axis cut into pieces as long as each like blob there "
+        "(bounded_concat's gradient)")
+
+
 def _split_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     (x,) = inputs
     if not x.shape:
@@ -253,6 +321,7 @@ def _fused_cast_scale_kernel(ctx: KernelContext) -> Any:
 FUSED_CAST_SCALE = OpDef("fused_cast_scale", _fused_cast_scale_infer, kernel=_fused_cast_scale_kernel,
                          not_differentiable=True, name_prefix="FusedCastScale", amp="black",
                          input_names=("x", "scale_by_tensor"), attr_names=("scale",), output_names=("y",),
+                         legacy_input_names=(("scalar", "scale_by_tensor"),),  # v0.3.4's name (v0.4 renamed it)
                          doc="inputs (x, scale_by_tensor of shape (1,)): x cast to scale_by_tensor's dtype, times "
                              "scale_by_tensor[0] * scale (legacy registered no gradient)")
 
@@ -422,5 +491,5 @@ SHAPE_ELEM_CNT = OpDef("shape_elem_cnt", _elem_cnt_infer, kernel=_elem_cnt_kerne
                        name_prefix="ShapeElemCnt", doc="(1,): the product of the input's extents along axis",
                        amp="black")
 
-OPS = (RESHAPE, IDENTITY, AMP_WHITE_IDENTITY, TRANSPOSE, CONCAT, SPLIT, CAST, FUSED_CAST_SCALE,
-       BROADCAST_TO_COMPATIBLE_WITH, TILE, REVERSE, TUPLE_IDENTITY, SHAPE_ELEM_CNT)
+OPS = (RESHAPE, IDENTITY, AMP_WHITE_IDENTITY, TRANSPOSE, CONCAT, BOUNDED_CONCAT, CONCAT_SPLIT_LIKE, SPLIT, CAST,
+       FUSED_CAST_SCALE, BROADCAST_TO_COMPATIBLE_WITH, TILE, REVERSE, TUPLE_IDENTITY, SHAPE_ELEM_CNT)

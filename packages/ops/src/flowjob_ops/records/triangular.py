@@ -80,9 +80,11 @@ def _fused_scale_tril_grad(ctx: GradContext) -> list[Any]:
 
 
 TRIL = OpDef("tril", _infer("tril"), kernel=_tril_kernel, grad=_tril_grad, name_prefix="Tril",
-             doc="lower triangle of the last two axes (j <= i + diagonal), fill_value above", amp="clear")
+             doc="lower triangle of the last two axes (j <= i + diagonal), fill_value above", amp="clear",
+             intended_inf=True)
 FUSED_SCALE_TRIL = OpDef("fused_scale_tril", _infer("fused_scale_tril"), kernel=_fused_scale_tril_kernel,
                          grad=_fused_scale_tril_grad, name_prefix="FusedScaleTril",
-                         doc="scale * x in the lower triangle of the last two axes, fill_value above", amp="gray")
+                         doc="scale * x in the lower triangle of the last two axes, fill_value above", amp="gray",
+                         intended_inf=True)
 
 OPS = (TRIL, FUSED_SCALE_TRIL)
