@@ -139,4 +139,4 @@ if case == "gradient":
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
         return loss
 
-    print("loss", gradient_job(np.ones((4, 2), dtype=np.float32)))
+    print("loss", float(gradient_job(np.ones((4, 2), dtype=np.float32))))
