@@ -16,6 +16,7 @@ OUR_DISTRIBUTIONS = ("flowjob_", "oneflow")
 # literals equal to a plugin's op name that do not name that op (the word means something else there)
 NOT_OP_NAMES = {
     ("ir/distribute.py", "split"): "legacy's split distribution of a blob, not the split op",
+    ("trace/blob.py", "split"): "the split layout's kind in a blob's legacy unique_name suffix (:S0)",
     ("ir/layout.py", "split"): "the split layout (legacy's S) of a blob over ranks, not the split op",
     ("plugins/builtin_ops.py", "multiply"): "numpy's ufunc in scalar_mul's Elementwise descriptor",
 }

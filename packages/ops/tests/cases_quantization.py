@@ -175,6 +175,31 @@ def partial_fc_ref(weight: np.ndarray, label: np.ndarray, num_sample: int, seed:
     return mapped, np.array(sampled, dtype=label.dtype), weight[sampled]
 
 
+def sharded_partial_fc_case(draw: Draw) -> Case:
+    """One rank's shard of the class weights: the whole op's draws, this shard's block of its samples."""
+    (weight, label), attrs = partial_fc_case(draw)
+    shards = attrs["parallel_num"] = 2
+    classes = weight.shape[0] + weight.shape[0] % 2
+    weight = np.concatenate([weight, weight[:1]])[:classes] if classes != weight.shape[0] else weight
+    size = classes // shards
+    most = max(len({v for v in label.tolist() if v // size == s}) for s in range(shards))
+    attrs["num_sample"] = shards * draw(st.integers(max(most, 1), size))
+    shard = draw(st.integers(0, shards - 1))
+    attrs.update(shard_start=shard * size, shard_stop=(shard + 1) * size, shard_size=classes)
+    return [weight[shard * size:(shard + 1) * size], label], attrs
+
+
+def sharded_partial_fc_ref(piece: np.ndarray, label: np.ndarray, num_sample: int, seed: int, parallel_num: int,
+                           shard_start: int, shard_stop: int, shard_size: int
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    whole = np.zeros((shard_size,) + piece.shape[1:], piece.dtype)
+    whole[shard_start:shard_stop] = piece
+    mapped, sampled, _ = partial_fc_ref(whole, label, num_sample, seed, parallel_num)
+    per_shard, shard = num_sample // parallel_num, shard_start // piece.shape[0]
+    mine = sampled[shard * per_shard:(shard + 1) * per_shard]
+    return mapped, mine, piece[mine - shard_start]
+
+
 def partial_fc_grad_case(draw: Draw) -> Case:
     classes, width = draw(st.integers(1, 6)), draw(st.integers(1, 3))
     sampled = np.array(draw(st.lists(st.integers(0, classes - 1), min_size=1, max_size=classes, unique=True)),
@@ -221,6 +246,8 @@ CASES = [
     OpCase("fake_quantization", fake_case, reference=fake_ref, wrt=()),
     OpCase("distributed_partial_fc_sample", partial_fc_case, reference=partial_fc_ref, wrt=()),
     OpCase("distributed_partial_fc_sample_grad", partial_fc_grad_case, reference=partial_fc_grad_ref, wrt=()),
+    OpCase("sharded_distributed_partial_fc_sample", sharded_partial_fc_case, reference=sharded_partial_fc_ref,
+           wrt=()),
     OpCase("sharded_distributed_partial_fc_sample_grad", sharded_partial_fc_grad_case,
            reference=sharded_partial_fc_grad_ref, wrt=()),
     OpCase("amp_white_identity", identity_case, reference=lambda x: x),

@@ -117,18 +117,15 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
 
     loss_elements = sum(job.specs[loss].size for loss in job.losses)
     data_rows = rows_from_data(job.nodes, ops)
-    counts: dict[Any, Blob] = {}  # dtype -> the step's loss element count, where the data decide a loss's rows
     for vdef in job.variables.values():
         raw = ctx.grads.get(vdef.lbn)
         if raw is None or not vdef.trainable:
             continue
         if any(loss in data_rows for loss in job.losses):
             # legacy scaled by the loss instances of the step: count them as the step runs
-            dtype = job.specs[raw].dtype
-            if dtype not in counts:
-                counts[dtype] = _step_loss_count(builder, job, dtype)
             name = builder.local_name(f"{vdef.name}_grad_scaled")
-            scaled = builder.add_op("divide", [builder.blob(raw), counts[dtype]], scoped_name=name)[0]
+            losses = [builder.blob(loss) for loss in job.losses]
+            scaled = builder.add_op("scale_by_loss_count", [builder.blob(raw), *losses], scoped_name=name)[0]
             ctx.variable_grads[vdef.name] = scaled.lbn
             continue
         if loss_elements <= 1:  # one element: nothing to scale; none (an empty batch): the gradients are zeros
@@ -138,17 +135,6 @@ def differentiate(job: Job, ctx: "PassContext") -> None:
         scaled = builder.add_op("scalar_mul", [builder.blob(raw)], {"scalar": 1.0 / loss_elements},
                                 scoped_name=name)[0]
         ctx.variable_grads[vdef.name] = scaled.lbn
-
-
-def _step_loss_count(builder: JobBuilder, job: Job, dtype: Any) -> Blob:
-    """(1,) of ``dtype``: how many elements the losses hold at this step (at least 1: no rows, no scaling)."""
-    parts = [builder.add_op("shape_elem_cnt", [builder.blob(loss)], {"axis": None, "dtype": dtype},
-                            scoped_name=builder.local_name(f"{loss.split('/')[0]}_grad_count"))[0]
-             for loss in job.losses]
-    total = parts[0] if len(parts) == 1 else builder.add_op(
-        "add_n", parts, scoped_name=builder.local_name("loss_grad_count_sum"))[0]
-    one = builder.add_op("ones_like", [total], scoped_name=builder.local_name("loss_grad_count_one"))[0]
-    return builder.add_op("maximum", [total, one], scoped_name=builder.local_name("loss_grad_count"))[0]
 
 
 def propagate(builder: JobBuilder, forward_nodes: Sequence[Node], pending: dict[str, list[Blob]],

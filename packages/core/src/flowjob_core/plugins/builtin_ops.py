@@ -189,7 +189,25 @@ SCALAR_MUL = OpDef("scalar_mul", _scalar_mul_infer, grad=_scalar_mul_grad, name_
                    elementwise=Elementwise("multiply", scalar="scalar"), amp="gray",
                    doc="Multiplies by a Python number.")
 
-CORE_OPS = (INPUT, VARIABLE, RETURN, FETCH, ONES_LIKE, ADD_N, UNBROADCAST, BROADCAST_TO, SCALAR_MUL)
+def _scale_by_loss_count_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+
+    def run(grad: Any, *losses: Any) -> Any:
+        # the losses' element counts as this step ran them (their rows may be the data's): sizes, never values
+        xp.divide(grad, max(1, sum(int(loss.size) for loss in losses)), out=out)
+        return out
+
+    return run
+
+
+SCALE_BY_LOSS_COUNT = OpDef(
+    "scale_by_loss_count", _same, kernel=_scale_by_loss_count_kernel, not_differentiable=True,
+    name_prefix="ScaleByLossCount",
+    doc="A variable's gradient divided by the element count of the losses at this step (at least 1): legacy's "
+        "scaling by the step's loss instances where the data decide a loss's rows.")
+
+CORE_OPS = (INPUT, VARIABLE, RETURN, FETCH, ONES_LIKE, ADD_N, UNBROADCAST, BROADCAST_TO, SCALAR_MUL,
+            SCALE_BY_LOSS_COUNT)
 
 
 @hookimpl
