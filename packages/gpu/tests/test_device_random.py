@@ -1,0 +1,102 @@
+"""The gpu backend's device random streams (flowjob_gpu.philox, flowjob_gpu.device_random): Philox4x32-10 gives
+Random123's known answers; on the emulated CuPy dropout's masks are the documented stream's, the same recorded as
+CUDA graphs or not, fresh at every replay, and the node is no live piece."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flowjob_gpu import plugin
+from flowjob_gpu.device_random import keep_threshold
+from flowjob_gpu.philox import philox4x32_10, seed_key
+from flowjob_gpu.step_graphs import GraphedStep
+
+# Random123's kat_vectors for philox4x32 with 10 rounds: (counter, key) -> output
+KNOWN_ANSWERS = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+@pytest.mark.parametrize("counter,key,want", KNOWN_ANSWERS)
+def test_philox_gives_random123s_known_answers_on_arrays_and_python_ints(counter, key, want):
+    assert philox4x32_10(counter, key) == want
+    words = philox4x32_10(tuple(np.array([c], np.uint64) for c in counter), key)
+    assert [int(w[0]) for w in words] == list(want)
+
+
+def test_a_seed_is_the_key_of_its_low_and_high_words():
+    assert seed_key(3) == (3, 0) and seed_key((5 << 32) | 7) == (7, 5) and seed_key(-1) == (0xFFFFFFFF,) * 2
+
+
+def _expected_keep(seed: int, draw: int, size: int, rate: float) -> np.ndarray:
+    """The documented stream, on numpy: element i takes word i % 4 of block i // 4 of counter (block, draw, 0)."""
+    blocks = np.arange(-(-size // 4), dtype=np.uint64)
+    words = philox4x32_10((blocks, np.uint64(draw & 0xFFFFFFFF), np.uint64(draw >> 32), 0), seed_key(seed))
+    flat = np.stack(words, axis=1).reshape(-1)[:size]
+    return (flat >> 8) > keep_threshold(rate)
+
+
+def test_the_keep_threshold_keeps_a_draw_above_the_rate():
+    assert keep_threshold(0.5) == 1 << 23 and keep_threshold(0.0) == 0
+    k = np.arange(1 << 24)
+    assert np.array_equal(k > keep_threshold(0.3), k / 2.0 ** 24 > 0.3)
+
+
+@pytest.fixture
+def emulation(monkeypatch):
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "1")
+    monkeypatch.delenv("FLOWJOB_DEVICE", raising=False)
+    monkeypatch.delenv("FLOWJOB_CUDA_GRAPHS", raising=False)
+    monkeypatch.setattr(plugin, "available_cupy", lambda: None)
+
+
+def _masks(steps: int, seed: int | None = 11) -> tuple[list[np.ndarray], list[np.ndarray], object]:
+    """Dropout's and random_mask_like's masks over ``steps`` calls of a train job, and its plan's step."""
+    import oneflow as flow
+    import oneflow.typing as tp
+    flow.clear_default_session()
+
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((6, 7))) -> tp.Numpy:
+        w = flow.get_variable("w", (6, 7), initializer=flow.ones_initializer())
+        y = flow.nn.dropout(x * w, rate=0.3, seed=seed)
+        kept = flow.nn.random_mask_like(x, rate=0.6, seed=None if seed is None else seed + 1)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.0]), momentum=0).minimize(
+            flow.math.reduce_sum(y))
+        return flow.concat([y, flow.cast(kept, flow.float)], axis=1)
+
+    x = np.ones((6, 7), np.float32)
+    outs = [train(x) for _ in range(steps)]
+    step = train.plan().step
+    flow.clear_default_session()
+    return [o[:, :7] for o in outs], [o[:, 7:] for o in outs], step
+
+
+def test_dropout_masks_are_the_documented_stream_recorded_or_not_and_fresh_every_replay(emulation, monkeypatch):
+    monkeypatch.setenv("FLOWJOB_CUDA_GRAPHS", "0")
+    plain_y, plain_kept, plain_step = _masks(5)
+    assert not isinstance(plain_step, GraphedStep)
+    monkeypatch.setenv("FLOWJOB_CUDA_GRAPHS", "1")
+    ys, kept, step = _masks(5)
+    assert isinstance(step, GraphedStep) and step.recorded
+    live = step.live_nodes()
+    assert not any("(dropout)" in n or "(random_mask_like)" in n for n in live), live
+    for draw in range(5):
+        want = np.where(_expected_keep(11, draw, 42, 0.3).reshape(6, 7), np.float32(1 / 0.7), 0)
+        np.testing.assert_array_equal(ys[draw], want)
+        np.testing.assert_array_equal(plain_y[draw], want)
+        want_kept = _expected_keep(12, draw, 42, 0.6).reshape(6, 7).astype(np.float32)
+        np.testing.assert_array_equal(kept[draw], want_kept)
+        np.testing.assert_array_equal(plain_kept[draw], want_kept)
+    # each replay (calls 3 to 5) draws a mask of its own
+    assert len({m.tobytes() for m in ys}) == 5 and len({m.tobytes() for m in kept}) == 5
+
+
+def test_without_a_seed_each_session_draws_its_own_masks(emulation):
+    first, _, _ = _masks(2, seed=None)
+    second, _, _ = _masks(2, seed=None)
+    assert not np.array_equal(first[0], second[0])
+    assert 0.4 < np.mean(np.concatenate(first + second) > 0) < 0.95  # kept with probability 0.7
