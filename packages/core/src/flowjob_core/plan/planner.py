@@ -247,6 +247,9 @@ class Plan:
     checks_numerics: bool = False  # plans specialised from this one (smaller dynamic feeds) check too
     lanes: LanePlan | None = None  # the sections run side by side on the host threads (None: in order)
     program: StepProgram | None = None  # the step's calls as data where they run in order (None: lanes)
+    shared: dict[Any, Any] = field(default_factory=dict)
+    """The kernels' shared dict (``KernelContext.shared``): what they offer the step's driver (a backend's step
+    recorder reads the device counts kernels register there, ``flowjob_ops.kernels.device_counts``)."""
 
 
 def build_plan(job: Job, backend: "Backend", registries: "Registries", variables: "VariableStore",
@@ -383,6 +386,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     plan._line_nodes = line_nodes
     plan.checks_numerics = check
     plan.lanes = lane_plan
+    plan.shared = shared
     if lane_plan is None:
         plan.program = StepProgram(job.name, namespace, program_calls, tuple(placeholder_vars),
                                    tuple(var(lbn) for lbn in job.returns), tuple(var(s.lbn) for s in job.side_outputs))
