@@ -3,11 +3,15 @@ Random123's known answers; on the emulated CuPy dropout's masks are the document
 CUDA graphs or not, fresh at every replay, and the node is no live piece."""
 from __future__ import annotations
 
+import ctypes
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
-from flowjob_gpu import plugin
-from flowjob_gpu.device_random import keep_threshold
+from flowjob_gpu import available_cupy, plugin
+from flowjob_gpu.device_random import MASK_OPERATION, keep_threshold
 from flowjob_gpu.philox import philox4x32_10, seed_key
 from flowjob_gpu.step_graphs import GraphedStep
 
@@ -100,3 +104,74 @@ def test_without_a_seed_each_session_draws_its_own_masks(emulation):
     second, _, _ = _masks(2, seed=None)
     assert not np.array_equal(first[0], second[0])
     assert 0.4 < np.mean(np.concatenate(first + second) > 0) < 0.95  # kept with probability 0.7
+
+
+HOST_WRAPPER = """
+typedef float T;
+extern "C" void keep_mask(long long n, const unsigned long long* draws, unsigned long long k0, unsigned long long k1,
+                          unsigned long long threshold, T scale, T* out) {
+  for (long long i = 0; i < n; ++i) { T mask; %s
+    out[i] = mask; }
+}
+"""
+
+DEVICE_WRAPPER = """
+typedef float T;
+extern "C" __global__ void keep_mask(long long n, const unsigned long long* draws, unsigned long long k0,
+                                     unsigned long long k1, unsigned long long threshold, T scale, T* out) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  T mask; %s
+  out[i] = mask;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler: the mask kernel's C is not run")
+def test_the_mask_kernels_c_gives_the_array_forms_masks(tmp_path):
+    """The ElementwiseKernel body CuPy compiles (the rounds written as C by the code that runs them as arrays),
+    run on the host: the documented stream's masks, a draw count past 2**32 included."""
+    source = tmp_path / "keep_mask.cpp"
+    source.write_text(HOST_WRAPPER % MASK_OPERATION)
+    library = tmp_path / "keep_mask.so"
+    done = subprocess.run(["g++", "-O2", "-shared", "-fPIC", "-o", str(library), str(source)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    keep_mask = ctypes.CDLL(str(library)).keep_mask
+    u64 = ctypes.c_ulonglong
+    keep_mask.argtypes = [ctypes.c_longlong, ctypes.c_void_p, u64, u64, u64, ctypes.c_float, ctypes.c_void_p]
+    for seed, draw, size, rate in [(11, 0, 42, 0.3), (12, 3, 37, 0.6), ((7 << 32) | 5, (1 << 32) + 9, 1001, 0.5)]:
+        draws = np.array([draw], np.uint64)
+        out = np.full(size, -1, np.float32)
+        k0, k1 = seed_key(seed)
+        scale = np.float32(1 / (1 - rate))
+        keep_mask(size, draws.ctypes.data, k0, k1, keep_threshold(rate), scale, out.ctypes.data)
+        np.testing.assert_array_equal(out, np.where(_expected_keep(seed, draw, size, rate), scale, np.float32(0)))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: the mask kernel is not compiled")
+def test_the_mask_kernel_compiles_to_ptx(tmp_path):
+    source = tmp_path / "keep_mask.cu"
+    source.write_text(DEVICE_WRAPPER % MASK_OPERATION)
+    done = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", "-o", str(tmp_path / "keep_mask.ptx"), str(source)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert ".entry keep_mask" in (tmp_path / "keep_mask.ptx").read_text()
+
+
+@pytest.mark.gpu
+def test_on_the_device_the_mask_kernel_draws_the_documented_stream():
+    from flowjob_core import BlobSpec, KernelContext
+    from flowjob_gpu.device_random import dropout_kernel
+    cp = available_cupy()
+    spec = BlobSpec((6, 7), np.dtype(np.float32))
+    outs = [cp.empty((6, 7), np.float32), cp.empty((6, 7), np.float32)]
+    ctx = KernelContext(cp, None, "dropout", "d", {"rate": 0.3, "seed": 11}, (spec,), (spec, spec), "train",
+                        _out_buffer=lambda k: outs[k])
+    run = dropout_kernel(ctx)
+    assert run.host_state is False
+    for draw in range(3):
+        y, mask = run(cp.ones((6, 7), np.float32))
+        want = np.where(_expected_keep(11, draw, 42, 0.3).reshape(6, 7), np.float32(1 / 0.7), 0)
+        np.testing.assert_array_equal(cp.asnumpy(mask), want)
+        np.testing.assert_array_equal(cp.asnumpy(y), want)

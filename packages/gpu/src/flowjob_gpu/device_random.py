@@ -10,20 +10,45 @@ draw exceeded the rate. A seed gives the same masks on every CUDA device, on the
 recorded and unrecorded runs (the counter advances once a call either way); they are not the CPU backend's
 masks, which follow legacy's CPU generator (``flowjob_ops.kernels.keep_mask``).
 
-Only the state moves to the device: a record's ``host_state`` mark is overridden by the kernel function's own
-``host_state = False`` (``flowjob_core.OpDef``), which the planner reads.
+On CuPy the mask is one ``ElementwiseKernel`` (the rounds as C, ``philox.philox_c``, written by the same code as
+their array form) and one launch advances the counter; on the emulated CuPy, or a CuPy without it, the rounds run
+as array operations (some hundred launches, the same words). Only the state moves to the device: a record's
+``host_state`` mark is overridden by the kernel function's own ``host_state = False`` (``flowjob_core.OpDef``),
+which the planner reads.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
 
 from flowjob_core import KernelContext
 
-from flowjob_gpu.philox import MASK, philox4x32_10, seed_key
+from flowjob_gpu.philox import MASK, philox4x32_10, philox_c, seed_key
 
 UNIFORM_BITS = 24  # the top bits of a word that make its uniform draw
+
+MASK_IN_PARAMS = "raw uint64 draws, uint64 k0, uint64 k1, uint64 threshold, T scale"
+MASK_OPERATION = (
+    philox_c(("i / 4", "draws[0] & 0xFFFFFFFFULL", "draws[0] >> 32", 0), ("k0", "k1"))
+    + "\nconst unsigned long long word = (i % 4 == 0) ? word0 : (i % 4 == 1) ? word1 : (i % 4 == 2) ? word2 : word3;"
+    + f"\nmask = ((word >> {32 - UNIFORM_BITS}) > threshold) ? scale : (T)0;")
+"""The body of the mask kernel (CuPy's ``ElementwiseKernel``, element ``i`` of the flat mask): ``scale`` where the
+element is kept, else 0; the node's draw count is read from ``draws[0]``."""
+
+
+def mask_kernel(cp: Any) -> Any:
+    """The mask ``ElementwiseKernel`` on CuPy; None on an array module that builds no CUDA (the emulated CuPy)."""
+    from flowjob_gpu.emulation.modules import EmulatedModule
+    if isinstance(cp, EmulatedModule) or getattr(cp, "ElementwiseKernel", None) is None:
+        return None
+    return _compiled(cp)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(cp: Any) -> Any:
+    return cp.ElementwiseKernel(MASK_IN_PARAMS, "T mask", MASK_OPERATION, "flowjob_philox_keep_mask")
 
 
 def keep_threshold(rate: float) -> int:
@@ -45,6 +70,17 @@ class DeviceStream:
         self.draws.fill(0)
         self.blocks = xp.arange(-(-size // 4), dtype=np.uint64)
         self.one = np.uint64(1)
+        self.kernel = mask_kernel(xp)
+
+    def fill(self, out: Any, rate: float, scale: Any) -> None:
+        """Write the next call's mask into ``out`` (``size`` elements, contiguous): ``scale`` where kept, else 0."""
+        xp = self.xp
+        if self.kernel is not None:
+            self.kernel(self.draws, np.uint64(self.key[0]), np.uint64(self.key[1]), np.uint64(keep_threshold(rate)),
+                        out.dtype.type(scale), out)
+            xp.add(self.draws, self.one, out=self.draws)
+            return
+        xp.multiply(self.keep(rate).reshape(out.shape), out.dtype.type(scale), out=out)
 
     def words(self) -> Any:
         xp, draws = self.xp, self.draws
@@ -73,7 +109,7 @@ def dropout_kernel(ctx: KernelContext) -> Any:
     scale = spec.dtype.type(1.0 / (1.0 - rate))
 
     def run(x: Any) -> tuple[Any, Any]:
-        xp.multiply(stream.keep(rate).reshape(spec.shape), scale, out=mask)
+        stream.fill(mask, rate, scale)
         xp.multiply(x, mask, out=y)
         return y, mask
 
@@ -82,13 +118,13 @@ def dropout_kernel(ctx: KernelContext) -> Any:
 
 def random_mask_like_kernel(ctx: KernelContext) -> Any:
     """Input (like,); output the int8 keep mask, drawn on the device."""
-    xp, out = ctx.xp, ctx.out(0)
+    out = ctx.out(0)
     rate = float(ctx.attrs["rate"])
     shape = ctx.outputs[0].shape
     stream = DeviceStream(ctx, int(np.prod(shape, dtype=np.int64)), ctx.attrs.get("seed"))
 
     def run(like: Any) -> Any:
-        xp.copyto(out, stream.keep(rate).reshape(shape), casting="unsafe")
+        stream.fill(out, rate, 1)
         return out
 
     return _on_device(run)

@@ -35,6 +35,56 @@ def philox4x32_10(counter: tuple[Any, Any, Any, Any], key: tuple[Any, Any],
     return c0, c1, c2, c3
 
 
+class CWord:
+    """A word of the rounds as C (``unsigned long long``, holding 32 bits): each operator writes the expression,
+    ``let`` a local of it into ``lines``, so the rounds' C is written by the same code as their array form."""
+
+    def __init__(self, expression: str, lines: list[str]) -> None:
+        self.expression, self.lines = expression, lines
+
+    def _apply(self, other: Any, operator: str) -> "CWord":
+        return CWord(f"({self.expression} {operator} {c_operand(other)})", self.lines)
+
+    def __mul__(self, other: Any) -> "CWord":
+        return self._apply(other, "*")
+
+    def __add__(self, other: Any) -> "CWord":
+        return self._apply(other, "+")
+
+    def __rshift__(self, other: Any) -> "CWord":
+        return self._apply(other, ">>")
+
+    def __and__(self, other: Any) -> "CWord":
+        return self._apply(other, "&")
+
+    def __xor__(self, other: Any) -> "CWord":
+        return self._apply(other, "^")
+
+    __rmul__, __radd__, __rand__, __rxor__ = __mul__, __add__, __and__, __xor__
+
+
+def c_operand(value: Any) -> str:
+    return value.expression if isinstance(value, CWord) else f"{int(value)}ULL"
+
+
+def philox_c(counter: tuple[Any, Any, Any, Any], key: tuple[Any, Any], out: str = "word") -> str:
+    """C statements computing the rounds of ``counter`` under ``key`` (C expressions as strings, or ints) into
+    ``unsigned long long <out>0`` to ``<out>3``."""
+    lines: list[str] = []
+
+    def let(value: Any) -> Any:
+        if not isinstance(value, CWord):
+            return value  # a constant (a key word given as an int): folded in Python
+        name = f"philox_{len(lines)}"
+        lines.append(f"const unsigned long long {name} = {value.expression};")
+        return CWord(name, lines)
+
+    words = philox4x32_10(tuple(CWord(f"({c})", lines) if isinstance(c, str) else c for c in counter),
+                          tuple(CWord(f"({k})", lines) if isinstance(k, str) else k for k in key), let)
+    lines += [f"const unsigned long long {out}{n} = {c_operand(w)};" for n, w in enumerate(words)]
+    return "\n".join(lines)
+
+
 def seed_key(seed: int) -> tuple[int, int]:
     """The key of a seed: its low and high 32 bits (a seed is taken modulo 2**64)."""
     seed %= 1 << 64
