@@ -112,8 +112,8 @@ def test_the_host_side_widens_labels_counts_bad_ones_on_the_device_and_warns_onc
     want_loss, want_prob, _ = _reference(logits, good.astype(np.int64))
     np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
     np.testing.assert_allclose(prob, want_prob, rtol=1e-5)
-    with pytest.warns(RuntimeWarning, match=r"op 'xent' \(sparse_softmax_cross_entropy\): 1 labels lie outside "
-                                            r"the class range \[0, 7\) in the steps up to this one \(6 a step"):
+    with pytest.warns(RuntimeWarning, match=r"op 'xent' \(sparse_softmax_cross_entropy\): 1 of 6 labels lie outside "
+                                            r"the class range \[0, 7\), counted on the device"):
         loss, _ = forward(bad, logits)
     assert loss[0, 1] == 0
     with warnings.catch_warnings():
@@ -154,7 +154,7 @@ def test_the_cuda_kernels_match_numpy(dtype, shape):
     logits = (rng.normal(size=shape) * 4).astype(dtype)
     labels = rng.integers(0, shape[-1], shape[:-1]).astype(np.int32)
     labels.reshape(-1)[0] = -1  # out of range: zero loss and gradient, one warning
-    with pytest.warns(RuntimeWarning, match="1 labels lie outside"):
+    with pytest.warns(RuntimeWarning, match="1 of"):
         loss, prob = forward(cp.asarray(labels), cp.asarray(logits))
     want_loss, want_prob, valid = _reference(logits.astype(np.float64), labels.astype(np.int64))
     tol = 1e-5 if dtype == np.float32 else 1e-12

@@ -101,12 +101,10 @@ def test_relu_grad_override_reads_non_contiguous_inputs_in_order():
 
 
 @pytest.mark.gpu
-def test_gather_out_of_range_gives_zeros_and_warns_once_on_the_gpu(monkeypatch):
-    # the CPU raises IndexError; the device counts such indices without reading back (flowjob_gpu.device_gather)
-    import warnings
-
+def test_gather_out_of_range_is_an_error_on_the_gpu_too(monkeypatch):
     import oneflow as flow
     import oneflow.typing as tp
+    from flowjob_core.plan.planner import StepError
     monkeypatch.setenv("FLOWJOB_DEVICE", "gpu")
     flow.clear_default_session()
 
@@ -116,14 +114,8 @@ def test_gather_out_of_range_gives_zeros_and_warns_once_on_the_gpu(monkeypatch):
 
     table = np.arange(12, dtype=np.float32).reshape(4, 3)
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            got = [pick(table, np.array([1, 9], np.int32)) for _ in range(4)]
-            flow.sync_default_session()
-        messages = [str(w.message) for w in caught if "indices lie outside" in str(w.message)]
-        assert len(messages) == 1 and "op 'pick_rows' (gather)" in messages[0]
-        for rows in got:
-            np.testing.assert_array_equal(rows, [table[1], np.zeros(3)])
+        with pytest.raises(StepError, match=r"op 'pick_rows' \(gather\).*IndexError.*out of bounds"):
+            pick(table, np.array([1, 9], np.int32))
         np.testing.assert_array_equal(pick(table, np.array([3, -1], np.int32)), table[[3, -1]])
     finally:
         flow.clear_default_session()

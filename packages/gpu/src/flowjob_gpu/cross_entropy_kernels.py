@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext
+from flowjob_ops.kernels.class_labels import counted_message
 from flowjob_ops.kernels.device_counts import DeviceCount
 
 from flowjob_gpu.record_kernels import BLOCK, launch_grid, own_kernel
@@ -63,10 +64,7 @@ def sparse_softmax_cross_entropy_kernel(ctx: KernelContext) -> Any:
     what = f"op {ctx.node_name!r} ({ctx.op})"
 
     def report(count: int) -> None:
-        warnings.warn(
-            f"{what}: {count} labels lie outside the class range [0, {classes}) in the steps up to this one ({rows} a "
-            f"step, counted on the device); they add zero loss and zero gradient (legacy's split-class semantics); "
-            f"said once per op and job", RuntimeWarning, stacklevel=2)
+        warnings.warn(counted_message(what, count, rows, classes), RuntimeWarning, stacklevel=2)
 
     counted = DeviceCount(ctx, report)
 

@@ -2,15 +2,18 @@
 
 The record's kernel on a device backend reads back whether an index lies outside [-size, size) and raises
 ``IndexError`` as numpy does (a device's take would wrap it around): one synchronization a step, and a node a
-recorded step must run live. Here such an index gathers zeros, as legacy's GPU gather did, and passes no gradient;
-the indices out of range are counted on the device (``flowjob_ops.kernels.device_counts``) and the node warns once,
-naming itself and the count, when a read finds it non-zero (a recorded step reads it after a call without waiting,
-``flowjob_gpu.count_reads``). Indices in [-size, 0) count from the end, as on the CPU.
+recorded step must run live. Here the step goes on without waiting: such an index gathers zeros (legacy's GPU
+gather) and passes no gradient, and the indices out of range are counted on the device
+(``flowjob_ops.kernels.device_counts``). The count is read after the call, and where it grew the ``IndexError``
+naming the op and the count is raised: by that call where the count is read back at once (the warm-up call,
+recording off, debug mode, eager), else by the call that reads it (a recorded step reads it without waiting,
+``flowjob_gpu.count_reads``: on a device, up to a call later). The step that held them has run: its variable
+updates are made, with zeros gathered and nothing scattered back. Indices in [-size, 0) count from the end, as on
+the CPU.
 """
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Callable
 
 from flowjob_core import KernelContext
@@ -49,12 +52,11 @@ def gather_kernel(ctx: KernelContext) -> Any:
     what = f"op {ctx.node_name!r} ({ctx.op})"
 
     def report(count: int) -> None:
-        warnings.warn(
-            f"{what}: {count} indices lie outside [-{size}, {size}) for axis {axis} in the steps up to this one "
-            f"({per_step} a step, counted on the device); they gather zeros and pass no gradient (legacy's GPU "
-            f"gather; the CPU backend raises IndexError); said once per op and job", RuntimeWarning, stacklevel=2)
+        raise IndexError(
+            f"{what}: {count} indices out of bounds for axis {axis} with size {size} ({per_step} a step, counted on "
+            f"the device since the last such error); they gathered zeros and passed no gradient")
 
-    counted = DeviceCount(ctx, report)
+    counted = DeviceCount(ctx, report, once=False)
 
     def run(params: Any, indices: Any) -> Any:
         safe, bad = indices_of(indices)

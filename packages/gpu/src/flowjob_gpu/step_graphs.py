@@ -104,11 +104,12 @@ class GraphedStep:
                     out = self.generated(feeds)
                 else:
                     out = self._record(feeds)
-            self.count_reads.after_call(stream)
         finally:
             self.done.record(stream)
             null.wait_event(self.done)
         self.calls += 1
+        with stream:  # may raise the error a kernel's device count stands for (an index out of range)
+            self.count_reads.after_call(stream, wait=self.calls == 1)
         return out
 
     # recording -------------------------------------------------------------------------------

@@ -84,10 +84,15 @@ class ClassLabels:
         return self.last
 
     def _warn_counted(self, count: int) -> None:
-        warnings.warn(
-            f"{self._what}: {count} labels lie outside the class range [0, {self.classes}) in the steps up to this "
-            f"one ({self.rows} a step, counted on the device); they add zero loss and zero gradient (legacy's "
-            f"split-class semantics); said once per op and job", RuntimeWarning, stacklevel=2)
+        warnings.warn(counted_message(self._what, count, self.rows, self.classes), RuntimeWarning, stacklevel=2)
+
+
+def counted_message(what: str, count: int, rows: int, classes: int) -> str:
+    """The warning of a count of bad labels kept on the device: read after one step (``count <= rows``, as every
+    read back is) or after several (a read that waited for no step)."""
+    counted = f"{count} of {rows} labels" if count <= rows else f"{count} labels over several steps ({rows} a step)"
+    return (f"{what}: {counted} lie outside the class range [0, {classes}), counted on the device; they add zero "
+            f"loss and zero gradient (legacy's split-class semantics); said once per op and job")
 
 
 def of_forward(ctx: KernelContext) -> ClassLabels | None:
