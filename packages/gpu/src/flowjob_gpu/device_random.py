@@ -8,7 +8,8 @@ calls held in device memory, which the node's own kernels read and then advance,
 ``k / 2**24`` in [0, 1)) exceed ``rate`` (``k > floor(rate * 2**24)``), as legacy kept an element whose uniform
 draw exceeded the rate. A seed gives the same masks on every CUDA device, on the emulated CuPy and across
 recorded and unrecorded runs (the counter advances once a call either way); they are not the CPU backend's
-masks, which follow legacy's CPU generator (``flowjob_ops.kernels.keep_mask``).
+masks, which follow legacy's CPU generator (``flowjob_ops.kernels.keep_mask``), nor ``random_mask_like``'s on the
+gpu backend, which still draws that stream on the host (a seed gives the CPU's values, as the other random ops).
 
 On CuPy the mask is one ``ElementwiseKernel`` (the rounds as C, ``philox.philox_c``, written by the same code as
 their array form) and one launch advances the counter; on the emulated CuPy, or a CuPy without it, the rounds run
@@ -26,6 +27,7 @@ import numpy as np
 from flowjob_core import KernelContext
 
 from flowjob_gpu.philox import MASK, philox4x32_10, philox_c, seed_key
+from flowjob_gpu.record_kernels import own_kernel
 
 UNIFORM_BITS = 24  # the top bits of a word that make its uniform draw
 
@@ -102,7 +104,7 @@ def dropout_kernel(ctx: KernelContext) -> Any:
     """Inputs (x,); outputs (y, mask): the record's semantics with the mask drawn on the device."""
     rate = float(ctx.attrs["rate"])
     if not ctx.training or rate == 0.0:
-        return _on_device(ctx.ops[ctx.op].kernel(ctx))  # the record's identity: no draw at all
+        return _on_device(own_kernel(ctx, "a predict job or a rate of 0"))  # the record's identity: no draw
     xp, y, mask = ctx.xp, ctx.out(0), ctx.out(1)
     spec = ctx.outputs[1]
     stream = DeviceStream(ctx, int(np.prod(spec.shape, dtype=np.int64)), ctx.attrs.get("seed"))
@@ -116,21 +118,6 @@ def dropout_kernel(ctx: KernelContext) -> Any:
     return _on_device(run)
 
 
-def random_mask_like_kernel(ctx: KernelContext) -> Any:
-    """Input (like,); output the int8 keep mask, drawn on the device."""
-    out = ctx.out(0)
-    rate = float(ctx.attrs["rate"])
-    shape = ctx.outputs[0].shape
-    stream = DeviceStream(ctx, int(np.prod(shape, dtype=np.int64)), ctx.attrs.get("seed"))
-
-    def run(like: Any) -> Any:
-        stream.fill(out, rate, 1)
-        return out
-
-    return _on_device(run)
-
-
-KERNEL_BUILDERS: dict[str, Callable[[KernelContext], Any]] = {
-    "dropout": dropout_kernel, "random_mask_like": random_mask_like_kernel}
+KERNEL_BUILDERS: dict[str, Callable[[KernelContext], Any]] = {"dropout": dropout_kernel}
 """The gpu backend's random kernels, keyed by the op records' names: registered on CuPy and on the emulated CuPy
 alike (they are array code, no CUDA source)."""
