@@ -39,7 +39,7 @@ def _training_job(kind: str):
             h = flow.nn.max_pool2d(h, ksize=2, strides=2, padding="SAME", name="pool2")
             h = flow.reshape(h, [4, -1])
             h = flow.layers.dense(h, 16, activation=flow.nn.relu, kernel_initializer=init, name="dense1")
-            h = flow.nn.dropout(h, rate=0.5, name="dropout")
+            h = flow.nn.dropout(h, rate=0.5, seed=2, name="dropout")
         else:
             h = flow.layers.dense(flow.reshape(x, [4, -1]), 16, activation=flow.nn.relu, kernel_initializer=init,
                                   name="hidden")
@@ -67,6 +67,25 @@ def test_a_training_step_replays_as_one_graph_without_a_live_piece_or_a_synchron
     assert counted.host_syncs == 0.0
     assert counted.host_device_copies == 1.0
     assert counted.as_dict()["pieces"] == counted.pieces
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["lenet", "mlp"])
+def test_on_the_device_a_training_step_replays_as_one_graph_giving_the_unrecorded_losses(monkeypatch, kind):
+    """The hand kernels (cross entropy, optimizer, pooling, dropout's mask kernel) on CuPy: still one graph."""
+    import oneflow as flow
+    monkeypatch.setenv("FLOWJOB_DEVICE", "gpu")
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")
+    losses = {}
+    for graphs in ("1", "0"):
+        monkeypatch.setenv("FLOWJOB_CUDA_GRAPHS", graphs)
+        function, call = _training_job(kind)
+        counted = account(function, call, steps=2)
+        losses[graphs] = [float(np.mean(call())) for _ in range(3)]
+        flow.clear_default_session()
+        if graphs == "1":
+            assert counted.recorded and (counted.graphs, counted.live_nodes) == (1, ()), counted
+    np.testing.assert_allclose(losses["1"], losses["0"], rtol=1e-5)
 
 
 def test_a_step_run_with_recording_off_says_it_is_not_recorded(emulation, monkeypatch):
