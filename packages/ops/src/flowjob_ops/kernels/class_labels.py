@@ -12,9 +12,9 @@ Only a batch holding bad labels pays for clipping and a mask. The forward node w
 plan (the flag lives in the kernel closure) with the op and the count; its gradient node reuses
 the forward's split of the same step through the plan's shared kernel dict.
 
-On a device backend (arrays not on the host) the ``any`` would be a read back every step: there every step
-clips and masks, and the forward node counts the bad labels on the device (``device_counts.DeviceCount``),
-warning once when a read finds the count non-zero (the count of the steps up to that read).
+On a backend that records its steps (CUDA graphs) the ``any`` would be a read back every step, which a recorded
+step cannot hold: there every step clips and masks, and the forward node counts the bad labels on the device
+(``device_counts.DeviceCount``), warning once when a read finds the count non-zero.
 """
 from __future__ import annotations
 
@@ -45,8 +45,9 @@ class ClassLabels:
         self.last: tuple[Any, Any] = (None, None)
         self._what = f"op {ctx.node_name!r} ({ctx.op})"
         self._warned = not warn
-        self.device: DeviceCount | None = None  # on a device backend: no read back, the count kept there
-        self._on_device = not getattr(ctx.backend, "host_arrays", True)
+        self.device: DeviceCount | None = None  # on a recording backend: no read back, the count on the device
+        # a backend recording its steps (CUDA graphs) cannot hold a read back: there the count stays on the device
+        self._on_device = getattr(ctx.backend, "step_recorder", None) is not None
         if self._on_device and warn:
             self.device = DeviceCount(ctx, self._warn_counted)
 
