@@ -9,7 +9,8 @@ On a device, each check fails loudly where its part is missing, never passes by 
   built and launched through ``flowjob_gpu.chain_kernels`` as a fused job does;
 - cuBLAS: a float32 matmul against numpy's;
 - cuDNN: the cuDNN 9 library loads, reports its version and makes (and destroys) a handle on the device;
-- a LeNet-sized training step on the gpu backend is recorded as CUDA graphs (flowjob_gpu.step_accounting).
+- a LeNet-sized training step on the gpu backend (dropout's device mask kernel included) is recorded as CUDA graphs
+  (flowjob_gpu.step_accounting).
 
 ``--emulated`` runs the same script on the emulated CuPy (FLOWJOB_GPU_EMULATION=1): the sources load and list
 their entry points, the chain sources are generated, the matmul and the recorded step run; NVRTC and cuDNN are
@@ -161,6 +162,7 @@ def recorded_step() -> str:
         h = flow.layers.conv2d(x, 8, 5, padding="SAME", activation=flow.nn.relu, name="conv")
         h = flow.nn.max_pool2d(h, ksize=2, strides=2, padding="SAME", name="pool")
         h = flow.layers.batch_normalization(h, axis=1, name="bn")
+        h = flow.nn.dropout(h, rate=0.25, seed=3, name="dropout")  # the device Philox mask kernel
         logits = flow.layers.dense(flow.reshape(h, [8, -1]), 10, name="dense")
         loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)

@@ -15,6 +15,8 @@ import os
 import pathlib
 import sys
 
+import numpy as np
+
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 WORKLOADS = ["lenet_train", "mlp_train", "resnet50_train", "bert_train"]
@@ -26,9 +28,15 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="LeNet's and MLP's batch; ResNet-50's is 1 then")
     parser.add_argument("--steps", type=int, default=2, help="calls counted after the warm-up and the recording")
     parser.add_argument("--json", type=pathlib.Path, default=None, help="also write the figures here")
+    parser.add_argument("--losses", type=int, default=0,
+                        help="then this many calls more, their mean losses in the JSON (a recorded step's against "
+                             "an unrecorded one's: FLOWJOB_CUDA_GRAPHS=0 --graphs-off)")
+    parser.add_argument("--graphs-off", action="store_true", help="run with FLOWJOB_CUDA_GRAPHS=0 (nothing recorded)")
     args = parser.parse_args()
     os.environ.update(FLOWJOB_GPU_EMULATION="1", FLOWJOB_DEVICE="gpu")
     os.environ.pop("FLOWJOB_CUDA_GRAPHS", None)
+    if args.graphs_off:
+        os.environ["FLOWJOB_CUDA_GRAPHS"] = "0"
     labels = args.workloads.split(",")
     unknown = sorted(set(labels) - set(WORKLOADS))
     if unknown:
@@ -44,7 +52,8 @@ def main() -> None:
         first_call()  # traces, plans and warms up: account's first call is then the recording
         (function,) = get_default_session().functions.values()
         facts = account(function, step, steps=args.steps, warm=1)
-        rows.append({"workload": label, **facts.as_dict()})
+        losses = [float(np.mean(step())) for _ in range(args.losses)]
+        rows.append({"workload": label, **facts.as_dict(), "losses": losses})
         print(f"{label:16s} {'yes' if facts.recorded else 'no':>8s} {facts.graphs:6d} {facts.live_pieces:4d} "
               f"{facts.host_syncs:5g} {facts.host_device_copies:6g}  {', '.join(facts.live_nodes) or '-'}",
               flush=True)

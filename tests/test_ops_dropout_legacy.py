@@ -51,7 +51,14 @@ def test_random_mask_like_rejects_bad_arguments(kwargs, match):
         job(np.zeros((2, 3), np.float32))
 
 
-def test_a_seeded_dropout_draws_legacys_cpu_masks_step_after_step():
+@pytest.fixture
+def on_the_cpu(monkeypatch):
+    """Legacy's CPU masks are the CPU backend's: the gpu backend draws dropout's on the device (flowjob-gpu)."""
+    monkeypatch.setenv("FLOWJOB_DEVICE", "cpu")
+    flow.clear_default_session()
+
+
+def test_a_seeded_dropout_draws_legacys_cpu_masks_step_after_step(on_the_cpu):
     # legacy's CPU kernels: std::mt19937(12345), float uniforms > rate; OneFlow's test_dropout_module literals
     @flow.global_function(type="train")
     def train() -> tp.Numpy:
@@ -66,7 +73,7 @@ def test_a_seeded_dropout_draws_legacys_cpu_masks_step_after_step():
     np.testing.assert_array_equal(second, [0, 0, 0, 0, 0, 4, 4, 0, 0, 0, 0, 0, 0, 4, 0, 0])
 
 
-def test_dropout_and_random_mask_like_with_one_seed_draw_one_mask():
+def test_dropout_and_random_mask_like_with_one_seed_draw_one_mask(on_the_cpu):
     @flow.global_function(type="train")
     def train() -> tuple[tp.Numpy, tp.Numpy]:
         x = flow.get_variable("x", shape=(6, 7), initializer=flow.ones_initializer(), dtype=flow.double)

@@ -31,6 +31,28 @@ def _flagged_kernel(ctx):
     return run
 
 
+def _device_stream_kernel(ctx):
+    ctx.rng(0)  # drawn, but the kernel says it keeps its state on the device
+
+    def run(x):
+        return x
+
+    run.host_state = False
+    return run
+
+
+class _DeviceOps:
+    """A record marked host_state whose (backend's) kernel declares itself not: the kernel's word wins."""
+
+    @hookimpl
+    def flowjob_add_ops(self, registry):
+        same = lambda inputs, attrs: [inputs[0]]  # noqa: E731
+        registry.add(OpDef("toy_device_stream", same, kernel=_device_stream_kernel, not_differentiable=True,
+                           host_state=True))
+        registry.add(OpDef("toy_ordered", same, kernel=_device_stream_kernel, not_differentiable=True,
+                           ordered=True))
+
+
 class _HostOps:
     @hookimpl
     def flowjob_add_ops(self, registry):
@@ -117,6 +139,16 @@ def test_host_state_ops_random_streams_and_flagged_kernels_are_live(host_session
     x = np.zeros(4, np.float32)
     (out,) = _run(pieces, plan.program, [x])
     np.testing.assert_array_equal(out, np.full(4, 4.0))  # the host counter saw the step's first call and this one
+
+
+def test_a_kernel_declaring_host_state_false_is_recorded_but_ordered_nodes_stay_live(toy):
+    s = Session(make_plugin_manager(plugins=[toy, _DeviceOps()], autoload=False))
+    try:
+        fn, plan = _plan(s, toy, lambda x: apply("toy_ordered", [apply("toy_device_stream", [x])]))
+        assert [(c.node.op, c.live) for c in plan.program.calls] == [
+            ("toy_device_stream", False), ("toy_ordered", True), ("return", False)]
+    finally:
+        s.close()
 
 
 def test_a_kernel_failing_inside_a_piece_is_named(session, toy):

@@ -3,9 +3,10 @@ one launch each where the xp kernels take eight (max, subtract, pick, exp, sum, 
 
 Semantics are the op records' (``flowjob_ops.records.cross_entropy``): a label outside [0, C) adds zero loss and
 zero gradient, and the forward node warns once with the op and the count. The kernel counts such labels on the
-device; the count is read back each step until the node has warned (the xp kernel reads back whether any label
-is out of range every step), never after. Dtypes the source has no entry point for (float16) run the record's
-own kernel.
+device, each step's added to the node's ``DeviceCount`` (``flowjob_ops.kernels.device_counts``), which a recorded
+step reads without waiting for the device (``flowjob_gpu.count_reads``): nothing is read back per step, and the
+node is recorded with the rest. Dtypes the source has no entry point for (float16) run the record's own kernel
+(which counts on the device too).
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from typing import Any, Callable
 import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext
+from flowjob_ops.kernels.class_labels import counted_message
+from flowjob_ops.kernels.device_counts import DeviceCount
 from flowjob_ops.records.cross_entropy import SPARSE_SOFTMAX_CROSS_ENTROPY, SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD
 
 from flowjob_gpu.record_kernels import BLOCK, launch_grid, own_kernel
@@ -59,25 +62,21 @@ def sparse_softmax_cross_entropy_kernel(ctx: KernelContext) -> Any:
     loss, prob = ctx.out(0), ctx.out(1)
     bad = ctx.workspace((1,), np.int32)
     grid, block = launch_grid(rows, 1, MAX_ROW_BLOCKS), (BLOCK,)
-    warned = [False]
     what = f"op {ctx.node_name!r} ({ctx.op})"
+
+    def report(count: int) -> None:
+        warnings.warn(counted_message(what, count, rows, classes), RuntimeWarning, stacklevel=2)
+
+    counted = DeviceCount(ctx, report)
 
     def run(labels: Any, logits: Any) -> tuple[Any, Any]:
         wide = kernel.labels(labels)
-        if not warned[0]:
-            bad.fill(0)
+        bad.fill(0)
         fn(grid, block, (cp.ascontiguousarray(logits), wide, prob, loss, bad, *kernel.size))
-        if not warned[0]:
-            count = int(bad[0])
-            if count:
-                warned[0] = True
-                warnings.warn(
-                    f"{what}: {count} of {rows} labels lie outside the class range [0, {classes}); they add zero "
-                    f"loss and zero gradient (legacy's split-class semantics); said once per op and job",
-                    RuntimeWarning, stacklevel=2)
+        counted.add_counts(bad)
+        counted.check()  # reads back only where no recorded step reads the count
         return loss, prob
 
-    run.host_state = True  # type: ignore[attr-defined]  # reads the count back: live beside a step's CUDA graphs
     return run
 
 

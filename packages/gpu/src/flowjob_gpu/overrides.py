@@ -5,7 +5,8 @@ Each hand-kernel family is a module named after its CUDA source (``<family>_kern
 from __future__ import annotations
 
 from flowjob_gpu import (
-    batch_norm_kernels, cross_entropy_kernels, elementwise_kernels, optimizer_kernels, pooling_kernels)
+    batch_norm_kernels, cross_entropy_kernels, device_gather, device_random, elementwise_kernels, optimizer_kernels,
+    pooling_kernels)
 from flowjob_gpu.chain_kernels import elementwise_chain_kernel
 
 FAMILIES = (elementwise_kernels, cross_entropy_kernels, batch_norm_kernels, pooling_kernels, optimizer_kernels)
@@ -19,3 +20,7 @@ KERNEL_BUILDERS = {
     "elementwise_chain": elementwise_chain_kernel,
     **{op: builder for family in FAMILIES for op, builder in family.KERNEL_BUILDERS.items()},
 }
+
+ARRAY_KERNEL_BUILDERS = {**device_random.KERNEL_BUILDERS, **device_gather.KERNEL_BUILDERS}
+"""Overrides written as array code (no CUDA source): they keep on the device what the records keep on the host (a
+random stream's counter, an index check), and run on the emulated CuPy too."""

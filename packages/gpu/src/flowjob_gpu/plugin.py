@@ -9,7 +9,7 @@ from flowjob_core import hookimpl, switches
 from flowjob_gpu.backend import available_cupy, make_backend
 from flowjob_gpu import optimizer_kernels
 from flowjob_gpu.emulation.backend import make_emulated_backend
-from flowjob_gpu.overrides import KERNEL_BUILDERS
+from flowjob_gpu.overrides import ARRAY_KERNEL_BUILDERS, KERNEL_BUILDERS
 
 
 @hookimpl
@@ -24,6 +24,10 @@ def flowjob_add_backends(registry: Any) -> None:
 
 @hookimpl
 def flowjob_add_kernels(registry: Any) -> None:
+    # the device random streams and the device-checked gather are array code: the emulated CuPy runs them as CuPy
+    if switches.current().gpu_emulation or available_cupy() is not None:
+        for op, builder in ARRAY_KERNEL_BUILDERS.items():
+            registry.add(op, "gpu", builder)
     # the overrides launch hand-written CUDA (cupy.RawModule), which the emulated CuPy cannot run: under
     # emulation the gpu backend runs every op's xp kernel, as it does for ops without an override
     if switches.current().gpu_emulation or available_cupy() is None:

@@ -17,6 +17,9 @@ nodes. A step that cannot be recorded at all (a feed that is not one device arra
 live nodes) runs uncaptured for good; debug logging names each live node found and info logging says why a step
 runs uncaptured. ``FLOWJOB_CUDA_GRAPHS=0`` turns recording off.
 
+Counts kernels keep on the device (bad labels: ``flowjob_ops.kernels.device_counts``) are read after each call
+without waiting for the device (``count_reads``).
+
 The step runs on a stream of its own, ordered after the default stream's work at its start (feeds, variable
 loads) and before it at its end (results and variables read on the default stream wait for the step).
 """
@@ -27,6 +30,8 @@ from typing import Any
 
 from flowjob_core import switches
 from flowjob_core.plan.pieces import Piece, StepProgram, failing_node, split
+
+from flowjob_gpu.count_reads import CountReads
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +68,7 @@ class GraphedStep:
         self.pool: Any = None
         self._retired: Any = None  # a failed recording's pool and graphs, kept while its launches may run
         self.recording_bytes = 0  # the default pool and the graphs' pool together while the step recorded
+        self.count_reads = CountReads(cp, plan)  # the kernels' device counts, read after each call without waiting
 
     @property
     def recorded(self) -> bool:
@@ -102,6 +108,8 @@ class GraphedStep:
             self.done.record(stream)
             null.wait_event(self.done)
         self.calls += 1
+        with stream:  # may raise the error a kernel's device count stands for (an index out of range)
+            self.count_reads.after_call(stream, wait=self.calls == 1)
         return out
 
     # recording -------------------------------------------------------------------------------

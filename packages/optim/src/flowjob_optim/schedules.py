@@ -6,6 +6,12 @@ whose kernel calls it with the counter's value (the step about to run, 0 for the
 Formulas follow legacy ``learning_rate_schedule_kernel.cpp``: while a warmup is active
 (``step < warmup.steps``) only the warmup applies, to ``base_lr``; afterwards the decay does.
 The value is stored as float32, as legacy did.
+
+Each formula has a device form too (``rate_on_device(xp, step)``: the same arithmetic in float64 as array
+operations on the counter's device array, nothing read back), which a backend that records its steps (CUDA graphs)
+runs instead, so the rate is computed inside the recorded step. It reads the schedule's attributes when the plan is
+built (legacy compiled them into the job); a subclass that changes a formula without giving its device form keeps
+the host evaluation (``has_device_form``).
 """
 from __future__ import annotations
 
@@ -13,6 +19,8 @@ import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from flowjob_optim.hyperparameters import HyperParameters
 
@@ -32,6 +40,10 @@ class Warmup:
     def apply(self, base_lr: float, step: int) -> float:
         raise NotImplementedError
 
+    def apply_on_device(self, xp: Any, base_lr: float, t: Any) -> Any:
+        """``apply`` on a float64 device array of steps ``t``."""
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.steps}, {self.multiplier})"
 
@@ -41,6 +53,9 @@ class ConstantWarmup(Warmup):
 
     def apply(self, base_lr: float, step: int) -> float:
         return base_lr * self.multiplier
+
+    def apply_on_device(self, xp: Any, base_lr: float, t: Any) -> Any:
+        return xp.full_like(t, base_lr * self.multiplier)
 
 
 class LinearWarmup(Warmup):
@@ -57,6 +72,10 @@ class LinearWarmup(Warmup):
     def apply(self, base_lr: float, step: int) -> float:
         m = self.multiplier
         return base_lr * (m + (1.0 - m) * (step / self.steps))
+
+    def apply_on_device(self, xp: Any, base_lr: float, t: Any) -> Any:
+        m = self.multiplier
+        return base_lr * (m + (1.0 - m) * (t / self.steps))
 
 
 class LrScheduler(HyperParameters):
@@ -76,6 +95,33 @@ class LrScheduler(HyperParameters):
             return self.warmup.apply(self.base_lr, step)
         return self.decayed(step)
 
+    def decayed_on_device(self, xp: Any, t: Any) -> Any:
+        """``decayed`` on a float64 device array of steps ``t``."""
+        return xp.full_like(t, self.base_lr)
+
+    def has_device_form(self) -> bool:
+        """Whether ``rate_on_device`` computes what ``__call__`` does: each formula in use (``__call__``, ``decayed``,
+        the warmup's ``apply``) comes with its device form from the same class."""
+        pairs = [(type(self), "__call__", "rate_on_device"), (type(self), "decayed", "decayed_on_device")]
+        if self.warmup is not None:
+            pairs.append((type(self.warmup), "apply", "apply_on_device"))
+        if hasattr(self, "ratio"):
+            pairs.append((type(self), "ratio", "ratio_on_device"))
+        return all(_defined_by(cls, host) is _defined_by(cls, device) for cls, host, device in pairs)
+
+    def rate_on_device(self, xp: Any, step: Any) -> Any:
+        """The rate of the steps in the int64 device array ``step`` as a float64 device array: ``__call__`` as array
+        operations (call only where ``has_device_form()``)."""
+        t = step.astype(np.float64)
+        rate = self.decayed_on_device(xp, t)
+        if self.warmup is not None:
+            rate = xp.where(t < self.warmup.steps, self.warmup.apply_on_device(xp, self.base_lr, t), rate)
+        return rate
+
+
+def _defined_by(cls: type, name: str) -> type | None:
+    return next((klass for klass in cls.__mro__ if name in vars(klass)), None)
+
 
 def _piece(boundaries: Sequence[int], step: int) -> int:
     """Index of the first boundary with ``step <= boundary`` (``len(boundaries)`` when none)."""
@@ -83,6 +129,14 @@ def _piece(boundaries: Sequence[int], step: int) -> int:
         if step <= boundary:
             return i
     return len(boundaries)
+
+
+def _piece_on_device(xp: Any, boundaries: Sequence[int], values: Sequence[float], t: Any) -> Any:
+    """``values[_piece(boundaries, t)]`` on a device array: the last value, then each boundary's from the last."""
+    rate = xp.full_like(t, values[len(boundaries)])
+    for i in reversed(range(len(boundaries))):
+        rate = xp.where(t <= boundaries[i], values[i], rate)
+    return rate
 
 
 def _positive_steps(steps: Any) -> int:
@@ -105,6 +159,9 @@ class PiecewiseConstantScheduler(LrScheduler):
     def decayed(self, step: int) -> float:
         return self.values[_piece(self.boundaries, step)]
 
+    def decayed_on_device(self, xp: Any, t: Any) -> Any:
+        return _piece_on_device(xp, self.boundaries, self.values, t)
+
 
 class PiecewiseScalingScheduler(LrScheduler):
     """``lr = base_lr * ([1] + scale)[i]``, ``i`` as for PiecewiseConstantScheduler; a number scales every piece."""
@@ -122,6 +179,9 @@ class PiecewiseScalingScheduler(LrScheduler):
     def decayed(self, step: int) -> float:
         return self.scales[_piece(self.boundaries, step)] * self.base_lr
 
+    def decayed_on_device(self, xp: Any, t: Any) -> Any:
+        return _piece_on_device(xp, self.boundaries, [scale * self.base_lr for scale in self.scales], t)
+
 
 class CosineScheduler(LrScheduler):
     """``t = min(step, steps)``; ``lr = base_lr * ((1 - alpha) * 0.5 * (1 + cos(pi * t / steps)) + alpha)``."""
@@ -133,6 +193,11 @@ class CosineScheduler(LrScheduler):
     def decayed(self, step: int) -> float:
         t = min(float(step), float(self.steps))
         cosine = 0.5 * (1.0 + math.cos(math.pi * t / self.steps))
+        return self.base_lr * ((1.0 - self.alpha) * cosine + self.alpha)
+
+    def decayed_on_device(self, xp: Any, t: Any) -> Any:
+        t = xp.minimum(t, float(self.steps))
+        cosine = 0.5 * (1.0 + xp.cos(math.pi * t / self.steps))
         return self.base_lr * ((1.0 - self.alpha) * cosine + self.alpha)
 
 
@@ -150,6 +215,12 @@ class LinearCosineScheduler(LrScheduler):
         t = min(float(step), float(self.steps))
         linear = (self.steps - t) / self.steps
         cosine = 0.5 * (1.0 + math.cos(math.pi * 2.0 * self.num_periods * t / self.steps))
+        return self.base_lr * ((self.alpha + linear) * cosine + self.beta)
+
+    def decayed_on_device(self, xp: Any, t: Any) -> Any:
+        t = xp.minimum(t, float(self.steps))
+        linear = (self.steps - t) / self.steps
+        cosine = 0.5 * (1.0 + xp.cos(math.pi * 2.0 * self.num_periods * t / self.steps))
         return self.base_lr * ((self.alpha + linear) * cosine + self.beta)
 
 
@@ -171,6 +242,15 @@ class PolynomialScheduler(LrScheduler):
         else:
             t = min(t, d)
         return (self.base_lr - self.end_learning_rate) * (1.0 - t / d) ** self.power + self.end_learning_rate
+
+    def decayed_on_device(self, xp: Any, t: Any) -> Any:
+        d: Any = float(self.steps)
+        if self.cycle:
+            t = xp.maximum(t, 1.0)  # steps are whole: only step 0 becomes 1
+            d = d * xp.ceil(t / d)
+        else:
+            t = xp.minimum(t, d)
+        return (self.base_lr - self.end_learning_rate) * xp.power(1.0 - t / d, self.power) + self.end_learning_rate
 
 
 class PolynomialSchduler(PolynomialScheduler):
@@ -196,12 +276,19 @@ class _RatioDecay(LrScheduler):
         p = float(step) / float(self.steps)
         return math.floor(p) if self.staircase else p
 
+    def ratio_on_device(self, xp: Any, t: Any) -> Any:
+        p = t / float(self.steps)
+        return xp.floor(p) if self.staircase else p
+
 
 class ExponentialScheduler(_RatioDecay):
     """``lr = base_lr * decay_rate ** p``."""
 
     def decayed(self, step: int) -> float:
         return self.base_lr * self.decay_rate ** self.ratio(step)
+
+    def decayed_on_device(self, xp: Any, t: Any) -> Any:
+        return self.base_lr * xp.power(self.decay_rate, self.ratio_on_device(xp, t))
 
 
 class InverseTimeScheduler(_RatioDecay):
@@ -210,12 +297,18 @@ class InverseTimeScheduler(_RatioDecay):
     def decayed(self, step: int) -> float:
         return self.base_lr / (1.0 + self.decay_rate * self.ratio(step))
 
+    def decayed_on_device(self, xp: Any, t: Any) -> Any:
+        return self.base_lr / (1.0 + self.decay_rate * self.ratio_on_device(xp, t))
+
 
 class NaturalExpScheduler(_RatioDecay):
     """``lr = base_lr * exp(-decay_rate * p)``."""
 
     def decayed(self, step: int) -> float:
         return self.base_lr * math.exp(-self.decay_rate * self.ratio(step))
+
+    def decayed_on_device(self, xp: Any, t: Any) -> Any:
+        return self.base_lr * xp.exp(-self.decay_rate * self.ratio_on_device(xp, t))
 
 
 class CustomScheduler(HyperParameters):

@@ -52,6 +52,18 @@ def _learning_rate_kernel(ctx: KernelContext) -> Any:
         raise FlowjobError(f"op {ctx.node_name!r}: its schedule {ctx.attrs['schedule']!r} is a key of the global "
                            f"function's bindings, and this kernel was built without them")
     out, schedule = ctx.out(0), ctx.bindings.consumer(ctx.attrs["schedule"], f"op {ctx.node_name!r}")
+    records_steps = getattr(ctx.backend, "step_recorder", None) is not None
+    if records_steps and getattr(schedule, "has_device_form", lambda: False)():
+        # a backend recording its steps: the rate computed on the device from the counter there, inside the
+        # recorded step (no read back of the counter, no live node)
+        xp = ctx.xp
+
+        def run_on_device(step: Any) -> Any:
+            xp.copyto(out, schedule.rate_on_device(xp, step), casting="same_kind")
+            return out
+
+        run_on_device.host_state = False  # type: ignore[attr-defined]
+        return run_on_device
 
     def run(step: Any) -> Any:
         out[0] = schedule(int(step[0]))

@@ -247,6 +247,9 @@ class Plan:
     checks_numerics: bool = False  # plans specialised from this one (smaller dynamic feeds) check too
     lanes: LanePlan | None = None  # the sections run side by side on the host threads (None: in order)
     program: StepProgram | None = None  # the step's calls as data where they run in order (None: lanes)
+    shared: dict[Any, Any] = field(default_factory=dict)
+    """The kernels' shared dict (``KernelContext.shared``): what they offer the step's driver (a backend's step
+    recorder reads the device counts kernels register there, ``flowjob_ops.kernels.device_counts``)."""
 
 
 def build_plan(job: Job, backend: "Backend", registries: "Registries", variables: "VariableStore",
@@ -337,8 +340,11 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
         except Exception as exc:
             raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
                                f"{node.source} failed: {exc!r}") from exc
-        live = (opdef.host_state or opdef.ordered or opdef.cpu_only or kctx.host_state
-                or bool(getattr(fn, "host_state", False)))
+        # a kernel function's own ``host_state`` attribute is its backend's word on it: True marks it live, and
+        # False a kernel that does on the device what the op's record does on the host (a device random stream)
+        declared = getattr(fn, "host_state", None)
+        live = (opdef.ordered or opdef.cpu_only
+                or (bool(declared) if declared is not None else opdef.host_state or kctx.host_state))
         if check:
             fn = numerics.checked(fn, backend.xp, job, node, opdef.mutates, opdef.intended_inf)
         kname = f"k{kernel_count}"
@@ -381,6 +387,7 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
     plan._line_nodes = line_nodes
     plan.checks_numerics = check
     plan.lanes = lane_plan
+    plan.shared = shared
     if lane_plan is None:
         plan.program = StepProgram(job.name, namespace, program_calls, tuple(placeholder_vars),
                                    tuple(var(lbn) for lbn in job.returns), tuple(var(s.lbn) for s in job.side_outputs))

@@ -112,8 +112,10 @@ class ndarray:
 
     def get(self, stream: Any = None, order: str = "C", out: np.ndarray | None = None,
             blocking: bool = True) -> np.ndarray:
-        """A host (numpy) copy; into ``out`` if given."""
-        refuse_during_capture("cupy.ndarray.get()", stream)
+        """A host (numpy) copy; into ``out`` if given. ``blocking=False`` with ``out`` is CuPy's asynchronous copy
+        (into pinned memory, the host does not wait): counted as a copy, not a synchronization."""
+        asynchronous = not blocking and out is not None
+        refuse_during_capture("cupy.ndarray.get(blocking=False)" if asynchronous else "cupy.ndarray.get()", stream)
         if out is not None:
             if not isinstance(out, np.ndarray):
                 raise TypeError("Only numpy.ndarray can be obtained from cupy.ndarray")

@@ -8,7 +8,8 @@ gate notes it here while a ``counting()`` block is open. Outside one, noting cos
 - a *synchronization* is anything that makes the host wait for the device: ``Stream.synchronize``,
   ``Device.synchronize``, ``deviceSynchronize``, a device-to-host read (``get``, ``float(a)``, ``item``, ...) and a
   function whose result's size CuPy reads back (``nonzero``);
-- a *copy* is a transfer either way: the reads above (a sync too) and host data made into a device array.
+- a *copy* is a transfer either way: the reads above (a sync too), host data made into a device array and an
+  asynchronous copy into pinned host memory (``get(out=..., blocking=False)``, no sync).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Iterator
 
 SYNC_ONLY = ("synchronize", "Stream.done")  # waits, no data moved
 TO_DEVICE = ("cupy.array of host data", "cupy.asarray of host data", "cupy.ndarray.set()")  # copies, no wait
+ASYNC_TO_HOST = ("cupy.ndarray.get(blocking=False)",)  # a copy into pinned host memory the host does not wait for
 
 
 class HostTraffic:
@@ -30,7 +32,7 @@ class HostTraffic:
 
     def note(self, what: str) -> None:
         self.operations[what] += 1
-        if what.startswith(TO_DEVICE):
+        if what.startswith(TO_DEVICE + ASYNC_TO_HOST):
             self.copies += 1
         elif any(part in what for part in SYNC_ONLY):
             self.syncs += 1
