@@ -8,6 +8,7 @@ import pytest
 from flowjob_gpu.emulation.factory import emulated_cupy
 from flowjob_core import Session, make_plugin_manager, switches
 from flowjob_core.plugins.host import gather_registries
+from flowjob_ops import plugin as ops_plugin
 from flowjob_gpu import plugin
 from flowjob_gpu.emulation.backend import NAME
 from flowjob_gpu.random import HostSeededGenerator
@@ -31,7 +32,7 @@ def test_the_switch_is_declared_and_off_by_default(monkeypatch):
 
 
 def test_the_switch_registers_the_emulated_backend_without_a_device(emulation):
-    regs = gather_registries(make_plugin_manager(plugins=[plugin], autoload=False))
+    regs = gather_registries(make_plugin_manager(plugins=[ops_plugin, plugin], autoload=False))
     backend = regs.backends.get("gpu")
     assert backend is not None and backend.name == NAME and backend.xp is cp and not backend.host_arrays
     assert backend.device_count() == 1 and "emulated" in backend.description
@@ -39,8 +40,9 @@ def test_the_switch_registers_the_emulated_backend_without_a_device(emulation):
     assert type(backend.make_rng(0)) is HostSeededGenerator  # numpy's stream, copied to the device, as on a GPU
     backend.synchronize()
     # the hand-written CUDA overrides are not registered on the emulation; the array-code ones (dropout's device
-    # stream, the device-checked gather) are
+    # stream, the device-checked gather) are, where flowjob-ops' plugin registered those ops
     assert sorted(regs.kernels.overrides("gpu")) == ["dropout", "gather", "gather_grad"]
+    assert not gather_registries(make_plugin_manager(plugins=[plugin], autoload=False)).kernels.overrides("gpu")
 
 
 def test_the_emulated_gpu_is_the_default_device(emulation):

@@ -11,7 +11,7 @@ import pytest
 from flowjob_core import PluginError, make_plugin_manager
 from flowjob_core.plugins.host import gather_registries
 from flowjob_gpu import plugin, optimizer_kernels
-from flowjob_gpu.overrides import KERNEL_BUILDERS, OVERRIDES
+from flowjob_gpu.overrides import ARRAY_KERNEL_BUILDERS, KERNEL_BUILDERS, OVERRIDES
 from flowjob_ops import plugin as ops_plugin
 from flowjob_optim import plugin as optim_plugin
 
@@ -32,10 +32,11 @@ def test_every_override_is_of_a_registered_op():
 
 def test_the_updates_are_overridden_where_flowjob_optim_is_loaded(device):
     regs = gather_registries(make_plugin_manager(plugins=[ops_plugin, optim_plugin, plugin], autoload=False))
-    assert set(regs.kernels.overrides("gpu")) == set(KERNEL_BUILDERS)
-    assert {regs.kernels.owner(op, "gpu") for op in KERNEL_BUILDERS} == {"flowjob_gpu.plugin"}
+    everything = set(KERNEL_BUILDERS) | set(ARRAY_KERNEL_BUILDERS)
+    assert set(regs.kernels.overrides("gpu")) == everything
+    assert {regs.kernels.owner(op, "gpu") for op in everything} == {"flowjob_gpu.plugin"}
     without = gather_registries(make_plugin_manager(plugins=[ops_plugin, plugin], autoload=False))
-    assert set(without.kernels.overrides("gpu")) == set(KERNEL_BUILDERS) - set(optimizer_kernels.KERNEL_BUILDERS)
+    assert set(without.kernels.overrides("gpu")) == everything - set(optimizer_kernels.KERNEL_BUILDERS)
 
 
 def test_without_flowjob_ops_the_overrides_are_refused_naming_the_plugin(device):

@@ -21,9 +21,10 @@ from flowjob_ops.kernels.device_counts import DEVICE_COUNTS
 
 def pinned_zeros(cp: Any, size: int, dtype: Any) -> Any:
     """A host array in page-locked memory (CuPy's ``cupyx.zeros_pinned``; the emulated CuPy's is a numpy array)."""
+    from flowjob_gpu.emulation.factory import emulated_cupyx
     from flowjob_gpu.emulation.modules import EmulatedModule
-    name = "flowjob_gpu.emulation.cupyx" if isinstance(cp, EmulatedModule) else "cupyx"
-    return importlib.import_module(name).zeros_pinned((size,), dtype)
+    cupyx = emulated_cupyx() if isinstance(cp, EmulatedModule) else importlib.import_module("cupyx")
+    return cupyx.zeros_pinned((size,), dtype)
 
 
 class CountReads:

@@ -27,7 +27,7 @@ def flowjob_add_kernels(registry: Any) -> None:
     # the device random streams and the device-checked gather are array code: the emulated CuPy runs them as CuPy
     if switches.current().gpu_emulation or available_cupy() is not None:
         for op, builder in ARRAY_KERNEL_BUILDERS.items():
-            registry.add(op, "gpu", builder)
+            registry.add(op, "gpu", builder, optional=True)  # flowjob-ops' ops, where its plugin is loaded
     # the overrides launch hand-written CUDA (cupy.RawModule), which the emulated CuPy cannot run: under
     # emulation the gpu backend runs every op's xp kernel, as it does for ops without an override
     if switches.current().gpu_emulation or available_cupy() is None:
