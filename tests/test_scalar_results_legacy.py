@@ -1,6 +1,7 @@
-"""One sample's cross entropy, as legacy programs compute it: rank-1 logits give a (1,) loss, never a
-0-d blob (legacy's blobs never were; its cross-entropy ops refused rank-1 logits outright), so the loss
-concatenates with other (1,) results, trains, and comes back indexable."""
+"""Scalar results as legacy programs make them: one sample's cross entropy (rank-1 logits) and a constant
+of a bare number are (1,) blobs, never 0-d (legacy's constant op turned shape () into (1,); its
+cross-entropy ops refused rank-1 logits outright), so they concatenate with other (1,) results, train,
+and come back indexable."""
 from typing import Tuple
 
 import numpy as np
@@ -51,3 +52,18 @@ def test_a_one_sample_loss_trains_and_reads_as_a_float():
     _, after = train_job(np.array([2], np.int32))
     # d loss / d logits = softmax - onehot = 0.2 everywhere but -0.8 at the label
     np.testing.assert_allclose(after, before - np.array([0.2, 0.2, -0.8, 0.2, 0.2], np.float32), rtol=1e-5)
+
+
+def test_constants_of_a_bare_number_are_one_element_blobs():
+    shapes = {}
+
+    @flow.global_function()
+    def const_job(x: tp.Numpy.Placeholder((3,))) -> tp.Numpy:
+        parts = [flow.constant(2.5), flow.constant(1, dtype=flow.float, shape=()), flow.zeros(()),
+                 flow.ones([]), flow.constant_scalar(4.0), flow.math.reduce_sum(x)]
+        shapes["parts"] = [p.shape for p in parts]
+        return flow.concat(parts, axis=0)
+
+    got = const_job(np.array([1.0, 2.0, 3.0], np.float32))
+    assert shapes["parts"] == [(1,)] * 6
+    np.testing.assert_array_equal(got, np.array([2.5, 1.0, 0.0, 1.0, 4.0, 6.0], np.float32))
