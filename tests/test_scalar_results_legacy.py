@@ -5,6 +5,7 @@ and come back indexable."""
 from typing import Tuple
 
 import numpy as np
+import pytest
 
 import oneflow as flow
 import oneflow.typing as tp
@@ -67,3 +68,16 @@ def test_constants_of_a_bare_number_are_one_element_blobs():
     got = const_job(np.array([1.0, 2.0, 3.0], np.float32))
     assert shapes["parts"] == [(1,)] * 6
     np.testing.assert_array_equal(got, np.array([2.5, 1.0, 0.0, 1.0, 4.0, 6.0], np.float32))
+
+
+def test_the_ops_themselves_refuse_rank1_logits_as_legacy_did():
+    from flowjob_core import apply
+    from flowjob_core.errors import FlowjobError
+
+    @flow.global_function()
+    def raw_job(logits: tp.Numpy.Placeholder((5,)), probs: tp.Numpy.Placeholder((5,))) -> tp.Numpy:
+        loss, _prob = apply("softmax_cross_entropy", [probs, logits])
+        return loss
+
+    with pytest.raises(FlowjobError, match=r"softmax_cross_entropy: logits must have rank >= 2 .*\(5,\)"):
+        raw_job(LOGITS, PROBS)
