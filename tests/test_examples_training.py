@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-FLOAT_LINE = re.compile(r"^-?\d+(\.\d*)?(e[-+]?\d+)?$")
+# a loss printed as a number, or as numpy prints legacy's (1,) loss: "[0.6931]"
+FLOAT_LINE = re.compile(r"^\[?(-?\d+(\.\d*)?(e[-+]?\d+)?)\]?$")
 ACCURACY = re.compile(r"^accuracy: (\d+\.\d)%$", re.M)
 
 pytestmark = pytest.mark.examples
@@ -65,7 +66,7 @@ def loss_lines(out: str) -> list[float]:
     lines = [line for line in out.splitlines() if line and not line.startswith("File mnist.npz")]
     values = [line for line in lines if FLOAT_LINE.match(line)]
     assert values, f"no loss printed:\n{out}"
-    losses = [float(v) for v in values]
+    losses = [float(FLOAT_LINE.match(v).group(1)) for v in values]
     assert all(np.isfinite(losses)), losses
     return losses
 
