@@ -299,7 +299,7 @@ def sparse_xent_grad_ref(labels: np.ndarray, prob: np.ndarray, dy: np.ndarray) -
 
 
 def dense_xent_case(draw: Draw) -> Case:
-    shape = _shape(draw, 1, 3, 4)
+    shape = _shape(draw, 2, 3, 4)  # rows and classes: legacy's op refused rank 1
     labels = _array(draw, shape, 0.1, 1.0)  # a distribution per row, as the op's labels are meant to be
     return [labels / labels.sum(-1, keepdims=True), _array(draw, shape)], {}
 

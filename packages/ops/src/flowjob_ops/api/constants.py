@@ -28,15 +28,17 @@ def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None, 
     Args:
         value: a number or a (nested) list or array of numbers.
         dtype: default ``flow.float``.
-        shape: default the shape of ``value``.
+        shape: default the shape of ``value``; a number without a shape, or ``shape=()``, gives (1,), as
+            legacy's constant op did (it never made a 0-d blob).
         name: the op name; default ``Constant_<n>``.
 
     Returns:
         A blob that is not differentiable.
     """
     array = np.asarray(value)
+    out_shape = array.shape if shape is None else tuple(shape)
     attrs = {"value": array.tolist(), "dtype": dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32,
-             "shape": None if shape is None else tuple(shape)}
+             "shape": out_shape or (1,)}
     return apply("constant", [], attrs, name=name)
 
 
@@ -100,8 +102,9 @@ def _fill(shape: Sequence[int], value: int, dtype: Any, name: str | None, prefix
     if not isinstance(shape, (list, tuple)) or not all(is_int(d) and d > 0 for d in shape):
         raise build_error(what, f"shape must be a list or tuple of positive ints, got {shape!r}")
     dt = dtypes.float32 if dtype is None else dtypes.as_dtype(dtype)
-    # legacy names the constant node "<name>constant": Zeros_3constant, or myzerosconstant
-    return apply("constant", [], {"value": value, "dtype": dt, "shape": tuple(shape)},
+    # legacy names the constant node "<name>constant": Zeros_3constant, or myzerosconstant; its constant op made
+    # shape () a (1,)
+    return apply("constant", [], {"value": value, "dtype": dt, "shape": tuple(shape) or (1,)},
                  name=f"{op_name(name, prefix)}constant")
 
 

@@ -35,6 +35,12 @@ NAMESPACES = {
 __all__ = sorted({name for names in NAMESPACES.values() for name in names})
 
 
+def _one_sample(blob: Any, node: str, part: str) -> Any:
+    """A rank-1 blob as one sample ``(1, ...)``: legacy's cross-entropy ops refused rank-1 logits (their
+    inference checked rank >= 2) and its blobs were never 0-d, so one sample's loss is shaped (1,)."""
+    return apply("reshape", [blob], {"shape": (1,) + tuple(blob.shape)}, name=f"{node}_{part}")
+
+
 # cross entropy --------------------------------------------------------------------------------
 def sparse_softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:
     """Per-sample -log softmax(logits)[label].
@@ -47,10 +53,14 @@ def sparse_softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: s
         name: the op name; default ``SparseSoftmaxCrossEntropy_<n>``.
 
     Returns:
-        The loss, shaped like labels (N,) and not reduced.
+        The loss, shaped like labels (N,) and not reduced; (1,) for rank-1 logits (one sample).
     """
     node = op_name(name, "SparseSoftmaxCrossEntropy")
-    if isinstance(labels, Blob) and isinstance(logits, Blob) and len(labels.shape) == len(logits.shape) \
+    if isinstance(labels, Blob) and isinstance(logits, Blob) and len(logits.shape) == 1 and labels.shape in ((), (1,)):
+        logits = _one_sample(logits, node, "logits_row")
+        if not labels.shape:
+            labels = _one_sample(labels, node, "labels_row")
+    elif isinstance(labels, Blob) and isinstance(logits, Blob) and len(labels.shape) == len(logits.shape) \
             and labels.shape and labels.shape[-1] == 1:
         labels = apply("reshape", [labels], {"shape": labels.shape[:-1]}, name=f"{node}_labels")
     loss, _prob = apply("sparse_softmax_cross_entropy", [labels, logits], name=node)
@@ -68,10 +78,15 @@ def sparse_cross_entropy(labels: Blob, prediction: Blob, name: str | None = None
         name: the op name; default ``SparseCrossEntropy_<n>``.
 
     Returns:
-        The loss, shaped like labels and not reduced.
+        The loss, shaped like labels and not reduced; (1,) for rank-1 predictions (one sample).
     """
     node = op_name(name, "SparseCrossEntropy")
-    if isinstance(labels, Blob) and isinstance(prediction, Blob) and len(labels.shape) == len(prediction.shape) \
+    if isinstance(labels, Blob) and isinstance(prediction, Blob) and len(prediction.shape) == 1 \
+            and labels.shape in ((), (1,)):
+        prediction = _one_sample(prediction, node, "prediction_row")
+        if not labels.shape:
+            labels = _one_sample(labels, node, "labels_row")
+    elif isinstance(labels, Blob) and isinstance(prediction, Blob) and len(labels.shape) == len(prediction.shape) \
             and labels.shape and labels.shape[-1] == 1:
         labels = apply("reshape", [labels], {"shape": labels.shape[:-1]}, name=f"{node}_labels")
     return apply("sparse_cross_entropy", [labels, prediction], name=node)
@@ -86,8 +101,11 @@ def softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | No
         name: the op name; default ``SoftmaxCrossEntropy_<n>``.
 
     Returns:
-        The loss, shaped like logits without the last axis.
+        The loss, shaped like logits without the last axis; (1,) for rank-1 logits (one sample).
     """
+    if isinstance(labels, Blob) and isinstance(logits, Blob) and len(logits.shape) == 1:
+        node = op_name(name, "SoftmaxCrossEntropy")
+        labels, logits, name = _one_sample(labels, node, "labels_row"), _one_sample(logits, node, "logits_row"), node
     loss, _prob = apply("softmax_cross_entropy", [labels, logits], name=name)
     return loss
 

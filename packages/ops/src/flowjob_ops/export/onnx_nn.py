@@ -22,16 +22,13 @@ def _moments(e: Emitter, node: Node) -> None:
     mean_out, variance_out = node.outputs
     rank = len(e.shape(x))
     axes = sorted({int(a) % rank for a in np.atleast_1d(node.attrs["axes"])})
-    keep = bool(node.attrs.get("keepdims", False))
     kept = e.reduce("ReduceMean", x, axes, True, None, node.name)
     deviation = e.add("Sub", [x, kept], stem=node.name)
-    square = e.add("Mul", [deviation, deviation], stem=node.name)
-    if keep:
-        e.add("Identity", [kept], [mean_out], node.name)
-        e.reduce("ReduceMean", square, axes, True, [variance_out], node.name)
-        return
-    e.squeeze(kept, axes, [mean_out], node.name)
-    e.reduce("ReduceMean", square, axes, False, [variance_out], node.name)
+    variance = e.reduce("ReduceMean", e.add("Mul", [deviation, deviation], stem=node.name), axes, True, None,
+                        node.name)
+    # reshaped to the record's shapes: the reduced axes dropped, or (1,) where every axis goes (never 0-d)
+    for value, out in ((kept, mean_out), (variance, variance_out)):
+        e.add("Reshape", [value, e.constant(list(e.shape(out)), f"{node.name}/shape", np.int64)], [out], node.name)
 
 
 def _pad2d(e: Emitter, node: Node) -> None:

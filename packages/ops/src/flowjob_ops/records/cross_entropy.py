@@ -31,6 +31,14 @@ def _rows(shape: Sequence[int]) -> int:
     return count
 
 
+def _require_rows(op: str, what: str, spec: BlobSpec) -> None:
+    """Legacy's cross-entropy ops checked rank >= 2 (rows, classes): a loss per row is never 0-d.
+    ``flow.nn``'s functions pass rank-1 logits as one row."""
+    if len(spec.shape) < 2:
+        raise ShapeError(f"{op}: {what} must have rank >= 2 (rows, classes), got {spec.shape}; flow.nn's cross "
+                         f"entropies take rank-1 {what} as one sample")
+
+
 def _with_prob_grad(ctx: GradContext, dlogits: Any) -> Any:
     """Adds the gradient that reaches the kept softmax output (out_1), if any."""
     dprob = ctx.out_grads[1]
@@ -46,7 +54,8 @@ def _sparse_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     require_floating([logits], "sparse_softmax_cross_entropy_with_logits (logits)")
     if labels.dtype.kind not in "iu":
         raise ShapeError(f"labels must be integers (int32 or int64), got {labels.dtype}")
-    if len(logits.shape) < 1 or labels.shape != logits.shape[:-1]:
+    _require_rows("sparse_softmax_cross_entropy", "logits", logits)
+    if labels.shape != logits.shape[:-1]:
         raise ShapeError(
             f"labels must have the logits' shape without the class axis: logits {logits.shape} needs labels "
             f"{logits.shape[:-1]}, got {labels.shape}")
@@ -151,7 +160,8 @@ def _dense_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     labels, logits = inputs
     require_floating(inputs, "softmax_cross_entropy_with_logits")
     same_dtype(inputs, "softmax_cross_entropy_with_logits")
-    if len(logits.shape) < 1 or labels.shape != logits.shape:
+    _require_rows("softmax_cross_entropy", "logits", logits)
+    if labels.shape != logits.shape:
         raise ShapeError(f"labels and logits must have one shape, got labels {labels.shape} and logits {logits.shape}")
     return [BlobSpec(logits.shape[:-1], logits.dtype), logits]
 
@@ -303,7 +313,8 @@ LOG_THRESHOLD = 1e-20  # legacy's lower bound on a probability before its log
 def _check_probability_labels(op: str, labels: BlobSpec, prediction: BlobSpec) -> None:
     if labels.dtype.kind not in "iu":
         raise ShapeError(f"{op}: labels must be integers (int32 or int64), got {labels.dtype}")
-    if len(prediction.shape) < 1 or labels.shape != prediction.shape[:-1]:
+    _require_rows(op, "prediction", prediction)
+    if labels.shape != prediction.shape[:-1]:
         raise ShapeError(
             f"{op}: labels must have the prediction's shape without the class axis: prediction {prediction.shape} "
             f"needs labels {prediction.shape[:-1]}, got {labels.shape}")
