@@ -67,3 +67,13 @@ def test_the_cpu_overrides_cover_the_elementwise_updates_and_leave_the_norm_read
 def test_a_blocked_update_needs_an_update_kernel():
     with pytest.raises(TypeError, match="optim_learning_rate"):
         cpu_update_blocks.BlockedUpdate(update_ops.LEARNING_RATE)
+
+
+def test_the_update_ops_module_holds_no_host_tuning():
+    """The records' kernels are the whole update; blocks over the host threads are the cpu override's."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(update_ops.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {m for m in imported if m and m.startswith("flowjob_core.backends")}
