@@ -50,8 +50,8 @@ def flowjob_add_passes(registry: Any) -> None:
 
 @hookimpl
 def flowjob_add_kernels(registry: Any) -> None:
-    # numpy-tuned variants (Winograd, blocked pooling) for the cpu backend; the records' kernels stay
-    # the reference every other backend runs
+    # numpy-tuned variants (Winograd, cache blocks, work over the host threads) for the cpu backend; the records'
+    # kernels stay the reference every other backend runs
     for op, builder in cpu.KERNEL_BUILDERS.items():
         registry.add(op, cpu.CPU_TAG, builder)
 

@@ -1,4 +1,5 @@
-"""Kernel overrides for the ``cpu`` backend tag (numpy): plain SGD as one BLAS call.
+"""Kernel overrides for the ``cpu`` backend tag (numpy): plain SGD as one BLAS call, and the elementwise updates
+of large variables in blocks over the host threads (``flowjob_optim.cpu_update_blocks``).
 
 ``optim_sgd_matmul_update`` (made by the optim-fusion pass) computes
 ``w -= lr * grad_scale * op(a) @ op(b)``. Its record's kernel, the reference every backend runs,
@@ -20,7 +21,7 @@ from flowjob_core import KernelContext, switches
 from flowjob_core.backends.host_gemm import GEMM_PARTS, gemm_split, matmul_parts, operand_shape
 from flowjob_core.ir.opdef import KernelBuilder
 
-from flowjob_optim import _blas
+from flowjob_optim import _blas, cpu_update_blocks
 from flowjob_optim.update_ops import SGD_MATMUL_UPDATE
 
 CPU_TAG = "cpu"
@@ -65,5 +66,6 @@ class BlasSgdMatmulUpdate:
         return run_in_blocks
 
 
-KERNEL_BUILDERS: dict[str, KernelBuilder] = {SGD_MATMUL_UPDATE.name: BlasSgdMatmulUpdate()}
+KERNEL_BUILDERS: dict[str, KernelBuilder] = {SGD_MATMUL_UPDATE.name: BlasSgdMatmulUpdate(),
+                                              **cpu_update_blocks.KERNEL_BUILDERS}
 """op name -> kernel builder, overriding the record's kernel on the cpu backend."""

@@ -1,7 +1,7 @@
 """The optim package's plugin: the ops (the dense updates, learning rate, clipping and step counter of
 ``update_ops``, gradient accumulation's, the indexed-slices updates of ``sparse_updates``, dynamic loss scaling's),
-the passes (``optimizer``, ``loss-scale``, ``optim-fusion``) and the cpu backend's kernel override (SGD folded into
-its gradient's GEMM, ``cpu``)."""
+the passes (``optimizer``, ``loss-scale``, ``optim-fusion``) and the cpu backend's kernel overrides (``cpu``: SGD
+folded into its gradient's GEMM, and the elementwise updates of large variables in blocks over the host threads)."""
 from __future__ import annotations
 
 from typing import Any
@@ -26,6 +26,6 @@ def flowjob_add_passes(registry: Any) -> None:
 
 @hookimpl
 def flowjob_add_kernels(registry: Any) -> None:
-    # the BLAS-fused SGD on the cpu backend; the record's kernel stays the reference elsewhere
+    # the BLAS-fused SGD and the blocked updates on the cpu backend; the records' kernels stay the reference elsewhere
     for op, builder in cpu.KERNEL_BUILDERS.items():
         registry.add(op, cpu.CPU_TAG, builder)

@@ -15,14 +15,12 @@ the last micro-batch of a cycle only (``flowjob_optim.accumulation``).
 """
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from flowjob_core import BlobSpec, FlowjobError, KernelContext, OpDef, ShapeError
-from flowjob_core.backends.host_blocks import SHARED_BLOCK_ITEMS, FlatBlocks
 
 from flowjob_optim.accumulation import gated, split_counter
 
@@ -193,12 +191,29 @@ def _gradient_prep(ctx: KernelContext, scale: float = 1.0) -> Callable[[Any, Any
     return prep
 
 
-def _update_kernel(n_slots: int, rule: Callable[[KernelContext], Step]) -> Callable[[KernelContext], Any]:
-    def build(ctx: KernelContext) -> Any:
-        # under gradient accumulation the node runs on the last micro-batch of a cycle only
-        return gated(build_ungated(ctx), ctx.attrs)
+InParts = Callable[[KernelContext, Callable[[KernelContext], Step], int, Any], Any]
+"""``in_parts(ctx, rule, end, scale)``: the plain update (no clipping, no regularizer; ``scale`` a gradient scale
+folded into the rate, or None) as a backend's tuned variant runs it (the cpu override's blocks over the host
+threads, ``flowjob_optim.cpu_update_blocks``), or None where the variant does not apply."""
 
-    def build_ungated(ctx: KernelContext) -> Any:
+
+class UpdateKernel:
+    """The kernel builder of an update op made by ``_update_op``: the rule's step on the whole variable. A
+    backend's override runs the same builder with its own way of running the plain update (``build``)."""
+
+    def __init__(self, n_slots: int, rule: Callable[[KernelContext], Step]) -> None:
+        self.n_slots = n_slots
+        self.rule = rule
+
+    def __call__(self, ctx: KernelContext) -> Any:
+        return self.build(ctx)
+
+    def build(self, ctx: KernelContext, in_parts: InParts | None = None) -> Any:
+        # under gradient accumulation the node runs on the last micro-batch of a cycle only
+        return gated(self._build_ungated(ctx, in_parts), ctx.attrs)
+
+    def _build_ungated(self, ctx: KernelContext, in_parts: InParts | None) -> Any:
+        rule, n_slots = self.rule, self.n_slots
         step = rule(ctx)
         clipped = bool(ctx.attrs.get("clipped"))
         scale = float(ctx.attrs.get("grad_scale", 1.0))
@@ -211,10 +226,10 @@ def _update_kernel(n_slots: int, rule: Callable[[KernelContext], Step]) -> Calla
         prep = _gradient_prep(ctx, 1.0 if fold else scale)
         end = n_slots + 1
         plain = not clipped and prep is not None and scale == 1.0 and not l1 and not l2
-        if fold or plain:
-            in_blocks = _in_blocks(ctx, rule, end, dt(scale) if fold else None)
-            if in_blocks is not None:
-                return in_blocks
+        if (fold or plain) and in_parts is not None:
+            variant = in_parts(ctx, rule, end, dt(scale) if fold else None)
+            if variant is not None:
+                return variant
         if fold:
             s = dt(scale)
 
@@ -233,46 +248,6 @@ def _update_kernel(n_slots: int, rule: Callable[[KernelContext], Step]) -> Calla
             step(w, args[1:end], prep(w, args[end], args[end + 2] if clipped else None), args[end + 1][0])
 
         return run
-
-    return build
-
-
-def _in_blocks(ctx: KernelContext, rule: Callable[[KernelContext], Step], end: int, scale: Any) -> Any | None:
-    """The update of a large variable by an elementwise rule (``rule.elementwise``) block by block, the blocks
-    shared over the host threads (``FlatBlocks``). Each block is the rule's own step built for its size (scratch
-    per thread): elementwise, so the same bits as the whole update, and each block goes through all of the rule's
-    passes while in cache (Adam's dozen passes over an embedding table cost half as much so on one thread).
-    None where it does not apply (one block, a device backend, a rule that reads the whole variable, such as
-    LARS's norms). ``scale``: a gradient scale folded into the rate."""
-    spec = ctx.inputs[0]
-    if not getattr(rule, "elementwise", False):
-        return None
-    blocks = FlatBlocks(ctx, spec.size, block=SHARED_BLOCK_ITEMS)
-    if len(blocks.ranges) < 2:
-        return None
-
-    def block_context(size: int) -> KernelContext:
-        # built on first use by the thread running the block: its scratch is its own (``_scratch=None``), never
-        # the plan's pool, whose lending is for kernels built before the step and running one node at a time
-        return dataclasses.replace(ctx, inputs=tuple(BlobSpec((size,), s.dtype) if s.shape == spec.shape else s
-                                                     for s in ctx.inputs), _scratch=None)
-
-    def run_in_blocks(*args: Any) -> None:
-        w, slots, g = args[0], args[1:end], args[end]
-        lr = args[end + 1][0] if scale is None else args[end + 1][0] * scale
-        if not (w.flags.c_contiguous and all(x.flags.c_contiguous for x in slots)):
-            raise FlowjobError(f"op {ctx.node_name!r} ({ctx.op}): the variable and its slots must be contiguous "
-                               f"to update in blocks")
-        flat_w, flat_slots, flat_g = w.reshape(-1), [x.reshape(-1) for x in slots], g.reshape(-1)
-
-        def block(start: int, stop: int) -> None:
-            size = stop - start
-            step = blocks.per_thread(size, lambda: rule(block_context(size)))
-            step(flat_w[start:stop], [x[start:stop] for x in flat_slots], flat_g[start:stop], lr)
-
-        blocks.each(block)
-
-    return run_in_blocks
 
 
 def _consts(ctx: KernelContext, *names: str) -> list[Any]:
@@ -488,7 +463,7 @@ def _lamb(ctx: KernelContext) -> Step:
 
 
 def _update_op(name: str, n_slots: int, rule: Callable[[KernelContext], Step], doc: str) -> OpDef:
-    return OpDef(name, _update_infer(n_slots), kernel=_update_kernel(n_slots, rule), not_differentiable=True,
+    return OpDef(name, _update_infer(n_slots), kernel=UpdateKernel(n_slots, rule), not_differentiable=True,
                  mutates=tuple(range(n_slots + 1)), name_prefix="ModelUpdate", doc=doc)
 
 

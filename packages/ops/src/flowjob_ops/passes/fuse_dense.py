@@ -57,9 +57,23 @@ def _own_kernels(ctx: Any, *ops: str) -> bool:
     return True
 
 
+def _overridden_alike(ctx: Any, *ops: str) -> bool:
+    """Whether the ops all run their own kernels on the pass's backend, or all run the backend's overrides: the
+    cpu backend runs both matmul and matmul_bias with their products over the host threads, so fusing keeps
+    that; a backend overriding only one of them would lose its kernel to the fusion."""
+    registries = getattr(ctx, "registries", None)
+    backend = getattr(ctx, "backend", None)
+    if registries is None or backend is None:
+        return True
+    if not all(_registered(ctx, op) for op in ops):
+        return False
+    own = {registries.kernels.lookup(registries.ops[op], backend.tag) is registries.ops[op].kernel for op in ops}
+    return len(own) == 1
+
+
 def fuse_dense(job: Job, ctx: Any = None) -> int:
     """matmul -> bias_add (-> relu) => matmul_bias. Returns the number of fusions."""
-    if not _own_kernels(ctx, "matmul", "bias_add", MATMUL_BIAS.name):
+    if not (_own_kernels(ctx, "bias_add") and _overridden_alike(ctx, "matmul", MATMUL_BIAS.name)):
         return 0
     relu_ok = _own_kernels(ctx, "relu")
     observed = observed_values(job)

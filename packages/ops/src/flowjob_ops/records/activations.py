@@ -1,5 +1,8 @@
 """Activations: relu, sigmoid, tanh, gelu, the legacy piecewise and exponential ones (leaky_relu,
-hardtanh, relu6, hardsigmoid, hardswish, elu, selu), mish and swish, and their fused gradient ops."""
+hardtanh, relu6, hardsigmoid, hardswish, elu, selu), mish and swish, and their fused gradient ops.
+
+The kernels here are the whole-array math; on the cpu backend ``relu_grad``, ``gelu`` and ``gelu_grad`` run
+block by block over the host threads (``flowjob_ops.overrides.cpu.activations_in_blocks``)."""
 from __future__ import annotations
 
 import math
@@ -9,7 +12,6 @@ from typing import Any, Sequence
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.records.common import grad_like_second, require_floating, unary_float
-from flowjob_core.backends.host_blocks import FlatBlocks, RowBlocks
 from flowjob_ops.kernels.normal_cdf import NormalCdf
 from flowjob_ops import layout_rules
 
@@ -23,21 +25,12 @@ def _relu_grad(ctx: GradContext) -> list[Any]:
 def _relu_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     mask = ctx.scratch(ctx.outputs[0].shape, dtype=bool)  # a per-step bool temporary would be mmap'd for conv maps
-    blocks = RowBlocks(ctx, ctx.outputs[0].shape)
 
     def run(y: Any, dy: Any) -> Any:
         xp.greater(y, 0, out=mask)
         return xp.multiply(dy, mask, out=out)
 
-    def run_in_blocks(y: Any, dy: Any) -> Any:
-        def block(rows: slice) -> None:
-            xp.greater(y[rows], 0, out=mask[rows])
-            xp.multiply(dy[rows], mask[rows], out=out[rows])
-
-        blocks.each(block)
-        return out
-
-    return run if blocks.whole else run_in_blocks
+    return run
 
 
 RELU = OpDef("relu", unary_float, grad=_relu_grad, name_prefix="Relu", elementwise=Elementwise("maximum", fixed=0),
@@ -111,19 +104,14 @@ TANH_GRAD = OpDef("tanh_grad", grad_like_second, kernel=_tanh_grad_kernel, not_d
 def _gelu_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     spec = ctx.outputs[0]
-    blocks = FlatBlocks(ctx, math.prod(spec.shape))
+    size = math.prod(spec.shape)
+    cdf = NormalCdf(xp, (size,), spec.dtype)
     flat_out = out.reshape(-1)
 
     def run(x: Any) -> Any:  # x * Phi(x), the erf form
         flat_x = x.reshape(-1)
-
-        def block(start: int, stop: int) -> None:
-            cdf = blocks.per_thread(stop - start, lambda: NormalCdf(xp, (stop - start,), spec.dtype))
-            x_part, out_part = flat_x[start:stop], flat_out[start:stop]
-            cdf.cdf(x_part, out_part)
-            xp.multiply(out_part, x_part, out=out_part)
-
-        blocks.each(block)
+        cdf.cdf(flat_x, flat_out)
+        xp.multiply(flat_out, flat_x, out=flat_out)
         return out
 
     return run
@@ -136,24 +124,18 @@ def _gelu_grad(ctx: GradContext) -> list[Any]:
 def _gelu_grad_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
     spec = ctx.outputs[0]
-    blocks = FlatBlocks(ctx, math.prod(spec.shape))
+    size = math.prod(spec.shape)
+    cdf = NormalCdf(xp, (size,), spec.dtype)
+    pdf = ctx.scratch((size,), spec.dtype)
     flat_out = out.reshape(-1)
 
     def run(x: Any, dy: Any) -> Any:  # dy * (Phi(x) + x phi(x))
-        flat_x, flat_dy = x.reshape(-1), dy.reshape(-1)
-
-        def block(start: int, stop: int) -> None:
-            size = stop - start
-            cdf = blocks.per_thread(size, lambda: NormalCdf(xp, (size,), spec.dtype))
-            pdf = blocks.per_thread(("pdf", size), lambda: xp.empty(size, dtype=spec.dtype))
-            x_part, out_part = flat_x[start:stop], flat_out[start:stop]
-            cdf.pdf(x_part, pdf)
-            xp.multiply(pdf, x_part, out=pdf)
-            cdf.cdf(x_part, out_part)
-            xp.add(out_part, pdf, out=out_part)
-            xp.multiply(out_part, flat_dy[start:stop], out=out_part)
-
-        blocks.each(block)
+        flat_x = x.reshape(-1)
+        cdf.pdf(flat_x, pdf)
+        xp.multiply(pdf, flat_x, out=pdf)
+        cdf.cdf(flat_x, flat_out)
+        xp.add(flat_out, pdf, out=flat_out)
+        xp.multiply(flat_out, dy.reshape(-1), out=flat_out)
         return out
 
     return run

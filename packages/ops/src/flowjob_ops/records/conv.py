@@ -32,11 +32,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
-from flowjob_core.backends.host_gemm import gemm_split
 
 from flowjob_ops.kernels import (conv, conv2d_bias_pool, conv2d_forward, conv2d_geometry, conv2d_grad_data,
                                  conv2d_grad_filter, window2d)
-from flowjob_core.backends.host_blocks import host_parallel
 from flowjob_ops.kernels.window import FORMATS
 from flowjob_ops.records.common import require_floating, same_dtype
 from flowjob_ops.records.pool import output_shape
@@ -223,16 +221,17 @@ def keeps_columns(ctx: KernelContext, nbytes: int) -> bool:
     return True
 
 
-def im2col_kernel(ctx: KernelContext) -> Any:
-    """conv2d and conv2d_bias (with its optional ReLU) by the 2-D im2col."""
+def im2col_kernel(ctx: KernelContext, **tuning: Any) -> Any:
+    """conv2d and conv2d_bias (with its optional ReLU) by the 2-D im2col. ``tuning``: ``parallel`` (the copies
+    in parts over the batch) and ``products`` (the GEMMs cut over the host threads), which the cpu override
+    (``flowjob_ops.overrides.cpu.conv``) passes; the record runs each as one call."""
     x, w = ctx.inputs[:2]
     bias = ctx.op == "conv2d_bias"
     relu = bias and ctx.attrs.get("activation") == "relu"
     geom = geometry(x.shape, w.shape, ctx.attrs)
     keep = keeps_columns(ctx, geom.M * geom.groups * geom.Kg * x.dtype.itemsize)
     forward = conv2d_forward.Conv2dForward(ctx.xp, geom, x.dtype, bias=bias, relu=relu, strided_output=True,
-                                           out=ctx.out(0), scratch=ctx.scratch, scratch_columns=not keep,
-                                           parallel=host_parallel(ctx), products=gemm_split(ctx.backend))
+                                           out=ctx.out(0), scratch=ctx.scratch, scratch_columns=not keep, **tuning)
     if not keep:
         return forward
     # a filter-gradient node of this plan may reuse the matrix (see im2col_grad_filter_kernel)
@@ -352,16 +351,17 @@ def im2col_grad_data_kernel(ctx: KernelContext) -> Any:
                                                out=ctx.out(0), scratch=ctx.scratch)
 
 
-def im2col_grad_filter_kernel(ctx: KernelContext) -> Any:
+def im2col_grad_filter_kernel(ctx: KernelContext, **tuning: Any) -> Any:
+    """conv2d_grad_filter by the 2-D im2col, reusing its forward's matrix where it can; ``tuning`` as for
+    ``im2col_kernel``."""
     x, dy = ctx.inputs
     geom = geometry(x.shape, ctx.attrs["w_shape"], ctx.attrs)
     columns = ctx.shared.get(("conv2d-columns", ctx.attrs.get("forward")))
     if columns is None or columns.im2col.geom != geom or columns.im2col.dtype != x.dtype:
         return conv2d_grad_filter.Conv2dBackwardFilter(ctx.xp, geom, x.dtype, out=ctx.out(0), scratch=ctx.scratch,
-                                                       parallel=host_parallel(ctx), products=gemm_split(ctx.backend))
+                                                       **tuning)
     backward = conv2d_grad_filter.Conv2dBackwardFilter(ctx.xp, geom, x.dtype, im2col=columns.im2col, out=ctx.out(0),
-                                                       scratch=ctx.scratch, parallel=host_parallel(ctx),
-                                                       products=gemm_split(ctx.backend))
+                                                       scratch=ctx.scratch, **tuning)
 
     def run(x_value: Any, dy_value: Any) -> Any:
         # the forward kernel's matrix is valid for this very array, which nothing writes before this node

@@ -14,10 +14,9 @@ sparse_cross_entropy: loss = -log(max(prediction[label], 1e-20)): legacy clamps 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
-from flowjob_core.backends.host_blocks import RowBlocks
 
 from flowjob_ops.kernels.class_labels import ClassLabels, of_forward
 from flowjob_ops.records.common import require_floating, same_dtype
@@ -62,12 +61,10 @@ def _sparse_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
     return [BlobSpec(labels.shape, logits.dtype), logits]
 
 
-ROW_BLOCK_ITEMS = 1 << 18
-"""Logits per block of rows of the softmax losses (1 MiB of float32): the block stays in cache through its
-passes, and blocks are shared over the host threads (one vocabulary-sized row is 30,522 values)."""
-
-
-def _sparse_kernel(ctx: KernelContext) -> Any:
+def sparse_kernel_over_rows(ctx: KernelContext, each_rows: Callable[[Callable[[slice], None]], None]) -> Any:
+    """The kernel of ``sparse_softmax_cross_entropy`` with its rows taken in the runs ``each_rows(block)``
+    calls ``block`` on: each row's max and sum are its own, so any runs give the whole array's bits (the cpu
+    override, ``flowjob_ops.overrides.cpu.cross_entropy_in_blocks``, runs cache-sized runs over the threads)."""
     xp = ctx.xp
     loss, prob = ctx.out(0), ctx.out(1)
     logits_spec = ctx.inputs[1]
@@ -76,8 +73,6 @@ def _sparse_kernel(ctx: KernelContext) -> Any:
     prob2, loss1 = prob.reshape(m, classes), loss.reshape(m)
     red = ctx.scratch((m, 1), logits_spec.dtype)
     labels = ClassLabels(ctx, m, classes, warn=True).publish(ctx)
-    # row blocks on the host (each row's max and sum are its own, so blocks give the whole array's bits)
-    blocks = RowBlocks(ctx, (m, classes), block=ROW_BLOCK_ITEMS)
     rows = xp.arange(m)
 
     def run(labels_in: Any, logits: Any) -> tuple[Any, Any]:
@@ -97,12 +92,20 @@ def _sparse_kernel(ctx: KernelContext) -> Any:
             xp.log(r.reshape(n), out=loss1[b])
             xp.subtract(loss1[b], picked, out=loss1[b])
 
-        blocks.each(block)
+        each_rows(block)
         if valid is not None:  # a label outside [0, C) adds no loss
             xp.multiply(loss1, valid, out=loss1)
         return loss, prob
 
     return run
+
+
+def _all_rows(block: Callable[[slice], None]) -> None:
+    block(slice(None))
+
+
+def _sparse_kernel(ctx: KernelContext) -> Any:
+    return sparse_kernel_over_rows(ctx, _all_rows)
 
 
 def _sparse_grad(ctx: GradContext) -> list[Any]:

@@ -27,13 +27,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
-from flowjob_core.backends.host_blocks import RowBlocks
-from flowjob_core.backends.host_gemm import SplitMatmul, gemm_split, operand_shape
 from flowjob_core.plugins.builtin_ops import CORE_OPS
 
 from flowjob_ops.records import activations, arithmetic, comparisons
 from flowjob_ops.records.common import normalize_axis, require_floating
-from flowjob_ops.records.matmul import BIAS_ADD, MATMUL, bias_axis, matmul_flops
+from flowjob_ops.records.matmul import BIAS_ADD, MATMUL, bias_axis, matmul_flops, whole_product
 
 
 class _StepGrad:
@@ -79,27 +77,30 @@ def _matmul_bias_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec
     return [y]
 
 
-def _matmul_bias_kernel(ctx: KernelContext) -> Any:
+def matmul_bias_kernel_with(ctx: KernelContext, product: Callable[[Any, Any, Any], Any]) -> Any:
+    """The kernel of ``matmul_bias`` with its GEMM ``product(a, b, out)`` (the cpu override passes one that runs
+    a large product in parts over the host threads, ``flowjob_ops.overrides.cpu.matmul_parts``)."""
     xp, out = ctx.xp, ctx.out(0)
     ta, tb = bool(ctx.attrs.get("transpose_a", False)), bool(ctx.attrs.get("transpose_b", False))
     rank = len(ctx.outputs[0].shape)
     axis = normalize_axis(bias_axis(ctx.attrs.get("data_format"), rank), rank)
     shape = None if axis == rank - 1 else tuple(ctx.outputs[0].shape[axis] if i == axis else 1 for i in range(rank))
     relu = ctx.attrs.get("activation") == "relu"
-    # the unfused kernels' calls, one after the other on one buffer (matmul, bias_add, relu); a large product
-    # in parts over the host threads
-    a_spec, b_spec = ctx.inputs[:2]
-    matmul = SplitMatmul(xp, operand_shape(a_spec.shape, ta), operand_shape(b_spec.shape, tb), gemm_split(ctx.backend))
+    # the unfused kernels' calls, one after the other on one buffer (matmul, bias_add, relu)
     add, maximum = xp.add, xp.maximum
 
     def run(a: Any, b: Any, bias: Any) -> Any:
-        matmul(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b, out)
+        product(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b, out)
         add(out, bias if shape is None else bias.reshape(shape), out=out)
         if relu:
             maximum(out, 0, out=out)
         return out
 
     return run
+
+
+def _matmul_bias_kernel(ctx: KernelContext) -> Any:
+    return matmul_bias_kernel_with(ctx, whole_product(ctx.xp))
 
 
 def _matmul_bias_grad(ctx: GradContext) -> list[Any]:
@@ -240,7 +241,12 @@ class _Chain:
         return [value]
 
     def kernel(self, ctx: KernelContext) -> Any:
-        xp, out = ctx.xp, ctx.out(0)
+        return functools.partial(self.function(ctx), ctx.out(0))
+
+    def function(self, ctx: KernelContext) -> Callable[..., Any]:
+        """``run(out, *inputs)``: the steps as one generated function writing ``out`` (the whole output, or,
+        in the cpu override ``flowjob_ops.overrides.cpu.chain_in_blocks``, a run of its rows)."""
+        xp = ctx.xp
         dtype = ctx.outputs[0].dtype
         namespace: dict[str, Any] = {}
         params = [f"x{i}" for i in range(len(ctx.inputs))]
@@ -258,17 +264,8 @@ class _Chain:
             lines.append(f"    f{k}({', '.join(operands)}, out=out)")
         lines.append("    return out")
         exec(compile("\n".join(lines) + "\n", f"<elementwise_chain {ctx.node_name}>", "exec"), namespace)
-        run = namespace["run"]
-        # large outputs run in runs of leading rows (over the host threads): every step is elementwise
-        blocks = RowBlocks(ctx, ctx.outputs[0].shape)
-        if blocks.whole:
-            return functools.partial(run, out)
-
-        def run_in_blocks(*inputs: Any) -> Any:
-            blocks.each(lambda rows: run(out[rows], *(blocks.part(x, rows) for x in inputs)))
-            return out
-
-        return run_in_blocks
+        run: Callable[..., Any] = namespace["run"]
+        return run
 
     def grad(self, ctx: GradContext) -> list[Any]:
         steps = self.steps(ctx.attrs)
@@ -320,6 +317,12 @@ def chain_op(ops: Any = None) -> OpDef:
                  name_prefix="ElementwiseChain", amp="black",
                  doc="a run of elementwise ops (attribute steps: (op, attrs, args) each, -1 = the running "
                      "value) evaluated in place in one buffer; made by the fusion pass")
+
+
+def chain_function(ctx: KernelContext) -> Callable[..., Any]:
+    """``run(out, *inputs)``: the chain of ``ctx.attrs['steps']`` as one function writing ``out``, its steps
+    looked up in ``ctx.ops`` (the session's records), else among the built-in ones."""
+    return _Chain(ctx.ops).function(ctx)
 
 
 ELEMENTWISE_CHAIN = chain_op()

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
-from flowjob_core.backends.host_gemm import SplitMatmul, gemm_split, operand_shape
-
 
 from flowjob_ops.records.common import broadcast_shape, normalize_axis, require_floating, same_dtype
 from flowjob_ops import layout_rules
@@ -47,12 +45,19 @@ def _count(shape: Sequence[int]) -> int:
     return total
 
 
-def _matmul_kernel(ctx: KernelContext) -> Any:
-    xp, out = ctx.xp, ctx.out(0)
+def whole_product(xp: Any) -> Callable[[Any, Any, Any], Any]:
+    """``product(a, b, out)``: ``out = a @ b`` as one call (the records' GEMM; the cpu overrides pass one that
+    splits a large product over the host threads, ``flowjob_ops.overrides.cpu.matmul_parts``)."""
+    def product(a: Any, b: Any, out: Any) -> Any:
+        return xp.matmul(a, b, out=out)
+
+    return product
+
+
+def matmul_kernel_with(ctx: KernelContext, product: Callable[[Any, Any, Any], Any]) -> Any:
+    """The kernel of ``matmul`` with its GEMM ``product(a, b, out)``."""
+    out = ctx.out(0)
     ta, tb = bool(ctx.attrs.get("transpose_a", False)), bool(ctx.attrs.get("transpose_b", False))
-    a_spec, b_spec = ctx.inputs[:2]
-    # a large product runs in parts over the host threads (BLAS keeps one thread per caller)
-    product = SplitMatmul(xp, operand_shape(a_spec.shape, ta), operand_shape(b_spec.shape, tb), gemm_split(ctx.backend))
     # transposed views: BLAS reads them as transposed operands, nothing is copied
     if ta and tb:
         return lambda a, b: product(a.swapaxes(-1, -2), b.swapaxes(-1, -2), out)
@@ -61,6 +66,10 @@ def _matmul_kernel(ctx: KernelContext) -> Any:
     if tb:
         return lambda a, b: product(a, b.swapaxes(-1, -2), out)
     return lambda a, b: product(a, b, out)
+
+
+def _matmul_kernel(ctx: KernelContext) -> Any:
+    return matmul_kernel_with(ctx, whole_product(ctx.xp))
 
 
 def _mm(ctx: GradContext, a: Any, b: Any, ta: bool = False, tb: bool = False) -> Any:

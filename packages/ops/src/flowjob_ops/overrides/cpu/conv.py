@@ -109,10 +109,24 @@ def conv_bias_pool_kernel(ctx: KernelContext) -> Any:
                                        products=gemm_split(ctx.backend))
 
 
-_IM2COL = {conv_records.CONV2D.name: conv_records.im2col_kernel,
-              conv_records.CONV2D_BIAS.name: conv_records.im2col_kernel,
-              conv_records.CONV2D_GRAD_DATA.name: conv_records.im2col_grad_data_kernel,
-              conv_records.CONV2D_GRAD_FILTER.name: conv_records.im2col_grad_filter_kernel}
+def _host_tuning(ctx: KernelContext) -> dict[str, Any]:
+    """The im2col kernels' host tuning: copies in parts over the batch, GEMMs cut over the host threads."""
+    return {"parallel": host_parallel(ctx), "products": gemm_split(ctx.backend)}
+
+
+def _im2col_forward(ctx: KernelContext) -> Any:
+    return conv_records.im2col_kernel(ctx, **_host_tuning(ctx))
+
+
+def _im2col_grad_filter(ctx: KernelContext) -> Any:
+    return conv_records.im2col_grad_filter_kernel(ctx, **_host_tuning(ctx))
+
+
+_IM2COL = {conv_records.CONV2D.name: _im2col_forward,
+           conv_records.CONV2D_BIAS.name: _im2col_forward,
+           conv_records.CONV2D_GRAD_DATA.name: conv_records.im2col_grad_data_kernel,
+           conv_records.CONV2D_GRAD_FILTER.name: _im2col_grad_filter}
+
 
 KERNEL_BUILDERS = {
     conv_records.CONV2D.name: conv_kernel,
