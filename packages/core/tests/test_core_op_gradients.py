@@ -29,6 +29,12 @@ def _ones_like(draw):
     return [draw(strategies.arrays(draw(strategies.small_shapes(1, 2, 4))))], {}
 
 
+def _scale_by_loss_count(draw):
+    grad = draw(strategies.arrays(draw(strategies.small_shapes(1, 3, 4))))
+    losses = [draw(strategies.arrays(draw(strategies.small_shapes(1, 2, 3)))) for _ in range(draw(st.integers(1, 2)))]
+    return [grad, *losses], {}
+
+
 def _unbroadcast_ref(x, shape):
     lead = x.ndim - len(shape)
     keep = tuple(lead + i for i, d in enumerate(shape) if d == 1 and x.shape[lead + i] != 1)
@@ -40,6 +46,8 @@ CASES = [
     OpCase("unbroadcast", _unbroadcast, reference=_unbroadcast_ref),
     OpCase("broadcast_to", _broadcast_to, reference=lambda x, shape: np.broadcast_to(x, shape)),
     OpCase("scalar_mul", _scalar_mul, reference=lambda x, scalar: x * scalar),
+    OpCase("scale_by_loss_count", _scale_by_loss_count,
+           reference=lambda grad, *losses: grad / max(1, sum(loss.size for loss in losses)), wrt=()),
     OpCase("ones_like", _ones_like, reference=lambda x: np.ones_like(x), wrt=()),
     OpCase("return", _ones_like, reference=lambda x: x, wrt=()),
     OpCase("fetch", _ones_like, reference=lambda x: x, wrt=()),

@@ -55,14 +55,3 @@ def test_future_result_is_used_once():
         other.async_get(3)
     other.async_get(got.append)
     assert got == [2]
-
-
-def test_one_element_arrays_take_float_int_and_format_as_numpy_1_did():
-    from flowjob_typing.values import OneElementArray, one_element
-
-    value = one_element(np.array([2.5], np.float32))
-    assert type(value) is OneElementArray and value.shape == (1,) and value[0] == 2.5
-    assert float(value) == 2.5 and int(value) == 2 and complex(value) == 2.5 and f"{value:.2f}" == "2.50"
-    assert str(value) == "[2.5]" and value.item() == 2.5
-    for other in (np.array(2.5), np.ones((2,)), np.ones((1, 1))):
-        assert type(one_element(other)) is np.ndarray  # only (1,) arrays change class

@@ -23,6 +23,7 @@ from flowjob_core.imperative.grad_mode import is_grad_enabled
 from flowjob_core.imperative.tape import Segment, TapeBuilder
 from flowjob_core.ir import dtypes
 from flowjob_core.plugins.builtin_ops import ADD_N
+from flowjob_core.runtime.one_element import one_element
 from flowjob_core.runtime.session import get_default_session
 from flowjob_core.trace.blob import Blob
 from flowjob_core.trace.builder import apply
@@ -249,8 +250,8 @@ class Tensor:
 
     # values -------------------------------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
-        """The value, a host copy."""
-        return np.array(get_default_session().backend.to_host(self._value), copy=True)
+        """The value, a host copy (one of shape (1,) converts with ``float()`` as numpy 1 allowed)."""
+        return one_element(np.array(get_default_session().backend.to_host(self._value), copy=True))
 
     def tolist(self) -> Any:
         return self.numpy().tolist()

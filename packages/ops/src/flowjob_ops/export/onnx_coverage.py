@@ -31,6 +31,7 @@ REASONS: dict[str, str] = {
     "ssp_variable_proxy": _TRAINING, "indexed_slices_reduce_sum": "combines the sparse rows of a gradient; "
                                                                   "made only in train jobs",
     "unbroadcast": "sums a broadcast gradient back to its input's shape; made only in train jobs",
+    "scale_by_loss_count": "scales a variable's gradient by the step's loss count; made only in train jobs",
     "random_uniform": _RANDOM, "random_normal": _RANDOM, "bernoulli": _RANDOM, "coin_flip": _RANDOM,
     "random_mask_like": _RANDOM, "generate_random_batch_permutation_indices": _RANDOM, "decode_random": _RANDOM,
     "distributed_partial_fc_sample": _RANDOM,

@@ -206,7 +206,7 @@ DISTRIBUTED_PARTIAL_FC_SAMPLE = OpDef(
         "each label's index among them", amp="black")
 SHARDED_DISTRIBUTED_PARTIAL_FC_SAMPLE = OpDef(
     "sharded_distributed_partial_fc_sample", _sharded_infer, kernel=_sharded_kernel, not_differentiable=True,
-    name_prefix="ShardedDistributedPartialFcSample",
+    name_prefix="ShardedDistributedPartialFcSample", amp="black",
     doc="inputs (this rank's shard [shard_start, shard_stop) of the class weights, labels): its block of the whole "
         "op's samples, and every mapped label")
 DISTRIBUTED_PARTIAL_FC_SAMPLE_GRAD = OpDef(
