@@ -123,12 +123,12 @@ def test_a_conv_plan_holds_blas_to_one_thread_and_cuts_its_large_products(monkey
 def test_a_large_variable_updates_in_blocks_with_the_bits_of_the_whole_update(monkeypatch, make_optimizer):
     # an elementwise update of a large variable runs block by block (on one thread too), the blocks shared
     # over the host threads: the same bits as the update of the whole variable in one go
-    import flowjob_optim.update_ops as update_ops
+    import flowjob_optim.cpu_update_blocks as update_blocks
 
     monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")
     rows = 1 << 11  # a 2048 x 512 table: 1M elements, eight blocks
     built_in_blocks: list[bool] = []
-    in_blocks = update_ops._in_blocks
+    in_blocks = update_blocks.in_blocks
 
     def spy(*args, **kwargs):
         kernel = in_blocks(*args, **kwargs)
@@ -154,9 +154,9 @@ def test_a_large_variable_updates_in_blocks_with_the_bits_of_the_whole_update(mo
         flow.clear_default_session()
         return table
 
-    monkeypatch.setattr(update_ops, "_in_blocks", lambda *args, **kwargs: None)
+    monkeypatch.setattr(update_blocks, "in_blocks", lambda *args, **kwargs: None)
     want = train(1)  # the whole variable in one update
-    monkeypatch.setattr(update_ops, "_in_blocks", spy)
+    monkeypatch.setattr(update_blocks, "in_blocks", spy)
     one_thread = train(1)
     two_threads = train(2)
     assert built_in_blocks == [True, True]
