@@ -82,6 +82,7 @@ LARGE = [
 @pytest.fixture(params=["1", "2"], ids=["1 thread", "2 threads"])
 def session(request, monkeypatch):
     monkeypatch.setenv("FLOWJOB_HOST_THREADS", request.param)
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "0")  # the cpu backend's overrides, whatever the suite's device
     # a one-node plan would give BLAS the threads; the plans of training steps hold it to one thread per caller,
     # and there the products are cut over the host threads (host_gemm.gemm_split)
     monkeypatch.setattr(planner, "blas_wide", lambda *args: False)
