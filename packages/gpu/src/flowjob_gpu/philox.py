@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 MASK = 0xFFFFFFFF
 M0, M1 = 0xD2511F53, 0xCD9E8D57  # the round multipliers
 W0, W1 = 0x9E3779B9, 0xBB67AE85  # the key schedule's Weyl constants
@@ -25,13 +27,17 @@ def philox4x32_10(counter: tuple[Any, Any, Any, Any], key: tuple[Any, Any],
                   let: Callable[[Any], Any] = _same) -> tuple[Any, Any, Any, Any]:
     """The four 32-bit output words of the counter's four words under the key's two (each a 32-bit value
     held in 64 bits: the products of two words are exact)."""
-    c0, c1, c2, c3 = counter
-    k0, k1 = key
+    # array words: every Python int (a word or a constant) as a uint64, since numpy 1 gives a uint64 scalar and a
+    # Python int float64; C words keep Python ints, which their operators write as literals
+    typed = _same if any(isinstance(w, CWord) for w in (*counter, *key)) else np.uint64
+    c0, c1, c2, c3 = (w if hasattr(w, "dtype") else typed(w) for w in counter)
+    k0, k1 = (w if hasattr(w, "dtype") else typed(w) for w in key)
+    mask, m0, m1, w0, w1, half = (typed(v) for v in (MASK, M0, M1, W0, W1, 32))
     for round_ in range(ROUNDS):
         if round_:
-            k0, k1 = let((k0 + W0) & MASK), let((k1 + W1) & MASK)
-        p0, p1 = let(c0 * M0), let(c2 * M1)
-        c0, c1, c2, c3 = let((p1 >> 32) ^ c1 ^ k0), let(p1 & MASK), let((p0 >> 32) ^ c3 ^ k1), let(p0 & MASK)
+            k0, k1 = let((k0 + w0) & mask), let((k1 + w1) & mask)
+        p0, p1 = let(c0 * m0), let(c2 * m1)
+        c0, c1, c2, c3 = let((p1 >> half) ^ c1 ^ k0), let(p1 & mask), let((p0 >> half) ^ c3 ^ k1), let(p0 & mask)
     return c0, c1, c2, c3
 
 
