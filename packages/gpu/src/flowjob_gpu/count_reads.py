@@ -17,12 +17,12 @@ import numpy as np
 
 from flowjob_core.plan.planner import StepError
 from flowjob_ops.kernels.device_counts import DEVICE_COUNTS
+from flowjob_gpu.emulation.factory import emulated_cupyx
+from flowjob_gpu.emulation.modules import EmulatedModule
 
 
 def pinned_zeros(cp: Any, size: int, dtype: Any) -> Any:
     """A host array in page-locked memory (CuPy's ``cupyx.zeros_pinned``; the emulated CuPy's is a numpy array)."""
-    from flowjob_gpu.emulation.factory import emulated_cupyx
-    from flowjob_gpu.emulation.modules import EmulatedModule
     cupyx = emulated_cupyx() if isinstance(cp, EmulatedModule) else importlib.import_module("cupyx")
     return cupyx.zeros_pinned((size,), dtype)
 

@@ -29,6 +29,7 @@ from flowjob_ops.records.dropout import DROPOUT
 
 from flowjob_gpu.philox import MASK, philox4x32_10, philox_c, seed_key
 from flowjob_gpu.record_kernels import own_kernel
+from flowjob_gpu.emulation.modules import EmulatedModule
 
 UNIFORM_BITS = 24  # the top bits of a word that make its uniform draw
 
@@ -43,7 +44,6 @@ element is kept, else 0; the node's draw count is read from ``draws[0]``."""
 
 def mask_kernel(cp: Any) -> Any:
     """The mask ``ElementwiseKernel`` on CuPy; None on an array module that builds no CUDA (the emulated CuPy)."""
-    from flowjob_gpu.emulation.modules import EmulatedModule
     if isinstance(cp, EmulatedModule) or getattr(cp, "ElementwiseKernel", None) is None:
         return None
     return _compiled(cp)

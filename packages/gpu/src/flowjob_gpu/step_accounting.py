@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from flowjob_gpu.step_graphs import GraphedStep
+from flowjob_gpu.emulation import host_traffic
 
 EMULATED = "cupy-emulated"  # the emulated backend's name (flowjob_gpu.emulation.backend.NAME)
 
@@ -81,7 +82,6 @@ def account(function: Any, call: Callable[[], Any], steps: int = 3, warm: int = 
 def _counting(backend: Any) -> Any:
     if backend.name != EMULATED:
         return None
-    from flowjob_gpu.emulation import host_traffic
     return host_traffic.counting
 
 
