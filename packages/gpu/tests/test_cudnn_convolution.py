@@ -241,6 +241,26 @@ def test_a_configuration_is_built_once_a_plan(frontend, caplog):
     assert len(frontend.graphs) == 3 and len(frontend.handles) == 2
 
 
+def test_inputs_cudnn_cannot_read_as_they_are_are_copied_first(frontend):
+    """A transposed input and one at an address off cuDNN's 16-byte alignment (a view at an offset) reach the
+    graph as aligned C-contiguous copies: the graph's strides describe dense memory."""
+    cp, shared = emulated_cupy(), {}
+    inputs, y_shape, _ = _arrays("conv2d", (2, 3, 8, 8), (4, 3, 3, 3), {"padding": "SAME"}, "float32")
+    x, w = inputs
+    want = _record("conv2d", inputs, [y_shape], {"padding": "SAME"})
+    ctx = _context(cp, "conv2d", inputs, [y_shape], {"padding": "SAME"}, shared)
+    run = cudnn_convolution.cudnn_convolution_kernel(ctx)
+    flat = cp.zeros(x.size + 1, np.float32)
+    shifted = flat[1:].reshape(x.shape)  # 4 bytes past an aligned allocation
+    shifted[...] = cp.asarray(x)
+    transposed = cp.asarray(np.ascontiguousarray(w.transpose(1, 0, 2, 3))).transpose(1, 0, 2, 3)
+    assert cudnn_convolution.pointer(shifted) % cudnn_convolution.ALIGNMENT and not transposed.flags.c_contiguous
+    got = cp.asnumpy(run(shifted, transposed))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    ((pack, _, _),) = frontend.graphs[0].executions
+    assert all(address % cudnn_convolution.ALIGNMENT == 0 for address in pack.values())
+
+
 def test_a_plans_handle_is_destroyed_with_it(frontend):
     import gc
     shared: dict = {}

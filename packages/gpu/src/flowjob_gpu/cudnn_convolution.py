@@ -17,8 +17,8 @@ numerics differ from the records' (``REFUSED_NOTES``: TF32 and down-converting t
 float64, FFT engines, nondeterministic ones), builds the first plan that remains and keeps it, with its workspace
 size; every later node of that configuration reuses it. A node takes the plan's workspace from the plan's scratch
 pool (``ctx.scratch``, lent while the node runs) and runs ``execute`` on the current stream, the step's stream
-inside a recorded step, so the launch is captured in the step's CUDA graph. Inputs that are not C-contiguous are
-copied into a buffer of the node first.
+inside a recorded step, so the launch is captured in the step's CUDA graph. Inputs that are not C-contiguous, or
+whose address is not ``ALIGNMENT``-byte aligned (a view at an offset), are copied into a buffer of the node first.
 
 The fallback: where the frontend is not installed, cuDNN does not load, no handle can be made (no device), the
 dtype has no cuDNN type, or the frontend refuses the configuration (no engine supports it), the node runs the op
@@ -41,7 +41,7 @@ from flowjob_ops.kernels.window import FORMATS
 from flowjob_ops.records.conv import (CONV2D, CONV2D_BIAS, CONV2D_GRAD_DATA, CONV2D_GRAD_FILTER, CONV3D,
                                       CONV3D_GRAD_DATA, CONV3D_GRAD_FILTER)
 
-from flowjob_gpu.record_kernels import ContiguousInputs, own_kernel
+from flowjob_gpu.record_kernels import own_kernel
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,7 @@ REFUSED_NOTES = {"float16": ("FFT", "NONDETERMINISTIC"),
 """cudnn.numerical_note members whose engines are dropped, by dtype: the records compute float32 and float64 in
 their own precision, deterministically (CuPy's cuBLAS runs without TF32 unless CUPY_TF32=1)."""
 
+ALIGNMENT = 16  # bytes: what cuDNN's engines assume of every tensor's address (the frontend's default)
 CACHE = "cudnn-convolution-plans"  # ctx.shared[CACHE]: _PlanCache of the plan
 CUDNN, IM2COL = "cudnn", "im2col"
 
@@ -243,6 +244,26 @@ def pointer(a: Any) -> int:
     return int(a.data.ptr)
 
 
+class AlignedInputs:
+    """A node's inputs as cuDNN reads them: an input that is C-contiguous at an ``ALIGNMENT``-byte address as itself,
+    another copied into a buffer of this node made on the first such call (``ctx.workspace``, aligned as every
+    allocation is) and reused by later ones."""
+
+    def __init__(self, ctx: KernelContext) -> None:
+        self.ctx = ctx
+        self.buffers: dict[int, Any] = {}
+
+    def __call__(self, index: int, a: Any) -> Any:
+        if a.flags.c_contiguous and pointer(a) % ALIGNMENT == 0:
+            return a
+        buf = self.buffers.get(index)
+        if buf is None:
+            spec = self.ctx.inputs[index]
+            buf = self.buffers[index] = self.ctx.workspace(spec.shape, spec.dtype)
+        self.ctx.xp.copyto(buf, a)
+        return buf
+
+
 def cudnn_convolution_kernel(ctx: KernelContext) -> Any:
     """Every convolution op (``KINDS``): inputs (x, w[, b]), (dy, w) or (x, dy) as the records take them; the
     output the record's. On cuDNN where it runs the configuration, else the record's own kernel."""
@@ -269,7 +290,7 @@ def _launcher(ctx: KernelContext, cache: _PlanCache, config: Config, planned: Pl
     graph, tensors = planned.graph, planned.tensors
     out = ctx.out(0)
     workspace = ctx.scratch((planned.workspace_bytes,), np.uint8) if planned.workspace_bytes else None
-    dense = ContiguousInputs(ctx)
+    dense = AlignedInputs(ctx)
     # the inputs' roles in the records' order, and the output's
     roles = {FORWARD: ("x", "w", "b"), DATA: ("y", "w"), FILTER: ("x", "y")}[config.kind]
     result = {FORWARD: "y", DATA: "x", FILTER: "w"}[config.kind]
