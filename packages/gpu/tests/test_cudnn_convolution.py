@@ -223,7 +223,7 @@ def test_a_float_type_cudnn_lacks_falls_back_without_building(frontend):
                         outputs=(BlobSpec((1, 1, 3, 3), "float32"),), shared=shared, ops=OPS)
     config = cudnn_convolution.Config.of(ctx)
     cache = cudnn_convolution._PlanCache()
-    assert cache.planned(config.__class__(**{**config.__dict__, "dtype": "bfloat16"}), cp) == \
+    assert cache.planned(config.__class__(**{**config.__dict__, "dtype": "bfloat16"})) == \
         "cuDNN has no bfloat16 convolution here (only float16, float32, float64)"
     assert not frontend.graphs
 
@@ -261,6 +261,17 @@ def test_inputs_cudnn_cannot_read_as_they_are_are_copied_first(frontend):
     assert all(address % cudnn_convolution.ALIGNMENT == 0 for address in pack.values())
 
 
+def test_each_device_of_a_plan_has_its_handle_and_graphs(frontend):
+    cp = emulated_cupy()
+    inputs, y_shape, _ = _arrays("conv2d", (2, 3, 8, 8), (4, 3, 3, 3), {}, "float32")
+    config = cudnn_convolution.Config.of(_context(cp, "conv2d", inputs, [y_shape], {}, {}))
+    cache = cudnn_convolution._PlanCache()
+    first = cache.planned(config)
+    second = cache.planned(cudnn_convolution.Config(**{**config.__dict__, "device": 1}))
+    assert cache.planned(config) is first and first.handle is not second.handle
+    assert frontend.handles == [first.handle, second.handle] and len(frontend.graphs) == 2
+
+
 def test_a_plans_handle_is_destroyed_with_it(frontend):
     import gc
     shared: dict = {}
@@ -275,7 +286,7 @@ def test_the_real_frontends_graph_takes_the_configuration():
     cudnn = pytest.importorskip("cudnn", reason="nvidia-cudnn-frontend is not installed (the cudnn extra)")
     op, x_shape, w_shape, attrs, dtype = CASES[1]
     inputs, y_shape, _ = _arrays(op, x_shape, w_shape, attrs, dtype)
-    config = cudnn_convolution.Config.of(_context(np, op, inputs, [y_shape], attrs, {}))
+    config = cudnn_convolution.Config.of(_context(emulated_cupy(), op, inputs, [y_shape], attrs, {}))
     graph, tensors = cudnn_convolution.build_graph(cudnn, None, config)
     (node,) = graph.nodes
     assert node.params["pre_padding"] == [1, 1] and node.params["post_padding"] == [2, 1]

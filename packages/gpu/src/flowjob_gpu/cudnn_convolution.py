@@ -87,6 +87,7 @@ class Config:
     groups: int
     bias: bool = False
     relu: bool = False
+    device: int = 0  # the CUDA device the plan runs on: a graph is built with that device's handle
 
     @classmethod
     def of(cls, ctx: KernelContext) -> "Config":
@@ -108,7 +109,7 @@ class Config:
         bias = ctx.op == CONV2D_BIAS.name
         return cls(kind, tuple(geom.x_shape), tuple(geom.w_shape), tuple(geom.y_shape), geom.channels_last,
                    np.dtype(ctx.inputs[0].dtype).name, tuple(win.pads), tuple(win.strides), tuple(win.dilations),
-                   geom.groups, bias, bias and attrs.get("activation") == "relu")
+                   geom.groups, bias, bias and attrs.get("activation") == "relu", int(ctx.xp.cuda.Device().id))
 
 
 def cudnn_dims(shape: tuple[int, ...], channels_last: bool) -> tuple[list[int], list[int]]:
@@ -129,49 +130,52 @@ class Planned:
     tensors: dict[str, Any]  # "x", "w", "y" (and "b"): the graph's tensors, dy as "y" for the gradients
     workspace_bytes: int
     plan_name: str
+    handle: Any = None  # the cuDNN handle of the configuration's device
 
 
 class _PlanCache:
-    """A plan's cuDNN state: the frontend, one handle, and each configuration's Planned graph or the reason cuDNN
-    does not run it (so each is built, refused and logged once)."""
+    """A plan's cuDNN state: the frontend, a handle per device, and each configuration's Planned graph or the
+    reason cuDNN does not run it (so each is built, refused and logged once)."""
 
     def __init__(self) -> None:
         self.frontend: Any = None
-        self.handle: Any = None
+        self.handles: dict[int, Any] = {}
         self.unavailable: str | None = None  # why no configuration can run on cuDNN in this plan
         self.entries: dict[Config, Planned | str] = {}
         self.paths: dict[str, str] = {}  # node name -> "cudnn" or "im2col: why"
         self.builds = 0
 
-    def open(self, cp: Any) -> str | None:
-        """Load the frontend and make the handle, once; the reason where that fails."""
-        if self.frontend is not None or self.unavailable is not None:
+    def open(self, device: int) -> str | None:
+        """Load the frontend and make the device's handle (on the current device, which is ``device``), once; the
+        reason where that fails."""
+        if self.unavailable is not None or device in self.handles:
             return self.unavailable
+        if self.frontend is None:
+            try:
+                self.frontend = import_frontend()
+            except ImportError as exc:
+                self.unavailable = f"nvidia-cudnn-frontend is not installed (pip install 'flowjob-gpu[cudnn]'): {exc}"
+                return self.unavailable
         try:
-            frontend = import_frontend()
-        except ImportError as exc:
-            self.unavailable = f"nvidia-cudnn-frontend is not installed (pip install 'flowjob-gpu[cudnn]'): {exc}"
-            return self.unavailable
-        try:
-            handle = frontend.create_handle()
+            handle = self.frontend.create_handle()
         except Exception as exc:  # no cuDNN library, no device, a driver too old: the frontend's words say which
             self.unavailable = f"cuDNN could not make a handle ({type(exc).__name__}: {exc})"
             return self.unavailable
-        self.frontend, self.handle = frontend, handle
-        weakref.finalize(self, _destroy, frontend, handle)
+        self.handles[device] = handle
+        weakref.finalize(self, _destroy, self.frontend, handle)
         return None
 
-    def planned(self, config: Config, cp: Any) -> Planned | str:
+    def planned(self, config: Config) -> Planned | str:
         """The configuration's Planned graph, built on its first request; or why cuDNN does not run it."""
         found = self.entries.get(config)
         if found is None:
-            reason = self.open(cp)
+            reason = self.open(config.device)
             if reason is None and config.dtype not in DATA_TYPES:
                 reason = f"cuDNN has no {config.dtype} convolution here (only {', '.join(DATA_TYPES)})"
             if reason is None:
                 self.builds += 1
                 try:
-                    found = plan_graph(self.frontend, self.handle, config)
+                    found = plan_graph(self.frontend, self.handles[config.device], config)
                 except Exception as exc:  # cudnnGraphNotSupportedError, or the backend's refusal in other words
                     reason = f"the frontend refused the configuration ({type(exc).__name__}: {exc})"
             self.entries[config] = found = reason if found is None else found
@@ -236,7 +240,7 @@ def plan_graph(cudnn: Any, handle: Any, config: Config) -> Planned:
         name = str(graph.get_plan_name_at_index(getattr(graph, "_plan_index", 0)))
     except Exception:
         name = "?"
-    return Planned(graph, tensors, int(graph.get_workspace_size()), name)
+    return Planned(graph, tensors, int(graph.get_workspace_size()), name, handle)
 
 
 def pointer(a: Any) -> int:
@@ -272,7 +276,7 @@ def cudnn_convolution_kernel(ctx: KernelContext) -> Any:
         cache = ctx.shared[CACHE] = _PlanCache()
     config = Config.of(ctx)
     new = config not in cache.entries  # logged once per configuration and plan, when it is built or refused
-    planned = cache.planned(config, ctx.xp)
+    planned = cache.planned(config)
     if isinstance(planned, str):
         cache.paths[ctx.node_name] = f"{IM2COL}: {planned}"
         if new:
@@ -286,7 +290,7 @@ def cudnn_convolution_kernel(ctx: KernelContext) -> Any:
 
 
 def _launcher(ctx: KernelContext, cache: _PlanCache, config: Config, planned: Planned) -> Callable[..., Any]:
-    cp, frontend, handle = ctx.xp, cache.frontend, cache.handle
+    cp, frontend, handle = ctx.xp, cache.frontend, planned.handle
     graph, tensors = planned.graph, planned.tensors
     out = ctx.out(0)
     workspace = ctx.scratch((planned.workspace_bytes,), np.uint8) if planned.workspace_bytes else None
