@@ -163,6 +163,27 @@ def test_bias_and_relu_are_one_graph(frontend):
     assert [node[3].is_virtual for node in graph.nodes] == [True, True, False]
 
 
+@pytest.mark.parametrize("case", CASES[5:], ids=["relu-first", "last"])
+def test_a_refused_fused_bias_runs_the_convolution_on_cudnn_and_the_bias_after(monkeypatch, caplog, case):
+    fake = double.Frontend(refuse=lambda graph: any(node[0] == "bias" for node in graph.nodes))
+    monkeypatch.setattr(cudnn_convolution, "import_frontend", lambda: fake)
+    op, x_shape, w_shape, attrs, dtype = case
+    cp, shared = emulated_cupy(), {}
+    inputs, y_shape, _ = _arrays(op, x_shape, w_shape, attrs, dtype)
+    with caplog.at_level(logging.INFO, logger=cudnn_convolution.__name__):
+        run = cudnn_convolution.cudnn_convolution_kernel(_context(cp, op, inputs, [y_shape], attrs, shared))
+    got = cp.asnumpy(run(*[cp.asarray(a) for a in inputs]))
+    np.testing.assert_allclose(got, _record(op, inputs, [y_shape], attrs), rtol=TOLERANCE[dtype],
+                               atol=TOLERANCE[dtype])
+    assert cudnn_convolution.paths(shared) == {"conv": "cudnn"}
+    assert [[node[0] for node in g.nodes] for g in fake.graphs] == [["conv_fprop", "bias"] +
+                                                                   (["relu"] if attrs["activation"] else []),
+                                                                   ["conv_fprop"]]
+    relu = " and ReLU" if attrs["activation"] else ""
+    assert f"the bias{relu} after it, in CuPy: for the fused graph the frontend refused" in caplog.text
+    assert (got >= 0).all() if attrs["activation"] else (got < 0).any()
+
+
 def _one_node(cp, shared, node="conv", shape=(2, 3, 8, 8)):
     inputs, y_shape, _ = _arrays("conv2d", shape, (4, 3, 3, 3), {"padding": "SAME"}, "float32")
     ctx = _context(cp, "conv2d", inputs, [y_shape], {"padding": "SAME"}, shared, node=node)

@@ -3,7 +3,8 @@ the extra ``flowjob-gpu[cudnn]``), with the records' im2col + cuBLAS kernels as 
 
 Ops: ``conv2d`` and ``conv3d`` (cuDNN's convolution forward), their ``_grad_data`` (data gradient, "dgrad") and
 ``_grad_filter`` (filter gradient, "wgrad"), and the fusion pass's ``conv2d_bias`` (forward, bias and optional
-ReLU in one cuDNN graph). Every padding, stride, dilation and group count the records accept, channels first and
+ReLU in one cuDNN graph; where cuDNN refuses that graph, its convolution alone, the bias and ReLU then two CuPy
+passes). Every padding, stride, dilation and group count the records accept, channels first and
 channels last, float16, float32 and float64: the records' own geometry (``flowjob_ops.kernels.conv``) resolves the
 attributes, and the graph gets each tensor's dims in cuDNN's channels-first order with the strides of flowjob's
 layout (a channels-last x of shape (N, H, W, C) is dims [N, C, H, W] with strides [HWC, 1, WC, C]; a channels-last
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -63,6 +64,7 @@ their own precision, deterministically (CuPy's cuBLAS runs without TF32 unless C
 ALIGNMENT = 16  # bytes: what cuDNN's engines assume of every tensor's address (the frontend's default)
 CACHE = "cudnn-convolution-plans"  # ctx.shared[CACHE]: _PlanCache of the plan
 CUDNN, IM2COL = "cudnn", "im2col"
+UNAVAILABLE = ("nvidia-cudnn-frontend is not installed", "cuDNN could not make a handle")  # no graph can run
 
 
 def import_frontend() -> Any:
@@ -277,6 +279,11 @@ def cudnn_convolution_kernel(ctx: KernelContext) -> Any:
     config = Config.of(ctx)
     new = config not in cache.entries  # logged once per configuration and plan, when it is built or refused
     planned = cache.planned(config)
+    unfused = None  # why the bias and ReLU run after cuDNN's convolution rather than in its graph
+    if isinstance(planned, str) and config.bias and not planned.startswith(UNAVAILABLE):
+        alone = cache.planned(replace(config, bias=False, relu=False))
+        if not isinstance(alone, str):
+            unfused, planned = planned, alone
     if isinstance(planned, str):
         cache.paths[ctx.node_name] = f"{IM2COL}: {planned}"
         if new:
@@ -284,12 +291,15 @@ def cudnn_convolution_kernel(ctx: KernelContext) -> Any:
         return own_kernel(ctx, planned)
     cache.paths[ctx.node_name] = CUDNN
     if new:
-        logger.info("node %r (%s): cuDNN (plan %s, workspace %d bytes)", ctx.node_name, ctx.op, planned.plan_name,
-                    planned.workspace_bytes)
-    return _launcher(ctx, cache, config, planned)
+        logger.info("node %r (%s): cuDNN (plan %s, workspace %d bytes)%s", ctx.node_name, ctx.op, planned.plan_name,
+                    planned.workspace_bytes, "" if unfused is None else
+                    f"; the bias{' and ReLU' if config.relu else ''} after it, in CuPy: for the fused graph {unfused}")
+    return _launcher(ctx, cache, config, planned, epilogue=unfused is not None)
 
 
-def _launcher(ctx: KernelContext, cache: _PlanCache, config: Config, planned: Planned) -> Callable[..., Any]:
+def _launcher(ctx: KernelContext, cache: _PlanCache, config: Config, planned: Planned, epilogue: bool = False
+              ) -> Callable[..., Any]:
+    """``epilogue``: the graph is the convolution alone; the bias (and the ReLU) follow as CuPy passes."""
     cp, frontend, handle = ctx.xp, cache.frontend, planned.handle
     graph, tensors = planned.graph, planned.tensors
     out = ctx.out(0)
@@ -299,7 +309,10 @@ def _launcher(ctx: KernelContext, cache: _PlanCache, config: Config, planned: Pl
     roles = {FORWARD: ("x", "w", "b"), DATA: ("y", "w"), FILTER: ("x", "y")}[config.kind]
     result = {FORWARD: "y", DATA: "x", FILTER: "w"}[config.kind]
     out_tensor = tensors[result]
-    in_tensors = [tensors[role] for role in roles[:len(ctx.inputs)]]
+    in_tensors = [tensors[role] for role in roles[:len(ctx.inputs)] if role in tensors]
+    # the bias as it broadcasts over y: (F,) along the last axis channels last, (F, 1, ...) channels first
+    bias_shape = (-1,) if config.channels_last else (-1,) + (1,) * (len(config.y_shape) - 2)
+    relu = config.relu
 
     def run(*inputs: Any) -> Any:
         pack = {t: pointer(dense(i, a)) for i, (t, a) in enumerate(zip(in_tensors, inputs))}
@@ -307,6 +320,10 @@ def _launcher(ctx: KernelContext, cache: _PlanCache, config: Config, planned: Pl
         # the step's stream inside a recorded step: the launch joins its graph (the frontend skips an unchanged one)
         frontend.set_stream(handle, cp.cuda.get_current_stream().ptr)
         graph.execute(pack, None if workspace is None else pointer(workspace), handle=handle)
+        if epilogue:
+            cp.add(out, inputs[2].reshape(bias_shape), out=out)
+            if relu:
+                cp.maximum(out, 0, out=out)
         return out
 
     return run
