@@ -6,17 +6,21 @@ per second, under one deadline. From the repository root:
     python bench/device_check.py --emulated    # anywhere: the same steps on the emulated CuPy (CI runs it)
 
 ``--prepare`` builds the project's wheels and downloads the wheels of what the tests import that the GPU machine's
-image lacks (``EXTRA_WHEELS``, for Python 3.12) into ``.whl/``; the machine fetches nothing. There, the check
-installs those wheels (into a folder on ``PYTHONPATH``, skipping any distribution the image has) and runs the
+image lacks (``EXTRA_WHEELS``, for Python 3.12; nvidia-cudnn-frontend, the ``flowjob-gpu[cudnn]`` extra, among
+them) into ``.whl/``; the machine fetches nothing. There, the check installs those wheels (into a folder on
+``PYTHONPATH``, skipping any distribution the image has, except ours and ``ALWAYS_INSTALLED``) and runs the
 steps, each under its own limit trimmed to what is left of the deadline (``--deadline``, 420 s: the whole run
 well inside 8 minutes; a step with under 10 s left is not started):
 
   environment  the GPU, driver, Python, numpy, CuPy, torch, ``python -m oneflow info`` on the GPU
   smoke        bench/device_smoke.py: CuPy, NVRTC (every hand-kernel family, the chain templates), one cuBLAS
-               and one cuDNN call, a recorded training step; it fails where one is missing, never skips
+               and one cuDNN call, one convolution with its gradients on cuDNN through flowjob_gpu's
+               cudnn_convolution (not its im2col fallback), a recorded training step; it fails where one is
+               missing, never skips
   facts        bench/cupy_facts.py: the CuPy behaviours the kernels rely on (device only)
   bench        bench/gpu.py: flowjob, flowjob without graphs and torch (LeNet, MLP, ResNet-50 batch 32), with
-               each flowjob step's recording, graphs, live pieces and peak memory over every pool
+               each flowjob step's recording, graphs, live pieces, peak memory over every pool and where its
+               convolutions ran (cuDNN or im2col)
   gpu_tests    the gpu and kernels packages' tests with FLOWJOB_REQUIRE_GPU=1 (a missing device fails them)
   graphs       bench/graph_overhead.py: a recorded step's cost an op against launching every kernel
   profile      bench/profile_plan.py: where a ResNet-50 training step's device time goes, node by node
@@ -57,7 +61,12 @@ PROJECTS = ["packages/core", "packages/ops", "packages/typing", "packages/watch"
 # timeout, hypothesis, pluggy, numpy 2, cuDNN 9, NCCL, mpi4py, onnx, onnxruntime), with their own dependencies
 EXTRA_WHEELS = ["threadpoolctl", "tqdm", "pooch", "platformdirs", "packaging", "requests", "idna", "urllib3",
                 "certifi", "charset-normalizer", "tensorboardX", "protobuf", "Pillow", "tensorboard",
-                "tensorboard-data-server", "absl-py", "markdown", "werkzeug", "MarkupSafe", "grpcio", "six"]
+                "tensorboard-data-server", "absl-py", "markdown", "werkzeug", "MarkupSafe", "grpcio", "six",
+                # the cudnn extra: convolutions on the image's cuDNN 9 (its own dependencies, cutlass-dsl and
+                # tvm-ffi, serve other parts of the frontend; its graph API imports without them)
+                "nvidia-cudnn-frontend>=1.32"]
+# installed from .whl/ even where the image has a version: the one flowjob_gpu.cudnn_convolution is written to
+ALWAYS_INSTALLED = {"nvidia_cudnn_frontend"}
 DEVICE_PYTHON = "3.12"
 DEVICE_PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
 DEADLINE = 420.0
@@ -113,7 +122,7 @@ def install(log: pathlib.Path) -> str:
     chosen, kept = [], []
     for wheel in sorted(WHEELS.glob("*.whl")):
         name = wheel.name.split("-")[0]
-        if not name.startswith("flowjob") and _installed(name):
+        if not name.startswith("flowjob") and name not in ALWAYS_INSTALLED and _installed(name):
             kept.append(name)
             continue
         chosen.append(str(wheel))

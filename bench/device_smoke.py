@@ -9,12 +9,16 @@ On a device, each check fails loudly where its part is missing, never passes by 
   built and launched through ``flowjob_gpu.chain_kernels`` as a fused job does;
 - cuBLAS: a float32 matmul against numpy's;
 - cuDNN: the cuDNN 9 library loads, reports its version and makes (and destroys) a handle on the device;
+- a cuDNN convolution: a conv2d node and its two gradient nodes built by flowjob_gpu.cudnn_convolution (through
+  nvidia-cudnn-frontend, the cudnn extra) run on cuDNN, not its im2col fallback, and match the records' numpy
+  kernels;
 - a LeNet-sized training step on the gpu backend (dropout's device mask kernel included) is recorded as CUDA graphs
-  (flowjob_gpu.step_accounting).
+  (flowjob_gpu.step_accounting); the line says how many of its convolution nodes ran on cuDNN.
 
 ``--emulated`` runs the same script on the emulated CuPy (FLOWJOB_GPU_EMULATION=1): the sources load and list
-their entry points, the chain sources are generated, the matmul and the recorded step run; NVRTC and cuDNN are
-said to be unchecked there. So a script error shows on every CPU run.
+their entry points, the chain sources are generated, the matmul and the recorded step run, the convolution nodes
+run (on im2col: the emulated device has no cuDNN; the line says why); NVRTC and cuDNN are said to be unchecked
+there. So a script error shows on every CPU run.
 """
 from __future__ import annotations
 
@@ -150,6 +154,40 @@ def cudnn() -> str:
     return f"{path}: version {version}, a handle made on the device"
 
 
+def cudnn_convolution(cp: Any, emulated: bool) -> str:
+    """One conv2d node and its gradient nodes through flowjob_gpu.cudnn_convolution, against the records' numpy
+    kernels; on a device each must have run on cuDNN (the path's reason is the error where it did not)."""
+    from flowjob_core import BlobSpec, KernelContext, make_plugin_manager
+    from flowjob_core.plugins.host import gather_registries
+    from flowjob_gpu.cudnn_convolution import CUDNN, cudnn_convolution_kernel, paths
+    from flowjob_ops import plugin as ops_plugin
+    ops = gather_registries(make_plugin_manager(plugins=[ops_plugin], autoload=False)).ops
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((4, 3, 12, 12), np.float32), rng.standard_normal((8, 3, 3, 3), np.float32)
+    attrs = {"padding": "SAME", "strides": 2}
+    dy = rng.standard_normal((4, 8, 6, 6), np.float32)
+    grads = attrs | {"x_shape": x.shape, "w_shape": w.shape}
+    nodes = [("conv2d", [x, w], (4, 8, 6, 6), attrs), ("conv2d_grad_data", [dy, w], x.shape, grads),
+             ("conv2d_grad_filter", [x, dy], w.shape, grads)]
+    shared: dict = {}
+    errors = []
+    for op, inputs, shape, node_attrs in nodes:
+        specs = dict(op=op, node_name=op, attrs=node_attrs, inputs=tuple(BlobSpec(a.shape, a.dtype) for a in inputs),
+                     outputs=(BlobSpec(shape, np.float32),), job_type="train", ops=ops)
+        run = cudnn_convolution_kernel(KernelContext(xp=cp, backend=None, shared=shared, **specs))
+        got = cp.asnumpy(run(*[cp.asarray(a) for a in inputs]))
+        want = ops[op].kernel(KernelContext(xp=np, backend=None, **specs))(*inputs)
+        errors.append(float(np.max(np.abs(got - want))) / max(1.0, float(np.max(np.abs(want)))))
+    ran = paths(shared)
+    if max(errors) > 1e-4:
+        raise RuntimeError(f"the convolutions differ from the records' by {max(errors):.2e} (relative): {ran}")
+    wrong = {node: path for node, path in ran.items() if path != CUDNN}
+    if wrong and not emulated:
+        raise RuntimeError(f"not on cuDNN: {wrong}")
+    shown = "on cuDNN" if not wrong else f"on im2col ({next(iter(wrong.values()))})"
+    return f"conv2d, its data and filter gradients {shown}, max relative error {max(errors):.1e}"
+
+
 def recorded_step() -> str:
     import oneflow as flow
     import oneflow.typing as tp
@@ -171,11 +209,15 @@ def recorded_step() -> str:
     rng = np.random.default_rng(0)
     x, y = rng.random((8, 1, 28, 28), np.float32), rng.integers(0, 10, 8).astype(np.int32)
     facts = account(train, lambda: train(x, y), steps=2)
+    from flowjob_gpu.cudnn_convolution import CUDNN, paths
+    convolutions = paths(train.plan().shared)
     flow.clear_default_session()
     if not facts.recorded:
         raise RuntimeError(f"the step was not recorded: {facts.uncaptured}")
+    on_cudnn = sum(path == CUDNN for path in convolutions.values())
     return (f"{facts.graphs} graphs + {facts.live_pieces} live pieces, live: {', '.join(facts.live_nodes)}; "
-            f"syncs {facts.host_syncs}, copies {facts.host_device_copies} a step")
+            f"syncs {facts.host_syncs}, copies {facts.host_device_copies} a step; convolution nodes on cuDNN: "
+            f"{on_cudnn} of {len(convolutions)}")
 
 
 def main() -> None:
@@ -197,6 +239,7 @@ def main() -> None:
         print("--   cuDNN: not checked (emulated)", flush=True)
     else:
         check("cuDNN", cudnn)
+    check("a cuDNN convolution (flowjob_gpu.cudnn_convolution)", lambda: cudnn_convolution(cp, args.emulated))
     check("a training step recorded as CUDA graphs", recorded_step)
     print(f"smoke: {len(failures)} failed" + (f": {', '.join(failures)}" if failures else ""), flush=True)
     sys.exit(1 if failures else 0)

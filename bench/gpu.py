@@ -4,11 +4,13 @@ Each (system, workload) runs in its own process (``worker.py --device gpu``); ro
 systems. Prints, per workload, the median step time of each system, the ratio flowjob / torch (below
 1: flowjob is faster) and each one's peak device memory (every pool: flowjob's graph pools too). Beside each
 flowjob time, how its step ran: recorded as CUDA graphs or not, graphs + live pieces a step, host
-synchronizations and host-device copies a step (counted on the emulated device only: ``-`` on a device), and
-below the table the live nodes. A ``flowjob`` run whose step was not recorded, or a ``flowjob-nographs`` run whose
-step was, is a failure: the two rows are never silently the same run. A run that fails is reported with the end
-of its error output and the table goes on; the exit status is 1 if any failed. ``--emulated`` runs flowjob on
-the emulated CuPy (``FLOWJOB_GPU_EMULATION=1``) to try the script anywhere; its times mean nothing.
+synchronizations and host-device copies a step (counted on the emulated device only: ``-`` on a device), where its
+convolutions ran (``conv``: cuDNN and im2col node counts, ``-`` for none; flowjob_gpu.cudnn_convolution), and
+below the table the live nodes and why convolutions ran on im2col. A ``flowjob`` run whose step was not recorded,
+or a ``flowjob-nographs`` run whose step was, is a failure: the two rows are never silently the same run. A run
+that fails is reported with the end of its error output and the table goes on; the exit status is 1 if any failed.
+``--emulated`` runs flowjob on the emulated CuPy (``FLOWJOB_GPU_EMULATION=1``) to try the script anywhere; its
+times mean nothing.
 Only figures from a real device belong in bench/README.md.
 """
 from __future__ import annotations
@@ -89,6 +91,15 @@ def step_column(got: list[dict]) -> str:
     return f" {shape:>7s} {_count(step['host_syncs']):>5s} {_count(step['host_device_copies']):>6s}"
 
 
+def conv_column(got: list[dict]) -> str:
+    """Convolution nodes on cuDNN / on im2col of a system's last successful run ("-": none, "?": not said)."""
+    runs = [x["convolutions"] for x in got if "convolutions" in x and "error" not in x]
+    if not runs:
+        return f" {'?':>9s}"
+    conv = runs[-1]
+    return f" {'-' if not conv['nodes'] else str(conv['cudnn']) + 'c/' + str(conv['im2col']) + 'i':>9s}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -129,9 +140,11 @@ def main() -> None:
     flowjobs = [s for s in systems if s in ("flowjob", NO_GRAPHS)]
     print(f"\nmedians of {args.rounds} rounds (each a median over its steps), float32, ms/step; peak device memory "
           f"over every pool in MiB; for flowjob: graphs+live pieces a step (launch: not recorded), host syncs and "
-          f"host-device copies a step (- : not counted on a device)")
+          f"host-device copies a step (- : not counted on a device) and convolution nodes on cuDNN (c) and on "
+          f"im2col + cuBLAS (i)")
     print(f"{'workload':20s}" + "".join(f" {s + ' ms':>12s} {s + ' MiB':>12s}"
-                                        + (f" {'graphs':>7s} {'syncs':>5s} {'copies':>6s}" if s in flowjobs else "")
+                                        + (f" {'graphs':>7s} {'syncs':>5s} {'copies':>6s} {'conv':>9s}"
+                                           if s in flowjobs else "")
                                         for s in systems)
           + ("  flowjob/torch" if {"flowjob", "torch"} <= set(systems) else ""))
     for label in labels:
@@ -141,6 +154,7 @@ def main() -> None:
             row += f" {ms:12.2f} {mb:12.0f}" if ms is not None else f" {'failed':>12s} {'':>12s}"
             if system in flowjobs:
                 row += step_column(results[(system, label)]) or f" {'':>7s} {'':>5s} {'':>6s}"
+                row += conv_column(results[(system, label)])
         if {"flowjob", "torch"} <= set(systems):
             a, b = med("flowjob", label, "median_ms"), med("torch", label, "median_ms")
             row += f"  {a / b:13.2f}x" if a is not None and b is not None else ""
@@ -149,6 +163,9 @@ def main() -> None:
         steps = [x["step"] for x in runs if "step" in x and "error" not in x]
         if steps and steps[-1]["live_nodes"]:
             print(f"{system} {label}: live nodes: {', '.join(steps[-1]['live_nodes'])}")
+        convs = [x["convolutions"] for x in runs if "convolutions" in x and "error" not in x]
+        if convs and convs[-1]["im2col"]:
+            print(f"{system} {label}: {convs[-1]['im2col']} convolutions on im2col: {convs[-1]['why']}")
     failed = False
     for (system, label), runs in results.items():
         for got in runs:

@@ -48,6 +48,21 @@ def step_account(step) -> dict:
     return account(function, step, steps=2, warm=0).as_dict()
 
 
+def convolution_paths() -> dict:
+    """Which path the timed job's convolution nodes took on the gpu backend (flowjob_gpu.cudnn_convolution):
+    how many ran on cuDNN, how many on im2col + cuBLAS, and why the first of those did."""
+    from flowjob_core.runtime.session import get_default_session
+    from flowjob_gpu.cudnn_convolution import CUDNN, KINDS, paths
+    (function,) = get_default_session().functions.values()
+    plan = function.plan()
+    chosen = paths(plan.shared)
+    unchosen = "the record's kernel: no cuDNN override is registered (the emulated device has none)"
+    ran = [chosen.get(node.name, unchosen) for node in plan.order if node.op in KINDS]
+    fallbacks = [path for path in ran if path != CUDNN]
+    return {"nodes": len(ran), "cudnn": len(ran) - len(fallbacks), "im2col": len(fallbacks),
+            "why": fallbacks[0].split(": ", 1)[-1] if fallbacks else None}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("system", choices=["flowjob", "torch"])
@@ -93,6 +108,7 @@ def main() -> None:
         result["peak_device_mb"] = peak_device_mb(args.system)
         if args.system == "flowjob":
             result["step"] = step_account(step)
+            result["convolutions"] = convolution_paths()
     print(json.dumps(result))
 
 

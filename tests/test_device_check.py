@@ -71,3 +71,33 @@ def test_a_pytest_step_stopped_at_its_limit_still_names_the_failures_it_saw(tmp_
     outcome = check.run_step(step, 10.0, out)  # the slow test is stopped by the limit
     assert outcome.status == "timed out"
     assert any("test_a_broken_thing" in f for f in outcome.failures), outcome.failures
+
+
+def test_the_cudnn_frontend_wheel_is_prepared_and_installed_over_the_images(tmp_path, monkeypatch):
+    check = _load("device_check")
+    assert any(w.startswith("nvidia-cudnn-frontend") for w in check.EXTRA_WHEELS)
+    wheels = tmp_path / ".whl"
+    wheels.mkdir()
+    for name in ("flowjob_gpu-0.1.0-py3-none-any.whl", "nvidia_cudnn_frontend-1.32.0-cp312-cp312-x.whl",
+                 "six-1.17.0-py2.py3-none-any.whl", "tqdm-4.0-py3-none-any.whl"):
+        (wheels / name).write_text("")
+    monkeypatch.setattr(check, "WHEELS", wheels)
+    monkeypatch.setattr(check, "_installed", lambda name: name != "tqdm")  # the image has all but tqdm
+    ran = []
+    monkeypatch.setattr(check.subprocess, "run", lambda cmd, **kw: ran.append(cmd) or
+                        type("Done", (), {"returncode": 0, "stdout": "", "stderr": ""})())
+    monkeypatch.setenv("PYTHONPATH", "")
+    check.install(tmp_path / "install.log")
+    installed = sorted(pathlib.Path(arg).name.split("-")[0] for arg in ran[0] if arg.endswith(".whl"))
+    assert installed == ["flowjob_gpu", "nvidia_cudnn_frontend", "tqdm"]  # the image's six is kept
+
+
+def test_the_benchmark_table_says_where_convolutions_ran():
+    gpu = _load("gpu")
+    on_cudnn = {"median_ms": 1.0, "convolutions": {"nodes": 5, "cudnn": 5, "im2col": 0, "why": None}}
+    mixed = {"median_ms": 1.0, "convolutions": {"nodes": 5, "cudnn": 3, "im2col": 2, "why": "refused"}}
+    none = {"median_ms": 1.0, "convolutions": {"nodes": 0, "cudnn": 0, "im2col": 0, "why": None}}
+    assert gpu.conv_column([mixed, on_cudnn]).split() == ["5c/0i"]
+    assert gpu.conv_column([on_cudnn, mixed]).split() == ["3c/2i"]
+    assert gpu.conv_column([none]).split() == ["-"]
+    assert gpu.conv_column([{"median_ms": 1.0}]).split() == ["?"]

@@ -12,7 +12,7 @@ from flowjob_core.plugins.host import gather_registries
 from flowjob_gpu import available_cupy, plugin
 from flowjob_ops import plugin as ops_plugin
 from flowjob_optim import plugin as optim_plugin
-from flowjob_gpu.overrides import ARRAY_KERNEL_BUILDERS, KERNEL_BUILDERS
+from flowjob_gpu.overrides import ARRAY_KERNEL_BUILDERS, KERNEL_BUILDERS, LIBRARY_KERNEL_BUILDERS
 
 
 def test_no_device_means_no_backend_and_no_overrides(monkeypatch):
@@ -46,7 +46,8 @@ def test_a_device_registers_the_backend(monkeypatch):
     regs = gather_registries(make_plugin_manager(plugins=[ops_plugin, optim_plugin, plugin], autoload=False))
     backend = regs.backends.get("gpu")
     assert backend is not None and backend.xp is fake and backend.device_count() == 1
-    assert regs.kernels.overrides("gpu") == sorted({**KERNEL_BUILDERS, **ARRAY_KERNEL_BUILDERS})
+    assert regs.kernels.overrides("gpu") == sorted({**KERNEL_BUILDERS, **ARRAY_KERNEL_BUILDERS,
+                                                    **LIBRARY_KERNEL_BUILDERS})
     assert {"elementwise_chain", "relu_grad", "sparse_softmax_cross_entropy", "optim_adam_update"} <= set(
         KERNEL_BUILDERS)
 

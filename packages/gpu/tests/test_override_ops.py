@@ -11,7 +11,7 @@ import pytest
 from flowjob_core import PluginError, make_plugin_manager
 from flowjob_core.plugins.host import gather_registries
 from flowjob_gpu import plugin, optimizer_kernels
-from flowjob_gpu.overrides import ARRAY_KERNEL_BUILDERS, KERNEL_BUILDERS, OVERRIDES
+from flowjob_gpu.overrides import ARRAY_KERNEL_BUILDERS, KERNEL_BUILDERS, LIBRARY_KERNEL_BUILDERS, OVERRIDES
 from flowjob_ops import plugin as ops_plugin
 from flowjob_optim import plugin as optim_plugin
 
@@ -26,13 +26,14 @@ def device(monkeypatch):
 
 def test_every_override_is_of_a_registered_op():
     regs = gather_registries(make_plugin_manager(plugins=[ops_plugin, optim_plugin], autoload=False))
-    unknown = sorted((set(KERNEL_BUILDERS) | set(OVERRIDES)) - {op.name for op in regs.ops})
+    unknown = sorted((set(KERNEL_BUILDERS) | set(OVERRIDES) | set(LIBRARY_KERNEL_BUILDERS))
+                     - {op.name for op in regs.ops})
     assert not unknown, f"gpu overrides of ops no plugin registers (renamed?): {unknown}"
 
 
 def test_the_updates_are_overridden_where_flowjob_optim_is_loaded(device):
     regs = gather_registries(make_plugin_manager(plugins=[ops_plugin, optim_plugin, plugin], autoload=False))
-    everything = set(KERNEL_BUILDERS) | set(ARRAY_KERNEL_BUILDERS)
+    everything = set(KERNEL_BUILDERS) | set(ARRAY_KERNEL_BUILDERS) | set(LIBRARY_KERNEL_BUILDERS)
     assert set(regs.kernels.overrides("gpu")) == everything
     assert {regs.kernels.owner(op, "gpu") for op in everything} == {"flowjob_gpu.plugin"}
     without = gather_registries(make_plugin_manager(plugins=[ops_plugin, plugin], autoload=False))

@@ -5,8 +5,8 @@ Each hand-kernel family is a module named after its CUDA source (``<family>_kern
 from __future__ import annotations
 
 from flowjob_gpu import (
-    batch_norm_kernels, cross_entropy_kernels, device_gather, device_random, elementwise_kernels, optimizer_kernels,
-    pooling_kernels)
+    batch_norm_kernels, cross_entropy_kernels, cudnn_convolution, device_gather, device_random, elementwise_kernels,
+    optimizer_kernels, pooling_kernels)
 from flowjob_gpu.chain_kernels import elementwise_chain_kernel
 
 FAMILIES = (elementwise_kernels, cross_entropy_kernels, batch_norm_kernels, pooling_kernels, optimizer_kernels)
@@ -24,3 +24,8 @@ KERNEL_BUILDERS = {
 ARRAY_KERNEL_BUILDERS = {**device_random.KERNEL_BUILDERS, **device_gather.KERNEL_BUILDERS}
 """Overrides written as array code (no CUDA source): they keep on the device what the records keep on the host (a
 random stream's counter, an index check), and run on the emulated CuPy too."""
+
+LIBRARY_KERNEL_BUILDERS = dict(cudnn_convolution.KERNEL_BUILDERS)
+"""Overrides that call a CUDA library beyond CuPy's: the convolutions on cuDNN through nvidia-cudnn-frontend (the
+extra ``flowjob-gpu[cudnn]``), each node falling back to the record's im2col + cuBLAS kernel where cuDNN does not
+run it. A real device's only: the emulated CuPy has no cuDNN."""

@@ -9,7 +9,7 @@ from flowjob_core import hookimpl, switches
 from flowjob_gpu.backend import available_cupy, make_backend
 from flowjob_gpu import optimizer_kernels
 from flowjob_gpu.emulation.backend import make_emulated_backend
-from flowjob_gpu.overrides import ARRAY_KERNEL_BUILDERS, KERNEL_BUILDERS
+from flowjob_gpu.overrides import ARRAY_KERNEL_BUILDERS, KERNEL_BUILDERS, LIBRARY_KERNEL_BUILDERS
 
 
 @hookimpl
@@ -28,10 +28,12 @@ def flowjob_add_kernels(registry: Any) -> None:
     if switches.current().gpu_emulation or available_cupy() is not None:
         for op, builder in ARRAY_KERNEL_BUILDERS.items():
             registry.add(op, "gpu", builder, optional=True)  # flowjob-ops' ops, where its plugin is loaded
-    # the overrides launch hand-written CUDA (cupy.RawModule), which the emulated CuPy cannot run: under
+    # the overrides launch hand-written CUDA (cupy.RawModule) or call cuDNN, which the emulated CuPy cannot: under
     # emulation the gpu backend runs every op's xp kernel, as it does for ops without an override
     if switches.current().gpu_emulation or available_cupy() is None:
         return
     for op, builder in KERNEL_BUILDERS.items():
         # flowjob-optim's updates are overridden where its plugin is loaded; the rest are flowjob-ops' ops
         registry.add(op, "gpu", builder, optional=op in optimizer_kernels.KERNEL_BUILDERS)
+    for op, builder in LIBRARY_KERNEL_BUILDERS.items():
+        registry.add(op, "gpu", builder)  # each node chooses cuDNN or the record's kernel when the plan is built

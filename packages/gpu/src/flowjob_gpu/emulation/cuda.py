@@ -121,6 +121,9 @@ class Stream:
         self._priority = priority or 0
         self.device_id = 0
         self._capture: Any = None  # a capture.Capture between begin_capture and end_capture
+        # the stream's handle as a library takes it (cuDNN's set_stream): 0 for the null stream, else a number unique
+        # to the stream while it lives (an instance attribute in CuPy too)
+        self.ptr = 0 if null else id(self)
 
     @property
     def ptds(self) -> bool:
