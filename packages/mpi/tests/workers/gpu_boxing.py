@@ -1,6 +1,7 @@
 """python gpu_boxing.py OUT_DIR ACCOUNTED STEPS: the documentation's hybrid-parallel MLP (hybrid_parallel_mlp.py,
 STEPS steps, its results in OUT_DIR) on emulated GPU ranks (flowjob-gpu's emulated CuPy), with fake_nccl's NCCL
-where it runs on several ranks (FAKE_NCCL=0: none, the world boxes with MPI on host copies); then ACCOUNTED more
+where it runs on several ranks (GPU_BOXING=mpi: none, the world boxes with MPI on host copies; GPU_BOXING=device:
+real CuPy and NCCL on the machine's devices, no emulation, no double); then ACCOUNTED more
 steps counted by flowjob_gpu.step_accounting (recorded or not, graphs, live nodes, host synchronizations and
 copies per step), then one step unrecorded counting the host traffic of each boxing node's kernel. Each rank
 writes account<rank>.json: the counts, the boxing nodes of the plan and the double's call log.
@@ -15,8 +16,10 @@ import numpy as np
 import fake_nccl
 
 out_dir, accounted, steps = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-os.environ["FLOWJOB_GPU_EMULATION"] = "1"
-if os.environ.get("FAKE_NCCL", "1") == "1":
+mode = os.environ.get("GPU_BOXING", "double")
+if mode != "device":
+    os.environ["FLOWJOB_GPU_EMULATION"] = "1"
+if mode == "double":
     fake_nccl.install_emulated(device_count=2)
 here = os.path.dirname(os.path.abspath(__file__))
 sys.argv = [os.path.join(here, "hybrid_parallel_mlp.py"), steps, out_dir]
