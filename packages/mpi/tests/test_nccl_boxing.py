@@ -80,18 +80,41 @@ def test_the_hybrid_mlp_on_emulated_gpu_ranks_boxes_through_nccl_inside_the_step
     for d in accounts:
         assert d["backend"] == "cupy-emulated"
         boxing = d["boxing"]
-        assert {b.split(" (")[1][:-1] for b in boxing} == {"mpi_allgather", "mpi_reduce_scatter"}, boxing
+        assert {b.split(" (")[1][:-1] for b in boxing} == {
+            "mpi_allgather", "mpi_reduce_scatter", "mpi_sparse_softmax_cross_entropy_class_split"}, boxing
         count = d["account"]
-        # the step is recorded and no boxing node runs live beside the graphs: each is inside one
-        assert count["recorded"] and not set(boxing) & set(count["live_nodes"]), count
+        # the step is recorded as one graph: no boxing node runs live beside it; only the check that every rank
+        # runs the same step (and was fed the same arrays) does, on the host by design (flowjob_mpi.agreement)
+        assert count["recorded"] and count["graphs"] == 1, count
+        assert count["live_nodes"] == ["System-MPI-StepCheck (mpi_step_check)"], count
         # the host traffic of each boxing node's kernel, run one by one from Python: none
         assert sorted(d["traffic"]) == sorted(b.split(" (")[0] for b in boxing)
         assert all(seen == [0, 0] for seen in d["traffic"].values()), d["traffic"]
         log = d["log"]
         captured = [x[1] for x in log if x[0] == "captured"]
-        assert captured.count("allGather") == 4 and captured.count("reduceScatter") == 4, captured
+        # 4 all-gathers, 4 reduce-scatters, the softmax's max, sum and loss all-reduces: each recorded once
+        assert sorted(captured) == ["allGather"] * 4 + ["allReduce"] * 3 + ["reduceScatter"] * 4, captured
         # device addresses: the double resolved them into the emulated arrays' memory; nothing went through MPI
         # host buffers (the MPI path's kernels), as the traffic count says
+
+
+def test_the_partial_fc_face_head_on_emulated_gpu_ranks_reduces_its_split_softmax_through_nccl(tmp_path, monkeypatch):
+    monkeypatch.delenv(nccl.VARIABLE, raising=False)
+    one, two, logs = (tmp_path / name for name in ("one", "two", "logs"))
+    for folder in (one, two, logs):
+        folder.mkdir()
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "1")
+    monkeypatch.setenv("FAKE_NCCL_EMULATED", "1")
+    monkeypatch.setenv("FAKE_NCCL_LOG", str(logs))
+    ok(ranks(0, "face_head.py", 3, one, 16, timeout=60))
+    ok(ranks(2, "with_fake_nccl.py", "face_head.py", 3, two, 16, timeout=120))
+    _like_one_process(one, two)
+    for r in range(2):
+        log = _log(logs / f"nccl{r}.json")
+        # the class-split softmax's row maxima (NCCL_MAX), sums and losses, recorded into the step's graph
+        reductions = [x[-1] for x in log if x[0] == "allReduce"]
+        assert reductions.count("NCCL_MAX") >= 1 and reductions.count("NCCL_SUM") >= 2, reductions
+        assert ("captured", "allReduce") in {x[:2] for x in log}
 
 
 def test_the_mpi_path_on_the_same_ranks_copies_through_the_host_in_every_boxing_node(tmp_path, monkeypatch):

@@ -278,3 +278,39 @@ def all_to_all_kernel(ctx: KernelContext, nccl: Nccl) -> Callable[[Any], Any]:
     out = ctx.out(0)
     return _device(lambda x: boxing.all_to_all(x, out, split_axis, concat_axis, sent, received))
 
+
+
+def class_split_softmax_kernel(ctx: KernelContext, nccl: Nccl) -> Callable[[Any, Any], tuple[Any, Any]]:
+    """``mpi_sparse_softmax_cross_entropy_class_split`` (flowjob_mpi.class_split) on the device: the row maxima
+    all-reduced with ``NCCL_MAX``, the sums of ``exp(x - max)`` and the rows' losses with ``NCCL_SUM``, each into a
+    buffer made once; the label's class is picked on the device (no read back of labels or counts)."""
+    xp = ctx.xp
+    start, stop = ctx.attrs["shard_start"], ctx.attrs["shard_stop"]
+    classes = ctx.inputs[1].shape[-1]
+    rows = int(np.prod(ctx.inputs[0].shape, dtype=np.int64))
+    dtype = ctx.inputs[1].dtype
+    boxing = _boxing(ctx, nccl, "class-split softmax")
+    boxing._summed(dtype)
+    peak, total, loss = (xp.empty(rows, dtype=dtype) for _ in range(3))
+    index = xp.arange(rows)
+    loss_out, prob_out = ctx.out(0), ctx.out(1)
+
+    def run(labels: Any, logits: Any) -> tuple[Any, Any]:
+        x = logits.reshape(rows, classes)
+        label = labels.reshape(rows)
+        xp.copyto(peak, x.max(axis=1))
+        boxing.all_reduce(peak, "max")
+        shifted = x - peak[:, None]
+        prob = xp.exp(shifted)
+        xp.copyto(total, prob.sum(axis=1))
+        boxing.all_reduce(total)
+        prob /= total[:, None]
+        held = (label >= start) & (label < stop)
+        picked = shifted[index, xp.where(held, label - start, 0)]
+        xp.copyto(loss, xp.where(held, xp.log(total) - picked, 0).astype(dtype))
+        boxing.all_reduce(loss)
+        xp.copyto(loss_out, loss.reshape(loss_out.shape))
+        xp.copyto(prob_out, prob.reshape(prob_out.shape))
+        return loss_out, prob_out
+
+    return _device(run)
