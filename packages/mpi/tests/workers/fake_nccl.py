@@ -5,6 +5,14 @@ so a test can check the order: scale on the compute stream, record, the NCCL str
 record, the compute stream waits.
 
 ``install(device_count)`` makes the next world setup use it; ``LOG`` holds the calls.
+
+The communicator has the calls flowjob_mpi.nccl_boxing makes too: ``allGather``, ``reduceScatter``, ``broadcast``,
+``allReduce`` with ``NCCL_MAX``, and ``send``/``recv``, which it pairs at ``groupEnd`` (non-blocking MPI, posted
+together, as NCCL runs a group's calls as one). ``install_emulated(device_count)`` puts it under flowjob-gpu's
+emulated CuPy: jobs run on the emulated device, whose arrays' ``data.ptr`` is the numpy memory the communicator
+resolves; the NCCL stream and the events are the emulation's, logging, and a stream that waits for an event
+recorded in a capturing stream joins that capture, as in CUDA: a collective issued on it is then recorded into
+the capture (logged ``captured``) and runs when the graph is launched.
 """
 from __future__ import annotations
 

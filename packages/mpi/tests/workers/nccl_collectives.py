@@ -5,6 +5,7 @@ each rank writes collectives<rank>.json: the double's call log."""
 import json
 import os
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -12,8 +13,10 @@ import fake_nccl
 
 fake_nccl.install_emulated(device_count=8)
 
+from flowjob_core import BlobSpec  # noqa: E402
 from flowjob_gpu.emulation.factory import emulated_cupy  # noqa: E402
-from flowjob_mpi import world  # noqa: E402
+from flowjob_mpi import nccl_boxing, world  # noqa: E402
+from flowjob_mpi.errors import MpiError  # noqa: E402
 from flowjob_mpi.nccl_boxing import DeviceBoxing  # noqa: E402
 
 cp = emulated_cupy()
@@ -79,6 +82,40 @@ for split_axis, concat_axis in ((1, 0), (0, 1), (2 if R == 2 else 1, 0)):
     want = blocks(logical, split_axis)[r]
     same(boxing.all_to_all(x, cp.empty(want.shape, np.float32), split_axis, concat_axis), want,
          f"all_to_all {concat_axis} -> {split_axis}")
+
+# the kernels the ops build (flowjob_mpi.ops dispatches to them; mpi_all_to_all's op is to call all_to_all_kernel)
+def kernel(builder, attrs, inputs, outputs):
+    buffers = [cp.empty(spec.shape, spec.dtype) for spec in outputs]
+    ctx = SimpleNamespace(attrs=attrs, inputs=inputs, outputs=outputs, xp=cp, out=lambda i: buffers[i],
+                          node_name=f"test-{builder.__name__}")
+    return builder(ctx, w.nccl)
+
+
+x = cp.asarray(blocks(logical, 1)[r])
+want = blocks(logical, 0)[r]
+run = kernel(nccl_boxing.all_to_all_kernel, {"split_axis": 0, "concat_axis": 1, "ranks": R},
+             [BlobSpec(x.shape, np.dtype(np.float32))], [BlobSpec(want.shape, np.dtype(np.float32))])
+assert run.host_state is False  # recorded with the step's graph
+same(run(x), want, "all_to_all_kernel")
+run = kernel(nccl_boxing.gather_kernel, {"axis": 1, "counts": counts}, [BlobSpec(mine.shape, np.dtype(np.float32))],
+             [BlobSpec(rows.shape, np.dtype(np.float32))])
+same(run(cp.asarray(mine)), rows, "gather_kernel of uneven rows")
+run = kernel(nccl_boxing.reduce_scatter_kernel, {"axis": 2, "ranks": R},
+             [BlobSpec(total.shape, np.dtype(np.float32))], [BlobSpec(blocks(total, 2)[r].shape, np.dtype(np.float32))])
+same(run(cp.asarray(xs[r])), blocks(total, 2)[r], "reduce_scatter_kernel")
+small = [np.full((2, 3), r + 1.0, np.float32), np.arange(4, dtype=np.float32) * (r + 1)]
+specs = [BlobSpec(a.shape, np.dtype(np.float32)) for a in small]
+run = kernel(nccl_boxing.allreduce_kernel, {"weight": 0.5}, specs, specs)
+sums = run(*map(cp.asarray, small))  # one bucket for both
+same(sums[0], np.full((2, 3), sum(range(1, R + 1)) * 0.5, np.float32), "allreduce_kernel's first input")
+same(sums[1], np.arange(4, dtype=np.float32) * sum(range(1, R + 1)) * 0.5, "allreduce_kernel's second input")
+try:
+    kernel(nccl_boxing.reduce_scatter_kernel, {"axis": 0, "ranks": R}, [BlobSpec((2 * R,), np.dtype(np.int32))],
+           [BlobSpec((2,), np.dtype(np.int32))])
+except MpiError as exc:  # NCCL sums floating types here: refused when the plan is built, naming the node
+    assert "the NCCL reduce-scatter of node 'test-reduce_scatter_kernel'" in str(exc) and "int32" in str(exc), exc
+else:
+    raise AssertionError("an int32 reduce-scatter was not refused")
 
 # recorded: captured on a stream, nothing moves until the graph is launched, which reads x as it is then
 x = cp.asarray(blocks(logical, 0)[r])
