@@ -117,6 +117,30 @@ def test_the_partial_fc_face_head_on_emulated_gpu_ranks_reduces_its_split_softma
         assert ("captured", "allReduce") in {x[:2] for x in log}
 
 
+def test_data_parallel_training_on_three_emulated_gpu_ranks_gathers_uneven_rows_through_nccl(tmp_path, monkeypatch):
+    # rows 4, 3, 3: the returned per-row losses' all-gather is a group of NCCL broadcasts, one from each rank; the
+    # gradients go through the bucket's allReduce
+    monkeypatch.delenv(nccl.VARIABLE, raising=False)
+    one, three, logs = (tmp_path / name for name in ("one", "three", "logs"))
+    for folder in (one, three, logs):
+        folder.mkdir()
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "1")
+    monkeypatch.setenv("FAKE_NCCL_EMULATED", "1")
+    monkeypatch.setenv("FAKE_NCCL_LOG", str(logs))
+    ok(ranks(0, "train.py", "sgd", 10, 3, one, "rows", timeout=60))
+    ok(ranks(3, "with_fake_nccl.py", "train.py", "sgd", 10, 3, three, "rows", timeout=120))
+    _like_one_process(one, three)
+    for r in range(3):
+        log = _log(logs / f"nccl{r}.json")
+        starts = [i for i, x in enumerate(log) if x == ("groupStart",)][1:]  # after the variables' broadcast
+        groups = [log[i + 1:log.index(("groupEnd",), i)] for i in starts]
+        assert groups and all([(x[0], x[3]) for x in g] == [("broadcast", 0), ("broadcast", 1), ("broadcast", 2)]
+                              for g in groups), groups
+        # each rank's rows of float32 losses: 4, 3, 3 rows
+        assert all([x[1] for x in g] == [16, 12, 12] for g in groups), groups
+        assert any(x[0] == "allReduce" for x in log)
+
+
 def test_the_mpi_path_on_the_same_ranks_copies_through_the_host_in_every_boxing_node(tmp_path, monkeypatch):
     # the counts of the test above can fail: on the MPI path every boxing node reads back to the host and runs live
     monkeypatch.delenv(nccl.VARIABLE, raising=False)
