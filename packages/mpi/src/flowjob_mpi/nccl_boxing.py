@@ -27,8 +27,6 @@ from flowjob_core import KernelContext
 from flowjob_mpi.errors import MpiError
 from flowjob_mpi.nccl import Nccl
 
-INT_MAX = 2**31 - 1  # CuPy's NCCL binding passes counts on to NCCL's size_t, but staging math stays in C ints
-
 
 class DeviceBoxing:
     """The collectives of one boxing node on this rank's NCCL communicator, for arrays of array module ``xp``
@@ -57,10 +55,8 @@ class DeviceBoxing:
         compute.wait_event(self.done)
 
     def _bytes(self, array: Any) -> tuple[int, Any]:
-        count = int(array.nbytes)
-        if count > INT_MAX:
-            raise MpiError(f"{self.what}: {count} bytes in one NCCL call is more than it takes ({INT_MAX})")
-        return count, self.nccl.runtime.nccl.NCCL_UINT8
+        """``array``'s size in bytes and NCCL's byte type (the calls used here take their counts as size_t)."""
+        return int(array.nbytes), self.nccl.runtime.nccl.NCCL_UINT8
 
     def _summed(self, dtype: np.dtype) -> Any:
         try:
@@ -103,7 +99,6 @@ class DeviceBoxing:
         xp, pointer, module = self.xp, self.nccl.runtime.pointer, self.nccl.runtime.nccl
         xp.copyto(sent, xp.moveaxis(x, axis, 0))
         row = int(received.nbytes) // max(sum(counts), 1)
-        self._bytes(received)
         start_sent, start_received = pointer(sent), pointer(received)
         stream, compute = self._begin()
         module.groupStart()
@@ -133,7 +128,6 @@ class DeviceBoxing:
             blocks = x.reshape((*shape[:axis], ranks, shape[axis] // ranks, *shape[axis + 1:]))
             xp.copyto(piece, xp.moveaxis(blocks, axis, 0))
         datatype = self._summed(x.dtype)
-        self._bytes(piece)
         stream, compute = self._begin()
         self.nccl.comm.reduceScatter(pointer(piece), pointer(out), int(out.size), datatype,
                                      self.nccl.runtime.nccl.NCCL_SUM, stream)
@@ -144,7 +138,6 @@ class DeviceBoxing:
         """``buffer`` (C-contiguous) summed (``op`` "sum") or maximized ("max") over ranks, in place."""
         module = self.nccl.runtime.nccl
         datatype = self._summed(buffer.dtype)
-        self._bytes(buffer)
         address = self.nccl.runtime.pointer(buffer)
         stream, compute = self._begin()
         self.nccl.comm.allReduce(address, address, int(buffer.size), datatype,
