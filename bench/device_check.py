@@ -18,6 +18,8 @@ well inside 8 minutes; a step with under 10 s left is not started):
                cudnn_convolution (not its im2col fallback), a recorded training step; it fails where one is
                missing, never skips
   facts        bench/cupy_facts.py: the CuPy behaviours the kernels rely on (device only)
+  nccl         bench/nccl_boxing_check.py: flowjob-mpi's NCCL boxing collectives on a one-rank communicator,
+               and a CUDA graph of them (one GPU: a world of one)
   bench        bench/gpu.py: flowjob, flowjob without graphs and torch (LeNet, MLP, ResNet-50 batch 32), with
                each flowjob step's recording, graphs, live pieces, peak memory over every pool and where its
                convolutions ran (cuDNN or im2col)
@@ -71,7 +73,7 @@ DEVICE_PYTHON = "3.12"
 DEVICE_PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
 DEADLINE = 420.0
 LEAST = 10.0  # seconds a step needs left to start
-ORDER = ["environment", "smoke", "facts", "bench", "gpu_tests", "graphs", "profile", "accounting", "suite"]
+ORDER = ["environment", "smoke", "facts", "nccl", "bench", "gpu_tests", "graphs", "profile", "accounting", "suite"]
 
 
 @dataclass
@@ -164,6 +166,7 @@ def steps(emulated: bool, out: pathlib.Path) -> dict[str, Step]:
         return {
             "environment": Step("environment", 60, environment, gpu),
             "smoke": Step("smoke", 120, [py, f"{bench}/device_smoke.py", "--emulated"]),
+            "nccl": Step("nccl", 60, [py, f"{bench}/nccl_boxing_check.py", "--emulated"]),
             "bench": Step("bench", 240, [py, f"{bench}/gpu.py", "--emulated", "--rounds", "1", "--timeout", "120",
                                          "--batch", "8", "--steps", "3", "--systems", "flowjob,flowjob-nographs",
                                          "--workloads", "lenet_train,mlp_train", "--json", str(out / "bench.json")]),
@@ -194,6 +197,7 @@ def steps(emulated: bool, out: pathlib.Path) -> dict[str, Step]:
         "environment": Step("environment", 30, environment, gpu),
         "smoke": Step("smoke", 90, [py, f"{bench}/device_smoke.py"]),
         "facts": Step("facts", 30, [py, f"{bench}/cupy_facts.py"]),
+        "nccl": Step("nccl", 30, [py, f"{bench}/nccl_boxing_check.py"]),
         "bench": Step("bench", 170, [py, f"{bench}/gpu.py", "--rounds", "1", "--timeout", "75",
                                      "--systems", "flowjob,flowjob-nographs,torch",
                                      "--workloads", os.environ.get("BENCH_WORKLOADS",

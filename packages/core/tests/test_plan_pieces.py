@@ -51,6 +51,8 @@ class _DeviceOps:
                            host_state=True))
         registry.add(OpDef("toy_ordered", same, kernel=_device_stream_kernel, not_differentiable=True,
                            ordered=True))
+        registry.add(OpDef("toy_ordered_host", same, kernel=lambda ctx: lambda x: x, not_differentiable=True,
+                           ordered=True))
 
 
 class _HostOps:
@@ -141,12 +143,15 @@ def test_host_state_ops_random_streams_and_flagged_kernels_are_live(host_session
     np.testing.assert_array_equal(out, np.full(4, 4.0))  # the host counter saw the step's first call and this one
 
 
-def test_a_kernel_declaring_host_state_false_is_recorded_but_ordered_nodes_stay_live(toy):
+def test_a_kernel_declaring_host_state_false_is_recorded_even_ordered_and_other_ordered_nodes_stay_live(toy):
+    # an ordered node declaring it keeps to the device is a collective on a device stream (NCCL's): a recording
+    # keeps it in the step's order, so it is recorded; without the declaration it works on the host (MPI)
     s = Session(make_plugin_manager(plugins=[toy, _DeviceOps()], autoload=False))
     try:
-        fn, plan = _plan(s, toy, lambda x: apply("toy_ordered", [apply("toy_device_stream", [x])]))
+        fn, plan = _plan(s, toy, lambda x: apply("toy_ordered_host", [apply("toy_ordered", [
+            apply("toy_device_stream", [x])])]))
         assert [(c.node.op, c.live) for c in plan.program.calls] == [
-            ("toy_device_stream", False), ("toy_ordered", True), ("return", False)]
+            ("toy_device_stream", False), ("toy_ordered", False), ("toy_ordered_host", True), ("return", False)]
     finally:
         s.close()
 

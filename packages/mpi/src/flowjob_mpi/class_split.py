@@ -7,6 +7,7 @@ then the sums of ``exp(x - max)`` (``MPI_SUM``): each rank's probabilities are i
 softmax. The rank holding a row's label contributes ``max + log(sum) - x[label]`` to that row's loss, the others
 0, and one more sum gives every rank the whole loss. A label outside ``[0, classes)`` adds no loss, as in one
 process. Its gradient needs no collective (``flowjob_ops``'s ``sharded_sparse_softmax_cross_entropy_grad``).
+On GPU ranks whose world chose NCCL the three reductions run on the device (``flowjob_mpi.nccl_boxing``).
 """
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
 
+from flowjob_mpi import nccl_boxing
 from flowjob_mpi.faults import WAITING
+from flowjob_mpi.ops import _nccl_for
 from flowjob_mpi.world import world
 
 
@@ -34,6 +37,9 @@ def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 
 def _kernel(ctx: KernelContext) -> Callable[[Any, Any], tuple[Any, Any]]:
+    nccl = _nccl_for(ctx)
+    if nccl is not None:  # GPU ranks: on the device through NCCL
+        return nccl_boxing.class_split_softmax_kernel(ctx, nccl)
     from mpi4py import MPI
 
     comm = world().comm

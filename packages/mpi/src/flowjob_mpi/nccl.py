@@ -45,11 +45,13 @@ class Runtime:
     """What the NCCL path calls: ``cp`` (cupy: ``empty``, ``asarray``, ``asnumpy``, ``cuda.Device``,
     ``cuda.Stream``, ``cuda.Event``, ``cuda.get_current_stream``, ``cuda.runtime.getDeviceCount``),
     ``nccl`` (``cupy.cuda.nccl``: ``get_unique_id``, ``NcclCommunicator``, ``groupStart``, ``groupEnd``,
-    the ``NCCL_*`` constants) and ``pointer`` (a device array's address)."""
+    the ``NCCL_*`` constants), ``pointer`` (a device array's address) and ``stream_pointer`` (a stream's handle, as
+    NCCL's calls take it)."""
 
     cp: Any
     nccl: Any
     pointer: Callable[[Any], int] = field(default=lambda array: array.data.ptr)
+    stream_pointer: Callable[[Any], int] = field(default=lambda stream: stream.ptr)
 
 
 def load_runtime() -> tuple[Runtime | None, str]:
@@ -178,12 +180,13 @@ class Nccl:
         with cp.cuda.Device(self.device):
             device = [cp.asarray(np.ascontiguousarray(a).reshape(-1).view(np.uint8)) for a in arrays]
             self.stream.wait_event(_recorded(cp, cp.cuda.get_current_stream()))  # the copies are made first
+            stream = self.runtime.stream_pointer(self.stream)
             nccl.groupStart()
             for buffer in device:
                 address = self.runtime.pointer(buffer)
                 for start in range(0, buffer.size, BCAST_CHUNK_BYTES):  # bcast's count is a C int
                     count = min(BCAST_CHUNK_BYTES, buffer.size - start)
-                    self.comm.bcast(address + start, count, nccl.NCCL_UINT8, 0, self.stream.ptr)
+                    self.comm.bcast(address + start, count, nccl.NCCL_UINT8, 0, stream)
             nccl.groupEnd()
             _wait(_recorded(cp, self.stream), "the NCCL broadcast of rank 0's variables")
             for array, buffer in zip(arrays, device):
@@ -228,7 +231,7 @@ class DeviceBucket:
                 cp.multiply(grad, weight, out=piece)
             nccl.stream.wait_event(_recorded(cp, cp.cuda.get_current_stream()))
             nccl.comm.allReduce(nccl.runtime.pointer(self.buffer), nccl.runtime.pointer(self.buffer), self.buffer.size,
-                                self.datatype, nccl.runtime.nccl.NCCL_SUM, nccl.stream.ptr)
+                                self.datatype, nccl.runtime.nccl.NCCL_SUM, nccl.runtime.stream_pointer(nccl.stream))
             self.done = _recorded(cp, nccl.stream)
 
     def finish(self, what: str) -> None:

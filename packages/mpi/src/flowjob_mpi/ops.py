@@ -2,8 +2,9 @@
 returned value, and the bucketed all-reduce of gradients (and of values reduced over the batch).
 
 They run inside the generated straight-line step like any kernel, on host buffers (a device
-backend's arrays are copied to the host and back). Every rank runs the same nodes in the same
-order, so the collectives match.
+backend's arrays are copied to the host and back), except on GPU ranks whose world chose NCCL:
+there they stay on the device (``flowjob_mpi.nccl_boxing``, ``flowjob_mpi.nccl``). Every rank runs
+the same nodes in the same order, so the collectives match.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
 
+from flowjob_mpi import nccl_boxing
 from flowjob_mpi.faults import WAITING
 from flowjob_mpi.nccl import VARIABLE, DeviceBucket, Nccl, requested
 from flowjob_mpi.errors import MpiError
@@ -43,6 +45,9 @@ def _gather_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 
 def _gather_kernel(ctx: KernelContext) -> Callable[[Any], Any]:
+    nccl = _nccl_for(ctx)
+    if nccl is not None:  # GPU ranks: on the device through NCCL
+        return nccl_boxing.gather_kernel(ctx, nccl)
     comm = world().comm
     axis, counts = ctx.attrs["axis"], ctx.attrs["counts"]
     out_spec = ctx.outputs[0]
@@ -77,6 +82,9 @@ def _allreduce_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 
 def _allreduce_kernel(ctx: KernelContext) -> Callable[..., Any]:
+    nccl = _nccl_for(ctx)
+    if nccl is not None:  # GPU ranks: on the device through NCCL
+        return nccl_boxing.allreduce_kernel(ctx, nccl)
     from mpi4py import MPI
 
     comm = world().comm
@@ -120,6 +128,9 @@ def _reduce_scatter_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobS
 
 
 def _reduce_scatter_kernel(ctx: KernelContext) -> Callable[[Any], Any]:
+    nccl = _nccl_for(ctx)
+    if nccl is not None:  # GPU ranks: on the device through NCCL
+        return nccl_boxing.reduce_scatter_kernel(ctx, nccl)
     from mpi4py import MPI
 
     comm = world().comm

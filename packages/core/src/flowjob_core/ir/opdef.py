@@ -164,9 +164,10 @@ class OpDef:
     ``ordered`` and ``cpu_only`` nodes, for a kernel whose builder drew a random stream (``KernelContext.rng``)
     and for a kernel function carrying the attribute ``host_state = True`` (``effect`` alone is no such mark: a
     returned value's copy or a variable's assignment is device work). A kernel function carrying
-    ``host_state = False`` overrides the record's mark and its builder's ``rng``: a backend's kernel that keeps on
-    the device what the record's keeps on the host (a random stream whose counter lives in device memory) is
-    recorded with the rest (``ordered`` and ``cpu_only`` nodes stay live).
+    ``host_state = False`` overrides the record's mark, its builder's ``rng`` and ``ordered``: a backend's kernel
+    that keeps on the device what the record's keeps on the host (a random stream whose counter lives in device
+    memory, a collective enqueued on a device stream, which a recording keeps in the step's order) is recorded
+    with the rest (``cpu_only`` nodes stay live).
     """
 
     name: str

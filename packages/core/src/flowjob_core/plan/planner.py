@@ -341,10 +341,11 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
             raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
                                f"{node.source} failed: {exc!r}") from exc
         # a kernel function's own ``host_state`` attribute is its backend's word on it: True marks it live, and
-        # False a kernel that does on the device what the op's record does on the host (a device random stream)
+        # False a kernel that does on the device what the op's record does on the host (a device random stream, a
+        # collective on the device's stream, which a recording keeps in the step's order as ``ordered`` asks)
         declared = getattr(fn, "host_state", None)
-        live = (opdef.ordered or opdef.cpu_only
-                or (bool(declared) if declared is not None else opdef.host_state or kctx.host_state))
+        live = opdef.cpu_only or (bool(declared) if declared is not None
+                                  else opdef.ordered or opdef.host_state or kctx.host_state)
         if check:
             fn = numerics.checked(fn, backend.xp, job, node, opdef.mutates, opdef.intended_inf)
         kname = f"k{kernel_count}"
