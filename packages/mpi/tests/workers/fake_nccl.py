@@ -289,13 +289,10 @@ def _emulated_classes() -> tuple[type, type]:
         def __init__(self, null: bool = False, non_blocking: bool = False) -> None:
             super().__init__(null=null, non_blocking=non_blocking)
             self.handle = next(_ids)
+            self.ptr = self.handle  # an instance attribute, as CuPy's and the emulation's
             self.joined: Any = None
             STREAMS[self.handle] = self
             LOG.append(["stream", self.handle, non_blocking])
-
-        @property
-        def ptr(self) -> int:
-            return self.handle
 
         def wait_event(self, event: Any) -> None:
             if getattr(event, "capture", None) is not None:
