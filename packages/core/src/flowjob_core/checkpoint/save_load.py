@@ -328,11 +328,12 @@ def load(path: str | os.PathLike[str], session: Session | None = None, strict: b
         if size != spec.nbytes:
             raise CheckpointError(f"checkpoint {root!r}, variable {name!r}: {out} has {size} bytes, expected "
                                   f"{spec.nbytes} for {describe(spec)}")
-    # every file checked: now read them all, then assign; each rank reads its own rows of a split variable
-    # (split_files.load_pieces), so none reads a split variable's whole file
+    # every file checked: now read them all, then assign; on several ranks each reads its own rows of a split
+    # variable after this (split_files.load_pieces), so none reads a split variable's whole file
+    on_ranks_split = [name for name in present if store[name].shard is not None] if inside_rank_0() else []
     values = {name: _read_checked(os.path.join(variable_dir(read, name), OUT_FILE), store[name].spec, name, root)
-              for name in present if store[name].shard is None}
-    note_split_files(read, [name for name in present if store[name].shard is not None])
+              for name in present if name not in on_ranks_split}
+    note_split_files(read, on_ranks_split)
     with session.between_steps():  # all between the same two steps of a thread that trains meanwhile
         for name, value in values.items():
             store.assign(name, value)
