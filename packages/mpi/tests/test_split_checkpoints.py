@@ -52,7 +52,7 @@ def test_the_gather_forced_by_the_switch_writes_the_same_bytes(one_process, tmp_
     result = ok(ranks(2, "split_ckpt.py", "save", tmp_path / "model", tmp_path, timeout=60))
     _same_files(one_process, tmp_path / "model")
     assert "rank 0 gathered the split variables ['columns', 'table'] and wrote them " \
-        "(FLOWJOB_CHECKPOINT_SPLIT_SAVE=gather)" in result.stderr
+        "(FLOWJOB_CHECKPOINT_SPLIT_SAVE=gather on some rank)" in result.stderr
     assert _peak(tmp_path, 0) >= 1.0  # what the rows written in place spare rank 0: the measure sees a whole table
 
 

@@ -167,7 +167,7 @@ class _Save:
         else:
             unseen = [r for r, s in enumerate(seen) if not s]
             why_not = (f"rank(s) {unseen} do not see the folder rank 0 writes (no shared file system)" if unseen
-                       else "FLOWJOB_CHECKPOINT_SPLIT_SAVE=gather")
+                       else "FLOWJOB_CHECKPOINT_SPLIT_SAVE=gather on some rank")
             logger.info("checkpoint %s: rank 0 gathered the split variables %s and wrote them (%s)", path, names,
                         why_not)
 
@@ -190,8 +190,10 @@ def save(path: str | os.PathLike[str], session: Session, overwrite: bool, split:
         whole = [(name, store[name].spec, store.get(name)) for name in store.names()
                  if name not in split] if world.rank == 0 else []
     tmp, token = world.root_only(lambda: run.begin(whole))
-    seen = world.allgather(_sees(tmp, token))
-    shared = all(seen) and switches.current().checkpoint_split_save == "rows"
+    # every rank decides alike from every rank's answers: whether it sees the folder, whether its switch allows rows
+    answers = world.allgather((_sees(tmp, token), switches.current().checkpoint_split_save == "rows"))
+    seen = [sees for sees, _ in answers]
+    shared = all(sees and rows for sees, rows in answers)
     outcomes = world.allgather(run.write(tmp, shared, pieces))
     world.root_only(lambda: run.complete(outcomes, seen, shared))
 
