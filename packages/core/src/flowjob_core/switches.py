@@ -50,6 +50,11 @@ class Switches:
         "FLOWJOB_MPI_FEED_CHECK", True,
         "flowjob-mpi's step check compares a fingerprint (CRC-32) of each array fed to a consistent-view argument "
         "across the ranks (0: only in debug mode, which compares SHA-256 digests)")
+    checkpoint_split_save: str = _switch(
+        "FLOWJOB_CHECKPOINT_SPLIT_SAVE", "rows",
+        "how a save on several ranks writes a split variable: rows (each rank its rows, into the file, where the "
+        "ranks share the folder; else gathered) or gather (always gathered onto rank 0, which writes it)",
+        choices=("rows", "gather"))
     device: str = _switch("FLOWJOB_DEVICE", "", "force the device tag every job runs on (cpu, gpu, ...)")
     disable_plugin_autoload: bool = _switch(
         "FLOWJOB_DISABLE_PLUGIN_AUTOLOAD", False, "load no entry-point plugins, only core's built-ins")

@@ -104,6 +104,16 @@ class World:
         WAITING.leave()
         return gathered
 
+    def scatter_from_root(self, values: list[Any] | None) -> Any:
+        """Rank 0's ``values[r]`` on each rank ``r`` (pickled: a checkpoint's rows of a split variable, for ranks that
+        do not see its file)."""
+        if self.size == 1:
+            return values[0] if values else None
+        WAITING.enter("the scatter of a split variable's rows")
+        value = self.comm.scatter(values, root=0)
+        WAITING.leave()
+        return value
+
 
 _lock = threading.Lock()
 _world: World | None = None

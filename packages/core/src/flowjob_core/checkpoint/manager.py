@@ -23,7 +23,6 @@ import warnings
 from flowjob_core.checkpoint import atomic_replace as checkpoint_files
 from flowjob_core.checkpoint.layout import DONE_FILE
 from flowjob_core.checkpoint.session_checkpoint import CheckPoint
-from flowjob_core.checkpoint.ranks import split_variables_gathered
 from flowjob_core.checkpoint.save_load import CheckpointWarning
 from flowjob_core.errors import CheckpointError
 from flowjob_core.runtime.session import Session, get_default_session
@@ -90,10 +89,14 @@ class CheckpointManager:
 
     def save(self, number: int | None = None) -> str:
         """Save to ``<root>/<prefix><number>`` (default: one more than the highest), point ``latest`` at
-        it, then remove the oldest beyond ``max_to_keep``; returns the path. On several ranks, rank 0 does
-        it all (``flowjob_core.runtime.world``) and every rank returns its path or raises its error."""
-        with split_variables_gathered(self._session if self._session is not None else get_default_session()):
-            return self._world().root_only(lambda: self._save(number))
+        it, then remove the oldest beyond ``max_to_keep``; returns the path. On several ranks, rank 0 numbers it,
+        points ``latest`` and prunes (``flowjob_core.runtime.world``), the save runs as ``CheckPoint.save`` does there,
+        and every rank returns its path or raises its error."""
+        world = self._world()
+        name = world.root_only(lambda: self._next_name(number))
+        # on every rank: each writes its rows of the split variables (checkpoint.split_files), rank 0 the rest
+        self._checkpoint.save(self.path(name), overwrite=True)
+        return world.root_only(lambda: self._keep(name))
 
     def _world(self) -> World:
         return world_of(self._session if self._session is not None else get_default_session())
@@ -114,7 +117,7 @@ class CheckpointManager:
         os.replace(self.path(name), hidden)  # out of the listing in one step
         shutil.rmtree(hidden, ignore_errors=True)
 
-    def _save(self, number: int | None) -> str:
+    def _next_name(self, number: int | None) -> str:
         self._finish_pruning()
         if number is None:
             numbered = self._numbered()
@@ -127,8 +130,10 @@ class CheckpointManager:
             number = max(numbered) + 1 if numbered else 1
         elif not isinstance(number, int) or isinstance(number, bool) or number < 0:
             raise CheckpointError(f"CheckpointManager.save: number must be a non-negative int, got {number!r}")
-        name = f"{self.prefix}{number}"
-        self._checkpoint.save(self.path(name), overwrite=True)
+        return f"{self.prefix}{number}"
+
+    def _keep(self, name: str) -> str:
+        """After the save of ``name``: point ``latest`` at it, then prune the oldest beyond ``max_to_keep``."""
         checkpoint_files.write_small_file(os.path.join(self.root_path, LATEST_FILE), f"{name}\n".encode())
         if self.max_to_keep is not None:
             names = [n for n in self.checkpoints() if n != name]

@@ -1,65 +1,96 @@
 """Checkpoints in a world of several processes (a ``flowjob_world`` plugin such as flowjob-mpi):
 rank 0 alone reads and writes the files, every rank raises what rank 0 raised, and after a load
-every rank takes rank 0's variables."""
+every rank takes rank 0's variables. Variables split over the ranks are the exception: each rank writes and
+reads its own rows of their files (``split_files``), after ``check_layouts`` found the ranks agree on them."""
 from __future__ import annotations
 
-import contextlib
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
+from flowjob_core.errors import CheckpointError
+from flowjob_core.ir.layout import Shard
 from flowjob_core.runtime import variable_shards
 from flowjob_core.runtime.session import Session
-from flowjob_core.runtime.world import world_of
+from flowjob_core.runtime.world import World, world_of
 
 _ranks = threading.local()
 
 
-def gathered_wholes() -> dict[str, Any]:
-    """The whole values of the split variables gathered for the save rank 0 is running (empty elsewhere)."""
-    return getattr(_ranks, "wholes", {})
+def inside_rank_0() -> bool:
+    """Whether this is rank 0 running a checkpoint call for every rank (``on_ranks``)."""
+    return bool(getattr(_ranks, "inside", False))
 
 
-@contextlib.contextmanager
-def split_variables_gathered(session: Session, enabled: bool = True) -> Iterator[None]:
-    """Around a save that rank 0 alone runs (``World.root_only``): every rank sends rank 0 its pieces of the
-    variables split over the ranks first (a collective), so rank 0 writes them whole and the others never hold
-    them (``flowjob_core.runtime.variable_shards``). Nested (a manager's save around the save): gathered once."""
-    before, outer = getattr(_ranks, "wholes", {}), getattr(_ranks, "gathered", False)
-    world = world_of(session)
-    if enabled and not outer and world.size > 1 and variable_shards.split_names(session):
-        _ranks.wholes, _ranks.gathered = variable_shards.gather_whole(session, world), True
-    try:
-        yield
-    finally:
-        _ranks.wholes, _ranks.gathered = before, outer
+def note_split_files(folder: str, present: list[str]) -> None:
+    """Rank 0's load: the folder it read and the split variables it found there (each rank then reads its rows)."""
+    _ranks.found = (folder, present)
+
+
+def _describe(held: Any) -> str:
+    if held is None:
+        return "not split (held whole, or no such variable)"
+    shape, dtype, axis, start, stop = held
+    return f"S({axis}) rows [{start}, {stop}) of {tuple(shape)} {dtype}"
+
+
+def check_layouts(session: Session, world: World) -> dict[str, list[Shard]]:
+    """Every split variable's piece on each rank (in rank order), by name, after one all-gather (a collective):
+    the same answer on every rank. Ranks that disagree on a variable (one holds it split, another whole or not at
+    all; another shape, dtype or axis; pieces that overlap or leave rows out) are a ``CheckpointError`` naming the
+    variable and what each rank holds, raised on every rank alike, before any file is touched."""
+    store = session.variables
+    mine = {}
+    for name in variable_shards.split_names(session):
+        var = store[name]
+        assert var.shard is not None
+        mine[name] = (tuple(int(d) for d in var.spec.shape), str(var.spec.dtype), var.shard.axis, var.shard.start,
+                      var.shard.stop)
+    everyone: list[dict[str, Any]] = world.allgather(mine) if world.size > 1 else [mine]
+    split: dict[str, list[Shard]] = {}
+    for name in sorted(set().union(*everyone)):
+        held = [ranks.get(name) for ranks in everyone]
+        found = [h for h in held if h is not None]
+        shapes = {h[:3] for h in found}
+        pieces = sorted((h[3], h[4]) for h in found)
+        shape, _dtype, axis = found[0][:3]
+        covered = len(found) == len(held) and len(shapes) == 1 and pieces[0][0] == 0 \
+            and all(a[1] == b[0] for a, b in zip(pieces, pieces[1:])) and pieces[-1][1] == shape[axis]
+        if not covered:
+            each = "; ".join(f"rank {r}: {_describe(h)}" for r, h in enumerate(held))
+            raise CheckpointError(f"variable {name!r}: the ranks hold it with different layouts ({each}); every rank "
+                                  f"must declare it with the same distribute, and hold its own rows")
+        split[name] = [Shard(h[2], h[3], h[4]) for h in found]
+    return split
 
 
 def on_ranks(session: Session, again: Callable[[], Any], prepare: Callable[[Session], None], *,
-             broadcast: bool, pieces: Callable[[], None] | None = None) -> bool:
+             broadcast: bool, pieces: Callable[[Any], None] | None = None) -> bool:
     """In a world of several ranks, run ``again`` (the calling function, same arguments) the way a
     checkpoint is kept there and answer True: rank 0 alone reads and writes the files (a checkpoint is
     written once, through the same atomic replace), every rank raises what rank 0 raised, and with
     ``broadcast`` every rank then takes rank 0's variables, so they start bitwise equal (``prepare``
-    first plans every job on every rank, so every variable exists). Variables split over the ranks
-    (``flowjob_core.runtime.variable_shards``) are gathered for a save, and set by ``pieces`` on each rank
-    after an init or a load. In one process, or inside that run, answer False: the caller goes on as usual."""
+    first plans every job on every rank, so every variable exists, and ``check_layouts`` checks the ranks agree
+    on the split ones). Variables split over the ranks (``flowjob_core.runtime.variable_shards``) are set by
+    ``pieces`` on each rank after an init or a load, given what rank 0 noted (``note_split_files``; None after an
+    init). In one process, or inside that run, answer False: the caller goes on as usual."""
     world = world_of(session)
-    if world.size == 1 or getattr(_ranks, "inside", False):
+    if world.size == 1 or inside_rank_0():
         return False
     if broadcast:
         prepare(session)  # every rank plans every job (rank 0 again inside: planning is done once)
+        check_layouts(session, world)
 
     def run() -> Any:
-        _ranks.inside = True
+        _ranks.inside, _ranks.found = True, None
         try:
-            return again()
+            again()
+            return _ranks.found
         finally:
-            _ranks.inside = False
+            _ranks.inside, _ranks.found = False, None
 
-    with split_variables_gathered(session, enabled=not broadcast):  # rank 0's save writes them whole
-        world.root_only(run)
+    found = world.root_only(run)
     if broadcast:
         store = session.variables
         names = sorted(name for name in store.names() if store[name].shard is None)
@@ -70,5 +101,5 @@ def on_ranks(session: Session, again: Callable[[], Any], prepare: Callable[[Sess
             for name, array in zip(names, arrays):
                 store.assign(name, array)
         if pieces is not None:
-            pieces()
+            pieces(found)
     return True

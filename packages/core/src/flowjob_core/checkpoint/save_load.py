@@ -20,7 +20,6 @@ printed a line), or refuses with ``strict=True``.
 """
 from __future__ import annotations
 
-import errno
 import os
 import warnings
 from collections.abc import Iterator, Mapping
@@ -28,16 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flowjob_core.checkpoint import atomic_replace
+from flowjob_core.checkpoint import atomic_replace, split_files
+from flowjob_core.checkpoint.folder_writes import check_target as _check_target
+from flowjob_core.checkpoint.folder_writes import make_parent as _make_parent
+from flowjob_core.checkpoint.folder_writes import why as _why
+from flowjob_core.checkpoint.folder_writes import write_file as _write
 from flowjob_core.checkpoint.layout import (DATA_TYPES, DONE_FILE, META_FILE, OUT_FILE, describe, format_meta,
                                             is_foreign, read_meta, stored_names, variable_dir)
-from flowjob_core.checkpoint.ranks import gathered_wholes, on_ranks
+from flowjob_core.checkpoint.ranks import check_layouts, inside_rank_0, note_split_files, on_ranks
 from flowjob_core.checkpoint.variable_blobs import FileVariableBlob, host_value
 from flowjob_core.errors import CheckpointError, VariableError
 from flowjob_core.ir import dtypes
 from flowjob_core.ir.job import BlobSpec
 from flowjob_core.runtime import variable_shards
 from flowjob_core.runtime.session import Session, get_default_session
+from flowjob_core.runtime.world import world_of
 
 if TYPE_CHECKING:
     from flowjob_core.api.function import JobFunction
@@ -80,58 +84,6 @@ def prepare(session: Session) -> None:
         fn.plan()
 
 
-def _write(path: str, data: bytes | np.ndarray) -> None:
-    with open(path, "wb") as f:
-        # through the file object, not ndarray.tofile: a full disk is then OSError(ENOSPC), where tofile
-        # says only "40000 requested and 8192 written"
-        f.write(np.ascontiguousarray(data).data.cast("B") if isinstance(data, np.ndarray) else data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _check_target(path: str, overwrite: bool) -> None:
-    if not os.path.lexists(path):
-        return
-    if not os.path.isdir(path) or os.path.islink(path):
-        raise CheckpointError(f"cannot save a checkpoint to {path!r}: it exists and is not a folder")
-    if not os.listdir(path):
-        return
-    if not overwrite:
-        raise CheckpointError(f"cannot save a checkpoint to {path!r}: the folder is not empty (legacy: 'root "
-                              f"directory of model snapshot not empty'); choose a new folder, or pass "
-                              f"overwrite=True to replace a checkpoint")
-    if not atomic_replace.is_complete(path):  # never replace a folder the user keeps other things in
-        raise CheckpointError(f"cannot save a checkpoint to {path!r} with overwrite=True: the folder is not a "
-                              f"checkpoint (no {DONE_FILE!r} file), so it is not replaced")
-
-
-def _make_parent(parent: str, path: str) -> None:
-    """Create the parent folders; a file on the way is a ``CheckpointError`` naming it."""
-    ancestor = parent
-    while not os.path.exists(ancestor) and os.path.dirname(ancestor) != ancestor:
-        ancestor = os.path.dirname(ancestor)
-    if os.path.exists(ancestor) and not os.path.isdir(ancestor):
-        raise CheckpointError(f"cannot save a checkpoint to {path!r}: {ancestor!r} is a file, not a folder")
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as exc:
-        raise CheckpointError(f"cannot save a checkpoint to {path!r}: cannot create the folder {parent!r}: "
-                              f"{exc.strerror or exc}") from exc
-
-
-def _why(exc: OSError, parent: str) -> str:
-    """An OS error of a save said in terms of the checkpoint's folder, not of a hidden temporary file."""
-    if exc.errno == errno.ENOSPC:
-        return f"the file system holding {parent!r} is full"
-    if exc.errno == errno.EDQUOT:
-        return f"the disk quota of the file system holding {parent!r} is used up"
-    if exc.errno == errno.EROFS:
-        return f"{parent!r} is on a read-only file system"
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return f"no permission to write in {parent!r}"
-    return f"{exc.strerror or exc} ({type(exc).__name__})"
-
-
 # version 0.3 functions ----------------------------------------------------
 def _to_save(session: Session, var_dict: Mapping[str, Any] | None) -> Iterator[tuple[str, BlobSpec, np.ndarray]]:
     """(name, spec, host array) of every variable of the session, or of each entry of ``var_dict``.
@@ -142,9 +94,7 @@ def _to_save(session: Session, var_dict: Mapping[str, Any] | None) -> Iterator[t
     if var_dict is None:
         store = session.variables
         with session.between_steps():
-            wholes = gathered_wholes()  # split variables, gathered on rank 0 (variable_shards)
-            snapshot = [(name, store[name].spec, wholes[name] if name in wholes else store.get(name))
-                        for name in store.names()]
+            snapshot = [(name, store[name].spec, store.get(name)) for name in store.names()]
         yield from snapshot
         return
     for name, value in var_dict.items():
@@ -164,6 +114,13 @@ def save(path: str | os.PathLike[str], session: Session | None = None, overwrite
     atomically: at every instant ``path`` is the old or the new complete checkpoint (see ``atomic_replace``).
     """
     session = _session(session)
+    world = world_of(session)
+    if var_dict is None and world.size > 1 and not inside_rank_0():
+        prepare(session)  # on every rank: each then holds the same split variables, or check_layouts says which not
+        split = check_layouts(session, world)
+        if split:  # each rank writes its rows of them into place (split_files)
+            split_files.save(path, session, overwrite, split)
+            return
     if on_ranks(session, lambda: save(path, session, overwrite, var_dict), prepare, broadcast=False):
         return
     if var_dict is None:
@@ -325,7 +282,7 @@ def initialize(session: Session | None = None) -> None:
     """Every variable of every defined job set from its initializer."""
     session = _session(session)
     if on_ranks(session, lambda: initialize(session), prepare, broadcast=True,
-                pieces=lambda: variable_shards.initialize_pieces(session)):
+                pieces=lambda _found: variable_shards.initialize_pieces(session)):
         return
     prepare(session)
     store = session.variables
@@ -343,8 +300,7 @@ def load(path: str | os.PathLike[str], session: Session | None = None, strict: b
     """
     session = _session(session)
     if on_ranks(session, lambda: load(path, session, strict, keep_missing), prepare, broadcast=True,
-                pieces=lambda: variable_shards.load_pieces(session, atomic_replace.reading_path(os.fspath(path)),
-                                                           OUT_FILE, keep_missing)):
+                pieces=lambda found: split_files.load_pieces(session, found, OUT_FILE, keep_missing)):
         return
     prepare(session)
     root, read = _open_checkpoint(path, stacklevel=3)
@@ -372,9 +328,12 @@ def load(path: str | os.PathLike[str], session: Session | None = None, strict: b
         if size != spec.nbytes:
             raise CheckpointError(f"checkpoint {root!r}, variable {name!r}: {out} has {size} bytes, expected "
                                   f"{spec.nbytes} for {describe(spec)}")
-    # every file checked: now read them all, then assign
+    # every file checked: now read them all, then assign; on several ranks each reads its own rows of a split
+    # variable after this (split_files.load_pieces), so none reads a split variable's whole file
+    on_ranks_split = [name for name in present if store[name].shard is not None] if inside_rank_0() else []
     values = {name: _read_checked(os.path.join(variable_dir(read, name), OUT_FILE), store[name].spec, name, root)
-              for name in present}
+              for name in present if name not in on_ranks_split}
+    note_split_files(read, on_ranks_split)
     with session.between_steps():  # all between the same two steps of a thread that trains meanwhile
         for name, value in values.items():
             store.assign(name, value)

@@ -164,5 +164,7 @@ def flowjob_world() -> Any:
     Core asks it what legacy's multi-machine API needs (``flow.config.machine_num`` and
     ``flow.env.machine`` must name ``world.machines``) and how checkpoints are kept: rank 0 alone
     reads and writes the files (``world.root_only``), then every rank takes rank 0's variables
-    (``world.broadcast_arrays``). flowjob-mpi answers with the MPI world.
+    (``world.broadcast_arrays``); each rank writes and reads its own rows of a split variable's file, agreeing
+    with the others through ``world.allgather`` (``gather_to_root`` and ``scatter_from_root`` where the ranks do not
+    share the folder). flowjob-mpi answers with the MPI world.
     """

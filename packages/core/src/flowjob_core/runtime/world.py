@@ -44,6 +44,11 @@ class World(Protocol):
         asked for ``allgather``)."""
         ...
 
+    def scatter_from_root(self, values: list[Any] | None) -> Any:
+        """Rank 0's ``values[r]`` on each rank ``r`` (``values`` is read on rank 0 only; optional: a world without it
+        is asked for ``allgather``)."""
+        ...
+
 
 class OneProcess:
     """The world of a program without a distributed plugin."""
@@ -64,6 +69,9 @@ class OneProcess:
 
     def gather_to_root(self, value: Any) -> list[Any] | None:
         return [value]
+
+    def scatter_from_root(self, values: list[Any] | None) -> Any:
+        return values[0] if values else None
 
 
 ONE_PROCESS = OneProcess()
