@@ -98,3 +98,14 @@ def test_each_rank_loads_only_its_rows(one_process, tmp_path, mode, n):
         assert max(_peak(tmp_path, r) for r in range(n)) < 0.75 * 2 / n
     elif mode == "load_unshared":
         assert "some ranks do not see its files (no shared file system); rank 0 read each rank's rows" in result.stderr
+
+
+def test_rank_0_failing_to_read_the_rows_it_sends_fails_the_load_on_every_rank(one_process, tmp_path):
+    """Rank 1 does not see the files, so it waits for the rows rank 0 reads for it: a read error there reaches it
+    as the same error, never a wait without end."""
+    ok(ranks(2, "split_ckpt.py", "load_unshared_fail", one_process, tmp_path, timeout=60))
+    for r in range(2):
+        said = (tmp_path / f"error{r}.txt").read_text()
+        assert said.startswith(f"loading the checkpoint {str(one_process)!r}: rank 0 could not read the rows of "
+                               f"variable "), said
+        assert "OSError: [Errno 5] Input/output error" in said and "the split variables keep their values" in said

@@ -6,7 +6,7 @@ save: save to PATH, with rank 0's peak of traced memory during the save (tracema
 unshared: save with rank 1 not seeing the folder rank 0 writes (as on another machine); fail: rank 1's write of its
 rows fails (a full disk) then the save is tried again; kill: rank 1 is killed while it writes its rows; load: load
 PATH (peak of traced memory in peak<r>.json, each rank's pieces in rank<r>.npz); load_unshared: load with rank 1 not
-seeing the files. Each rank writes the CheckpointError it caught, if any, to OUT_DIR/error<r>.txt.
+seeing the files; load_unshared_fail: the same, rank 0's reading of the rows it sends failing (a disk error). Each rank writes the CheckpointError it caught, if any, to OUT_DIR/error<r>.txt.
 """
 import json
 import logging
@@ -42,10 +42,15 @@ def lookup(ids: tp.Numpy.Placeholder((4,), dtype=flow.int32)) -> tp.Numpy:
 
 
 lookup(np.array([0, 1, ROWS - 1, 7], dtype=np.int32))
-if mode in ("unshared", "load_unshared") and rank == 1:  # this rank sees none of rank 0's files
+if mode in ("unshared", "load_unshared", "load_unshared_fail") and rank == 1:  # this rank sees none of rank 0's files
     split_files._sees = lambda tmp, token: False
     split_files._readable = lambda file, nbytes: False
 real_write = row_files.write_piece
+if mode == "load_unshared_fail" and rank == 0:
+    def failing_read(file, spec, shard):
+        raise OSError(5, "Input/output error", file)
+
+    row_files.read_piece = failing_read
 if mode in ("fail", "kill") and rank == 1:
     def failing_write(file, spec, shard, piece):
         if mode == "kill":
@@ -70,6 +75,8 @@ try:
         check_point.save(path)
 except CheckpointError as exc:
     write_error(exc)
+    if mode == "load_unshared_fail":
+        sys.exit(0)
     if mode != "fail":
         raise
 _, peak = tracemalloc.get_traced_memory()

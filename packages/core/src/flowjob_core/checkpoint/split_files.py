@@ -222,8 +222,18 @@ def load_pieces(session: Session, found: tuple[str, list[str]] | None, data_file
             values[name] = row_files.read_piece(path, spec, shard)
             continue
         shards: list[Any] = world.allgather(shard)  # rank 0 reads each rank's rows and sends them
-        rows = [row_files.read_piece(path, spec, s) for s in shards] if world.rank == 0 else None
-        values[name] = variable_shards.scatter_from_root(world, rows)
+        rows: list[tuple[str, Any]] | None = None
+        if world.rank == 0:
+            try:
+                rows = [("rows", row_files.read_piece(path, spec, s)) for s in shards]
+            except Exception as exc:  # sent too: the other ranks wait in the scatter, and must not wait forever
+                rows = [("failed", f"{type(exc).__name__}: {exc}")] * len(shards)
+        kind, piece = variable_shards.scatter_from_root(world, rows)
+        if kind == "failed":
+            raise CheckpointError(f"loading the checkpoint {folder!r}: rank 0 could not read the rows of variable "
+                                  f"{name!r} for the ranks that do not see its files ({piece}); the split variables keep "
+                                  f"their values")
+        values[name] = piece
     if not shared and world.rank == 0:
         logger.info("checkpoint %s: some ranks do not see its files (no shared file system); rank 0 read each "
                     "rank's rows of %s and sent them", folder, present)
