@@ -6,7 +6,8 @@ save: save to PATH, with rank 0's peak of traced memory during the save (tracema
 unshared: save with rank 1 not seeing the folder rank 0 writes (as on another machine); fail: rank 1's write of its
 rows fails (a full disk) then the save is tried again; kill: rank 1 is killed while it writes its rows; load: load
 PATH (peak of traced memory in peak<r>.json, each rank's pieces in rank<r>.npz); load_unshared: load with rank 1 not
-seeing the files; load_unshared_fail: the same, rank 0's reading of the rows it sends failing (a disk error). Each rank writes the CheckpointError it caught, if any, to OUT_DIR/error<r>.txt.
+seeing the files; load_unshared_fail: the same, rank 0's reading of the rows it sends failing (a disk error).
+Each rank writes the CheckpointError it caught, if any, to OUT_DIR/error<r>.txt.
 """
 import json
 import logging

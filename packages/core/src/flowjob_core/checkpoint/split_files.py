@@ -231,8 +231,8 @@ def load_pieces(session: Session, found: tuple[str, list[str]] | None, data_file
         kind, piece = variable_shards.scatter_from_root(world, rows)
         if kind == "failed":
             raise CheckpointError(f"loading the checkpoint {folder!r}: rank 0 could not read the rows of variable "
-                                  f"{name!r} for the ranks that do not see its files ({piece}); the split variables keep "
-                                  f"their values")
+                                  f"{name!r} for the ranks that do not see its files ({piece}); the split "
+                                  f"variables keep their values")
         values[name] = piece
     if not shared and world.rank == 0:
         logger.info("checkpoint %s: some ranks do not see its files (no shared file system); rank 0 read each "
