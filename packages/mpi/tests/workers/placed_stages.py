@@ -1,0 +1,79 @@
+"""Legacy placement scopes on the ranks: python placed_stages.py CASE OUT_DIR [STEPS].
+
+- ``pipeline``: a two-stage MLP, stage 1 in ``flow.scope.placement("cpu", "0:0")`` and stage 2 (with the loss) in
+  ``"0:1"``, with ``flow.config.cpu_device_num(2)``: trains STEPS steps; rank 0 writes result.npz (the losses and the
+  variables), every rank rank<r>.txt (its planned job);
+- ``subset``: one device per machine, an op placed on ``"0:0"`` (rank 0 of 2), another on ``"1:0"``, the rest
+  everywhere: every rank writes rank<r>.npy (what it got back) and rank<r>.txt;
+- ``missing``: a placement naming device 2 of a machine of 2; ``counts``: 3 devices per machine on 2 ranks.
+"""
+import os
+import sys
+
+import numpy as np
+import oneflow as flow
+import oneflow.typing as tp
+
+case, out_dir = sys.argv[1], sys.argv[2]
+rank = flow.distributed.get_rank()
+
+
+def save_plan(job):
+    with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as f:
+        f.write(str(job.plan().job))
+
+
+if case == "pipeline":
+    flow.config.cpu_device_num(2)
+    BATCH, FEATURES, HIDDEN, CLASSES = 8, 6, 5, 4
+
+    @flow.global_function(type="train")
+    def train_job(images: tp.Numpy.Placeholder((BATCH, FEATURES)),
+                  labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Numpy:
+        init = flow.random_normal_initializer(stddev=0.3)
+        with flow.scope.placement("cpu", "0:0"):
+            hidden = flow.layers.dense(images, HIDDEN, activation=flow.nn.relu, kernel_initializer=init,
+                                       name="stage1")
+        with flow.scope.placement("cpu", "0:1"):
+            logits = flow.layers.dense(hidden, CLASSES, kernel_initializer=init, name="stage2")
+            loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits, name="loss")
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
+        return loss
+
+    flow.train.CheckPoint().init()
+    rng = np.random.default_rng(3)
+    losses = []
+    for _ in range(int(sys.argv[3])):
+        images = rng.standard_normal((BATCH, FEATURES)).astype(np.float32)
+        labels = rng.integers(0, CLASSES, BATCH).astype(np.int32)
+        losses.append(train_job(images, labels))
+    values = {name: blob.numpy() for name, blob in flow.get_all_variables().items()}
+    np.savez(os.path.join(out_dir, f"result{rank}.npz"), losses=np.stack(losses), **values)
+    save_plan(train_job)
+
+if case == "subset":
+    @flow.global_function()
+    def subset_job(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        with flow.scope.placement("cpu", "0:0"):
+            y = flow.math.tanh(x) * 2.0
+        with flow.scope.placement("cpu", "1:0"):
+            z = flow.math.square(y)
+        return flow.math.reduce_sum(z + y, axis=1)
+
+    got = subset_job(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
+    np.save(os.path.join(out_dir, f"rank{rank}.npy"), got)
+    save_plan(subset_job)
+
+if case in ("missing", "counts"):
+    if case == "counts":
+        flow.config.cpu_device_num(3)
+    else:
+        flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def wrong_job(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        with flow.scope.placement("cpu", "0:2" if case == "missing" else "0:0"):
+            y = flow.math.relu(x, name="placed_relu")
+        return y
+
+    wrong_job(np.ones((4, 3), dtype=np.float32))
