@@ -186,11 +186,17 @@ def _everywhere(node: Node, ops: Any) -> bool:
 def run_placed(job: Job, ctx: Any) -> None:
     """Pass ``mpi-run-placed`` (phase ``transform``): this rank's part of a job placed on some of the ranks, with
     the sends and receives between placements (see the module docstring)."""
-    if world().size == 1 or not placed(job):
+    w = world()
+    if w.size == 1 or not job.ranks:
         return
-    w, ops = world(), ctx.registries.ops
-    every = tuple(range(w.size))
     devices = grid_of(ctx.session, w)  # resolve() read it already: it cannot fail here
+    if not placed(job):  # every placement names every rank: the nodes passes added in one (gradients) are mapped
+        for node in job.nodes:  # for the printed job; they run as the other passes laid them out
+            if node.placement and node.name not in job.ranks:
+                job.ranks[node.name] = devices.ranks_of(node.placement)
+        return
+    ops = ctx.registries.ops
+    every = tuple(range(w.size))
     default = job.config.get("default_placement_scope")
     try:
         fallback = devices.ranks_of(default.machine_device_ids) if default is not None else every
