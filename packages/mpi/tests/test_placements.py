@@ -116,3 +116,18 @@ def test_device_counts_that_disagree_with_the_world_are_an_error_naming_job_and_
         in result.stderr, result.stderr
     assert ("1 machine(s) x 3 device(s) (flow.config.cpu_device_num(3)) do not lie evenly on 2 rank(s)"
             in result.stderr), result.stderr
+
+
+def test_ranks_running_different_placed_jobs_stop_together_naming_what_each_ran(tmp_path):
+    result = ranks(2, "placed_stages.py", "mismatch", tmp_path, timeout=60)
+    assert result.returncode != 0
+    assert "RankMismatchError: the ranks of a data-parallel step run different things (rank 0: job 'first_job' " \
+           "step 1" in result.stderr, result.stderr
+    assert "rank 1: job 'second_job' step 1" in result.stderr, result.stderr
+
+
+def test_a_placed_job_with_a_mirrored_argument_is_an_error_naming_job_placement_and_argument(tmp_path):
+    result = ranks(2, "placed_stages.py", "mirrored", tmp_path, timeout=60)
+    assert result.returncode != 0
+    assert ("PlacementError: global function 'mirrored_job', placement ('cpu', '1:0') of op " in result.stderr
+            and "runs on ranks [1] of 2, and arguments ['x'] are mirrored" in result.stderr), result.stderr

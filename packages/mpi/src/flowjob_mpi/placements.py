@@ -36,16 +36,19 @@ on only some of the ranks is neither split by batch (``mpi-split``, ``mpi-allred
 Where a node needs a value its producer's ranks do not hold, the lowest rank holding it sends it to each rank
 lacking it (``mpi_send`` / ``mpi_recv``, right before the first reader), so the values every rank ends with are one
 process's. The transfers are planned alike on every rank from the whole job; each rank then keeps its own nodes,
-its sends and its receives, in job order: the pairs meet in the same order on both ends.
+its sends and its receives, in job order: the pairs meet in the same order on both ends. A step check
+(``mpi_step_check``) after the placeholders stops every rank, naming what each ran, when the ranks run different
+placed jobs or were fed different batches.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef
+from flowjob_core import BlobSpec, KernelContext, OpDef, switches
 from flowjob_core.ir.job import Job, Node
 from flowjob_core.trace.scope import DEVICE_IDS
 
@@ -171,11 +174,22 @@ def resolve(job: Job, ctx: Any) -> None:
         raise PlacementError(f"{where}: runs on ranks {list(job.ranks[partial.name])} of {w.size}, and the job "
                              f"declares blobs split or partial over every rank ({spread}); a job with ops on some "
                              f"of the ranks computes whole values only: place it on every rank, or declare no split")
+    function = ctx.session.functions.get(job.name)
+    mirrored = [p.name for p in getattr(function, "params", ()) if _takes_devices(p.kind)]
+    if mirrored:
+        raise PlacementError(f"{where}: runs on ranks {list(job.ranks[partial.name])} of {w.size}, and arguments "
+                             f"{mirrored} are mirrored (one array per device); ops on some of the ranks are built "
+                             f"for the consistent view: feed tp.Numpy arguments")
     readers = sharded_sources(job, w)
     if readers:
         raise PlacementError(f"{where}: runs on ranks {list(job.ranks[partial.name])} of {w.size}, and the job reads "
                              f"{sorted(readers)} with a reader that reads each rank's own records; feed the batches "
                              f"through placeholders")
+
+
+def _takes_devices(kind: Any) -> bool:
+    """Whether a parameter kind (flowjob-typing's) takes one array per device, itself or inside a tuple."""
+    return type(kind).__name__ == "ListParam" or any(_takes_devices(item) for item in getattr(kind, "items", ()))
 
 
 def _everywhere(node: Node, ops: Any) -> bool:
@@ -206,6 +220,7 @@ def run_placed(job: Job, ctx: Any) -> None:
     mapped: dict[tuple[str, ...], tuple[int, ...]] = {}
     holders: dict[str, set[int]] = {}
     nodes: list[Node] = []
+    planned: list[tuple] = []  # every transfer of the job, alike on every rank: what the step check compares
     transfers = 0
 
     def bring(lbn: str, to: Sequence[int], reader: str) -> None:
@@ -220,6 +235,7 @@ def run_placed(job: Job, ctx: Any) -> None:
         transfers += 1
         attrs = {"tag": tag, "reader": reader}
         device = producer_device.get(lbn, "cpu")
+        planned.append((lbn, source, lacking, job.specs[lbn].shape, job.specs[lbn].dtype.name))
         if w.rank == source:
             nodes.append(Node("mpi_send", f"{stem}-mpi_send", (lbn,), (), {**attrs, "to": lacking}, device,
                               "flowjob-mpi placements"))
@@ -255,9 +271,27 @@ def run_placed(job: Job, ctx: Any) -> None:
             nodes.append(node)
     for lbn in dict.fromkeys(job.losses + [side.lbn for side in job.side_outputs]):
         bring(lbn, every, "the job's results")
+    _check_steps(job, ctx, nodes, planned)
     kept = {node.name for node in nodes}
     job.ranks = {name: ranks for name, ranks in job.ranks.items() if name in kept}
     job.nodes = nodes
+
+
+def _check_steps(job: Job, ctx: Any, nodes: list[Node], planned: list[tuple]) -> None:
+    """``mpi_step_check`` (flowjob_mpi.agreement) after the placeholders: every rank runs the same step of the same
+    placed job (with the same transfers) and was fed the same global batch, else all stop naming what each ran.
+    Without it, ranks running different jobs would wait in each other's receives for ever."""
+    compare = "digest" if getattr(ctx.session.config, "debug_mode", False) else \
+        "fingerprint" if switches.current().mpi_feed_check else None
+    attrs: dict[str, Any] = {"job": job.name, "layout": hashlib.sha256(repr(planned).encode()).hexdigest()[:16]}
+    inputs: tuple[str, ...] = ()
+    if compare is not None and job.placeholders:
+        inputs = tuple(p.lbn for p in job.placeholders)
+        attrs.update(feeds=[p.param or p.name for p in job.placeholders], compare=compare)
+    first = max((i + 1 for i, node in enumerate(nodes) if node.op == "input"), default=0)
+    device = nodes[0].device if nodes else "cpu"
+    nodes.insert(first, Node("mpi_step_check", "System-MPI-StepCheck", inputs, (), attrs, device, "flowjob-mpi"))
+    job.ranks["System-MPI-StepCheck"] = tuple(range(world().size))
 
 
 TAGS = 32767  # MPI guarantees tags up to 32767; a job's transfers pair in order anyway, the tag is a check

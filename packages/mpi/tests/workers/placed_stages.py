@@ -5,7 +5,8 @@
   variables), every rank rank<r>.txt (its planned job);
 - ``subset``: one device per machine, an op placed on ``"0:0"`` (rank 0 of 2), another on ``"1:0"``, the rest
   everywhere: every rank writes rank<r>.npy (what it got back) and rank<r>.txt;
-- ``missing``: a placement naming device 2 of a machine of 2; ``counts``: 3 devices per machine on 2 ranks.
+- ``missing``: a placement naming device 2 of a machine of 2; ``counts``: 3 devices per machine on 2 ranks;
+- ``mismatch``: rank 0 calls one placed job, rank 1 another; ``mirrored``: a placed job with a mirrored argument.
 """
 import os
 import sys
@@ -77,3 +78,30 @@ if case in ("missing", "counts"):
         return y
 
     wrong_job(np.ones((4, 3), dtype=np.float32))
+
+if case == "mismatch":
+    @flow.global_function()
+    def first_job(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        with flow.scope.placement("cpu", "0:0"):
+            y = flow.math.relu(x)
+        return y
+
+    @flow.global_function()
+    def second_job(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        with flow.scope.placement("cpu", "1:0"):
+            y = flow.math.relu(x)
+        return y
+
+    (first_job if rank == 0 else second_job)(np.ones((4, 3), dtype=np.float32))
+
+if case == "mirrored":
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=config)
+    def mirrored_job(x: tp.ListNumpy.Placeholder((4, 3))) -> tp.ListNumpy:
+        with flow.scope.placement("cpu", "1:0"):
+            y = flow.math.relu(x)
+        return y
+
+    mirrored_job([np.ones((4, 3), dtype=np.float32)])
