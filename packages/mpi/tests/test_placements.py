@@ -1,10 +1,14 @@
 """Legacy's placements on the ranks (``flowjob_mpi.placements``): the mapping of ``"machine:devices"`` onto ranks,
 and, under ``mpiexec -n 2`` / ``python -m oneflow launch -n 2``, ops placed on some of the ranks running there only
 with one process's results."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from flowjob_core.testing.modules import sibling
+from flowjob_mpi.launch import find_mpiexec
 from flowjob_mpi.placements import Grid, grid
 
 ok, ranks = sibling(__file__, "mpirun").ok, sibling(__file__, "mpirun").ranks
@@ -131,3 +135,26 @@ def test_a_placed_job_with_a_mirrored_argument_is_an_error_naming_job_placement_
     assert result.returncode != 0
     assert ("PlacementError: global function 'mirrored_job', placement ('cpu', '1:0') of op " in result.stderr
             and "runs on ranks [1] of 2, and arguments ['x'] are mirrored" in result.stderr), result.stderr
+
+
+def _dump(cwd, *launcher):
+    script = sibling(__file__, "mpirun").WORKERS / "placed_script.py"
+    run = subprocess.run([*launcher, sys.executable, "-m", "oneflow", "dump", str(script), "--after", "all"], cwd=cwd,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def test_oneflow_dump_shows_each_node_s_placement_and_on_two_ranks_its_ranks(tmp_path):
+    one = _dump(tmp_path)
+    # one process: the placements (fused nodes keep theirs); both devices are the process's
+    assert "stage1_activation/out_0: (8, 5):float32 on 0:0 = matmul_bias(" in one, one
+    assert "on 0:1 = sparse_softmax_cross_entropy(" in one and "mpi_send" not in one, one
+    both = _dump(tmp_path, find_mpiexec(), "-n", "2")  # each rank prints its own job
+    blocks = ["# " + block for block in both.split("# ")[1:]]
+    (two,) = [block for block in blocks if " (rank 0) = matmul_bias(" in block]
+    assert "stage1_activation/out_0: (8, 5):float32 on 0:0 (rank 0) = matmul_bias(" in two, two
+    assert "on 0:0 (rank 0) = relu_grad(" in two, two
+    assert "effect! mpi_send(stage1_activation/out_0) {reader='stage2_matmul', tag=0, to=[1]} @gpu on rank 0" in two
+    assert "effect! Return_2/out_0: (8,):float32 on ranks 0-1 = return(loss/out_0)" in two, two
+    assert "sparse_softmax_cross_entropy(" not in two, two  # stage 2 is rank 1's
