@@ -158,3 +158,27 @@ def test_oneflow_dump_shows_each_node_s_placement_and_on_two_ranks_its_ranks(tmp
     assert "effect! mpi_send(stage1_activation/out_0) {reader='stage2_matmul', tag=0, to=[1]} @gpu on rank 0" in two
     assert "effect! Return_2/out_0: (8,):float32 on ranks 0-1 = return(loss/out_0)" in two, two
     assert "sparse_softmax_cross_entropy(" not in two, two  # stage 2 is rank 1's
+
+
+def test_machine_num_1_with_two_devices_per_machine_runs_on_two_ranks_as_legacy_meant(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    ok(ranks(0, "placed_stages.py", "one_machine", one, timeout=60))
+    ok(ranks(2, "placed_stages.py", "one_machine", two, timeout=60))
+    for r in range(2):
+        np.testing.assert_allclose(np.load(two / f"rank{r}.npy"), np.load(one / "rank0.npy"), rtol=1e-6)
+    assert "on 0:0 (rank 0) = sigmoid(" in (two / "rank0.txt").read_text()
+    assert "on 0:1 (rank 1) = reduce_sum(" in (two / "rank1.txt").read_text()
+
+
+def test_fewer_machines_than_ranks_without_the_devices_the_ranks_stand_for_is_an_error_naming_the_job(tmp_path):
+    result = ranks(2, "placed_stages.py", "one_device", tmp_path, timeout=60)
+    assert result.returncode != 0
+    assert ("PlacementError: global function 'machine_job', placement ('gpu', '0:0') of op " in result.stderr
+            and "1 machine(s) x 1 device(s) (flow.config.cpu_device_num(1)) do not lie evenly on 2 rank(s)"
+            in result.stderr), result.stderr
+    unplaced = ranks(2, "placed_stages.py", "one_device_unplaced", tmp_path, timeout=60)
+    assert unplaced.returncode != 0
+    assert ("PlacementError: global function 'plain_job', 1 machine(s) declared: 1 machine(s) x 1 device(s) "
+            "(flow.config.cpu_device_num(1)) do not lie evenly on 2 rank(s)") in unplaced.stderr, unplaced.stderr

@@ -9,8 +9,8 @@ machine by machine::
     rank = (machine * devices_per_machine + device) // devices_per_rank
 
 with ``devices_per_machine`` = ``gpu_device_num`` when set (and not 0), else ``cpu_device_num`` (whatever the
-placement's tag: a rank runs its ops on its own backend), and the machines: those ``flow.env.machine`` lists, else
-the world's hosts when it has several, else (every rank on one host, as ``mpiexec -n R`` and
+placement's tag: a rank runs its ops on its own backend), and the machines: those ``flow.env.machine`` lists (else
+``flow.config.machine_num``), else the world's hosts when it has several, else (every rank on one host, as ``mpiexec -n R`` and
 ``python -m oneflow launch -n R`` start them) ``R / devices_per_machine`` machines when that divides, else one
 machine. ``devices_per_rank`` = machines * devices_per_machine / R: 1 when there are as many ranks as devices;
 more when a rank stands for several devices of its machine (``cpu_device_num(4)`` on 2 ranks: devices 0-1 are
@@ -128,12 +128,17 @@ def grid(ranks: int, hosts: int, devices: int, declared_machines: int = 0,
 
 def grid_of(session: Any, w: World) -> Grid:
     """The grid of this session's program on world ``w``: its device counts and declared machines."""
-    from flowjob_core.api import env  # the machines flow.env.machine was given (legacy's process-wide setting)
-
     config = session.config
     counted_by = "gpu_device_num" if config.gpu_device_num else "cpu_device_num"
     devices = config.gpu_device_num or config.cpu_device_num or 1
-    return grid(w.size, w.hosts, devices, len(env.machines()), counted_by)
+    return grid(w.size, w.hosts, devices, declared_machines(session), counted_by)
+
+
+def declared_machines(session: Any) -> int:
+    """The machines the program named: ``flow.env.machine``'s list, else ``flow.config.machine_num``; 0: none."""
+    from flowjob_core.api import env
+
+    return len(env.machines()) or getattr(session.config, "machine_num", None) or 0
 
 
 def placed(job: Job) -> bool:
@@ -153,13 +158,20 @@ def resolve(job: Job, ctx: Any) -> None:
     """Pass ``mpi-placements`` (phase ``verify``): each node traced in a placement gets its ranks (``Job.ranks``);
     a job placing a node on some of the ranks only is checked for what this module cannot run."""
     w = world()
+    if w.size == 1:
+        return
     traced = [node for node in job.nodes if node.placement]
-    if w.size == 1 or not traced:
+    declared = declared_machines(ctx.session)
+    if not traced and declared in (0, w.machines):
         return
     try:
         devices = grid_of(ctx.session, w)
     except ValueError as exc:
-        raise PlacementError(f"{_where(job, traced[0])}: {exc}") from None
+        # fewer machines than ranks (flow.config.machine_num(1) on 2 ranks) need the devices the ranks stand for
+        where = _where(job, traced[0]) if traced else f"global function {job.name!r}, {declared} machine(s) declared"
+        raise PlacementError(f"{where}: {exc}") from None
+    if not traced:
+        return
     for node in traced:
         try:
             job.ranks[node.name] = devices.ranks_of(node.placement)

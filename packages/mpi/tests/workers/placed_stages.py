@@ -6,7 +6,10 @@
 - ``subset``: one device per machine, an op placed on ``"0:0"`` (rank 0 of 2), another on ``"1:0"``, the rest
   everywhere: every rank writes rank<r>.npy (what it got back) and rank<r>.txt;
 - ``missing``: a placement naming device 2 of a machine of 2; ``counts``: 3 devices per machine on 2 ranks;
-- ``mismatch``: rank 0 calls one placed job, rank 1 another; ``mirrored``: a placed job with a mirrored argument.
+- ``mismatch``: rank 0 calls one placed job, rank 1 another; ``mirrored``: a placed job with a mirrored argument;
+- ``one_machine``: ``flow.config.machine_num(1)`` then ``gpu_device_num(2)`` (OneFlow-Benchmark's order), ops on
+  ``"0:0"`` and ``"0:1"``: every rank writes rank<r>.npy and rank<r>.txt; ``one_device``: ``machine_num(1)`` alone on
+  2 ranks (one device for two ranks); ``one_device_unplaced``: the same with a job that names no placement.
 """
 import os
 import sys
@@ -105,3 +108,29 @@ if case == "mirrored":
         return y
 
     mirrored_job([np.ones((4, 3), dtype=np.float32)])
+
+if case in ("one_machine", "one_device"):
+    flow.config.machine_num(1)
+    if case == "one_machine":
+        flow.config.gpu_device_num(2)  # without a GPU backend: one warning, the job runs on the CPU
+
+    @flow.global_function()
+    def machine_job(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        with flow.scope.placement("gpu", "0:0"):
+            y = flow.math.sigmoid(x)
+        with flow.scope.placement("gpu", "0:1"):
+            z = flow.math.reduce_sum(y * y, axis=0)
+        return z
+
+    got = machine_job(np.arange(12, dtype=np.float32).reshape(4, 3) / 5)
+    np.save(os.path.join(out_dir, f"rank{rank}.npy"), got)
+    save_plan(machine_job)
+
+if case == "one_device_unplaced":
+    flow.config.machine_num(1)
+
+    @flow.global_function()
+    def plain_job(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        return flow.math.sigmoid(x)
+
+    plain_job(np.ones((4, 3), dtype=np.float32))
