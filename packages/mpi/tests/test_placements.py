@@ -74,10 +74,10 @@ def test_a_two_stage_program_on_0_0_and_0_1_trains_like_one_process(tmp_path, la
             np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-7, err_msg=f"rank {r}: {name}")
     first, second = (two / "rank0.txt").read_text(), (two / "rank1.txt").read_text()
     # stage 1 (its forward and backward) on rank 0 only, stage 2 and the loss on rank 1 only
-    assert "on rank 0 = matmul_bias(Input_0/out, stage1-weight/out" in first, first
+    assert "on 0:0 (rank 0) = matmul_bias(Input_0/out, stage1-weight/out" in first, first
     assert "stage2-weight/out, stage2-bias/out" not in first.split("nodes:")[1].split("optim_")[0], first
     assert "on 0:0 (rank 0) = relu_grad(" in first, first
-    assert "on rank 1 = matmul_bias(stage1_activation/out_0, stage2-weight/out" in second, second
+    assert "on 0:1 (rank 1) = matmul_bias(stage1_activation/out_0, stage2-weight/out" in second, second
     assert "on 0:1 (rank 1) = sparse_softmax_cross_entropy(" in second, second
     assert "stage1-weight/out, stage1-bias/out)" not in second.split("nodes:")[1].split("optim_")[0], second
     # the activation goes forward, its gradient back; the variables' gradients to the other rank's copy

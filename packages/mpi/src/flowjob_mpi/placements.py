@@ -10,11 +10,11 @@ machine by machine::
 
 with ``devices_per_machine`` = ``gpu_device_num`` when set (and not 0), else ``cpu_device_num`` (whatever the
 placement's tag: a rank runs its ops on its own backend), and the machines: those ``flow.env.machine`` lists (else
-``flow.config.machine_num``), else the world's hosts when it has several, else (every rank on one host, as ``mpiexec -n R`` and
-``python -m oneflow launch -n R`` start them) ``R / devices_per_machine`` machines when that divides, else one
-machine. ``devices_per_rank`` = machines * devices_per_machine / R: 1 when there are as many ranks as devices;
-more when a rank stands for several devices of its machine (``cpu_device_num(4)`` on 2 ranks: devices 0-1 are
-rank 0's, 2-3 rank 1's), which then compute as one. So on 2 ranks ``gpu_device_num(2)`` with ``"0:0"`` and
+``flow.config.machine_num``), else the world's hosts when it has several, else (every rank on one host, as ``mpiexec
+-n R`` and ``python -m oneflow launch -n R`` start them) ``R / devices_per_machine`` machines when that divides,
+else one machine. ``devices_per_rank`` = machines * devices_per_machine / R: 1 when there are as many ranks as
+devices; more when a rank stands for several devices of its machine (``cpu_device_num(4)`` on 2 ranks: devices 0-1
+are rank 0's, 2-3 rank 1's), which then compute as one. So on 2 ranks ``gpu_device_num(2)`` with ``"0:0"`` and
 ``"0:1"`` names rank 0 and rank 1, as do ``"0:0"`` and ``"1:0"`` with one device per machine.
 
 A placement naming a machine or device the program does not have, or device counts the ranks cannot hold (3
