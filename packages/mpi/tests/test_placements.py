@@ -182,3 +182,22 @@ def test_fewer_machines_than_ranks_without_the_devices_the_ranks_stand_for_is_an
     assert unplaced.returncode != 0
     assert ("PlacementError: global function 'plain_job', 1 machine(s) declared: 1 machine(s) x 1 device(s) "
             "(flow.config.cpu_device_num(1)) do not lie evenly on 2 rank(s)") in unplaced.stderr, unplaced.stderr
+
+
+def test_four_devices_on_two_ranks_keep_legacy_s_counts_and_split_a_table_in_two(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    ok(ranks(0, "placed_stages.py", "four_devices", one, timeout=60))
+    ok(ranks(2, "placed_stages.py", "four_devices", two, timeout=60))
+    want = dict(np.load(one / "rank0.npz"))
+    assert list(want["held"]) == [8, 3]  # one process: its four devices compute as one, on the whole table
+    for r in range(2):
+        got = dict(np.load(two / f"rank{r}.npz"))
+        np.testing.assert_allclose(got["got"], want["got"], rtol=1e-6)
+        assert list(got["held"]) == [4, 3]  # a piece per rank, not per device
+        for results in (want, got):  # what programs read: the placement's four devices
+            assert int(results["parallel_size"]) == 4 and int(results["parallel_num"]) == 4
+            assert list(results["device_name"]) == ["0:0-3"]
+    assert "variable table: (4, 3):float32 S(0)" in (two / "rank0.txt").read_text()
+    assert "on 0:0-3 (ranks 0-1)" in (two / "rank0.txt").read_text()

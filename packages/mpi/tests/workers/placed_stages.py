@@ -9,7 +9,9 @@
 - ``mismatch``: rank 0 calls one placed job, rank 1 another; ``mirrored``: a placed job with a mirrored argument;
 - ``one_machine``: ``flow.config.machine_num(1)`` then ``gpu_device_num(2)`` (OneFlow-Benchmark's order), ops on
   ``"0:0"`` and ``"0:1"``: every rank writes rank<r>.npy and rank<r>.txt; ``one_device``: ``machine_num(1)`` alone on
-  2 ranks (one device for two ranks); ``one_device_unplaced``: the same with a job that names no placement.
+  2 ranks (one device for two ranks); ``one_device_unplaced``: the same with a job that names no placement;
+- ``four_devices``: ``cpu_device_num(4)``, a table split by rows inside ``placement("cpu", "0:0-3")``: every rank writes
+  rank<r>.npz (what it got back, the shape of the table it holds, what the blob's placement says).
 """
 import os
 import sys
@@ -17,6 +19,7 @@ import sys
 import numpy as np
 import oneflow as flow
 import oneflow.typing as tp
+from flowjob_core import get_default_session
 
 case, out_dir = sys.argv[1], sys.argv[2]
 rank = flow.distributed.get_rank()
@@ -134,3 +137,25 @@ if case == "one_device_unplaced":
         return flow.math.sigmoid(x)
 
     plain_job(np.ones((4, 3), dtype=np.float32))
+
+if case == "four_devices":
+    flow.config.cpu_device_num(4)
+    seen = {}
+
+    @flow.global_function()
+    def table_job(ids: tp.Numpy.Placeholder((4, 2), dtype=flow.int32)) -> tp.Numpy:
+        with flow.scope.placement("cpu", "0:0-3"):
+            table = flow.get_variable("table", (8, 3), initializer=flow.random_normal_initializer(),
+                                      distribute=flow.distribute.split(0))
+            rows = flow.gather(table, ids)
+            seen.update(parallel_size=rows.parallel_size, device_name=rows.parallel_conf.device_name(),
+                        parallel_num=flow.current_scope().device_parallel_desc_symbol.parallel_num)
+        return flow.math.square(rows)
+
+    flow.train.CheckPoint().init()
+    got = table_job(np.array([[0, 7], [3, 4], [5, 1], [2, 6]], dtype=np.int32))
+    held = get_default_session().variables["table"].array.shape
+    np.savez(os.path.join(out_dir, f"rank{rank}.npz"), got=got, held=np.array(held),
+             parallel_size=seen["parallel_size"], parallel_num=seen["parallel_num"],
+             device_name=np.array(seen["device_name"]))
+    save_plan(table_job)
