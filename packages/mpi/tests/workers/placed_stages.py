@@ -1,8 +1,9 @@
 """Legacy placement scopes on the ranks: python placed_stages.py CASE OUT_DIR [STEPS].
 
-- ``pipeline``: a two-stage MLP, stage 1 in ``flow.scope.placement("cpu", "0:0")`` and stage 2 (with the loss) in
-  ``"0:1"``, with ``flow.config.cpu_device_num(2)``: trains STEPS steps; rank 0 writes result.npz (the losses and the
-  variables), every rank rank<r>.txt (its planned job);
+- ``pipeline``: a two-stage MLP, stage 1 in ``flow.scope.placement(TAG, "0:0")`` and stage 2 (with the loss) in
+  ``"0:1"``, with ``flow.config.cpu_device_num(2)``: trains STEPS steps (python placed_stages.py pipeline OUT_DIR
+  STEPS [TAG], TAG ``cpu`` by default); every rank writes result<r>.npz (the losses, the variables and the tag of
+  the session's backend) and rank<r>.txt (its planned job);
 - ``subset``: one device per machine, an op placed on ``"0:0"`` (rank 0 of 2), another on ``"1:0"``, the rest
   everywhere: every rank writes rank<r>.npy (what it got back) and rank<r>.txt;
 - ``missing``: a placement naming device 2 of a machine of 2; ``counts``: 3 devices per machine on 2 ranks;
@@ -31,6 +32,7 @@ def save_plan(job):
 
 
 if case == "pipeline":
+    tag = sys.argv[4] if len(sys.argv) > 4 else "cpu"
     flow.config.cpu_device_num(2)
     BATCH, FEATURES, HIDDEN, CLASSES = 8, 6, 5, 4
 
@@ -38,10 +40,10 @@ if case == "pipeline":
     def train_job(images: tp.Numpy.Placeholder((BATCH, FEATURES)),
                   labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Numpy:
         init = flow.random_normal_initializer(stddev=0.3)
-        with flow.scope.placement("cpu", "0:0"):
+        with flow.scope.placement(tag, "0:0"):
             hidden = flow.layers.dense(images, HIDDEN, activation=flow.nn.relu, kernel_initializer=init,
                                        name="stage1")
-        with flow.scope.placement("cpu", "0:1"):
+        with flow.scope.placement(tag, "0:1"):
             logits = flow.layers.dense(hidden, CLASSES, kernel_initializer=init, name="stage2")
             loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits, name="loss")
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
@@ -56,6 +58,8 @@ if case == "pipeline":
         losses.append(train_job(images, labels))
     values = {name: blob.numpy() for name, blob in flow.get_all_variables().items()}
     np.savez(os.path.join(out_dir, f"result{rank}.npz"), losses=np.stack(losses), **values)
+    with open(os.path.join(out_dir, f"backend{rank}.txt"), "w") as f:
+        f.write(get_default_session().backend.tag)
     save_plan(train_job)
 
 if case == "subset":
