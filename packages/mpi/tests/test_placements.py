@@ -201,3 +201,12 @@ def test_four_devices_on_two_ranks_keep_legacy_s_counts_and_split_a_table_in_two
             assert list(results["device_name"]) == ["0:0-3"]
     assert "variable table: (4, 3):float32 S(0)" in (two / "rank0.txt").read_text()
     assert "on 0:0-3 (ranks 0-1)" in (two / "rank0.txt").read_text()
+
+
+def test_a_placed_job_that_splits_a_variable_over_every_rank_is_an_error_naming_job_placement_and_blobs(tmp_path):
+    result = ranks(2, "placed_stages.py", "split", tmp_path, timeout=60)
+    assert result.returncode != 0
+    assert ("PlacementError: global function 'split_job', placement ('cpu', '0:0') of op 'placed_gather' (gather)"
+            in result.stderr), result.stderr
+    assert ("runs on ranks [0] of 2, and the job declares blobs split or partial over every rank (['table/out'])"
+            in result.stderr), result.stderr

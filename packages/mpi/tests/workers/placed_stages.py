@@ -11,6 +11,7 @@
 - ``one_machine``: ``flow.config.machine_num(1)`` then ``gpu_device_num(2)`` (OneFlow-Benchmark's order), ops on
   ``"0:0"`` and ``"0:1"``: every rank writes rank<r>.npy and rank<r>.txt; ``one_device``: ``machine_num(1)`` alone on
   2 ranks (one device for two ranks); ``one_device_unplaced``: the same with a job that names no placement;
+- ``split``: a table split by rows over every rank and an op placed on rank 0 alone;
 - ``four_devices``: ``cpu_device_num(4)``, a table split by rows inside ``placement("cpu", "0:0-3")``: every rank writes
   rank<r>.npz (what it got back, the shape of the table it holds, what the blob's placement says).
 """
@@ -163,3 +164,13 @@ if case == "four_devices":
              parallel_size=seen["parallel_size"], parallel_num=seen["parallel_num"],
              device_name=np.array(seen["device_name"]))
     save_plan(table_job)
+
+if case == "split":
+    @flow.global_function()
+    def split_job(ids: tp.Numpy.Placeholder((4,), dtype=flow.int32)) -> tp.Numpy:
+        table = flow.get_variable("table", (8, 3), distribute=flow.distribute.split(0))
+        with flow.scope.placement("cpu", "0:0"):
+            rows = flow.gather(table, ids, name="placed_gather")
+        return rows
+
+    split_job(np.arange(4, dtype=np.int32))
