@@ -41,6 +41,15 @@ def test_a_placement_names_the_ranks_holding_its_devices():
     assert Grid(2, 2, 4).ranks_of(["1:0-1"]) == (2, 3)  # 2 hosts of 2 ranks: machine 1 is ranks 2 and 3
 
 
+def test_on_several_hosts_a_machine_s_devices_are_the_ranks_its_host_runs():
+    dealt = grid(4, 2, 2, rank_hosts=(0, 1, 0, 1))  # a launcher dealing the ranks out to the hosts in turn
+    assert dealt.ranks_of(["0:0-1"]) == (0, 2) and dealt.ranks_of(["1:1"]) == (3,)
+    assert grid(4, 2, 2, rank_hosts=(0, 0, 1, 1)).ranks_of(["1:0"]) == (2,)
+    assert grid(2, 2, 4, rank_hosts=(1, 0)[::-1]).ranks_of(["1:2-3"]) == (1,)  # 2 devices per rank
+    with pytest.raises(ValueError, match=r"the hosts run different numbers of ranks \(\[3, 1\]\)"):
+        grid(4, 2, 2, rank_hosts=(0, 0, 0, 1))
+
+
 @pytest.mark.parametrize("ids, match", [
     ("0:2", r"'0:2' names device 2 of machine 0, but each machine has 2 device\(s\) "
             r"\(flow.config.gpu_device_num\(2\); 2 rank\(s\) stand for 1 machine\(s\) x 2 device\(s\)"),

@@ -15,7 +15,9 @@ placement's tag: a rank runs its ops on its own backend), and the machines: thos
 else one machine. ``devices_per_rank`` = machines * devices_per_machine / R: 1 when there are as many ranks as
 devices; more when a rank stands for several devices of its machine (``cpu_device_num(4)`` on 2 ranks: devices 0-1
 are rank 0's, 2-3 rank 1's), which then compute as one. So on 2 ranks ``gpu_device_num(2)`` with ``"0:0"`` and
-``"0:1"`` names rank 0 and rank 1, as do ``"0:0"`` and ``"1:0"`` with one device per machine.
+``"0:1"`` names rank 0 and rank 1, as do ``"0:0"`` and ``"1:0"`` with one device per machine. Where the machines are
+the world's hosts, a machine's ranks are those its host runs, in rank order, whatever order the launcher dealt
+them out in (each host must run as many).
 
 A placement naming a machine or device the program does not have, or device counts the ranks cannot hold (3
 devices on 2 ranks), is a :class:`PlacementError` naming the job, the placement and the op. In one process
@@ -70,12 +72,17 @@ class Grid:
     devices: int
     ranks: int
     counted_by: str = "cpu_device_num"  # which setting gave ``devices``: error messages name it
+    # where the machines are the world's hosts: each host's ranks, in rank order (a launcher may deal the ranks
+    # out to the hosts in turn); None: machine m's ranks follow one another
+    machine_ranks: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def devices_per_rank(self) -> int:
         return self.machines * self.devices // self.ranks
 
     def rank_of(self, machine: int, device: int) -> int:
+        if self.machine_ranks is not None:
+            return self.machine_ranks[machine][device // self.devices_per_rank]
         return (machine * self.devices + device) // self.devices_per_rank
 
     def ranks_of(self, machine_device_ids: Iterable[str]) -> tuple[int, ...]:
@@ -106,9 +113,10 @@ class Grid:
 
 
 def grid(ranks: int, hosts: int, devices: int, declared_machines: int = 0,
-         counted_by: str = "cpu_device_num") -> Grid:
-    """The mapping of the module docstring: ``ranks`` ranks on ``hosts`` hosts, ``devices`` per machine, the
-    machines ``flow.env.machine`` declared (0: none). A ``ValueError`` where the ranks cannot hold the devices."""
+         counted_by: str = "cpu_device_num", rank_hosts: Sequence[int] = ()) -> Grid:
+    """The mapping of the module docstring: ``ranks`` ranks on ``hosts`` hosts (``rank_hosts``: each rank's host,
+    where known), ``devices`` per machine, the machines the program declared (0: none). A ``ValueError`` where the
+    ranks cannot hold the devices."""
     if ranks < 1 or hosts < 1 or devices < 1:
         raise ValueError(f"ranks, hosts and devices must be positive, got {ranks}, {hosts}, {devices}")
     if declared_machines:
@@ -123,7 +131,14 @@ def grid(ranks: int, hosts: int, devices: int, declared_machines: int = 0,
                          f"not lie evenly on {ranks} rank(s): each rank stands for one device, or for the same "
                          f"number of devices of one machine; start as many ranks as devices (python -m oneflow "
                          f"launch -n {total}) or set the device count to a multiple of the ranks per machine")
-    return Grid(machines, devices, ranks, counted_by)
+    machine_ranks = None
+    if hosts > 1 and machines == hosts and len(rank_hosts) == ranks:
+        machine_ranks = tuple(tuple(r for r, h in enumerate(rank_hosts) if h == m) for m in range(hosts))
+        counts = sorted({len(on_host) for on_host in machine_ranks})
+        if counts != [ranks // hosts]:
+            raise ValueError(f"the hosts run different numbers of ranks ({[len(h) for h in machine_ranks]}), so "
+                             f"their devices cannot be numbered alike; start as many ranks on every host")
+    return Grid(machines, devices, ranks, counted_by, machine_ranks)
 
 
 def grid_of(session: Any, w: World) -> Grid:
@@ -131,7 +146,7 @@ def grid_of(session: Any, w: World) -> Grid:
     config = session.config
     counted_by = "gpu_device_num" if config.gpu_device_num else "cpu_device_num"
     devices = config.gpu_device_num or config.cpu_device_num or 1
-    return grid(w.size, w.hosts, devices, declared_machines(session), counted_by)
+    return grid(w.size, w.hosts, devices, declared_machines(session), counted_by, w.rank_hosts)
 
 
 def declared_machines(session: Any) -> int:
