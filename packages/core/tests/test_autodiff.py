@@ -116,3 +116,22 @@ def test_add_loss_in_a_predict_job_is_an_error(session, toy):
         add_loss(x)
     with pytest.raises(FlowjobError, match="needs type='train'"):
         JobFunction(job, "predict", None, session).ensure_traced()
+
+
+def test_a_gradient_node_is_placed_where_its_forward_node_is(session, toy):
+    from flowjob_core.api.placement import placement
+
+    def body(x):
+        w = current_builder().add_variable("w", BlobSpec((3,), np.float32))
+        with placement("cpu", "0:1"):
+            loss = apply("twice", [apply("toy_add", [w, x])])
+        add_loss(loss)
+
+    final = _train(session, toy, body).ensure_traced().copy()
+    differentiate(final, PassContext(session, session.registries, session.backend))
+    forward = next(n for n in final.nodes if n.op == "twice")
+    grads = [n for n in final.nodes if n.name.startswith(f"{forward.name}_grad") and not n.name.endswith("seed")]
+    assert forward.placement == ("0:1",) and grads
+    assert {n.placement for n in grads} == {("0:1",)}
+    seed = next(n for n in final.nodes if n.name.endswith("_grad_seed"))
+    assert seed.placement == ()  # made for the loss, by no forward node: the job's default placement

@@ -64,3 +64,16 @@ def test_session_settings_are_checked():
         settings.gpu_device_num(-1)
     with pytest.raises(ConfigError, match="cpu_device_num"):
         settings.cpu_device_num("2")
+
+
+def test_a_world_stands_for_its_own_machines_or_fewer_whose_devices_its_ranks_are():
+    from types import SimpleNamespace
+
+    from flowjob_core.runtime.world import can_stand_for
+
+    one_host = SimpleNamespace(size=4, machines=4)  # ranks stand for machines
+    assert [m for m in range(1, 6) if can_stand_for(one_host, m)] == [1, 2, 4]
+    two_hosts = SimpleNamespace(size=4, machines=2)  # the hosts are the machines
+    assert [m for m in range(1, 6) if can_stand_for(two_hosts, m)] == [2]
+    alone = SimpleNamespace(size=1, machines=1)
+    assert [m for m in range(0, 3) if can_stand_for(alone, m)] == [1]

@@ -122,3 +122,16 @@ def test_a_traced_job_prints_its_nodes_in_order(session, toy):
     assert body[1] == "  b/out_0: (3,):float32 = twice(a/out_0)"
     assert body[2].startswith("  Return_") and body[2].endswith(" = return(b/out_0)")
     assert lines[-1].startswith("returns: Return_")
+
+
+def test_a_node_shows_its_placement_and_the_ranks_a_plugin_mapped_it_to():
+    job = _small_job()
+    job.nodes[2] = dataclasses.replace(job.nodes[2], placement=("0:0-1",))
+    job.nodes[3] = dataclasses.replace(job.nodes[3], placement=("0:1", "1:0"))
+    assert "y/out_0: (4, 3):float32 on 0:0-1 = toy_add(" in str(job)
+    job.ranks.update({"y": (0, 1), "p": (1, 2), "Return_1": (0, 1, 2, 4), "u": (3,)})
+    text = str(job)
+    assert "y/out_0: (4, 3):float32 on 0:0-1 (ranks 0-1) = toy_add(" in text
+    assert "p/out_0: (9, 3):float32 on 0:1,1:0 (ranks 1-2) = pad(" in text
+    assert "Return_1/out: (9, 3):float32 on ranks 0-2,4 = return(" in text
+    assert "effect! toy_update(w/out, y/out_0) on rank 3" in text  # no outputs: after the call

@@ -214,3 +214,15 @@ def test_a_traced_job_keeps_a_frozen_snapshot_of_its_function_config(session, to
     assert isinstance(job.config, ConfigSnapshot) and job.config.get("enable_numerics_check") is True
     fn.config.enable_numerics_check(False)  # the function's own config: later traces see it, this job does not
     assert job.config.get("enable_numerics_check") is True
+
+
+def test_nodes_record_the_placement_they_were_traced_in(session, toy):
+    def body(x):
+        with placement_scope("cpu", ["0:0-1", "1:0"]):
+            y = apply("twice", [x])
+        return apply("twice", [y])
+    job = _job(session, toy, body).ensure_traced()
+    placed = [n.placement for n in job.nodes if n.op == "twice"]
+    assert placed == [("0:0-1", "1:0"), ()]  # the second: the job's default placement
+    text = str(job)
+    assert "= twice(" in text and " on 0:0-1,1:0 = twice(Input" in text, text

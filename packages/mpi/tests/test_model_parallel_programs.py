@@ -52,7 +52,8 @@ def test_a_face_head_with_its_class_layer_split_by_partial_fc_trains_like_one_pr
     _assert_like_one_process(one, two, {"fc7-weight": 0, "fc7-weight-momentum": 0})
     text = (two / "dump.txt").read_text()
     # each rank samples its own classes and its gradient lands in its own rows: no whole class layer anywhere
-    assert "sampled_weight: (8, 4):float32 S(0) = sharded_distributed_partial_fc_sample(fc7-weight/out" in text, text
-    assert "(8, 4):float32 S(0) = sharded_distributed_partial_fc_sample_grad(" in text, text
+    assert ("sampled_weight: (8, 4):float32 S(0) on 0:0-1 (ranks 0-1) = sharded_distributed_partial_fc_sample("
+            "fc7-weight/out") in text, text
+    assert "(8, 4):float32 S(0) on 0:0-1 (ranks 0-1) = sharded_distributed_partial_fc_sample_grad(" in text, text
     assert "mpi_sparse_softmax_cross_entropy_class_split(" in text, text
     assert "(16, 4)" not in text, text

@@ -17,6 +17,7 @@ from flowjob_core.ir.job import Job
 from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_mpi.boxing import laid_out
+from flowjob_mpi.placements import placed
 from flowjob_mpi.consistent import WEIGHT_INTENT
 from flowjob_mpi.world import world
 
@@ -25,7 +26,7 @@ BUCKET_BYTES = 4 << 20
 
 def reduce_gradients(job: Job, ctx: Any) -> None:
     """The pass: see the module docstring."""
-    if world().size == 1 or job.type != "train" or not ctx.variable_grads or laid_out(job):
+    if world().size == 1 or job.type != "train" or not ctx.variable_grads or laid_out(job) or placed(job):
         return  # a job laid out by the boxing pass computes each gradient whole or as its variable's shard
     weights = [i.payload["weight"] for i in job.intents if i.kind == WEIGHT_INTENT]
     # without a split placeholder every rank computed the same gradient: averaging keeps it

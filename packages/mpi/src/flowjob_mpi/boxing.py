@@ -35,6 +35,7 @@ from flowjob_core.ir.layout import (
 from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_mpi.errors import MpiError
+from flowjob_mpi.placements import placed
 from flowjob_mpi.readers import sharded_sources
 from flowjob_mpi.world import World, world
 
@@ -47,7 +48,7 @@ def laid_out(job: Job) -> bool:
 def box_layouts(job: Job, ctx: Any) -> None:
     """The pass: see the module docstring."""
     w = world()
-    if w.size == 1 or not laid_out(job):
+    if w.size == 1 or not laid_out(job) or placed(job):  # a job with ops on some ranks: placements.py
         return
     readers = sharded_sources(job, w)
     if readers:  # traced with the rank's own records: no value of the job stands for the whole batch

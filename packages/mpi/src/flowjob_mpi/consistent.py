@@ -25,6 +25,7 @@ from flowjob_core.plan.actual_shapes import DynamicShapeError, reshaped
 from flowjob_core.ir.job import Intent, Job, Node
 
 from flowjob_mpi.boxing import laid_out
+from flowjob_mpi.placements import placed
 from flowjob_mpi.readers import infer_global, sharded_sources
 from flowjob_mpi.errors import MpiError
 from flowjob_mpi.world import World, world
@@ -50,7 +51,7 @@ class Form:
 def split_batch(job: Job, ctx: Any) -> None:
     """The pass: see the module docstring."""
     w = world()
-    if w.size == 1 or laid_out(job):  # a job that declared layouts is spread by the boxing pass (boxing.py)
+    if w.size == 1 or laid_out(job) or placed(job):  # spread by the boxing pass (boxing.py), or placements.py
         return
     readers = sharded_sources(job, w)  # a reader's outputs are already this rank's rows (readers.py)
     if not job.placeholders and not readers:

@@ -34,6 +34,7 @@ class World:
     hosts: int = 1
     comm: Any = None
     host: int = 0  # this rank's host, numbered in the order the hosts' first ranks come
+    rank_hosts: tuple[int, ...] = (0,)  # every rank's host, so numbered (the placements' machines: placements.py)
     nccl: Any = field(default=None, repr=False)  # the NCCL communicator of GPU ranks (nccl.Nccl), else None
     _root_depth: int = field(default=0, repr=False)
 
@@ -159,7 +160,8 @@ def _join_the_other_ranks_or_exit_after_the_timeout() -> World:
     size, rank = comm.Get_size(), comm.Get_rank()
     names = comm.allgather(MPI.Get_processor_name()) if size > 1 else [""]
     order = list(dict.fromkeys(names))  # hosts in the order of their first rank: rank 0's machine is 0
-    result = World(size, rank, len(order), comm if size > 1 else None, order.index(names[rank]))
+    result = World(size, rank, len(order), comm if size > 1 else None, order.index(names[rank]),
+                   rank_hosts=tuple(order.index(name) for name in names))
     if size > 1:
         faults.install(result)
         result.nccl = nccl.setup(result)  # after faults: a rank failing here stops the others

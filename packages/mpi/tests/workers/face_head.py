@@ -40,6 +40,7 @@ def train_job(images: tp.Numpy.Placeholder((BATCH, FEATURES)),
 
 
 if __name__ == "__main__":
+    flow.config.cpu_device_num(2)  # the devices "0:0-1" names (oneflow_face: gpu_device_num(device_num_per_node))
     rng = np.random.default_rng(11)
     losses = []
     for _ in range(steps):

@@ -113,6 +113,7 @@ if case in ("hint", "rows", "classes", "manager") and rank == 0:
         f.write(str(planned))
 
 if case == "shards":  # the placement's 4 devices, the weight split over 2 ranks: not one shard per rank
+    flow.config.cpu_device_num(4)  # 4 devices on 2 ranks: 2 per rank, so "0:0-3" names both ranks
     @flow.global_function()
     def shards_job(labels: tp.Numpy.Placeholder((4,), dtype=flow.int32)) -> tp.Numpy:
         weight = flow.get_variable("fc7-weight", (8, 3), distribute=flow.distribute.split(0))

@@ -81,7 +81,7 @@ def run(job: Job, ctx: Any) -> None:
                  "transpose_b": bool(mm.attrs.get("transpose_b", False)),
                  "grad_scale": float(node.attrs.get("grad_scale", 1.0))}
         replace[id(node)] = Node(SGD_MATMUL_UPDATE.name, node.name, (node.inputs[0], *mm.inputs, node.inputs[2]), (),
-                                 attrs, node.device, node.source)
+                                 attrs, node.device, node.source, placement=node.placement)
         dead.add(id(mm))
     if not dead and not replace:
         return

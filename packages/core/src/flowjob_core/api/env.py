@@ -17,7 +17,7 @@ from flowjob_core.errors import ConfigError
 from flowjob_core.config.options import record
 from flowjob_core.runtime.run_log import open_run_log
 from flowjob_core.runtime.session import get_default_session
-from flowjob_core.runtime.world import world_of
+from flowjob_core.runtime.world import can_stand_for, world_of
 
 NETWORK = "the legacy runtime's network between machines (one process here)"
 GLOG = "the legacy runtime's C++ logging (glog)"
@@ -64,9 +64,11 @@ def machine(*val: Any) -> None:
 
 def _check_world(count: int) -> None:
     """The machines listed must be the world's (``flowjob_core.runtime.world``: the MPI ranks' hosts, or its
-    ranks on one host; this process alone without a distributed plugin): the same script runs on each."""
-    machines = world_of(get_default_session()).machines
-    if count != machines:
+    ranks on one host; this process alone without a distributed plugin), or fewer whose devices its ranks stand
+    for (``can_stand_for``): the same script runs on each rank."""
+    world = world_of(get_default_session())
+    machines = world.machines
+    if not can_stand_for(world, count):
         raise ConfigError(f"flow.env.machine lists {count} machine(s), but this program runs on {machines}: "
                           f"start one rank per machine with: python -m oneflow launch -n {count} script.py "
                           f"(or mpiexec -n {count} -hosts ... python script.py; pip install \"flowjob[mpi]\")")

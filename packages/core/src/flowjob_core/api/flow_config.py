@@ -4,7 +4,7 @@ from __future__ import annotations
 from flowjob_core.trace import eager_mode
 from flowjob_core.errors import ConfigError
 from flowjob_core.runtime.session import get_default_session
-from flowjob_core.runtime.world import world_of
+from flowjob_core.runtime.world import can_stand_for, world_of
 
 
 def _count(name: str, value: object) -> int:
@@ -50,12 +50,15 @@ def seed(value: int) -> None:
 
 def machine_num(count: int) -> None:
     """Machines the job runs on: as many as the world has (``flowjob_core.runtime.world``; one without
-    a distributed plugin), else an error saying how to start that many."""
-    machines = world_of(get_default_session()).machines
-    if _count("machine_num", count) != machines:
-        raise ConfigError(f"flow.config.machine_num({count}): this program runs on {machines} machine(s); start "
+    a distributed plugin), or, where ranks stand for machines, fewer whose devices the ranks stand for
+    (``can_stand_for``); else an error saying how to start that many."""
+    session = get_default_session()
+    world = world_of(session)
+    if not can_stand_for(world, _count("machine_num", count)):
+        raise ConfigError(f"flow.config.machine_num({count}): this program runs on {world.machines} machine(s); start "
                           f"{count} ranks with: python -m oneflow launch -n {count} script.py "
                           f"(pip install \"flowjob[mpi]\")")
+    session.config.machine_num = count
 
 
 def device_num() -> int:

@@ -270,6 +270,7 @@ class SessionConfig:
     def __init__(self) -> None:
         self.gpu_device_num: int | None = None  # None: not asked for
         self.cpu_device_num: int = 1
+        self.machine_num: int | None = None  # None: not declared (flow.config.machine_num)
         self.debug_mode = False  # legacy's: the verifier after every pass, kernel outputs checked every call
         self.numerics_check: bool | None = None  # None: FLOWJOB_NUMERICS_CHECK decides
         self.seed = 0

@@ -47,6 +47,9 @@ class Node:
     # legacy's scope attributes set around the op (flow.experimental.scope.config), by name; unset ones
     # have their legacy default (flowjob_core.config.scope_config)
     scope: tuple[tuple[str, Any], ...] = ()
+    # the machine_device_ids ("0:0-1") of the flow.scope.placement it was traced in (autodiff gives a gradient
+    # node its forward node's); empty: the job's default placement. A plugin maps them to its ranks.
+    placement: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,8 @@ class Job:
     # lbn -> how the value lies over the ranks (flowjob_core.ir.layout.Layout): what the body declared
     # (a split variable, blob.with_distribute), then, on several ranks, every value after the boxing pass
     layouts: dict[str, Any] = field(default_factory=dict)
+    # node name -> the ranks it runs on, where a plugin mapped the job's placements onto its ranks (several ranks)
+    ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         """The job as text, one line per node (see ``flowjob_core.ir.printing``; ``format_job`` given the op
@@ -169,4 +174,5 @@ class Job:
             grad_targets=list(self.grad_targets),
             side_outputs=list(self.side_outputs),
             layouts=dict(self.layouts),
+            ranks=dict(self.ranks),
         )

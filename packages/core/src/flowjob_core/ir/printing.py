@@ -21,6 +21,9 @@ values are shortened so one node stays one line. The device is shown when it is 
 
 On several ranks each value's layout follows its spec (``S(0)``: split along axis 0, ``B``: broadcast, ``P``:
 partial sums, ``flowjob_core.ir.layout``); in one process only the layouts the body declared show.
+After a node's outputs comes where it runs: `` on 0:0-1`` for the ``flow.scope.placement`` it was traced in
+(machine 0, devices 0 and 1), and ``(ranks 0-1)`` or `` on ranks 0-1`` where a plugin mapped it onto its ranks
+(``Job.ranks``).
 
 Effects are marked from the op records (``ops``, the session's op table): ``update! a, b <-``
 before a node that writes the values ``a`` and ``b`` in place (a variable by its name), ``effect!``
@@ -53,7 +56,9 @@ def format_job(job: "Job", ops: "OpTable | None" = None, bindings: "Bindings | N
 
     def device(lbn: str) -> str:
         node = declared.get(lbn)
-        return f" @{node.device}" if node is not None and node.device != "cpu" else ""
+        if node is None:
+            return ""
+        return (f" @{node.device}" if node.device != "cpu" else "") + placed(node, job)
 
     lines = [f"job {job.name} ({job.type})"]
     for p in job.placeholders:
@@ -94,6 +99,10 @@ def format_node(node: "Node", job: "Job", ops: "OpTable | None" = None) -> str:
         call += " {" + format_attrs(node.attrs) + "}"
     if node.device != "cpu":
         call += f" @{node.device}"
+    if outs:  # beside the outputs' layouts; after the call of a node without outputs
+        outs += placed(node, job)
+    else:
+        call += placed(node, job)
     line = f"{outs} = {call}" if outs else call
     opdef = ops[node.op] if ops is not None and node.op in ops else None
     if opdef is not None and opdef.mutates:
@@ -175,6 +184,28 @@ def _keys_named(job: "Job") -> Iterator[str]:
     for v in job.variables.values():
         if v.regularizer is not None:
             yield v.regularizer
+
+
+def placed(node: "Node", job: "Job") -> str:
+    """`` on 0:0-1``, `` on 0:0-1 (ranks 0-1)``, `` on ranks 0-1`` or nothing: where the node runs, as far as the job
+    says (its placement scope, and the ranks a plugin mapped it to)."""
+    ranks = job.ranks.get(node.name)
+    where = ",".join(node.placement)
+    if ranks is None:
+        return f" on {where}" if where else ""
+    text = ("rank " if len(ranks) == 1 else "ranks ") + _spans(ranks)
+    return f" on {where} ({text})" if where else f" on {text}"
+
+
+def _spans(numbers: "tuple[int, ...]") -> str:
+    """``0-3``, ``0,2``, ``1``: sorted numbers with runs written as ranges."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _layout(job: "Job", lbn: str) -> str:

@@ -167,7 +167,8 @@ def propagate(builder: JobBuilder, forward_nodes: Sequence[Node], pending: dict[
                 if out in needs_grad:
                     total(out)  # a source's gradient (the variable itself) is complete here
             continue
-        out_grads = [total(out) for out in node.outputs]
+        with builder.placed(node.placement):  # the sum of an output's gradient parts, where the output is
+            out_grads = [total(out) for out in node.outputs]
         if all(g is None for g in out_grads):
             continue
         opdef = ops[node.op]
@@ -182,8 +183,8 @@ def propagate(builder: JobBuilder, forward_nodes: Sequence[Node], pending: dict[
                 f"job {job.name!r}: op {node.name!r} ({node.op}) at {node.source} {why}, but the loss "
                 f"depends on it through {[i for i in node.inputs if i in needs_grad]}")
         needs = [lbn in needs_grad for lbn in node.inputs]
-        grad_ctx = GradContext(builder, node, out_grads, needs, data_rows)
-        in_grads = list(opdef.grad(grad_ctx))
+        with builder.placed(node.placement):  # legacy placed a backward op with its forward op
+            in_grads = list(opdef.grad(GradContext(builder, node, out_grads, needs, data_rows)))
         if len(in_grads) != len(node.inputs):
             raise FlowjobError(f"gradient rule of op {node.op!r} returned {len(in_grads)} gradients "
                                f"for {len(node.inputs)} inputs")
@@ -198,7 +199,8 @@ def propagate(builder: JobBuilder, forward_nodes: Sequence[Node], pending: dict[
                     # its target's shape is traced, not the data's: rows the data decide, if they reach this
                     # node, are summed into it (flowjob_core.plan.extent lets such a node follow them)
                     attrs["static_target"] = True
-                grad = builder.add_op("unbroadcast", [grad], attrs, scoped_name=name)[0]
+                with builder.placed(node.placement):
+                    grad = builder.add_op("unbroadcast", [grad], attrs, scoped_name=name)[0]
             pending.setdefault(lbn, []).append(grad)
     for lbn in list(pending):
         total(lbn)

@@ -77,6 +77,16 @@ class OneProcess:
 ONE_PROCESS = OneProcess()
 
 
+def can_stand_for(world: World, machines: int) -> bool:
+    """Whether the program may name ``machines`` machines on ``world``: its own count (hosts, or ranks on one
+    host), or, where each rank stands for a machine, a count the ranks divide into evenly: ranks then stand for
+    devices, ``size / machines`` per machine (``flow.config.machine_num(1)`` with ``gpu_device_num(2)`` on 2
+    ranks). Whether the device counts agree is the distributed plugin's check, when a job is planned."""
+    if machines == world.machines:
+        return True
+    return world.machines == world.size and 1 <= machines < world.size and world.size % machines == 0
+
+
 def world_of(session: "Session") -> World:
     """The world the session's plugins describe (the first answer), else this one process."""
     answer = session.pm.hook.flowjob_world()

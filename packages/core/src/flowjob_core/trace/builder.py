@@ -65,6 +65,8 @@ class JobBuilder:
         self._local_ids: dict[str, int] = {}
         # flow.find_or_create_module's modules of this job, by name (legacy kept them per job)
         self.modules: dict[str, Any] = {}
+        # the placement of nodes added outside any placement scope (autodiff: the forward node's)
+        self._placed: tuple[str, ...] = ()
 
     @contextlib.contextmanager
     def activate(self) -> Iterator["JobBuilder"]:
@@ -73,6 +75,16 @@ class JobBuilder:
             yield self
         finally:
             _current.reset(token)
+
+    @contextlib.contextmanager
+    def placed(self, machine_device_ids: tuple[str, ...]) -> Iterator[None]:
+        """Nodes added inside, outside any ``flow.scope.placement``, record ``machine_device_ids`` as their
+        placement (autodiff places a gradient node where its forward node is)."""
+        before, self._placed = self._placed, tuple(machine_device_ids)
+        try:
+            yield
+        finally:
+            self._placed = before
 
     # naming ---------------------------------------------------------------
     def _device(self) -> str:
@@ -129,8 +141,9 @@ class JobBuilder:
             ) from None
         outputs = tuple(f"{node_name}/{out}" for out in opdef.out_names(len(out_specs)))
         dev = device or ("cpu" if opdef.cpu_only else self._device())
+        placed = placement.machine_device_ids if placement is not None else self._placed
         node = Node(op_type, node_name, tuple(b.lbn for b in inputs), outputs, attrs, dev, where,
-                    scope.current_attributes())
+                    scope.current_attributes(), placed)
         self._names.add(node_name)
         self.job.nodes.append(node)
         batch_axis = inputs[0].batch_axis if inputs else None

@@ -121,7 +121,8 @@ def fuse_conv_bias_act(job: Job) -> int:
         members, out, activation, swallowed = tail
         dropped |= swallowed
         fused = Node("conv2d_bias", node.name, (node.inputs[0], node.inputs[1], members[0].inputs[1]), (out,),
-                     dict(node.attrs) | {"activation": activation}, node.device, node.source)
+                     dict(node.attrs) | {"activation": activation}, node.device, node.source,
+                     placement=node.placement)
         groups.append(([node] + members, fused))
     rewrite(job, groups, dropped)
     return len(groups)
@@ -155,7 +156,8 @@ def fuse_conv_pool(job: Job) -> int:
             continue
         attrs = dict(node.attrs) | {"pool_ksize": pool.attrs["ksize"], "pool_strides": pool.attrs["strides"],
                                     "pool_padding": pool.attrs.get("padding", "VALID")}
-        fused = Node("conv2d_bias_pool", node.name, node.inputs, pool.outputs, attrs, node.device, node.source)
+        fused = Node("conv2d_bias_pool", node.name, node.inputs, pool.outputs, attrs, node.device, node.source,
+                     placement=node.placement)
         groups.append(([node, pool], fused))
         dropped.add(a)
     rewrite(job, groups, dropped)
@@ -179,7 +181,7 @@ def fuse_pool_relu_grad(job: Job) -> int:
         if dx in observed or len(users.get(dx, [])) != 1 or pool.inputs[0] != y:
             continue
         fused = Node("max_pool2d_relu_grad", pool.name, pool.inputs, node.outputs, dict(pool.attrs), node.device,
-                     pool.source)
+                     pool.source, placement=pool.placement)
         groups.append(([pool, node], fused))
         dropped.add(dx)
     rewrite(job, groups, dropped)
@@ -206,7 +208,7 @@ def fuse_batch_norm_relu(job: Job) -> int:
         if act.op != "relu" or act.inputs != (y,) or act.device != node.device:
             continue
         fused = Node(node.op, node.name, node.inputs, (act.outputs[0],) + node.outputs[1:],
-                     dict(node.attrs) | {"activation": "relu"}, node.device, node.source)
+                     dict(node.attrs) | {"activation": "relu"}, node.device, node.source, placement=node.placement)
         groups.append(([act, node], fused))  # placed where the batch norm was: its statistics' readers follow it
         dropped.add(y)
         fused_forward[act.outputs[0]] = node.name
@@ -222,7 +224,7 @@ def fuse_batch_norm_relu(job: Job) -> int:
         if fused_forward.get(r) != node.attrs.get("forward") or dz in observed or len(users.get(dz, [])) != 1:
             continue
         fused = Node(node.op, node.name, node.inputs[:-1] + (r, dr), node.outputs,
-                     dict(node.attrs) | {"activation": "relu"}, node.device, node.source)
+                     dict(node.attrs) | {"activation": "relu"}, node.device, node.source, placement=node.placement)
         groups.append(([mask, node], fused))
         dropped.add(dz)
     rewrite(job, groups, dropped)

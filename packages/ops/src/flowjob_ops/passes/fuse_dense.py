@@ -92,7 +92,7 @@ def fuse_dense(job: Job, ctx: Any = None) -> int:
         attrs = {k: bool(node.attrs.get(k, False)) for k in MATMUL_ATTRS}
         attrs |= {"data_format": add.attrs.get("data_format"), "activation": activation}
         fused = Node(MATMUL_BIAS.name, node.name, (node.inputs[0], node.inputs[1], add.inputs[1]), (out,), attrs,
-                     node.device, node.source)
+                     node.device, node.source, placement=node.placement)
         groups.append(([node] + members, fused))
     rewrite(job, groups, dropped)
     return len(groups)
@@ -160,7 +160,7 @@ def fuse_elementwise_chains(job: Job, ctx: Any = None) -> int:
             dropped.update(member.outputs)
         last = members[-1]
         fused = Node(ELEMENTWISE_CHAIN.name, last.name, tuple(inputs), last.outputs, {"steps": tuple(steps)},
-                     last.device, head.source)
+                     last.device, head.source, placement=last.placement)
         groups.append((members, fused))
     rewrite(job, groups, dropped)
     return len(groups)
