@@ -128,9 +128,9 @@ def test_the_learning_rate_and_the_gates_say_they_work_on_the_host():
     # a backend that records steps for replay (CUDA graphs) runs such nodes live, every step
     from flowjob_optim.update_ops import LEARNING_RATE
 
-    assert LEARNING_RATE.host_state
-    assert accumulation.GRAD_ACCUMULATE.host_state and accumulation.GRAD_ACCUMULATE_STORE.host_state
+    assert LEARNING_RATE.effects.host_state
+    assert accumulation.GRAD_ACCUMULATE.effects.host_state and accumulation.GRAD_ACCUMULATE_STORE.effects.host_state
     assert getattr(accumulation.gated(lambda *a: None, {accumulation.STEPS_ATTR: 2}), "host_state", False)
     assert getattr(accumulation.gated(lambda *a: None, {accumulation.SKIP_ATTR: True}), "host_state", False)
     assert not getattr(accumulation.gated(print, {}), "host_state", False)  # ungated: the kernel itself
-    assert not SGD_UPDATE.host_state
+    assert not SGD_UPDATE.effects.host_state

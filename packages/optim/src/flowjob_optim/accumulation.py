@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 
 MICRO_STEP_PREFIX = "System-GradientAccumulation-MicroStep-"
 ACCUMULATOR_PREFIX = "System-GradientAccumulation-"
@@ -142,9 +142,9 @@ def _accumulate_kernel(ctx: KernelContext) -> Any:
 
 GRAD_ACCUMULATE = OpDef(
     "optim_grad_accumulate", _accumulate_infer, kernel=_accumulate_kernel, not_differentiable=True,
-    host_state=True, name_prefix="GradientAccumulation",
     doc="inputs (accumulator, gradient, micro-step counter): gradient * scale, plus the accumulator unless "
-        "the counter starts a cycle of accumulation_steps calls")
+        "the counter starts a cycle of accumulation_steps calls", effects=Effects(host_state=True),
+    legacy=LegacyFace(name_prefix="GradientAccumulation"))
 
 
 def _store_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -172,9 +172,9 @@ def _store_kernel(ctx: KernelContext) -> Any:
 
 
 GRAD_ACCUMULATE_STORE = OpDef(
-    "optim_grad_accumulate_store", _store_infer, kernel=_store_kernel, not_differentiable=True, mutates=(0,),
-    host_state=True, name_prefix="GradientAccumulationStore",
+    "optim_grad_accumulate_store", _store_infer, kernel=_store_kernel, not_differentiable=True,
     doc="inputs (accumulator, sum, micro-step counter): keeps the sum in the accumulator for the next call, "
-        "except on the last call of a cycle")
+        "except on the last call of a cycle", effects=Effects(mutates=(0,), host_state=True),
+    legacy=LegacyFace(name_prefix="GradientAccumulationStore"))
 
 OPS = (GRAD_ACCUMULATE, GRAD_ACCUMULATE_STORE)

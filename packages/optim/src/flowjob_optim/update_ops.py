@@ -1,6 +1,6 @@
 """The optimizer's ops: the learning rate, the clipping factor, one fused update per variable, the step counter.
 
-Update ops write the variable and its slots in place (``OpDef.mutates``), so the planner
+Update ops write the variable and its slots in place (``OpDef.effects.mutates``), so the planner
 runs them after every other reader of those values in the step: returns and watches see
 the value from before the update. Kernels use ``out=`` calls on buffers made once per
 node; nothing is allocated per step.
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjob_core import BlobSpec, FlowjobError, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, FlowjobError, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_optim.accumulation import gated, split_counter
 
@@ -71,9 +71,10 @@ def _learning_rate_kernel(ctx: KernelContext) -> Any:
 
 
 LEARNING_RATE = OpDef("optim_learning_rate", _learning_rate_infer, kernel=_learning_rate_kernel,
-                      not_differentiable=True, name_prefix="LearningRate", host_state=True,
+                      not_differentiable=True,
                       doc="The learning rate for the step in the counter (float32, shape (1,)) of the schedule "
-                          "that the attribute 'schedule' names by its key in the global function's bindings.")
+                          "that the attribute 'schedule' names by its key in the global function's bindings.",
+                      effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="LearningRate"))
 
 
 def _clip_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -103,8 +104,8 @@ def _clip_kernel(ctx: KernelContext) -> Any:
 
 
 CLIP_FACTOR = OpDef("optim_clip_by_global_norm", _clip_infer, kernel=_clip_kernel, not_differentiable=True,
-                    name_prefix="ClipByGlobalNorm",
-                    doc="clip_norm / max(global L2 norm of the gradients, clip_norm)")
+                    doc="clip_norm / max(global L2 norm of the gradients, clip_norm)",
+                    legacy=LegacyFace(name_prefix="ClipByGlobalNorm"))
 
 
 def _increment_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -125,8 +126,8 @@ def _increment_kernel(ctx: KernelContext) -> Any:
 
 
 STEP_INCREMENT = OpDef("optim_train_step_increment", _increment_infer, kernel=_increment_kernel,
-                       not_differentiable=True, mutates=(0,), name_prefix="TrainStepIncrement",
-                       doc="Adds 1 to the train step counter, after every reader of it.")
+                       not_differentiable=True, doc="Adds 1 to the train step counter, after every reader of it.",
+                       effects=Effects(mutates=(0,)), legacy=LegacyFace(name_prefix="TrainStepIncrement"))
 
 
 # update ops ---------------------------------------------------------------
@@ -463,8 +464,8 @@ def _lamb(ctx: KernelContext) -> Step:
 
 
 def _update_op(name: str, n_slots: int, rule: Callable[[KernelContext], Step], doc: str) -> OpDef:
-    return OpDef(name, _update_infer(n_slots), kernel=UpdateKernel(n_slots, rule), not_differentiable=True,
-                 mutates=tuple(range(n_slots + 1)), name_prefix="ModelUpdate", doc=doc)
+    return OpDef(name, _update_infer(n_slots), kernel=UpdateKernel(n_slots, rule), not_differentiable=True, doc=doc,
+                 effects=Effects(mutates=tuple(range(n_slots + 1))), legacy=LegacyFace(name_prefix="ModelUpdate"))
 
 
 SGD_UPDATE = _update_op("optim_sgd_update", 0, _sgd, _sgd.__doc__ or "")
@@ -524,7 +525,7 @@ def _sgd_matmul_kernel(ctx: KernelContext) -> Any:
 
 
 def _sgd_matmul_flops(inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], attrs: dict) -> float:
-    """The GEMM's multiply-adds, twice (``OpDef.flops``): one inner sum per element of the variable."""
+    """The GEMM's multiply-adds, twice (``OpDef.compute.flops``): one inner sum per element of the variable."""
     w, a = inputs[0], inputs[1]
     inner = a.shape[-2] if attrs.get("transpose_a") else a.shape[-1]
     return 2.0 * float(np.prod(w.shape, dtype=np.float64)) * inner
@@ -532,14 +533,14 @@ def _sgd_matmul_flops(inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], a
 
 SGD_MATMUL_UPDATE = OpDef(
     "optim_sgd_matmul_update", _sgd_matmul_infer, kernel=_sgd_matmul_kernel, not_differentiable=True,
-    flops=_sgd_matmul_flops,
-    mutates=(0,), name_prefix="ModelUpdate",
     doc="inputs (variable, a, b, learning rate): w -= lr * grad_scale * op(a) @ op(b); the plain SGD update "
-        "fused with the matmul that produced its gradient (``flowjob_optim.fusion``)")
+        "fused with the matmul that produced its gradient (``flowjob_optim.fusion``)",
+    compute=Compute(flops=_sgd_matmul_flops), effects=Effects(mutates=(0,)),
+    legacy=LegacyFace(name_prefix="ModelUpdate"))
 
 OPS = (LEARNING_RATE, CLIP_FACTOR, STEP_INCREMENT, SGD_UPDATE, MOMENTUM_UPDATE, ADAM_UPDATE, ADAM_BC_UPDATE,
        RMSPROP_UPDATE, RMSPROP_CENTERED_UPDATE, LARS_UPDATE, LAMB_UPDATE, SGD_MATMUL_UPDATE)
 
-UPDATE_OPS = {op.name: op for op in OPS if op.name.startswith("optim_") and op.mutates and op.name not in (
+UPDATE_OPS = {op.name: op for op in OPS if op.name.startswith("optim_") and op.effects.mutates and op.name not in (
     STEP_INCREMENT.name, SGD_MATMUL_UPDATE.name)}
 """The ops built by ``_update_op``: inputs ``(variable, *slots, gradient, lr[, clip])``; they take ``grad_scale``."""

@@ -91,7 +91,7 @@ def _checked(op: OpDef, builder: KernelBuilder) -> KernelBuilder:
             outputs = result if isinstance(result, tuple) else (result,)
             for k, out in enumerate(outputs):
                 for i, arg in enumerate(args):
-                    if op.view and i == 0:
+                    if op.effects.view and i == 0:
                         continue  # a view op's outputs may alias input 0
                     if _shares_memory(xp, out, arg):
                         raise KernelContractError(
@@ -99,7 +99,7 @@ def _checked(op: OpDef, builder: KernelBuilder) -> KernelBuilder:
                             f"kernel returns fresh results (ctx.out(k)), not its inputs (an op whose outputs alias "
                             f"input 0 declares view=True)")
             for i, (arg, old) in enumerate(zip(args, before)):
-                if old is None or i in op.mutates:
+                if old is None or i in op.effects.mutates:
                     continue
                 if not _unchanged(backend.to_host(arg), old):
                     raise KernelContractError(
