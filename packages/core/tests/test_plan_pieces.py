@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from flowjob_core import Effects, JobFunction, OpDef, Session, apply, hookimpl, make_plugin_manager
+from flowjob_core import Effects, JobFunction, Kernel, OpDef, Session, apply, hookimpl, make_plugin_manager
 from flowjob_core.plan.pieces import failing_node, split
 from flowjob_core.plan.planner import StepError
 
@@ -27,8 +27,7 @@ def _flagged_kernel(ctx):
     def run(x):
         return x
 
-    run.host_state = True
-    return run
+    return Kernel(run, host_state=True)
 
 
 def _device_stream_kernel(ctx):
@@ -37,8 +36,7 @@ def _device_stream_kernel(ctx):
     def run(x):
         return x
 
-    run.host_state = False
-    return run
+    return Kernel(run, host_state=False)
 
 
 class _DeviceOps:

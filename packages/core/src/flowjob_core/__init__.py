@@ -15,6 +15,7 @@ from flowjob_core.errors import (
 from flowjob_core.runtime.executor import PendingCall
 from flowjob_core.api.function import JobFunction, global_function
 from flowjob_core.ir.job import BlobSpec, Intent, Job, Node, SideOutput
+from flowjob_core.ir.kernel import Kernel
 from flowjob_core.ir.opdef import Compute, Effects, Elementwise, KernelContext, LegacyFace, OpDef, ShapeTraits
 from flowjob_core.plugins.host import ENTRY_POINT_GROUP, hookimpl, make_plugin_manager
 from flowjob_core.plugins.registry import Backend
@@ -28,7 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Backend", "Blob", "BlobSpec", "CheckpointError", "Compute", "ConfigError", "ENTRY_POINT_GROUP", "Effects",
     "Elementwise", "FlowjobError", "FunctionConfig", "GradContext", "InputSpec", "Intent", "Job", "JobArgumentError",
-    "JobDefinitionError", "JobFunction", "JobReturnError", "KernelContext", "LegacyFace",
+    "JobDefinitionError", "JobFunction", "JobReturnError", "Kernel", "KernelContext", "LegacyFace",
     "MissingPackageError", "Node", "OpBuildError", "OpDef", "ParamKind", "PendingCall", "PluginError", "ReturnKind",
     "SavedModelError", "Session", "ShapeError", "ShapeTraits", "SideOutput", "VariableError", "add_loss", "apply",
     "clear_default_session", "current_builder", "dtypes",

@@ -16,11 +16,13 @@ the last micro-batch of a cycle only (``flowjob_optim.accumulation``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from flowjob_core import BlobSpec, Compute, Effects, FlowjobError, KernelContext, LegacyFace, OpDef, ShapeError
+from flowjob_core import (
+    BlobSpec, Compute, Effects, FlowjobError, Kernel, KernelContext, LegacyFace, OpDef, ShapeError)
 
 from flowjob_optim.accumulation import gated, split_counter
 
@@ -60,8 +62,7 @@ def _learning_rate_kernel(ctx: KernelContext) -> Any:
             xp.copyto(out, schedule.rate_on_device(xp, step), casting="same_kind")
             return out
 
-        run_on_device.host_state = False  # type: ignore[attr-defined]
-        return run_on_device
+        return Kernel(run_on_device, host_state=False)
 
     def run(step: Any) -> Any:
         out[0] = schedule(int(step[0]))
@@ -192,7 +193,25 @@ def _gradient_prep(ctx: KernelContext, scale: float = 1.0) -> Callable[[Any, Any
     return prep
 
 
-InParts = Callable[[KernelContext, Callable[[KernelContext], Step], int, Any], Any]
+@dataclass(frozen=True)
+class StepRule:
+    """An update rule: ``build(ctx) -> step``, the step ``step(w, slots, g, lr)`` updating one variable in place,
+    with what the update kernels know of it before building it.
+
+    ``elementwise``: the step updates each element from the same elements of the variable, its slots and the
+    gradient (SGD, momentum, Adam, RMSProp), so it may run block by block (``flowjob_optim.cpu_update_blocks``).
+    ``lr_times_grad``: the step reads the gradient only as ``lr * g``, so a gradient scale folds into the rate.
+    """
+
+    build: Callable[[KernelContext], Step]
+    elementwise: bool = False
+    lr_times_grad: bool = False
+
+    def __call__(self, ctx: KernelContext) -> Step:
+        return self.build(ctx)
+
+
+InParts = Callable[[KernelContext, StepRule, int, Any], Any]
 """``in_parts(ctx, rule, end, scale)``: the plain update (no clipping, no regularizer; ``scale`` a gradient scale
 folded into the rate, or None) as a backend's tuned variant runs it (the cpu override's blocks over the host
 threads, ``flowjob_optim.cpu_update_blocks``), or None where the variant does not apply."""
@@ -202,9 +221,9 @@ class UpdateKernel:
     """The kernel builder of an update op made by ``_update_op``: the rule's step on the whole variable. A
     backend's override runs the same builder with its own way of running the plain update (``build``)."""
 
-    def __init__(self, n_slots: int, rule: Callable[[KernelContext], Step]) -> None:
+    def __init__(self, n_slots: int, rule: StepRule | Callable[[KernelContext], Step]) -> None:
         self.n_slots = n_slots
-        self.rule = rule
+        self.rule = rule if isinstance(rule, StepRule) else StepRule(rule)
 
     def __call__(self, ctx: KernelContext) -> Any:
         return self.build(ctx)
@@ -222,7 +241,7 @@ class UpdateKernel:
         l1, l2 = dt(ctx.attrs.get("l1", 0.0)), dt(ctx.attrs.get("l2", 0.0))
         # a rule that uses the gradient only as ``lr * g`` (and no decay term, which lr also scales) takes
         # the gradient's scale in its learning rate: no pass over the gradient (float32 rounding aside)
-        fold = (scale != 1.0 and getattr(rule, "lr_times_grad", False) and not clipped and not l1 and not l2
+        fold = (scale != 1.0 and rule.lr_times_grad and not clipped and not l1 and not l2
                 and not float(ctx.attrs.get("weight_decay", 0.0) or 0.0))
         prep = _gradient_prep(ctx, 1.0 if fold else scale)
         end = n_slots + 1
@@ -288,10 +307,6 @@ def _sgd(ctx: KernelContext) -> Step:
     return step
 
 
-_sgd.lr_times_grad = True  # type: ignore[attr-defined]
-_sgd.elementwise = True  # type: ignore[attr-defined]
-
-
 def _momentum(ctx: KernelContext) -> Step:
     """``m = beta * m - lr * g; w = w + m - lr * wd * w``."""
     xp, (beta, wd), (tmp, decay) = ctx.xp, _consts(ctx, "beta", "weight_decay"), _scratch(ctx, 2)
@@ -308,10 +323,6 @@ def _momentum(ctx: KernelContext) -> Step:
             xp.subtract(w, decay, out=w)
 
     return step
-
-
-_momentum.lr_times_grad = True  # type: ignore[attr-defined]
-_momentum.elementwise = True  # type: ignore[attr-defined]
 
 
 def _adam_step(ctx: KernelContext, bias_correction: bool) -> Step:
@@ -353,7 +364,6 @@ def _adam_bias_corrected(ctx: KernelContext) -> Step:
 
 
 # (bias-corrected Adam advances its beta powers once per step: not elementwise, it stays whole)
-_adam.elementwise = True  # type: ignore[attr-defined]
 
 
 def _rmsprop_step(ctx: KernelContext, centered: bool) -> Step:
@@ -392,10 +402,6 @@ def _rmsprop(ctx: KernelContext) -> Step:
 
 def _rmsprop_centered(ctx: KernelContext) -> Step:
     return _rmsprop_step(ctx, centered=True)
-
-
-_rmsprop.elementwise = True  # type: ignore[attr-defined]
-_rmsprop_centered.elementwise = True  # type: ignore[attr-defined]
 
 
 def _lars(ctx: KernelContext) -> Step:
@@ -463,20 +469,25 @@ def _lamb(ctx: KernelContext) -> Step:
     return step
 
 
-def _update_op(name: str, n_slots: int, rule: Callable[[KernelContext], Step], doc: str) -> OpDef:
+def _update_op(name: str, n_slots: int, rule: StepRule, doc: str) -> OpDef:
     return OpDef(name, _update_infer(n_slots), kernel=UpdateKernel(n_slots, rule), not_differentiable=True, doc=doc,
                  effects=Effects(mutates=tuple(range(n_slots + 1))), legacy=LegacyFace(name_prefix="ModelUpdate"))
 
 
-SGD_UPDATE = _update_op("optim_sgd_update", 0, _sgd, _sgd.__doc__ or "")
-MOMENTUM_UPDATE = _update_op("optim_momentum_update", 1, _momentum, _momentum.__doc__ or "")
-ADAM_UPDATE = _update_op("optim_adam_update", 2, _adam, _adam_step.__doc__ or "")
-ADAM_BC_UPDATE = _update_op("optim_adam_bias_corrected_update", 4, _adam_bias_corrected, _adam_step.__doc__ or "")
-RMSPROP_UPDATE = _update_op("optim_rmsprop_update", 1, _rmsprop, _rmsprop_step.__doc__ or "")
-RMSPROP_CENTERED_UPDATE = _update_op("optim_rmsprop_centered_update", 2, _rmsprop_centered,
+SGD_UPDATE = _update_op("optim_sgd_update", 0, StepRule(_sgd, elementwise=True, lr_times_grad=True),
+                        _sgd.__doc__ or "")
+MOMENTUM_UPDATE = _update_op("optim_momentum_update", 1, StepRule(_momentum, elementwise=True, lr_times_grad=True),
+                             _momentum.__doc__ or "")
+ADAM_UPDATE = _update_op("optim_adam_update", 2, StepRule(_adam, elementwise=True), _adam_step.__doc__ or "")
+ADAM_BC_UPDATE = _update_op("optim_adam_bias_corrected_update", 4, StepRule(_adam_bias_corrected),
+                            _adam_step.__doc__ or "")
+RMSPROP_UPDATE = _update_op("optim_rmsprop_update", 1, StepRule(_rmsprop, elementwise=True),
+                             _rmsprop_step.__doc__ or "")
+RMSPROP_CENTERED_UPDATE = _update_op("optim_rmsprop_centered_update", 2,
+                                     StepRule(_rmsprop_centered, elementwise=True),
                                      _rmsprop_step.__doc__ or "")
-LARS_UPDATE = _update_op("optim_lars_update", 1, _lars, _lars.__doc__ or "")
-LAMB_UPDATE = _update_op("optim_lamb_update", 4, _lamb, _lamb.__doc__ or "")
+LARS_UPDATE = _update_op("optim_lars_update", 1, StepRule(_lars), _lars.__doc__ or "")
+LAMB_UPDATE = _update_op("optim_lamb_update", 4, StepRule(_lamb), _lamb.__doc__ or "")
 
 # SGD fused with the matmul that produces its gradient ------------------------------
 def fused_sgd_available(registries: Any, backend: Any, dtype: np.dtype) -> bool:

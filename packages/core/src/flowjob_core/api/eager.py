@@ -25,6 +25,7 @@ from flowjob_core.trace.blob import Blob
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir.job import BlobSpec, Job, Node, Placeholder
 from flowjob_core.plan.mirrored import PerDevice, TensorList
+from flowjob_core.ir.kernel import kernel_of
 from flowjob_core.ir.opdef import KernelContext
 from flowjob_core.passes.pipeline import PassContext, run_passes
 from flowjob_core.plan.planner import StepError, build_plan
@@ -137,7 +138,7 @@ def build_kernel(builder: JobBuilder, node: Node, shared: dict[Any, Any], check:
                          tuple(job.specs[i] for i in node.inputs), tuple(job.specs[o] for o in node.outputs),
                          job.type, builder.session.variables.array, None, shared, ops=builder.registries.ops)
     try:
-        fn = make(kctx)
+        fn = kernel_of(make(kctx)).run  # eager calls run each node itself: no step is recorded, nothing gated
     except FlowjobError:
         raise
     except Exception as exc:

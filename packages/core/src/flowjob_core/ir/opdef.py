@@ -20,7 +20,8 @@ InferFn = Callable[[Sequence[BlobSpec], dict], Sequence[BlobSpec]]
 """``infer(inputs, attrs) -> outputs``: raise ShapeError (or ValueError) with a plain message."""
 
 KernelBuilder = Callable[["KernelContext"], Callable[..., Any]]
-"""Called once per node when a plan is built; returns the step callable ``run(*inputs) -> out | tuple``."""
+"""Called once per node when a plan is built; returns the step callable ``run(*inputs) -> out | tuple``, or a
+``flowjob_core.ir.kernel.Kernel`` holding it with its traits (``host_state``, ``gated``)."""
 
 FlopsFn = Callable[[Sequence[BlobSpec], Sequence[BlobSpec], dict], float]
 """``flops(inputs, outputs, attrs)``: the arithmetic one run of the kernel does, roughly (``Compute.flops``)."""
@@ -172,10 +173,9 @@ class Effects:
     ``host_state``: the kernel reads or changes state on the host each call (a schedule evaluated in Python, a
     value read back from the device). A backend that records a step once and replays it (CUDA graphs,
     ``flowjob_core.plan.pieces``) runs such a node live, between recorded pieces, every step. Whether a node
-    runs live is decided by the planner (``flowjob_core.plan.planner``): this mark, ``ordered`` and
-    ``cpu_only``, a builder that drew a random stream (``KernelContext.rng``), and a kernel function carrying
-    the attribute ``host_state`` (True, or False for a backend's kernel that keeps on the device what the
-    record's keeps on the host), which overrides the mark and the stream (``effect`` alone is no such mark: a
+    runs live is decided in one place, ``flowjob_core.ir.kernel.runs_live``: this mark, ``ordered`` and
+    ``cpu_only``, a builder that drew a random stream (``KernelContext.rng``), and the built kernel's own word
+    (``Kernel.host_state``), which overrides the mark and the stream (``effect`` alone is no such mark: a
     returned value's copy or a variable's assignment is device work).
     """
 
@@ -324,7 +324,8 @@ class OpDef:
     ``not_differentiable``: the explicit mark for ops without a gradient rule.
     ``elementwise``: the op is one ufunc call (``Elementwise``); its kernel is built from it
     (give no ``kernel``), and the fusion pass may run it as a step of an elementwise chain.
-    ``kernel``: the builder, called once per node when a plan is built; it returns the step callable.
+    ``kernel``: the builder, called once per node when a plan is built; it returns the step callable, or a
+    ``flowjob_core.ir.kernel.Kernel`` holding it with its traits (``host_state``, ``gated``).
     """
 
     name: str
@@ -435,7 +436,7 @@ class KernelContext:
 
     host_state: bool = field(default=False, repr=False)
     """Set when the builder draws a random stream (``rng``): the stream lives on the host and advances each call,
-    so a step recorded for replay runs this node live (``Effects.host_state``)."""
+    so a step recorded for replay runs this node live (``flowjob_core.ir.kernel.runs_live``)."""
 
     def rng(self, seed: int | None = None) -> Any:
         self.host_state = True

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from flowjob_core.plan.actual_shapes import MAX_SPECIALISED, DynamicShapeError, SpecialisedArena, reshaped
 from flowjob_core.ir.job import BlobSpec, Job, Node
+from flowjob_core.ir.kernel import kernel_of
 from flowjob_core.ir.opdef import KernelBuilder, KernelContext
 from flowjob_core.plan.mirrored import TensorList
 
@@ -122,7 +123,7 @@ class Followers:
 
             ctx = KernelContext(self.backend.xp, self.backend, node.op, node.name, attrs, ins, outs, job.type,
                                 self.variables.array, out_buffer, self.shared, ops=ops)
-            fn = builder(ctx)
+            fn = kernel_of(builder(ctx)).run  # its traits were read from the node's first build (the planner)
             if len(cache) >= MAX_SPECIALISED:
                 del cache[next(iter(cache))]  # the oldest shape key
             cache[tuple([_shape_of(a) for a in args])] = fn

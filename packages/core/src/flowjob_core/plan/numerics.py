@@ -133,7 +133,6 @@ def checked(run: Callable[..., Any], xp: Any, job: "Job", node: "Node", mutates:
             check(values[k], f"output {node.outputs[k]!r} holds", args)
         return out
 
-    run_checked.gated = getattr(run, "gated", False)  # type: ignore[attr-defined]
     return run_checked
 
 

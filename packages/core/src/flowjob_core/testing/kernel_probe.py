@@ -15,6 +15,7 @@ from typing import Any, Callable, cast
 import numpy as np
 
 from flowjob_core.errors import FlowjobError
+from flowjob_core.ir.kernel import kernel_of
 from flowjob_core.ir.opdef import KernelBuilder, KernelContext, OpDef
 from flowjob_core.plugins.registry import ANY_BACKEND, KernelRegistry, Registries
 
@@ -75,8 +76,8 @@ def _shares_memory(xp: Any, a: Any, b: Any) -> bool:
 
 def _checked(op: OpDef, builder: KernelBuilder) -> KernelBuilder:
     def build(ctx: KernelContext) -> Callable[..., Any]:
-        run = builder(ctx)
-        xp, backend = ctx.xp, ctx.backend
+        kernel = kernel_of(builder(ctx))
+        run, xp, backend = kernel.run, ctx.xp, ctx.backend
 
         def checked(*args: Any) -> Any:
             before = [_snapshot(backend.to_host(a)) if hasattr(a, "shape") else None for a in args]
@@ -107,7 +108,7 @@ def _checked(op: OpDef, builder: KernelBuilder) -> KernelBuilder:
                         f"read by every consumer; an op that updates an input in place declares it in mutates)")
             return result
 
-        return checked
+        return kernel.around(checked)
 
     return build
 
