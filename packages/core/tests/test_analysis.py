@@ -10,7 +10,7 @@ from flowjob_core.ir.opdef import Effects, OpDef
 
 
 def _op(name: str, **kw: object) -> OpDef:
-    return OpDef(name, lambda inputs, attrs: [inputs[0]], **kw)  # type: ignore[arg-type]
+    return OpDef(name, lambda inputs, attrs: [inputs[0]], **kw)  # type: ignore[arg-type]  # opdef-codemod: keep
 
 
 OPS = {"input": _op("input"), "exp": _op("exp"), "add": _op("add"),

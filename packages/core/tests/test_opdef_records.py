@@ -79,7 +79,7 @@ def test_the_checks_of_the_op_itself_stay():
 def test_flat_keywords_still_work_with_a_deprecation_warning_naming_the_op_and_each_field():
     with pytest.warns(DeprecationWarning) as caught:
         op = OpDef("toy_flat", _same, not_differentiable=True, amp="gray", view=True, mutates=(0,),
-                   dynamic_extent=True, name_prefix="Flat", input_names=("x",))
+                   dynamic_extent=True, name_prefix="Flat", input_names=("x",))  # opdef-codemod: keep
     assert len(caught) == 1
     message = str(caught[0].message)
     assert message.startswith("op 'toy_flat': OpDef's flat keywords are deprecated")
@@ -96,15 +96,15 @@ def test_flat_keywords_still_work_with_a_deprecation_warning_naming_the_op_and_e
 
 def test_flat_keywords_join_a_record_given_beside_them_and_one_given_twice_is_refused():
     with pytest.warns(DeprecationWarning, match="op 'toy_mixed'"):
-        op = OpDef("toy_mixed", _same, compute=Compute(amp="white"), host_split=True)
+        op = OpDef("toy_mixed", _same, compute=Compute(amp="white"), host_split=True)  # opdef-codemod: keep
     assert op.compute == Compute(amp="white", host_split=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         with pytest.raises(TypeError, match=r"op 'toy_twice': amp given both flat and in compute="):
-            OpDef("toy_twice", _same, compute=Compute(amp="white"), amp="gray")
+            OpDef("toy_twice", _same, compute=Compute(amp="white"), amp="gray")  # opdef-codemod: keep
         with pytest.warns(DeprecationWarning):  # the flat checks still name the op
             with pytest.raises(ValueError, match=r"op 'toy_flat_bad': amp must be None or one of"):
-                OpDef("toy_flat_bad", _same, amp="grey")
+                OpDef("toy_flat_bad", _same, amp="grey")  # opdef-codemod: keep
 
 
 def test_reading_a_moved_field_says_where_it_lives_now():
