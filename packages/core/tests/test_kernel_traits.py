@@ -6,7 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from flowjob_core import Effects, JobFunction, Kernel, OpDef, Session, apply, hookimpl, make_plugin_manager
+from flowjob_core import (
+    Effects, FlowjobError, JobFunction, Kernel, OpDef, Session, apply, hookimpl, make_plugin_manager)
 from flowjob_core.ir.kernel import kernel_of, runs_live
 from flowjob_core.plan.kernel_outputs import KernelOutputError
 
@@ -39,6 +40,33 @@ def test_a_kernel_around_another_keeps_its_traits_and_one_level_of_run():
     assert outer.run is checked and outer.host_state is True and outer.gated
     assert outer(5) == 5 and calls == [(5,)]
     assert Kernel(inner, host_state=False).run is _identity  # a kernel given as run: its function
+
+
+def _flagged_the_old_way(ctx):
+    def run(x):
+        return x
+
+    run.host_state = False  # the attribute form of before Kernel: nothing reads it
+    return run
+
+
+class _OldOps:
+    @hookimpl
+    def flowjob_add_ops(self, registry):
+        registry.add(OpDef("toy_old_flag", _same, kernel=_flagged_the_old_way, not_differentiable=True))
+
+
+def test_a_trait_set_as_a_function_attribute_is_refused_naming_the_op_not_dropped(toy):
+    with pytest.raises(TypeError, match=r"carries host_state=False as attributes, which are not read: return "
+                                        r"flowjob_core.Kernel\(run, host_state=False\) instead"):
+        kernel_of(_flagged_the_old_way(None))
+    s = Session(make_plugin_manager(plugins=[toy, _OldOps()], autoload=False))
+    try:
+        with pytest.raises(FlowjobError, match=r"building the kernel of op 'ToyOldFlag_[0-9]+' \(toy_old_flag\).*"
+                                               r"carries host_state=False"):
+            _fn(s, toy, "toy_old_flag")(np.arange(3, dtype=np.float32))
+    finally:
+        s.close()
 
 
 def test_a_kernel_refuses_a_run_that_is_not_callable():

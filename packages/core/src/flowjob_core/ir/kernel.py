@@ -48,9 +48,22 @@ class Kernel:
         return dataclasses.replace(self, run=run)
 
 
+TRAITS = ("host_state", "gated")
+"""``Kernel``'s traits, which a step function once carried as attributes."""
+
+
 def kernel_of(built: Callable[..., Any] | Kernel) -> Kernel:
-    """What a builder returned, as a ``Kernel``: a bare function is a kernel with no traits."""
-    return built if isinstance(built, Kernel) else Kernel(built)
+    """What a builder returned, as a ``Kernel``: a bare function is a kernel with no traits. A function carrying
+    a trait as an attribute (``run.host_state = False``, the form before ``Kernel``) is refused, since nothing
+    reads it any more: the trait would be dropped without a word."""
+    if isinstance(built, Kernel):
+        return built
+    stale = [name for name in TRAITS if name in getattr(built, "__dict__", {})]
+    if stale:
+        said = ", ".join(f"{name}={getattr(built, name)!r}" for name in stale)
+        raise TypeError(f"the kernel function {getattr(built, '__qualname__', built)!r} carries {said} as "
+                        f"attributes, which are not read: return flowjob_core.Kernel(run, {said}) instead")
+    return Kernel(built)
 
 
 def runs_live(opdef: "OpDef", kernel: Kernel, drew_rng: bool) -> bool:
