@@ -90,7 +90,7 @@ def test_the_float16_set_and_its_casts(monkeypatch):
 
 
 def test_a_plugin_op_takes_part_by_the_class_its_record_declares(monkeypatch):
-    """flowjob-swish's records declare their class (OpDef.amp): bias_add_gelu ("gray") between two GEMMs runs
+    """flowjob-swish's records declare their class (OpDef.compute.amp): bias_add_gelu ("gray") between two GEMMs runs
     in float16 as the built-in gray ops do; swish ("black") stays float32 between the next two."""
     plugin = pytest.importorskip("flowjob_swish")
     monkeypatch.setenv("FLOWJOB_AMP_ON_CPU", "1")

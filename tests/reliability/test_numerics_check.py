@@ -1,6 +1,6 @@
 """The numerics check: with ``flow.config.enable_numerics_check(True)`` (or ``FLOWJOB_NUMERICS_CHECK=1``, or a
 job's ``enable_numerics_check``) a step stops at the first op whose output holds NaN or an Inf that op made
-without its record declaring it (``OpDef.intended_inf``), or at a fed argument holding either, naming the op,
+without its record declaring it (``OpDef.compute.intended_inf``), or at a fed argument holding either, naming the op,
 the job and the source line; the session stays usable; off, the step function is the plain one. Legacy's
 ``flow.config.enable_debug_mode`` checks no values."""
 import numpy as np

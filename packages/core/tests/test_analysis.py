@@ -6,15 +6,16 @@ import numpy as np
 
 from flowjob_core.ir import analysis
 from flowjob_core.ir.job import BlobSpec, Job, Node, SideOutput
-from flowjob_core.ir.opdef import OpDef
+from flowjob_core.ir.opdef import Effects, OpDef
 
 
 def _op(name: str, **kw: object) -> OpDef:
-    return OpDef(name, lambda inputs, attrs: [inputs[0]], **kw)  # type: ignore[arg-type]
+    return OpDef(name, lambda inputs, attrs: [inputs[0]], **kw)  # type: ignore[arg-type]  # opdef-codemod: keep
 
 
-OPS = {"input": _op("input"), "exp": _op("exp"), "add": _op("add"), "reshape": _op("reshape", view=True),
-       "update": OpDef("update", lambda inputs, attrs: [], mutates=(0,), not_differentiable=True)}
+OPS = {"input": _op("input"), "exp": _op("exp"), "add": _op("add"),
+       "reshape": _op("reshape", effects=Effects(view=True)),
+       "update": OpDef("update", lambda inputs, attrs: [], not_differentiable=True, effects=Effects(mutates=(0,)))}
 
 
 def _job() -> Job:

@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 
-from flowjob_core import BlobSpec, Intent, JobFunction, OpDef, SideOutput, apply
+from flowjob_core import BlobSpec, Effects, Intent, JobFunction, OpDef, SideOutput, apply
 from flowjob_core.ir.bindings import Bindings
 from flowjob_core.ir.job import Job, Node, Placeholder, VariableDef
 from flowjob_core.ir.printing import format_job, format_value
@@ -72,7 +72,8 @@ def _same(inputs, attrs):
     return list(inputs[:1])
 
 
-OPS = {"return": OpDef("return", _same, effect=True), "toy_update": OpDef("toy_update", lambda i, a: [], mutates=(0,))}
+OPS = {"return": OpDef("return", _same, effects=Effects(effect=True)),
+       "toy_update": OpDef("toy_update", lambda i, a: [], effects=Effects(mutates=(0,)))}
 
 
 def test_with_the_op_records_and_the_bindings_effects_are_marked_and_keys_described():

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flowjob_core import JobFunction, OpDef, Session, apply, hookimpl, make_plugin_manager
+from flowjob_core import Compute, Effects, JobFunction, OpDef, Session, apply, hookimpl, make_plugin_manager
 from flowjob_core.backends.blas_threads import BlasThreads
 from flowjob_core.backends.host_threads import HostThreads, LaneAborted
 from flowjob_core.ir.opdef import KernelContext
@@ -50,7 +50,8 @@ def _ordered_kernel(ctx: KernelContext) -> Any:
 
 
 TRACED = OpDef("traced", _same, kernel=_traced_kernel, not_differentiable=True)
-COLLECTIVE = OpDef("toy_collective", _same, kernel=_ordered_kernel, not_differentiable=True, ordered=True)
+COLLECTIVE = OpDef("toy_collective", _same, kernel=_ordered_kernel, not_differentiable=True,
+                   effects=Effects(ordered=True))
 
 plugin = types.SimpleNamespace()
 
@@ -237,7 +238,8 @@ def test_a_plan_of_host_split_kernels_holds_blas_to_one_thread_on_its_chains():
     def counts() -> set[int]:
         return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
 
-    ops = {"plain": OpDef("plain", lambda *a: []), "window": OpDef("window", lambda *a: [], host_split=True)}
+    ops = {"plain": OpDef("plain", lambda *a: []), "window": OpDef("window", lambda *a: [],
+                                                                   compute=Compute(host_split=True))}
     plain = [Node("input", "x", (), ("x/out",)), Node("plain", "p", ("x/out",), ("p/out",))]
 
     def job(rows: int) -> Job:

@@ -1,5 +1,5 @@
-"""What an op learns from its placement: ``OpDef.cpu_only`` (legacy's CPU-only user ops stay on the cpu
-whatever the scope names), ``OpDef.parallel_num_attr`` (the placement's device count as an attribute) and
+"""What an op learns from its placement: ``OpDef.effects.cpu_only`` (legacy's CPU-only user ops stay on the cpu
+whatever the scope names), ``OpDef.shape.parallel_num_attr`` (the placement's device count as an attribute) and
 legacy's ``blob.parallel_conf`` read from the placement a blob was traced in."""
 # no "from __future__ import annotations": the signatures below use local names
 
@@ -7,7 +7,8 @@ import warnings
 
 import numpy as np
 
-from flowjob_core import BlobSpec, FunctionConfig, JobFunction, OpDef, Session, apply, hookimpl, make_plugin_manager
+from flowjob_core import (
+    BlobSpec, Effects, FunctionConfig, JobFunction, OpDef, Session, ShapeTraits, apply, hookimpl, make_plugin_manager)
 from flowjob_core.api.placement import placement
 
 
@@ -17,9 +18,9 @@ def _count_kernel(ctx):
 
 
 CPU_ONLY = OpDef("host_twice", lambda inputs, attrs: [inputs[0]], kernel=lambda ctx: lambda x: x * 2,
-                 not_differentiable=True, cpu_only=True)
+                 not_differentiable=True, effects=Effects(cpu_only=True))
 COUNTED = OpDef("times_devices", lambda inputs, attrs: [BlobSpec(inputs[0].shape, inputs[0].dtype)],
-                kernel=_count_kernel, not_differentiable=True, parallel_num_attr="devices")
+                kernel=_count_kernel, not_differentiable=True, shape=ShapeTraits(parallel_num_attr="devices"))
 
 
 class _Plugin:

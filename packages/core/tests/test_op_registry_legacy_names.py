@@ -1,15 +1,15 @@
-"""``OpDef.legacy_names``: the registry resolves them to the record (for ``flow.user_op_builder``) and refuses
+"""``OpDef.legacy.legacy_names``: the registry resolves them to the record (for ``flow.user_op_builder``) and refuses
 a name two records would share."""
 from __future__ import annotations
 
 import pytest
 
-from flowjob_core import OpDef, PluginError
+from flowjob_core import LegacyFace, OpDef, PluginError
 from flowjob_core.plugins.registry import OpRegistry
 
 
 def _record(name: str, legacy: tuple[str, ...] = ()) -> OpDef:
-    return OpDef(name, lambda inputs, attrs: list(inputs), legacy_names=legacy)
+    return OpDef(name, lambda inputs, attrs: list(inputs), legacy=LegacyFace(legacy_names=legacy))
 
 
 def test_legacy_names_resolve_and_may_not_collide():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from flowjob_core import JobFunction, OpDef, Session, apply, hookimpl, make_plugin_manager
+from flowjob_core import Effects, JobFunction, Kernel, OpDef, Session, apply, hookimpl, make_plugin_manager
 from flowjob_core.plan.pieces import failing_node, split
 from flowjob_core.plan.planner import StepError
 
@@ -27,8 +27,7 @@ def _flagged_kernel(ctx):
     def run(x):
         return x
 
-    run.host_state = True
-    return run
+    return Kernel(run, host_state=True)
 
 
 def _device_stream_kernel(ctx):
@@ -37,8 +36,7 @@ def _device_stream_kernel(ctx):
     def run(x):
         return x
 
-    run.host_state = False
-    return run
+    return Kernel(run, host_state=False)
 
 
 class _DeviceOps:
@@ -48,18 +46,19 @@ class _DeviceOps:
     def flowjob_add_ops(self, registry):
         same = lambda inputs, attrs: [inputs[0]]  # noqa: E731
         registry.add(OpDef("toy_device_stream", same, kernel=_device_stream_kernel, not_differentiable=True,
-                           host_state=True))
+                           effects=Effects(host_state=True)))
         registry.add(OpDef("toy_ordered", same, kernel=_device_stream_kernel, not_differentiable=True,
-                           ordered=True))
+                           effects=Effects(ordered=True)))
         registry.add(OpDef("toy_ordered_host", same, kernel=lambda ctx: lambda x: x, not_differentiable=True,
-                           ordered=True))
+                           effects=Effects(ordered=True)))
 
 
 class _HostOps:
     @hookimpl
     def flowjob_add_ops(self, registry):
         same = lambda inputs, attrs: [inputs[0]]  # noqa: E731
-        registry.add(OpDef("toy_host", same, kernel=_host_kernel, not_differentiable=True, host_state=True))
+        registry.add(OpDef("toy_host", same, kernel=_host_kernel, not_differentiable=True,
+                           effects=Effects(host_state=True)))
         registry.add(OpDef("toy_draw", same, kernel=_drawing_kernel, not_differentiable=True))
         registry.add(OpDef("toy_flagged", same, kernel=_flagged_kernel, not_differentiable=True))
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, Session, ShapeError, hookimpl, make_plugin_manager
+from flowjob_core import BlobSpec, Effects, KernelContext, OpDef, Session, ShapeError, hookimpl, make_plugin_manager
 from flowjob_core.plugins.registry import Backend
 from flowjob_core.testing import OpCase, check_grads, conformance_suite, run_op
 from flowjob_core.testing import strategies as fst
@@ -98,9 +98,9 @@ OPS = (
     OpDef("k_in_place", _same, kernel=_in_place_kernel, grad=_double_grad),
     OpDef("k_sneaky", _same, kernel=_sneaky_in_place_kernel, grad=_double_grad),
     OpDef("k_identity", _same, kernel=_identity_kernel, grad=lambda ctx: [ctx.dy]),
-    OpDef("k_view", _reshape_infer, kernel=_reshape_kernel, view=True, not_differentiable=True),
+    OpDef("k_view", _reshape_infer, kernel=_reshape_kernel, not_differentiable=True, effects=Effects(view=True)),
     OpDef("k_view_of_second", lambda i, a: [BlobSpec((i[1].size,), i[1].dtype)], kernel=_first_of_pair_kernel,
-          view=True, not_differentiable=True),
+          not_differentiable=True, effects=Effects(view=True)),
     OpDef("k_grad_f64", _same, kernel=_scale_kernel(2.0), grad=lambda ctx: [ctx.apply("k_to_f64", [ctx.dy])]),
     OpDef("k_to_f64", _to_float64_infer, kernel=_to_float64_kernel, not_differentiable=True),
     OpDef("k_grad_f64_only", _same, kernel=_scale_kernel(2.0),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, Session, hookimpl, make_plugin_manager
+from flowjob_core import BlobSpec, Compute, KernelContext, OpDef, Session, hookimpl, make_plugin_manager
 from flowjob_core.testing import OpCase, conformance_suite
 from flowjob_core.testing import strategies as fst
 
@@ -54,11 +54,11 @@ def _argmax_kernel(ctx: KernelContext) -> Any:
 
 
 OPS = (
-    OpDef("c_cube", _same, kernel=_cube_kernel, amp="gray",
-          grad=lambda ctx: [ctx.apply("c_cube_grad", [ctx.inputs[0], ctx.dy])]),
+    OpDef("c_cube", _same, kernel=_cube_kernel, grad=lambda ctx: [ctx.apply("c_cube_grad", [ctx.inputs[0], ctx.dy])],
+          compute=Compute(amp="gray")),
     OpDef("c_cube_grad", lambda i, a: [i[1]], kernel=_cube_grad_kernel(3.0), not_differentiable=True),
-    OpDef("c_abs", _same, kernel=_abs_kernel, amp="gray",
-          grad=lambda ctx: [ctx.apply("c_abs_grad", [ctx.inputs[0], ctx.dy])]),
+    OpDef("c_abs", _same, kernel=_abs_kernel, grad=lambda ctx: [ctx.apply("c_abs_grad", [ctx.inputs[0], ctx.dy])],
+          compute=Compute(amp="gray")),
     OpDef("c_abs_grad", lambda i, a: [i[1]], kernel=_abs_grad_kernel, not_differentiable=True),
     OpDef("c_argmax", lambda i, a: [BlobSpec(i[0].shape[:-1], np.int64)], kernel=_argmax_kernel,
           not_differentiable=True),

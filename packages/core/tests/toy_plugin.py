@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, OpDef, ShapeError, hookimpl
+from flowjob_core import BlobSpec, Effects, OpDef, ShapeError, hookimpl
 # the kit's bare result kinds; re-exporting the hook makes them part of this plugin
 from flowjob_core.testing.kinds import Array, Later, Sync, flowjob_add_result_kinds  # noqa: F401
 
@@ -56,11 +56,11 @@ def _update_kernel(ctx: Any) -> Any:
     return run
 
 
-TWICE = OpDef("twice", _same, kernel=_twice_kernel, grad=_twice_grad, name_prefix="Twice")
-TOY_ADD = OpDef("toy_add", _add_infer, kernel=_add_kernel, grad=_add_grad, name_prefix="ToyAdd")
-BOOM = OpDef("boom", _same, kernel=_boom_kernel, not_differentiable=True, name_prefix="Boom")
-UPDATE = OpDef("toy_update", lambda i, a: [], kernel=_update_kernel, not_differentiable=True, mutates=(0,),
-               name_prefix="ToyUpdate")
+TWICE = OpDef("twice", _same, kernel=_twice_kernel, grad=_twice_grad)
+TOY_ADD = OpDef("toy_add", _add_infer, kernel=_add_kernel, grad=_add_grad)
+BOOM = OpDef("boom", _same, kernel=_boom_kernel, not_differentiable=True)
+UPDATE = OpDef("toy_update", lambda i, a: [], kernel=_update_kernel, not_differentiable=True,
+               effects=Effects(mutates=(0,)))
 
 
 @hookimpl

@@ -160,7 +160,7 @@ def test_the_mask_kernel_compiles_to_ptx(tmp_path):
 
 @pytest.mark.gpu
 def test_on_the_device_the_mask_kernel_draws_the_documented_stream():
-    from flowjob_core import BlobSpec, KernelContext
+    from flowjob_core import BlobSpec, Kernel, KernelContext
     from flowjob_gpu.device_random import dropout_kernel
     cp = available_cupy()
     spec = BlobSpec((6, 7), np.dtype(np.float32))
@@ -168,7 +168,7 @@ def test_on_the_device_the_mask_kernel_draws_the_documented_stream():
     ctx = KernelContext(cp, None, "dropout", "d", {"rate": 0.3, "seed": 11}, (spec,), (spec, spec), "train",
                         _out_buffer=lambda k: outs[k])
     run = dropout_kernel(ctx)
-    assert run.host_state is False
+    assert isinstance(run, Kernel) and run.host_state is False
     for draw in range(3):
         y, mask = run(cp.ones((6, 7), np.float32))
         want = np.where(_expected_keep(11, draw, 42, 0.3).reshape(6, 7), np.float32(1 / 0.7), 0)

@@ -257,7 +257,7 @@ def test_every_symbol_is_an_entry_point_of_the_source():
 def test_the_slot_layouts_are_the_records():
     for op, slots in optimizer_kernels.SLOTS.items():
         assert len(slots) == len(SLOT_INIT[op])
-        assert RECORDS[op].mutates == tuple(range(len(slots) + 1))
+        assert RECORDS[op].effects.mutates == tuple(range(len(slots) + 1))
 
 
 class _Spy:

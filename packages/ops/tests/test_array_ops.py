@@ -96,7 +96,7 @@ def test_reshape_is_a_view_and_names_follow_their_own_prefix() -> None:
     assert names["squeeze"].startswith("Squeeze_")
     from flowjob_core import Session
 
-    assert Session().registries.ops["reshape"].view
+    assert Session().registries.ops["reshape"].effects.view
 
 
 @pytest.mark.parametrize("body, pattern", [

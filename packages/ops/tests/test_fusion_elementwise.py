@@ -11,7 +11,7 @@ import pytest
 
 import flowjob_core as fc
 import flowjob_typing as tp
-from flowjob_core import BlobSpec, KernelContext, OpDef
+from flowjob_core import BlobSpec, Effects, KernelContext, OpDef
 from flowjob_core.ir.job import Job, Node
 from flowjob_core.testing.modules import sibling
 from flowjob_ops.api import activations, initializers, layers, math
@@ -237,7 +237,7 @@ def _job(nodes: list[Node], specs: dict[str, tuple], returns: list[str]) -> Job:
 
 def test_a_gradient_scale_read_by_an_in_place_update_is_not_swallowed() -> None:
     """optim-fusion folds a scalar_mul read by an update into the update: a chain never ends with it."""
-    update = OpDef("test_update", lambda inputs, attrs: [], mutates=(0,), not_differentiable=True)
+    update = OpDef("test_update", lambda inputs, attrs: [], not_differentiable=True, effects=Effects(mutates=(0,)))
     ctx = SimpleNamespace(registries=SimpleNamespace(ops={"test_update": update}), backend=None)
     specs = {"v/out": (3,), "g/out": (3,), "n/out_0": (3,), "s/out_0": (3,)}
     nodes = [Node("input", "v", (), ("v/out",)), Node("input", "g", (), ("g/out",)),

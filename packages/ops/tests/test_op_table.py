@@ -15,7 +15,7 @@ test_op_gradients, test_op_forward, test_ops_covered = conformance_suite(sibling
 
 def test_ops_taking_floats_declare_their_mixed_precision_class() -> None:
     """Every op of the table that takes a floating input says how ``enable_auto_mixed_precision`` treats it
-    (``OpDef.amp``), so a new op cannot silently stay float32; gradient ops are exempt: autodiff makes
+    (``OpDef.compute.amp``), so a new op cannot silently stay float32; gradient ops are exempt: autodiff makes
     them after the pass, which casts the forward graph only."""
     from hypothesis import find
 
@@ -24,7 +24,7 @@ def test_ops_taking_floats_declare_their_mixed_precision_class() -> None:
     records = {op.name: op for module in catalog.RECORD_MODULES for op in module.OPS}
     undeclared = set()
     for case in sibling(__file__, "op_cases").CASES:
-        if "_grad" in case.op or case.op not in records or records[case.op].amp is not None:
+        if "_grad" in case.op or case.op not in records or records[case.op].compute.amp is not None:
             continue
         inputs, _attrs = find(case.strategy(), lambda _: True)
         if any(np.asarray(x).dtype.kind == "f" for x in inputs):

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from flowjob_core import BlobSpec, FunctionConfig, KernelContext, ShapeError, apply, get_variable
+from flowjob_core.ir.kernel import kernel_of
 from flowjob_core.backends.numpy_backend import make_backend
 from flowjob_optim import accumulation
 from flowjob_optim import api as opt
@@ -128,9 +129,13 @@ def test_the_learning_rate_and_the_gates_say_they_work_on_the_host():
     # a backend that records steps for replay (CUDA graphs) runs such nodes live, every step
     from flowjob_optim.update_ops import LEARNING_RATE
 
-    assert LEARNING_RATE.host_state
-    assert accumulation.GRAD_ACCUMULATE.host_state and accumulation.GRAD_ACCUMULATE_STORE.host_state
-    assert getattr(accumulation.gated(lambda *a: None, {accumulation.STEPS_ATTR: 2}), "host_state", False)
-    assert getattr(accumulation.gated(lambda *a: None, {accumulation.SKIP_ATTR: True}), "host_state", False)
-    assert not getattr(accumulation.gated(print, {}), "host_state", False)  # ungated: the kernel itself
-    assert not SGD_UPDATE.host_state
+    assert LEARNING_RATE.effects.host_state
+    assert accumulation.GRAD_ACCUMULATE.effects.host_state and accumulation.GRAD_ACCUMULATE_STORE.effects.host_state
+    on_last = kernel_of(accumulation.gated(lambda *a: None, {accumulation.STEPS_ATTR: 2}))
+    assert on_last.host_state and on_last.gated  # sits out micro-batches: the output check waits
+    if_finite = kernel_of(accumulation.gated(lambda *a: None, {accumulation.SKIP_ATTR: True}))
+    assert if_finite.host_state and not if_finite.gated
+    both = kernel_of(accumulation.gated(lambda *a: None, {accumulation.STEPS_ATTR: 2, accumulation.SKIP_ATTR: True}))
+    assert both.host_state and both.gated
+    assert accumulation.gated(print, {}) is print  # ungated: the kernel itself
+    assert not SGD_UPDATE.effects.host_state

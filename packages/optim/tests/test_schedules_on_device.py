@@ -9,6 +9,7 @@ import pytest
 
 from flowjob_core import BlobSpec, KernelContext
 from flowjob_core.ir.bindings import Bindings
+from flowjob_core.ir.kernel import kernel_of
 from flowjob_optim import schedules as s
 from flowjob_optim.update_ops import LEARNING_RATE
 
@@ -74,6 +75,6 @@ def _kernel(records: bool, schedule: s.LrScheduler):
 def test_the_kernel_computes_on_the_device_only_where_the_backend_records_steps(records):
     schedule = s.CosineScheduler(0.1, 20, warmup=s.LinearWarmup(5, 0.1))
     run = _kernel(records, schedule)
-    assert getattr(run, "host_state", None) is (False if records else None)
+    assert kernel_of(run).host_state is (False if records else None)
     for step in (0, 3, 5, 19, 25):
         assert run(np.array([step], np.int64))[0] == np.float32(schedule(step))

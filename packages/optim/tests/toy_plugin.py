@@ -59,10 +59,10 @@ def _sum_grad(ctx: Any) -> list[Any]:
     return [ctx.apply("broadcast_to", [ctx.dy], {"shape": ctx.inputs[0].shape})]
 
 
-SUB = OpDef("toy_sub", _broadcast, kernel=_binary_kernel("subtract"), grad=_sub_grad, name_prefix="ToySub")
-MUL = OpDef("toy_mul", _broadcast, kernel=_binary_kernel("multiply"), grad=_mul_grad, name_prefix="ToyMul")
-SQUARE = OpDef("toy_square", lambda i, a: [i[0]], kernel=_square_kernel, grad=_square_grad, name_prefix="ToySquare")
-SUM = OpDef("toy_sum", _sum_infer, kernel=_sum_kernel, grad=_sum_grad, name_prefix="ToySum")
+SUB = OpDef("toy_sub", _broadcast, kernel=_binary_kernel("subtract"), grad=_sub_grad)
+MUL = OpDef("toy_mul", _broadcast, kernel=_binary_kernel("multiply"), grad=_mul_grad)
+SQUARE = OpDef("toy_square", lambda i, a: [i[0]], kernel=_square_kernel, grad=_square_grad)
+SUM = OpDef("toy_sum", _sum_infer, kernel=_sum_kernel, grad=_sum_grad)
 
 
 @hookimpl

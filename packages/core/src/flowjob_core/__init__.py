@@ -15,7 +15,8 @@ from flowjob_core.errors import (
 from flowjob_core.runtime.executor import PendingCall
 from flowjob_core.api.function import JobFunction, global_function
 from flowjob_core.ir.job import BlobSpec, Intent, Job, Node, SideOutput
-from flowjob_core.ir.opdef import Elementwise, KernelContext, OpDef
+from flowjob_core.ir.kernel import Kernel
+from flowjob_core.ir.opdef import Compute, Effects, Elementwise, KernelContext, LegacyFace, OpDef, ShapeTraits
 from flowjob_core.plugins.host import ENTRY_POINT_GROUP, hookimpl, make_plugin_manager
 from flowjob_core.plugins.registry import Backend
 from flowjob_core.runtime.results import InputSpec, ParamKind, ReturnKind
@@ -26,12 +27,12 @@ from flowjob_core.api.variables import add_loss, get_variable
 __version__ = "0.1.0"
 
 __all__ = [
-    "Backend", "Blob", "BlobSpec", "CheckpointError", "ConfigError", "ENTRY_POINT_GROUP", "Elementwise",
-    "FlowjobError",
-    "FunctionConfig", "GradContext", "InputSpec", "Intent", "Job", "JobArgumentError", "JobDefinitionError",
-    "JobFunction", "JobReturnError", "KernelContext", "MissingPackageError", "Node", "OpBuildError", "OpDef",
-    "ParamKind", "PendingCall", "PluginError", "ReturnKind", "SavedModelError", "Session", "ShapeError", "SideOutput",
-    "VariableError", "add_loss", "apply", "clear_default_session", "current_builder", "dtypes",
+    "Backend", "Blob", "BlobSpec", "CheckpointError", "Compute", "ConfigError", "ENTRY_POINT_GROUP", "Effects",
+    "Elementwise", "FlowjobError", "FunctionConfig", "GradContext", "InputSpec", "Intent", "Job", "JobArgumentError",
+    "JobDefinitionError", "JobFunction", "JobReturnError", "Kernel", "KernelContext", "LegacyFace",
+    "MissingPackageError", "Node", "OpBuildError", "OpDef", "ParamKind", "PendingCall", "PluginError", "ReturnKind",
+    "SavedModelError", "Session", "ShapeError", "ShapeTraits", "SideOutput", "VariableError", "add_loss", "apply",
+    "clear_default_session", "current_builder", "dtypes",
     "function_config", "get_default_session", "get_variable", "global_function", "hookimpl",
     "make_plugin_manager", "maybe_builder", "scope", "settings", "sync_default_session",
 ]

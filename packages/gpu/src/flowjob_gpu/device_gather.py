@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from flowjob_core import KernelContext
+from flowjob_core import Kernel, KernelContext
 from flowjob_ops.kernels.device_counts import DeviceCount
 from flowjob_ops.records.common import normalize_axis
 from flowjob_ops.records.indexing import GATHER, GATHER_GRAD
@@ -67,8 +67,7 @@ def gather_kernel(ctx: KernelContext) -> Any:
         counted.check()  # reads back only where no recorded step reads the count
         return out
 
-    run.host_state = False  # type: ignore[attr-defined]
-    return run
+    return Kernel(run, host_state=False)
 
 
 def gather_grad_kernel(ctx: KernelContext) -> Any:

@@ -14,17 +14,19 @@ gpu backend, which still draws that stream on the host (a seed gives the CPU's v
 On CuPy the mask is one ``ElementwiseKernel`` (the rounds as C, ``philox.philox_c``, written by the same code as
 their array form) and one launch advances the counter; on the emulated CuPy, or a CuPy without it, the rounds run
 as array operations (some hundred launches, the same words). Only the state moves to the device: a record's
-``host_state`` mark is overridden by the kernel function's own ``host_state = False`` (``flowjob_core.OpDef``),
-which the planner reads.
+``host_state`` mark is overridden by the kernel's own ``Kernel(run, host_state=False)``
+(``flowjob_core.ir.kernel.runs_live``).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Callable
 
 import numpy as np
 
-from flowjob_core import KernelContext
+from flowjob_core import Kernel, KernelContext
+from flowjob_core.ir.kernel import kernel_of
 from flowjob_ops.records.dropout import DROPOUT
 
 from flowjob_gpu.philox import MASK, philox4x32_10, philox_c, seed_key
@@ -96,9 +98,8 @@ class DeviceStream:
         return (self.words() >> (32 - UNIFORM_BITS)) > keep_threshold(rate)
 
 
-def _on_device(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn.host_state = False  # type: ignore[attr-defined]  # its stream's state lives on the device
-    return fn
+def _on_device(fn: Callable[..., Any] | Kernel) -> Kernel:
+    return dataclasses.replace(kernel_of(fn), host_state=False)  # its stream's state lives on the device
 
 
 def dropout_kernel(ctx: KernelContext) -> Any:

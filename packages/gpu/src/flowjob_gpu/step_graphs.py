@@ -10,7 +10,8 @@ the feeds into the same buffers, launches the graphs and runs the live pieces in
 value into the memory a graph reads where the kernel returned other memory; the results are copied out of the
 graphs' memory, which the next replay overwrites.
 
-Op records name the kernels that work on the host (``OpDef.host_state``); one that does so unannounced (it
+Op records and kernels name the nodes that work on the host (``flowjob_core.ir.kernel.runs_live``); one that does
+so unannounced (it
 synchronizes or copies from host memory, so its capture fails, and nothing of the failed capture ran) runs live
 from then on: the recording goes on from the start of its piece with it live, up to ``MAX_FOUND_LIVE`` such
 nodes. A step that cannot be recorded at all (a feed that is not one device array, no graph support, too many

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError, switches
+from flowjob_core import BlobSpec, Effects, KernelContext, OpDef, ShapeError, switches
 from flowjob_core.ir.job import Job, Node
 
 from flowjob_mpi.errors import MpiError
@@ -113,8 +113,9 @@ def _kernel(ctx: KernelContext) -> Callable[..., None]:
     return agreement.check
 
 
-MPI_STEP_CHECK = OpDef("mpi_step_check", _infer, kernel=_kernel, not_differentiable=True, effect=True,
-                       doc="every rank at the same step of the same job (attributes job, layout), else all stop")
+MPI_STEP_CHECK = OpDef("mpi_step_check", _infer, kernel=_kernel, not_differentiable=True,
+                       doc="every rank at the same step of the same job (attributes job, layout), else all stop",
+                       effects=Effects(effect=True))
 
 
 def _signature(job: Job, node: Node) -> tuple:

@@ -6,7 +6,7 @@ the complete job: so a boxing node never needs a gradient of its own. In job ord
 (``flowjob_core.ir.layout``): a placeholder is broadcast (every rank feeds the same global batch) and, where its
 batch axis divides evenly, offered to its readers as that axis split (a view of the rank's rows), a variable
 has its declared layout (broadcast by default), and each op takes the signature of its record
-(``OpDef.layouts``) that moves the fewest bytes to bring its inputs to the layouts the signature needs, plus, for
+(``Compute.layouts``) that moves the fewest bytes to bring its inputs to the layouts the signature needs, plus, for
 a variable's gradient, to its variable's layout; ties go to the signature the record lists first. Where an
 input's layout differs, boxing nodes convert it:
 
@@ -263,7 +263,7 @@ def split_slots(job: Job, ctx: Any) -> None:
                            f"of split variables {split} is not built yet; train them without it, or declare the "
                            f"variables without a split")
     for node in job.nodes:
-        mutated = ops[node.op].mutates
+        mutated = ops[node.op].effects.mutates
         owner = names.get(node.inputs[0]) if mutated[:1] == (0,) and node.inputs else None
         if owner is None or store[owner].shard is None:
             continue

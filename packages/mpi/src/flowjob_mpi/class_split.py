@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, OpDef, ShapeError
 
 from flowjob_mpi import nccl_boxing
 from flowjob_mpi.faults import WAITING
@@ -80,6 +80,6 @@ def _kernel(ctx: KernelContext) -> Callable[[Any, Any], tuple[Any, Any]]:
 
 
 SPARSE_SOFTMAX_CROSS_ENTROPY_CLASS_SPLIT = OpDef(
-    "mpi_sparse_softmax_cross_entropy_class_split", _infer, kernel=_kernel, not_differentiable=True, ordered=True,
+    "mpi_sparse_softmax_cross_entropy_class_split", _infer, kernel=_kernel, not_differentiable=True,
     doc="inputs (labels, this rank's logits of classes [shard_start, shard_stop)): the whole per-row loss and this "
-        "rank's classes' probabilities")
+        "rank's classes' probabilities", effects=Effects(ordered=True))

@@ -129,7 +129,7 @@ def _infer_again(job: Job, ctx: Any, global_specs: dict[str, BlobSpec], splits: 
         ins = tuple(job.specs[x] for x in node.inputs)
         where = (f"global function {job.name!r}, op {node.name!r} ({node.op}) at {node.source}, computing this "
                  f"rank's rows with input shapes {[s.shape for s in ins]}")
-        if ops[node.op].fixed_shape:  # its traced target shape cannot follow other rows
+        if ops[node.op].shape.fixed_shape:  # its traced target shape cannot follow other rows
             raise MpiError(f"{where}: its target shape {node.attrs.get('shape')} was fixed when the job was traced "
                            f"for the global batch, so it cannot follow a rank's rows")
         attrs = node.attrs

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from flowjob_core import KernelContext
+from flowjob_core import Kernel, KernelContext
 
 from flowjob_mpi.errors import MpiError
 from flowjob_mpi.nccl import Nccl
@@ -183,10 +183,10 @@ class DeviceBoxing:
         return out
 
 
-def _device(run: Callable[..., Any]) -> Callable[..., Any]:
-    """A kernel function recorded with the step's graph: it keeps to the device (``OpDef.host_state``)."""
-    run.host_state = False  # type: ignore[attr-defined]
-    return run
+def _device(run: Callable[..., Any]) -> Kernel:
+    """A kernel recorded with the step's graph although its op is ``ordered``: it keeps to the device, on the
+    communication stream, in the step's order (``flowjob_core.ir.kernel.runs_live``)."""
+    return Kernel(run, host_state=False)
 
 
 def _boxing(ctx: KernelContext, nccl: Nccl, kind: str) -> DeviceBoxing:
@@ -195,7 +195,7 @@ def _boxing(ctx: KernelContext, nccl: Nccl, kind: str) -> DeviceBoxing:
 
 # the boxing ops' kernels on the NCCL path (flowjob_mpi.ops dispatches to them) ---------------------------
 
-def gather_kernel(ctx: KernelContext, nccl: Nccl) -> Callable[[Any], Any]:
+def gather_kernel(ctx: KernelContext, nccl: Nccl) -> Kernel:
     """``mpi_allgather`` (attrs axis, counts: each rank's rows along axis) on the device."""
     axis, counts = ctx.attrs["axis"], list(ctx.attrs["counts"])
     if len(counts) != nccl.size:
@@ -213,7 +213,7 @@ def gather_kernel(ctx: KernelContext, nccl: Nccl) -> Callable[[Any], Any]:
     return _device(lambda x: boxing.all_gather(x, out, axis, received, sent))
 
 
-def reduce_scatter_kernel(ctx: KernelContext, nccl: Nccl) -> Callable[[Any], Any]:
+def reduce_scatter_kernel(ctx: KernelContext, nccl: Nccl) -> Kernel:
     """``mpi_reduce_scatter`` (attrs axis, ranks) on the device."""
     axis = ctx.attrs["axis"]
     boxing = _boxing(ctx, nccl, "reduce-scatter")
@@ -224,7 +224,7 @@ def reduce_scatter_kernel(ctx: KernelContext, nccl: Nccl) -> Callable[[Any], Any
     return _device(lambda x: boxing.reduce_scatter(x, out, axis, sent))
 
 
-def allreduce_kernel(ctx: KernelContext, nccl: Nccl) -> Callable[..., Any]:
+def allreduce_kernel(ctx: KernelContext, nccl: Nccl) -> Kernel:
     """``mpi_allreduce`` (attr weight; several inputs: one bucket, one NCCL call) on the device."""
     xp = ctx.xp
     dtype = ctx.inputs[0].dtype
@@ -258,7 +258,7 @@ def allreduce_kernel(ctx: KernelContext, nccl: Nccl) -> Callable[..., Any]:
     return _device(run)
 
 
-def all_to_all_kernel(ctx: KernelContext, nccl: Nccl) -> Callable[[Any], Any]:
+def all_to_all_kernel(ctx: KernelContext, nccl: Nccl) -> Kernel:
     """``mpi_all_to_all`` (attrs split_axis, concat_axis, ranks: block j of this rank's piece along split_axis
     goes to rank j, the blocks received lie side by side along concat_axis) on the device."""
     split_axis, concat_axis = ctx.attrs["split_axis"], ctx.attrs["concat_axis"]
@@ -273,7 +273,7 @@ def all_to_all_kernel(ctx: KernelContext, nccl: Nccl) -> Callable[[Any], Any]:
 
 
 
-def class_split_softmax_kernel(ctx: KernelContext, nccl: Nccl) -> Callable[[Any, Any], tuple[Any, Any]]:
+def class_split_softmax_kernel(ctx: KernelContext, nccl: Nccl) -> Kernel:
     """``mpi_sparse_softmax_cross_entropy_class_split`` (flowjob_mpi.class_split) on the device: the row maxima
     all-reduced with ``NCCL_MAX``, the sums of ``exp(x - max)`` and the rows' losses with ``NCCL_SUM``, each into a
     buffer made once; the label's class is picked on the device (no read back of labels or counts)."""

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, OpDef, ShapeError
 
 from flowjob_mpi import nccl_boxing
 from flowjob_mpi.faults import WAITING
@@ -248,24 +248,26 @@ def _wait_kernel(ctx: KernelContext) -> Callable[..., Any]:
     return run
 
 
-MPI_SPLIT = OpDef("mpi_split", _split_infer, kernel=_split_kernel, view=True, not_differentiable=True,
-                  doc="this rank's rows [start, start + count) of a fed global batch, along axis")
-MPI_ALLGATHER = OpDef("mpi_allgather", _gather_infer, kernel=_gather_kernel, not_differentiable=True, ordered=True,
-                      doc="every rank's piece concatenated in rank order along axis (counts: each rank's rows)")
+MPI_SPLIT = OpDef("mpi_split", _split_infer, kernel=_split_kernel, not_differentiable=True,
+                  doc="this rank's rows [start, start + count) of a fed global batch, along axis",
+                  effects=Effects(view=True))
+MPI_ALLGATHER = OpDef("mpi_allgather", _gather_infer, kernel=_gather_kernel, not_differentiable=True,
+                      doc="every rank's piece concatenated in rank order along axis (counts: each rank's rows)",
+                      effects=Effects(ordered=True))
 MPI_ALLREDUCE = OpDef("mpi_allreduce", _allreduce_infer, kernel=_allreduce_kernel, not_differentiable=True,
-                      ordered=True,
-                      doc="sum over ranks of weight * input, for each input, in one message (a bucket)")
+                      doc="sum over ranks of weight * input, for each input, in one message (a bucket)",
+                      effects=Effects(ordered=True))
 MPI_REDUCE_SCATTER = OpDef("mpi_reduce_scatter", _reduce_scatter_infer, kernel=_reduce_scatter_kernel,
-                           not_differentiable=True, ordered=True,
+                           not_differentiable=True,
                            doc="the sum over ranks of the input, of which this rank keeps its even slice along axis "
-                               "(attrs axis, ranks)")
+                               "(attrs axis, ranks)", effects=Effects(ordered=True))
 
 MPI_ALLREDUCE_START = OpDef("mpi_allreduce_start", _start_infer, kernel=_start_kernel, not_differentiable=True,
-                            ordered=True,
-                            doc="starts the sum over ranks of weights[i] * input i, all in one non-blocking message")
+                            doc="starts the sum over ranks of weights[i] * input i, all in one non-blocking message",
+                            effects=Effects(ordered=True))
 MPI_ALLREDUCE_WAIT = OpDef("mpi_allreduce_wait", _wait_infer, kernel=_wait_kernel, not_differentiable=True,
-                           ordered=True,
-                           doc="waits for the bucket its start node (attr start) sent; outputs the sums")
+                           doc="waits for the bucket its start node (attr start) sent; outputs the sums",
+                           effects=Effects(ordered=True))
 
 # the collectives are ``ordered``: each rank issues them on its step's own thread in schedule order, so every
 # rank sends and waits for the same messages in the same order whatever runs beside them

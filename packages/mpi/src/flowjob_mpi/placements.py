@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, switches
+from flowjob_core import BlobSpec, Effects, KernelContext, OpDef, switches
 from flowjob_core.ir.job import Job, Node
 from flowjob_core.trace.scope import DEVICE_IDS
 
@@ -221,7 +221,7 @@ def _takes_devices(kind: Any) -> bool:
 
 def _everywhere(node: Node, ops: Any) -> bool:
     """Nodes every rank runs: placeholders and variables (every rank holds them), their updates, returns."""
-    return node.op in ("input", "variable", "return") or bool(ops[node.op].mutates)
+    return node.op in ("input", "variable", "return") or bool(ops[node.op].effects.mutates)
 
 
 def run_placed(job: Job, ctx: Any) -> None:
@@ -368,11 +368,12 @@ def _recv_kernel(ctx: KernelContext) -> Callable[[], Any]:
     return run
 
 
-MPI_SEND = OpDef("mpi_send", _send_infer, kernel=_send_kernel, not_differentiable=True, ordered=True, effect=True,
-                 doc="sends its input to the ranks 'to' (attr tag), which receive it with mpi_recv")
-MPI_RECV = OpDef("mpi_recv", _recv_infer, kernel=_recv_kernel, not_differentiable=True, ordered=True,
+MPI_SEND = OpDef("mpi_send", _send_infer, kernel=_send_kernel, not_differentiable=True,
+                 doc="sends its input to the ranks 'to' (attr tag), which receive it with mpi_recv",
+                 effects=Effects(ordered=True, effect=True))
+MPI_RECV = OpDef("mpi_recv", _recv_infer, kernel=_recv_kernel, not_differentiable=True,
                  doc="the value rank 'source' sends with mpi_send (attr tag), of attrs shape and dtype, under the "
-                     "lbn it has there")
+                     "lbn it has there", effects=Effects(ordered=True))
 
 OPS = (MPI_SEND, MPI_RECV)
 

@@ -54,7 +54,7 @@ def infer_global(job: Job, ctx: Any, global_specs: dict[str, BlobSpec], sources:
         ins = tuple(global_specs[x] for x in node.inputs)
         where = (f"global function {job.name!r}, op {node.name!r} ({node.op}) at {node.source}, reading the records "
                  f"every rank reads (global input shapes {[s.shape for s in ins]})")
-        if ops[node.op].fixed_shape:  # its traced target shape cannot follow other rows
+        if ops[node.op].shape.fixed_shape:  # its traced target shape cannot follow other rows
             raise MpiError(f"{where}: its target shape {node.attrs.get('shape')} was fixed when the job was traced "
                            f"for this rank's records, so the global value it stands for is unknown")
         attrs = node.attrs

@@ -1,4 +1,4 @@
-"""The layout signatures of the ops a model-parallel program needs (``OpDef.layouts``, ``flowjob_core.ir.layout``).
+"""The layout signatures of the ops a model-parallel program needs (``Compute.layouts``, ``flowjob_core.ir.layout``).
 
 Each rule takes the logical input specs and the attributes and lists signatures, best first; running whole (every
 input broadcast) is always allowed besides. ``S(k)``: split on axis k, ``B``: broadcast, ``P``: partial sums.

@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, Kernel, KernelContext, LegacyFace, OpDef, ShapeError
+from flowjob_core.ir.kernel import kernel_of
 
 MICRO_STEP_PREFIX = "System-GradientAccumulation-MicroStep-"
 ACCUMULATOR_PREFIX = "System-GradientAccumulation-"
@@ -76,37 +77,39 @@ def split_counter(inputs: Sequence[BlobSpec], attrs: dict) -> tuple[Sequence[Blo
     return inputs[:-1], inputs[-1]
 
 
-def gated(run: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
-    """``run`` itself when the node is not gated; else a function that drops the trailing counter
+def gated(run: Callable[..., Any] | Kernel, attrs: dict) -> Callable[..., Any] | Kernel:
+    """``run`` itself when the node is not gated; else a kernel that drops the trailing counter
     and calls ``run`` only on the last micro-batch of a cycle (returns None otherwise). With
     ``skip_if_not_finite`` (a dynamic loss scale) it also drops the last input, the non-finite count
-    of the step's gradients, and runs nothing when that is not 0."""
+    of the step's gradients, and runs nothing when that is not 0. A gate decides on the host: its kernel
+    says ``host_state=True``, so a recorded step never records it."""
     inner = _on_last_micro_batch(run, attrs)
     if not attrs.get(SKIP_ATTR):
         return inner
+    step = kernel_of(inner)
+    run_inner = step.run
 
     def run_if_finite(*args: Any) -> Any:
-        return inner(*args[:-1]) if int(args[-1][0]) == 0 else None
+        return run_inner(*args[:-1]) if int(args[-1][0]) == 0 else None
 
-    run_if_finite.host_state = True  # type: ignore[attr-defined]  # decides on the host: never recorded for replay
-    return run_if_finite
+    return Kernel(run_if_finite, host_state=True, gated=step.gated)
 
 
-def _on_last_micro_batch(run: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
+def _on_last_micro_batch(run: Callable[..., Any] | Kernel, attrs: dict) -> Callable[..., Any] | Kernel:
     n = steps(attrs)
     if n == 1:
         return run
     last = n - 1
+    run_inner = kernel_of(run).run
 
     def run_on_last(*args: Any) -> Any:
         # one host read of a (1,) counter per node: the learning-rate node reads the step the same way
         if int(args[-1][0]) % n == last:
-            return run(*args[:-1])
+            return run_inner(*args[:-1])
         return None
 
-    run_on_last.gated = True  # type: ignore[attr-defined]  # the planner's output check waits for a real call
-    run_on_last.host_state = True  # type: ignore[attr-defined]  # decides on the host: never recorded for replay
-    return run_on_last
+    # gated: the planner's output check waits for a call that runs
+    return Kernel(run_on_last, host_state=True, gated=True)
 
 
 # the accumulator ops -------------------------------------------------------
@@ -142,9 +145,9 @@ def _accumulate_kernel(ctx: KernelContext) -> Any:
 
 GRAD_ACCUMULATE = OpDef(
     "optim_grad_accumulate", _accumulate_infer, kernel=_accumulate_kernel, not_differentiable=True,
-    host_state=True, name_prefix="GradientAccumulation",
     doc="inputs (accumulator, gradient, micro-step counter): gradient * scale, plus the accumulator unless "
-        "the counter starts a cycle of accumulation_steps calls")
+        "the counter starts a cycle of accumulation_steps calls", effects=Effects(host_state=True),
+    legacy=LegacyFace(name_prefix="GradientAccumulation"))
 
 
 def _store_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -172,9 +175,9 @@ def _store_kernel(ctx: KernelContext) -> Any:
 
 
 GRAD_ACCUMULATE_STORE = OpDef(
-    "optim_grad_accumulate_store", _store_infer, kernel=_store_kernel, not_differentiable=True, mutates=(0,),
-    host_state=True, name_prefix="GradientAccumulationStore",
+    "optim_grad_accumulate_store", _store_infer, kernel=_store_kernel, not_differentiable=True,
     doc="inputs (accumulator, sum, micro-step counter): keeps the sum in the accumulator for the next call, "
-        "except on the last call of a cycle")
+        "except on the last call of a cycle", effects=Effects(mutates=(0,), host_state=True),
+    legacy=LegacyFace(name_prefix="GradientAccumulationStore"))
 
 OPS = (GRAD_ACCUMULATE, GRAD_ACCUMULATE_STORE)

@@ -2,7 +2,7 @@
 overrides of the update ops' kernels (``flowjob_optim.update_ops.UpdateKernel``), registered with the BLAS SGD
 by ``flowjob_optim.cpu``.
 
-A rule whose step is elementwise (``rule.elementwise``: SGD, momentum, Adam, RMSProp) updates a large variable
+A rule whose step is elementwise (``StepRule.elementwise``: SGD, momentum, Adam, RMSProp) updates a large variable
 in blocks shared over the host threads (``flowjob_core.backends.host_blocks.FlatBlocks``). Each block is the
 rule's own step built for its size (scratch per thread): elementwise, so the same bits as the record's whole
 update, and each block goes through all of the rule's passes while in cache (Adam's dozen passes over an
@@ -13,20 +13,20 @@ whole variable (LARS's and LAMB's norms).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any
 
 from flowjob_core import BlobSpec, FlowjobError, KernelContext, OpDef
 from flowjob_core.backends.host_blocks import SHARED_BLOCK_ITEMS, FlatBlocks
 from flowjob_core.ir.opdef import KernelBuilder
 
-from flowjob_optim.update_ops import UPDATE_OPS, Step, UpdateKernel
+from flowjob_optim.update_ops import UPDATE_OPS, StepRule, UpdateKernel
 
 
-def in_blocks(ctx: KernelContext, rule: Callable[[KernelContext], Step], end: int, scale: Any) -> Any | None:
+def in_blocks(ctx: KernelContext, rule: StepRule, end: int, scale: Any) -> Any | None:
     """The plain update (``update_ops.InParts``) block by block over the host threads, or None where it does not
     apply. ``scale``: a gradient scale folded into the rate."""
     spec = ctx.inputs[0]
-    if not getattr(rule, "elementwise", False):
+    if not rule.elementwise:
         return None
     blocks = FlatBlocks(ctx, spec.size, block=SHARED_BLOCK_ITEMS)
     if len(blocks.ranges) < 2:
@@ -71,7 +71,7 @@ class BlockedUpdate:
 
 
 def _has_elementwise_rule(record: OpDef) -> bool:
-    return isinstance(record.kernel, UpdateKernel) and bool(getattr(record.kernel.rule, "elementwise", False))
+    return isinstance(record.kernel, UpdateKernel) and record.kernel.rule.elementwise
 
 
 KERNEL_BUILDERS: dict[str, KernelBuilder] = {name: BlockedUpdate(record) for name, record in UPDATE_OPS.items()

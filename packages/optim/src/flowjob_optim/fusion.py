@@ -52,7 +52,7 @@ def run(job: Job, ctx: Any) -> None:
     dead: set[int] = set()
     replace: dict[int, Node] = {}
     for node in updates:
-        gi = len(UPDATE_OPS[node.op].mutates)  # inputs: variable, slots, gradient, lr[, clip]
+        gi = len(UPDATE_OPS[node.op].effects.mutates)  # inputs: variable, slots, gradient, lr[, clip]
         grad = node.inputs[gi]
         scaler = producer.get(grad)
         if (scaler is not None and scaler.op == "scalar_mul" and _sole_reader(grad, node, users, kept)

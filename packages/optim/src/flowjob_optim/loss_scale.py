@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjob_core import BlobSpec, ConfigError, Job, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, ConfigError, Effects, Job, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir.bindings import Bindings
 from flowjob_core.trace.builder import JobBuilder
 
@@ -232,8 +232,8 @@ def _scale_mul_grad(ctx: Any) -> list[Any]:
 
 
 LOSS_SCALE_MUL = OpDef("optim_loss_scale_mul", _scale_mul_infer, kernel=_scale_mul_kernel, grad=_scale_mul_grad,
-                       name_prefix="LossScale",
-                       doc="value * scale[0] (divide=True: value / scale[0]); the scale is not differentiated")
+                       doc="value * scale[0] (divide=True: value / scale[0]); the scale is not differentiated",
+                       legacy=LegacyFace(name_prefix="LossScale"))
 
 
 def _count_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -253,8 +253,8 @@ def _count_kernel(ctx: KernelContext) -> Any:
 
 
 COUNT_NOT_FINITE = OpDef("optim_count_not_finite", _count_infer, kernel=_count_kernel, not_differentiable=True,
-                         name_prefix="CountNotFinite",
-                         doc="the number of NaN and Inf elements in all inputs (int64 (1,))")
+                         doc="the number of NaN and Inf elements in all inputs (int64 (1,))",
+                         legacy=LegacyFace(name_prefix="CountNotFinite"))
 
 
 def _schedule_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -292,12 +292,14 @@ def _schedule_kernel(ctx: KernelContext) -> Any:
 
 
 DYNAMIC_SCHEDULE = OpDef("optim_dynamic_loss_scale_schedule", _schedule_infer, kernel=_schedule_kernel,
-                         not_differentiable=True, mutates=(1, 2), name_prefix="DynamicLossScaleSchedule",
-                         legacy_names=("dynamic_loss_scale_schedule",),
-                         input_names=("count_not_finite", "loss_scale", "good_step_counter"),
-                         attr_names=("increment_period", "multiplier"),
+                         not_differentiable=True,
                          doc="legacy's dynamic_loss_scale_schedule: grows the scale after increment_period good "
-                             "steps, shrinks it (at least 1) on a step with non-finite gradients")
+                             "steps, shrinks it (at least 1) on a step with non-finite gradients",
+                         effects=Effects(mutates=(1, 2)),
+                         legacy=LegacyFace(name_prefix="DynamicLossScaleSchedule",
+                                           legacy_names=("dynamic_loss_scale_schedule",),
+                                           input_names=("count_not_finite", "loss_scale", "good_step_counter"),
+                                           attr_names=("increment_period", "multiplier")))
 
 OPS = (LOSS_SCALE_MUL, COUNT_NOT_FINITE, DYNAMIC_SCHEDULE)
 

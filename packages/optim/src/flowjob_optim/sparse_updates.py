@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjob_core import BlobSpec, ConfigError, Job, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, ConfigError, Effects, Job, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_optim.update_ops import ADAM_BC_UPDATE, ADAM_UPDATE, MOMENTUM_UPDATE, SGD_UPDATE
 
@@ -245,10 +245,10 @@ def _adam_bias_corrected(ctx: KernelContext) -> SparseStep:
 
 def _sparse_op(name: str, n_slots: int, rule: Callable[[KernelContext], SparseStep], formula: str | None) -> OpDef:
     return OpDef(name, _infer(n_slots), kernel=_kernel(n_slots, rule), not_differentiable=True,
-                 mutates=tuple(range(n_slots + 1)), name_prefix="IndexedSlicesModelUpdate",
                  doc=f"inputs (variable, {n_slots} slot(s), indices, values, learning rate): "
                      f"{(formula or '').strip()} on the looked-up rows r only, duplicates summed, values "
-                     f"times the attribute scale")
+                     f"times the attribute scale", effects=Effects(mutates=tuple(range(n_slots + 1))),
+                 legacy=LegacyFace(name_prefix="IndexedSlicesModelUpdate"))
 
 
 SGD = _sparse_op("optim_indexed_slices_sgd_update", 0, _sgd, _sgd.__doc__)

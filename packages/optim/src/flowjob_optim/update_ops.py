@@ -1,6 +1,6 @@
 """The optimizer's ops: the learning rate, the clipping factor, one fused update per variable, the step counter.
 
-Update ops write the variable and its slots in place (``OpDef.mutates``), so the planner
+Update ops write the variable and its slots in place (``OpDef.effects.mutates``), so the planner
 runs them after every other reader of those values in the step: returns and watches see
 the value from before the update. Kernels use ``out=`` calls on buffers made once per
 node; nothing is allocated per step.
@@ -16,11 +16,13 @@ the last micro-batch of a cycle only (``flowjob_optim.accumulation``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from flowjob_core import BlobSpec, FlowjobError, KernelContext, OpDef, ShapeError
+from flowjob_core import (
+    BlobSpec, Compute, Effects, FlowjobError, Kernel, KernelContext, LegacyFace, OpDef, ShapeError)
 
 from flowjob_optim.accumulation import gated, split_counter
 
@@ -60,8 +62,7 @@ def _learning_rate_kernel(ctx: KernelContext) -> Any:
             xp.copyto(out, schedule.rate_on_device(xp, step), casting="same_kind")
             return out
 
-        run_on_device.host_state = False  # type: ignore[attr-defined]
-        return run_on_device
+        return Kernel(run_on_device, host_state=False)
 
     def run(step: Any) -> Any:
         out[0] = schedule(int(step[0]))
@@ -71,9 +72,10 @@ def _learning_rate_kernel(ctx: KernelContext) -> Any:
 
 
 LEARNING_RATE = OpDef("optim_learning_rate", _learning_rate_infer, kernel=_learning_rate_kernel,
-                      not_differentiable=True, name_prefix="LearningRate", host_state=True,
+                      not_differentiable=True,
                       doc="The learning rate for the step in the counter (float32, shape (1,)) of the schedule "
-                          "that the attribute 'schedule' names by its key in the global function's bindings.")
+                          "that the attribute 'schedule' names by its key in the global function's bindings.",
+                      effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="LearningRate"))
 
 
 def _clip_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -103,8 +105,8 @@ def _clip_kernel(ctx: KernelContext) -> Any:
 
 
 CLIP_FACTOR = OpDef("optim_clip_by_global_norm", _clip_infer, kernel=_clip_kernel, not_differentiable=True,
-                    name_prefix="ClipByGlobalNorm",
-                    doc="clip_norm / max(global L2 norm of the gradients, clip_norm)")
+                    doc="clip_norm / max(global L2 norm of the gradients, clip_norm)",
+                    legacy=LegacyFace(name_prefix="ClipByGlobalNorm"))
 
 
 def _increment_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -125,8 +127,8 @@ def _increment_kernel(ctx: KernelContext) -> Any:
 
 
 STEP_INCREMENT = OpDef("optim_train_step_increment", _increment_infer, kernel=_increment_kernel,
-                       not_differentiable=True, mutates=(0,), name_prefix="TrainStepIncrement",
-                       doc="Adds 1 to the train step counter, after every reader of it.")
+                       not_differentiable=True, doc="Adds 1 to the train step counter, after every reader of it.",
+                       effects=Effects(mutates=(0,)), legacy=LegacyFace(name_prefix="TrainStepIncrement"))
 
 
 # update ops ---------------------------------------------------------------
@@ -191,7 +193,25 @@ def _gradient_prep(ctx: KernelContext, scale: float = 1.0) -> Callable[[Any, Any
     return prep
 
 
-InParts = Callable[[KernelContext, Callable[[KernelContext], Step], int, Any], Any]
+@dataclass(frozen=True)
+class StepRule:
+    """An update rule: ``build(ctx) -> step``, the step ``step(w, slots, g, lr)`` updating one variable in place,
+    with what the update kernels know of it before building it.
+
+    ``elementwise``: the step updates each element from the same elements of the variable, its slots and the
+    gradient (SGD, momentum, Adam, RMSProp), so it may run block by block (``flowjob_optim.cpu_update_blocks``).
+    ``lr_times_grad``: the step reads the gradient only as ``lr * g``, so a gradient scale folds into the rate.
+    """
+
+    build: Callable[[KernelContext], Step]
+    elementwise: bool = False
+    lr_times_grad: bool = False
+
+    def __call__(self, ctx: KernelContext) -> Step:
+        return self.build(ctx)
+
+
+InParts = Callable[[KernelContext, StepRule, int, Any], Any]
 """``in_parts(ctx, rule, end, scale)``: the plain update (no clipping, no regularizer; ``scale`` a gradient scale
 folded into the rate, or None) as a backend's tuned variant runs it (the cpu override's blocks over the host
 threads, ``flowjob_optim.cpu_update_blocks``), or None where the variant does not apply."""
@@ -201,9 +221,9 @@ class UpdateKernel:
     """The kernel builder of an update op made by ``_update_op``: the rule's step on the whole variable. A
     backend's override runs the same builder with its own way of running the plain update (``build``)."""
 
-    def __init__(self, n_slots: int, rule: Callable[[KernelContext], Step]) -> None:
+    def __init__(self, n_slots: int, rule: StepRule | Callable[[KernelContext], Step]) -> None:
         self.n_slots = n_slots
-        self.rule = rule
+        self.rule = rule if isinstance(rule, StepRule) else StepRule(rule)
 
     def __call__(self, ctx: KernelContext) -> Any:
         return self.build(ctx)
@@ -221,7 +241,7 @@ class UpdateKernel:
         l1, l2 = dt(ctx.attrs.get("l1", 0.0)), dt(ctx.attrs.get("l2", 0.0))
         # a rule that uses the gradient only as ``lr * g`` (and no decay term, which lr also scales) takes
         # the gradient's scale in its learning rate: no pass over the gradient (float32 rounding aside)
-        fold = (scale != 1.0 and getattr(rule, "lr_times_grad", False) and not clipped and not l1 and not l2
+        fold = (scale != 1.0 and rule.lr_times_grad and not clipped and not l1 and not l2
                 and not float(ctx.attrs.get("weight_decay", 0.0) or 0.0))
         prep = _gradient_prep(ctx, 1.0 if fold else scale)
         end = n_slots + 1
@@ -287,10 +307,6 @@ def _sgd(ctx: KernelContext) -> Step:
     return step
 
 
-_sgd.lr_times_grad = True  # type: ignore[attr-defined]
-_sgd.elementwise = True  # type: ignore[attr-defined]
-
-
 def _momentum(ctx: KernelContext) -> Step:
     """``m = beta * m - lr * g; w = w + m - lr * wd * w``."""
     xp, (beta, wd), (tmp, decay) = ctx.xp, _consts(ctx, "beta", "weight_decay"), _scratch(ctx, 2)
@@ -307,10 +323,6 @@ def _momentum(ctx: KernelContext) -> Step:
             xp.subtract(w, decay, out=w)
 
     return step
-
-
-_momentum.lr_times_grad = True  # type: ignore[attr-defined]
-_momentum.elementwise = True  # type: ignore[attr-defined]
 
 
 def _adam_step(ctx: KernelContext, bias_correction: bool) -> Step:
@@ -352,7 +364,6 @@ def _adam_bias_corrected(ctx: KernelContext) -> Step:
 
 
 # (bias-corrected Adam advances its beta powers once per step: not elementwise, it stays whole)
-_adam.elementwise = True  # type: ignore[attr-defined]
 
 
 def _rmsprop_step(ctx: KernelContext, centered: bool) -> Step:
@@ -391,10 +402,6 @@ def _rmsprop(ctx: KernelContext) -> Step:
 
 def _rmsprop_centered(ctx: KernelContext) -> Step:
     return _rmsprop_step(ctx, centered=True)
-
-
-_rmsprop.elementwise = True  # type: ignore[attr-defined]
-_rmsprop_centered.elementwise = True  # type: ignore[attr-defined]
 
 
 def _lars(ctx: KernelContext) -> Step:
@@ -462,20 +469,25 @@ def _lamb(ctx: KernelContext) -> Step:
     return step
 
 
-def _update_op(name: str, n_slots: int, rule: Callable[[KernelContext], Step], doc: str) -> OpDef:
-    return OpDef(name, _update_infer(n_slots), kernel=UpdateKernel(n_slots, rule), not_differentiable=True,
-                 mutates=tuple(range(n_slots + 1)), name_prefix="ModelUpdate", doc=doc)
+def _update_op(name: str, n_slots: int, rule: StepRule, doc: str) -> OpDef:
+    return OpDef(name, _update_infer(n_slots), kernel=UpdateKernel(n_slots, rule), not_differentiable=True, doc=doc,
+                 effects=Effects(mutates=tuple(range(n_slots + 1))), legacy=LegacyFace(name_prefix="ModelUpdate"))
 
 
-SGD_UPDATE = _update_op("optim_sgd_update", 0, _sgd, _sgd.__doc__ or "")
-MOMENTUM_UPDATE = _update_op("optim_momentum_update", 1, _momentum, _momentum.__doc__ or "")
-ADAM_UPDATE = _update_op("optim_adam_update", 2, _adam, _adam_step.__doc__ or "")
-ADAM_BC_UPDATE = _update_op("optim_adam_bias_corrected_update", 4, _adam_bias_corrected, _adam_step.__doc__ or "")
-RMSPROP_UPDATE = _update_op("optim_rmsprop_update", 1, _rmsprop, _rmsprop_step.__doc__ or "")
-RMSPROP_CENTERED_UPDATE = _update_op("optim_rmsprop_centered_update", 2, _rmsprop_centered,
+SGD_UPDATE = _update_op("optim_sgd_update", 0, StepRule(_sgd, elementwise=True, lr_times_grad=True),
+                        _sgd.__doc__ or "")
+MOMENTUM_UPDATE = _update_op("optim_momentum_update", 1, StepRule(_momentum, elementwise=True, lr_times_grad=True),
+                             _momentum.__doc__ or "")
+ADAM_UPDATE = _update_op("optim_adam_update", 2, StepRule(_adam, elementwise=True), _adam_step.__doc__ or "")
+ADAM_BC_UPDATE = _update_op("optim_adam_bias_corrected_update", 4, StepRule(_adam_bias_corrected),
+                            _adam_step.__doc__ or "")
+RMSPROP_UPDATE = _update_op("optim_rmsprop_update", 1, StepRule(_rmsprop, elementwise=True),
+                             _rmsprop_step.__doc__ or "")
+RMSPROP_CENTERED_UPDATE = _update_op("optim_rmsprop_centered_update", 2,
+                                     StepRule(_rmsprop_centered, elementwise=True),
                                      _rmsprop_step.__doc__ or "")
-LARS_UPDATE = _update_op("optim_lars_update", 1, _lars, _lars.__doc__ or "")
-LAMB_UPDATE = _update_op("optim_lamb_update", 4, _lamb, _lamb.__doc__ or "")
+LARS_UPDATE = _update_op("optim_lars_update", 1, StepRule(_lars), _lars.__doc__ or "")
+LAMB_UPDATE = _update_op("optim_lamb_update", 4, StepRule(_lamb), _lamb.__doc__ or "")
 
 # SGD fused with the matmul that produces its gradient ------------------------------
 def fused_sgd_available(registries: Any, backend: Any, dtype: np.dtype) -> bool:
@@ -524,7 +536,7 @@ def _sgd_matmul_kernel(ctx: KernelContext) -> Any:
 
 
 def _sgd_matmul_flops(inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], attrs: dict) -> float:
-    """The GEMM's multiply-adds, twice (``OpDef.flops``): one inner sum per element of the variable."""
+    """The GEMM's multiply-adds, twice (``OpDef.compute.flops``): one inner sum per element of the variable."""
     w, a = inputs[0], inputs[1]
     inner = a.shape[-2] if attrs.get("transpose_a") else a.shape[-1]
     return 2.0 * float(np.prod(w.shape, dtype=np.float64)) * inner
@@ -532,14 +544,14 @@ def _sgd_matmul_flops(inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], a
 
 SGD_MATMUL_UPDATE = OpDef(
     "optim_sgd_matmul_update", _sgd_matmul_infer, kernel=_sgd_matmul_kernel, not_differentiable=True,
-    flops=_sgd_matmul_flops,
-    mutates=(0,), name_prefix="ModelUpdate",
     doc="inputs (variable, a, b, learning rate): w -= lr * grad_scale * op(a) @ op(b); the plain SGD update "
-        "fused with the matmul that produced its gradient (``flowjob_optim.fusion``)")
+        "fused with the matmul that produced its gradient (``flowjob_optim.fusion``)",
+    compute=Compute(flops=_sgd_matmul_flops), effects=Effects(mutates=(0,)),
+    legacy=LegacyFace(name_prefix="ModelUpdate"))
 
 OPS = (LEARNING_RATE, CLIP_FACTOR, STEP_INCREMENT, SGD_UPDATE, MOMENTUM_UPDATE, ADAM_UPDATE, ADAM_BC_UPDATE,
        RMSPROP_UPDATE, RMSPROP_CENTERED_UPDATE, LARS_UPDATE, LAMB_UPDATE, SGD_MATMUL_UPDATE)
 
-UPDATE_OPS = {op.name: op for op in OPS if op.name.startswith("optim_") and op.mutates and op.name not in (
+UPDATE_OPS = {op.name: op for op in OPS if op.name.startswith("optim_") and op.effects.mutates and op.name not in (
     STEP_INCREMENT.name, SGD_MATMUL_UPDATE.name)}
 """The ops built by ``_update_op``: inputs ``(variable, *slots, gradient, lr[, clip])``; they take ``grad_scale``."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import Blob, BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import Blob, BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 
 def _myrelu_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -46,9 +46,10 @@ def _myrelu_grad(ctx: GradContext) -> list[Blob | None]:
     return [ctx.apply("myrelu_grad", [ctx.outputs[0], ctx.dy])]
 
 
-MYRELU = OpDef("myrelu", _myrelu_infer, kernel=_myrelu_kernel, grad=_myrelu_grad, name_prefix="Myrelu",
-               doc="max(x, 0): legacy's documented custom op", input_names=("in",), attr_names=(), amp="clear")
+MYRELU = OpDef("myrelu", _myrelu_infer, kernel=_myrelu_kernel, grad=_myrelu_grad,
+               doc="max(x, 0): legacy's documented custom op", compute=Compute(amp="clear"),
+               legacy=LegacyFace(input_names=("in",), attr_names=()))
 MYRELU_GRAD = OpDef("myrelu_grad", _myrelu_grad_infer, kernel=_myrelu_grad_kernel, not_differentiable=True,
-                    name_prefix="MyreluGrad", doc="dy where y > 0, else 0", input_names=("y", "dy"), attr_names=())
+                    doc="dy where y > 0, else 0", legacy=LegacyFace(input_names=("y", "dy"), attr_names=()))
 
 OPS = (MYRELU, MYRELU_GRAD)

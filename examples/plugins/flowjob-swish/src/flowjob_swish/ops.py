@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 GELU_K = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
@@ -166,15 +166,14 @@ def _bias_add_gelu_grad(ctx: GradContext) -> list[Any]:
 # input_names / attr_names: what flow.user_op_builder("...").Op("swish").Input("x", [x]).Attr("beta", b) accepts;
 # amp: the class under enable_auto_mixed_precision (flowjob_core.ir.opdef.AMP_CLASSES): swish stays float32,
 # bias_add_gelu may run in float16 between GEMMs, as legacy's lists had it
-SWISH = OpDef("swish", _swish_infer, kernel=_swish_kernel, grad=_swish_grad, name_prefix="Swish",
-              doc="x * sigmoid(beta * x)", input_names=("x",), attr_names=("beta",), amp="black")
+SWISH = OpDef("swish", _swish_infer, kernel=_swish_kernel, grad=_swish_grad, doc="x * sigmoid(beta * x)",
+              compute=Compute(amp="black"), legacy=LegacyFace(input_names=("x",), attr_names=("beta",)))
 SWISH_GRAD = OpDef("swish_grad", _swish_grad_infer, kernel=_swish_grad_kernel, not_differentiable=True,
-                   name_prefix="SwishGrad", doc="dy * d swish(x) / dx")
+                   doc="dy * d swish(x) / dx")
 BIAS_ADD_GELU = OpDef("bias_add_gelu", _bias_add_gelu_infer, kernel=_bias_add_gelu_kernel, grad=_bias_add_gelu_grad,
-                      name_prefix="BiasAddGelu", doc="gelu(x + b), b over the last axis, tanh approximation",
-                      input_names=("x", "b"), attr_names=(), amp="gray")
+                      doc="gelu(x + b), b over the last axis, tanh approximation", compute=Compute(amp="gray"),
+                      legacy=LegacyFace(input_names=("x", "b"), attr_names=()))
 BIAS_ADD_GELU_GRAD = OpDef("bias_add_gelu_grad", _bias_add_gelu_grad_infer, kernel=_bias_add_gelu_grad_kernel,
-                           not_differentiable=True, name_prefix="BiasAddGeluGrad",
-                           doc="dy * gelu'(x + b): the gradient of x, and of b before summing")
+                           not_differentiable=True, doc="dy * gelu'(x + b): the gradient of x, and of b before summing")
 
 OPS = (SWISH, SWISH_GRAD, BIAS_ADD_GELU, BIAS_ADD_GELU_GRAD)

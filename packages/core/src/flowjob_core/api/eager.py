@@ -25,6 +25,7 @@ from flowjob_core.trace.blob import Blob
 from flowjob_core.errors import FlowjobError
 from flowjob_core.ir.job import BlobSpec, Job, Node, Placeholder
 from flowjob_core.plan.mirrored import PerDevice, TensorList
+from flowjob_core.ir.kernel import kernel_of
 from flowjob_core.ir.opdef import KernelContext
 from flowjob_core.passes.pipeline import PassContext, run_passes
 from flowjob_core.plan.planner import StepError, build_plan
@@ -79,7 +80,7 @@ class EagerBuilder(JobBuilder):
             self.ran.add((node.name, node.op))
             return
         opdef = self.registries.ops[node.op]
-        if opdef.dynamic_extent:  # its readers' kernels are built per actual row count (flowjob_core.plan.extent)
+        if opdef.shape.dynamic_extent:  # its readers' kernels are built per actual row count (flowjob_core.plan.extent)
             raise FlowjobError(f"job {self.job.name!r}, op {node.name!r} ({node.op}) at {node.source}: ops whose "
                                f"rows the data decide do not run in eager mode yet; call "
                                f"flow.enable_eager_execution(False) for this job")
@@ -137,13 +138,13 @@ def build_kernel(builder: JobBuilder, node: Node, shared: dict[Any, Any], check:
                          tuple(job.specs[i] for i in node.inputs), tuple(job.specs[o] for o in node.outputs),
                          job.type, builder.session.variables.array, None, shared, ops=builder.registries.ops)
     try:
-        fn = make(kctx)
+        fn = kernel_of(make(kctx)).run  # eager calls run each node itself: no step is recorded, nothing gated
     except FlowjobError:
         raise
     except Exception as exc:
         raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
                            f"{node.source} failed: {exc!r}") from exc
-    return numerics.checked(fn, backend.xp, job, node, intended_inf=opdef.intended_inf) if check else fn
+    return numerics.checked(fn, backend.xp, job, node, intended_inf=opdef.compute.intended_inf) if check else fn
 
 
 def run_node(fn: Callable[..., Any], node: Node, values: dict[str, Any], where: str, mode: str) -> None:
@@ -369,11 +370,11 @@ def remaining_job(final: Job, builder: EagerBuilder, ops: Any) -> tuple[Job, lis
         opdef = ops[node.op]
         if node.op == "input":
             continue
-        if node.op == "variable" or opdef.view:
+        if node.op == "variable" or opdef.effects.view:
             keep = True
         elif (node.name, node.op) in ran:
-            repeatable = not (opdef.mutates or "seed" in node.attrs
-                              or (opdef.effect and node.op not in _RERUNNABLE_EFFECTS))
+            repeatable = not (opdef.effects.mutates or "seed" in node.attrs
+                              or (opdef.effects.effect and node.op not in _RERUNNABLE_EFFECTS))
             keep = repeatable and any(i in recomputed for i in node.inputs)
         elif node.op in BITWISE_FUSED and node.outputs and all(o in known for o in node.outputs):
             keep = any(i in recomputed for i in node.inputs)
@@ -381,7 +382,7 @@ def remaining_job(final: Job, builder: EagerBuilder, ops: Any) -> tuple[Job, lis
             keep = True
         if keep:
             kept.append(node)
-            if node.op != "variable" and not (opdef.view and not any(i in recomputed for i in node.inputs)):
+            if node.op != "variable" and not (opdef.effects.view and not any(i in recomputed for i in node.inputs)):
                 recomputed.update(o for o in node.outputs if o in known)
     produced = {o for n in kept for o in n.outputs}
     fed: list[str] = []

@@ -34,7 +34,7 @@ def enable_debug_mode(value: bool = True) -> None:
 
 def enable_numerics_check(value: bool = True) -> None:
     """Check every step's values (a flowjob addition): the first op whose output holds NaN, or an Inf its
-    record does not declare it makes on purpose (``OpDef.intended_inf``: masked fills, ``-inf`` padding),
+    record does not declare it makes on purpose (``OpDef.compute.intended_inf``: masked fills, ``-inf`` padding),
     or a fed argument holding either, raises ``NumericsError`` naming it (``flowjob_core.plan.numerics``).
     Overrides ``FLOWJOB_NUMERICS_CHECK``; a job's ``function_config.enable_numerics_check`` overrides both.
     Read when a job is planned (its first call)."""

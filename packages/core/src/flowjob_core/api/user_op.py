@@ -6,7 +6,7 @@
 Legacy ran C++ user ops loaded with ``flow.config.load_library``; here the op is any record a
 plugin registered (``flowjob_add_ops``), so its inference, gradient rule and kernel apply as for
 the op's own function. Named inputs and attributes map onto the record's positional inputs and
-attribute dict through ``OpDef.input_names`` / ``OpDef.attr_names`` when the record declares them
+attribute dict through ``OpDef.legacy.input_names`` / ``OpDef.legacy.attr_names`` when the record declares them
 (unknown names are errors naming the op); otherwise inputs keep the order of the ``Input`` calls.
 Outputs are the record's, in order (lbns ``<name>/<record output name>``); ``Output(name, num)``
 calls, when given, must add up to that count.
@@ -98,7 +98,7 @@ class UserOpConfBuilder:
             input_name = self._input_name(self._opdef(), input_name)
         if any(name == input_name for name, _ in self.inputs):
             raise OpBuildError(f"{self.what}: input {input_name!r} is given twice")
-        self._check_name("input", input_name, self._opdef().input_names if self.op_type else None)
+        self._check_name("input", input_name, self._opdef().legacy.input_names if self.op_type else None)
         self.inputs.append((input_name, list(input_blob_list)))
         return self
 
@@ -120,7 +120,7 @@ class UserOpConfBuilder:
             raise OpBuildError(f"{self.what}: an attribute name must be a non-empty str, got {attr_name!r}")
         if attr_type_name is not None and not isinstance(attr_type_name, str):
             raise OpBuildError(f"{self.what}: attr_type_name must be a str or None, got {attr_type_name!r}")
-        self._check_name("attribute", attr_name, self._opdef().attr_names if self.op_type else None)
+        self._check_name("attribute", attr_name, self._opdef().legacy.attr_names if self.op_type else None)
         self.attrs[attr_name] = tuple(attr_value) if isinstance(attr_value, list) else attr_value
         return self
 
@@ -139,12 +139,12 @@ class UserOpConfBuilder:
         opdef = self._opdef()
         self.inputs = [(self._input_name(opdef, name), blobs) for name, blobs in self.inputs]
         for name, _ in self.inputs:  # names given before Op() are checked now
-            self._check_name("input", name, opdef.input_names)
+            self._check_name("input", name, opdef.legacy.input_names)
         if len({name for name, _ in self.inputs}) != len(self.inputs):
             raise OpBuildError(f"{self.what}: an input is given twice (under its name and its legacy name): "
                                f"{', '.join(name for name, _ in self.inputs)}")
         for name in self.attrs:
-            self._check_name("attribute", name, opdef.attr_names)
+            self._check_name("attribute", name, opdef.legacy.attr_names)
         return UserOp(self)
 
     # internals ---------------------------------------------------------------
@@ -161,7 +161,7 @@ class UserOpConfBuilder:
     @staticmethod
     def _input_name(opdef: OpDef, name: str) -> str:
         """``name``, or the record's name for the input an earlier legacy version called ``name``."""
-        return dict(opdef.legacy_input_names).get(name, name)
+        return dict(opdef.legacy.legacy_input_names).get(name, name)
 
     def _check_name(self, kind: str, name: str, known: tuple[str, ...] | None) -> None:
         if known is not None and name not in known:
@@ -169,7 +169,7 @@ class UserOpConfBuilder:
                                f"{', '.join(known) or 'none'}")
 
     def ordered_inputs(self) -> list[Blob]:
-        names = self._opdef().input_names
+        names = self._opdef().legacy.input_names
         if names is None:
             return [blob for _, blobs in self.inputs for blob in blobs]
         given = dict(self.inputs)

@@ -5,7 +5,7 @@ the host threads, or splits one kernel over them, must drop BLAS to one thread t
 threads and the host threads together ask for more cores than the setting
 (``FLOWJOB_HOST_THREADS``) allows; a chain of nodes on the step's own thread gives BLAS all of them, unless
 the plan holds BLAS to one thread throughout (``chain``: a plan of convolutions and pooling, whose kernels
-cut their own work over the host threads, see ``OpDef.host_split``).
+cut their own work over the host threads, see ``OpDef.compute.host_split``).
 
 threadpoolctl finds the BLAS libraries loaded in the process (numpy's OpenBLAS, MKL, BLIS) once;
 switching then costs a C call per library.

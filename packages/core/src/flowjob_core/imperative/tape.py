@@ -51,9 +51,9 @@ class TapeBuilder(JobBuilder):
 
     def _run(self, node: Node) -> None:
         opdef = self.registries.ops[node.op]
-        if opdef.dynamic_extent or opdef.effect or opdef.mutates:
-            why = ("its rows depend on the data" if opdef.dynamic_extent else
-                   "it writes into its input" if opdef.mutates else "it acts on the job's run")
+        if opdef.shape.dynamic_extent or opdef.effects.effect or opdef.effects.mutates:
+            why = ("its rows depend on the data" if opdef.shape.dynamic_extent else
+                   "it writes into its input" if opdef.effects.mutates else "it acts on the job's run")
             raise FlowjobError(f"eager tensors: op {node.name!r} ({node.op}) at {node.source} does not run on "
                                f"tensors ({why}); use it in a @flow.global_function job")
         fn = build_kernel(self, node, {}, self._check)  # a kernel per call: its outputs stay this tensor's

@@ -1,6 +1,6 @@
 """An op that writes tensors' values (an optimizer's update), built once and run on eager tensors call after call.
 
-A tape operation refuses an op that writes into its inputs (``OpDef.mutates``): a value kept for a gradient must
+A tape operation refuses an op that writes into its inputs (``OpDef.effects.mutates``): a value kept for a gradient must
 stay what it was. A ``TensorUpdate`` runs such an op instead. Its job and kernel are built once, for the specs of
 the operands it was made with; each call runs that kernel on copies of the values the op writes, and the tensors
 then hold the copies (as ``copy_`` gives a tensor a new array). So no job is built per call, and an array handed
@@ -35,7 +35,7 @@ class _UpdateBuilder(TapeBuilder):
 
 class TensorUpdate:
     """``op_type`` with ``attrs`` on operands of the specs of ``operands``; calling it runs the op on new operands
-    of the same specs, and each tensor the op writes (``OpDef.mutates``) holds the value written. ``what`` names
+    of the same specs, and each tensor the op writes (``OpDef.effects.mutates``) holds the value written. ``what`` names
     the update in errors (``"flow.optim.SGD, parameter 0"``)."""
 
     def __init__(self, op_type: str, operands: Sequence[Operand], attrs: dict[str, Any], what: str) -> None:
@@ -51,12 +51,12 @@ class TensorUpdate:
         if tape.node is None:
             raise FlowjobError(f"{what}: op {op_type!r} added no node")
         opdef = tape.registries.ops[tape.node.op]
-        if opdef.dynamic_extent or opdef.effect:
+        if opdef.shape.dynamic_extent or opdef.effects.effect:
             raise FlowjobError(f"{what}: op {op_type!r} does not run on tensors (it acts on a job's run)")
-        if not opdef.mutates:
+        if not opdef.effects.mutates:
             raise FlowjobError(f"{what}: op {op_type!r} writes none of its inputs; compute with tensor operations "
                                f"instead")
-        self.writes = tuple(opdef.mutates)
+        self.writes = tuple(opdef.effects.mutates)
         self._kernel = build_kernel(tape, tape.node, {}, tape._check)
 
     def _array(self, operand: Operand, index: int) -> Any:

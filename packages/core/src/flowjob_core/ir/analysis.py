@@ -11,7 +11,7 @@ Pass authors use these instead of recomputing them, so every pass agrees on the 
 * :func:`value_readers` / :func:`value_producers`: who reads and who writes each value.
 * :func:`buffer_roots`: the buffer each value lives in; a view op's outputs alias the buffer of
   its first input, so a chain of views shares one root.
-* :func:`in_place_writers`: per buffer root, the nodes that write it in place (``OpDef.mutates``).
+* :func:`in_place_writers`: per buffer root, the nodes that write it in place (``OpDef.effects.mutates``).
 
 Each function reads the job as it is when called (nothing is cached): call it again after a
 rewrite. None of them changes the job.
@@ -72,14 +72,14 @@ def value_producers(job: Job) -> dict[str, Node]:
 def buffer_roots(nodes: Iterable[Node], ops: OpTable) -> dict[str, str]:
     """Value (lbn) -> the lbn of the buffer it lives in, for every output of ``nodes``.
 
-    A view op (``OpDef.view``) returns a view of its first input, so its outputs live in that
+    A view op (``OpDef.effects.view``) returns a view of its first input, so its outputs live in that
     input's buffer; views of views share the first non-view value's buffer. Every other value is
     its own root. ``nodes`` must be in an order that defines a value before a view reads it (job
     order or a schedule); an input no node defines is its own root.
     """
     root: dict[str, str] = {}
     for node in nodes:
-        if ops[node.op].view and node.inputs:
+        if ops[node.op].effects.view and node.inputs:
             base = root.get(node.inputs[0], node.inputs[0])
             for lbn in node.outputs:
                 root[lbn] = base
@@ -90,13 +90,13 @@ def buffer_roots(nodes: Iterable[Node], ops: OpTable) -> dict[str, str]:
 
 
 def in_place_writers(nodes: Iterable[Node], ops: OpTable, roots: dict[str, str]) -> dict[str, list[Node]]:
-    """Buffer root -> the nodes writing it in place (the inputs their op lists in ``OpDef.mutates``), in order.
+    """Buffer root -> the nodes writing it in place (the inputs their op lists in ``OpDef.effects.mutates``), in order.
 
     ``roots`` is :func:`buffer_roots` of the same job: writing through a view writes its root.
     """
     writers: dict[str, list[Node]] = {}
     for node in nodes:
-        for k in ops[node.op].mutates:
+        for k in ops[node.op].effects.mutates:
             lbn = node.inputs[k]
             writers.setdefault(roots.get(lbn, lbn), []).append(node)
     return writers

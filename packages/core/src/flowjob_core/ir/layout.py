@@ -4,7 +4,7 @@ A layout is data: ``split(axis)`` (each rank holds an even slice along ``axis``)
 the whole value, the same everywhere) or ``PARTIAL_SUM`` (each rank holds a whole-shaped value; the logical value
 is their sum). Printed ``S(0)``, ``B``, ``P`` as legacy wrote them.
 
-An op record declares the signatures it can run under (``OpDef.layouts``): a function of the input specs and the
+An op record declares the signatures it can run under (``OpDef.compute.layouts``): a function of the input specs and the
 attributes that returns candidate :class:`Signature` values, best first. A record that declares none runs whole:
 every input broadcast, every output broadcast (``run_whole``), which is right for any op; an op with an
 ``Elementwise`` descriptor gets the same split on every operand (``elementwise_signatures``). A signature computed
@@ -144,8 +144,8 @@ def elementwise_signatures(inputs: Sequence[BlobSpec], out: BlobSpec) -> list[Si
 def signatures_of(opdef: Any, inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
     """Every signature the op record allows for these (logical) specs, its own first, ``run_whole`` last."""
     declared: list[Signature] = []
-    if opdef.layouts is not None:
-        declared = list(opdef.layouts(inputs, attrs))
+    if opdef.compute.layouts is not None:
+        declared = list(opdef.compute.layouts(inputs, attrs))
     elif opdef.elementwise is not None and len(outputs) == 1:
         declared = elementwise_signatures(inputs, outputs[0])
     whole = run_whole(inputs, len(outputs))

@@ -1,8 +1,11 @@
 """The op record: inference, gradient rule and a kernel written once against ``xp``, in one place."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+import dataclasses
+import functools
+import warnings
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -17,10 +20,13 @@ InferFn = Callable[[Sequence[BlobSpec], dict], Sequence[BlobSpec]]
 """``infer(inputs, attrs) -> outputs``: raise ShapeError (or ValueError) with a plain message."""
 
 KernelBuilder = Callable[["KernelContext"], Callable[..., Any]]
-"""Called once per node when a plan is built; returns the step callable ``run(*inputs) -> out | tuple``."""
+"""Called once per node when a plan is built; returns the step callable ``run(*inputs) -> out | tuple``, or a
+``flowjob_core.ir.kernel.Kernel`` holding it with its traits (``host_state``, ``gated``)."""
 
 FlopsFn = Callable[[Sequence[BlobSpec], Sequence[BlobSpec], dict], float]
-"""``flops(inputs, outputs, attrs)``: the arithmetic one run of the kernel does, roughly (``OpDef.flops``)."""
+"""``flops(inputs, outputs, attrs)``: the arithmetic one run of the kernel does, roughly (``Compute.flops``)."""
+
+_T = TypeVar("_T")
 
 GradRule = Callable[["GradContext"], Sequence[Any]]
 """Emits graph nodes for the input gradients; returns one Blob or None per input."""
@@ -92,20 +98,103 @@ class Elementwise:
 
 
 AMP_CLASSES = ("white", "gray", "clear", "black")
-"""The classes an op declares for automatic mixed precision (``OpDef.amp``), legacy's four lists."""
+"""The classes an op declares for automatic mixed precision (``Compute.amp``), legacy's four lists."""
+
+
+def _positions(op: str, field_name: str, value: tuple[int, ...] | None) -> None:
+    """Input positions (``Effects.mutates``, ``ShapeTraits.traced_shape_from``) are a tuple of ints >= 0."""
+    if value is None:
+        return
+    if not isinstance(value, tuple) or not all(type(i) is int and i >= 0 for i in value):
+        raise ValueError(f"op {op!r}: {field_name} must be a tuple of input positions (ints >= 0), got {value!r}")
+
+
+def _names(op: str, field_name: str, value: tuple[str, ...] | None) -> None:
+    """Argument names (``LegacyFace.input_names`` and the like) are a tuple of distinct strings."""
+    if value is None:
+        return
+    if not isinstance(value, tuple) or not all(isinstance(n, str) and n for n in value):
+        raise ValueError(f"op {op!r}: {field_name} must be a tuple of names, got {value!r}")
+    twice = sorted({n for n in value if value.count(n) > 1})
+    if twice:
+        raise ValueError(f"op {op!r}: {field_name} names {', '.join(map(repr, twice))} twice")
 
 
 @dataclass(frozen=True)
-class OpDef:
-    """One op: what it computes, how its shapes follow, how it differentiates, how it runs.
+class Compute:
+    """How an op is computed: its precision class, its cost, its layouts on several ranks, its host threads.
+
+    ``amp``: the op's class under automatic mixed precision (``enable_auto_mixed_precision``), one of
+    ``AMP_CLASSES``, as legacy's lists sorted ops: "white" (gains most from float16, GEMM-like: always in
+    float16), "gray" (elementwise and normalizing: float16 between white ops), "clear" (only moves
+    data: follows its float16 neighbours), "black" (stays float32). None: not declared, which the pass
+    treats as "black"; the ops package's tests list the ops taking floating inputs that declare none.
+    ``flops(inputs, outputs, attrs)``: about how many arithmetic operations one run takes, from the specs
+    (GEMM-like ops); the planner's inter-op schedule weighs nodes by it and by the bytes they touch.
+    None (the default): the node's time follows the bytes it reads and writes.
+    ``layouts``: the layout signatures the op can run under on several ranks (``flowjob_core.ir.layout``):
+    ``layouts(input_specs, attrs) -> [Signature, ...]``, best first. None (the default): an elementwise op
+    splits along any axis, any other runs whole (every input gathered, the same work on every rank).
+    ``intended_inf``: the op makes infinities on purpose where its attributes or inputs ask (a mask's
+    ``-inf`` fill, ``-inf`` padding before a softmax, a constant of ``-inf``): the numerics check lets the
+    Inf it makes through (NaN still stops the step; ``flowjob_core/plan/numerics.py``).
+    ``host_split``: its kernels on a host backend cut their own work into parts over the host threads
+    (convolutions, pooling). A plan holding such a node keeps BLAS to one thread per caller and cuts its large
+    matrix products over the host threads too (``flowjob_core.backends.host_gemm``): OpenBLAS's idle workers
+    spin on the cores for a while after each threaded call, and took the cores those parts needed.
+    """
+
+    amp: str | None = None
+    flops: FlopsFn | None = None
+    layouts: LayoutRule | None = None
+    intended_inf: bool = False
+    host_split: bool = False
+
+    def check(self, op: str) -> None:
+        """Raise ValueError naming ``op`` where a field holds what it cannot."""
+        if self.amp is not None and self.amp not in AMP_CLASSES:
+            raise ValueError(f"op {op!r}: amp must be None or one of {', '.join(AMP_CLASSES)}, got {self.amp!r}")
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What an op does besides computing its outputs, and how that binds where and when it runs.
 
     ``view``: outputs may alias input 0 (reshape); the planner extends that buffer's lifetime.
-    ``mutates``: indices of inputs written in place (optimizer updates); such nodes run after
+    ``mutates``: positions of inputs written in place (optimizer updates); such nodes run after
     every other reader of those values in a step.
     ``effect``: dead-code elimination keeps the node even when nothing reads its outputs.
-    ``not_differentiable``: the explicit mark for ops without a gradient rule.
-    ``elementwise``: the op is one ufunc call (``Elementwise``); its kernel is built from it
-    (give no ``kernel``), and the fusion pass may run it as a step of an elementwise chain.
+    ``ordered``: the node runs on the step's own thread, in schedule order with the plan's other ordered
+    and ``effect`` nodes, never beside them on another thread (MPI collectives: every rank must issue
+    them in one order).
+    ``cpu_only``: legacy's ``REGISTER_CPU_ONLY_USER_OP``: the node is placed on the cpu whatever the placement
+    scope names, so its outputs' ``parallel_conf.device_tag()`` is ``"cpu"`` (the session's backend runs it,
+    as every node).
+    ``host_state``: the kernel reads or changes state on the host each call (a schedule evaluated in Python, a
+    value read back from the device). A backend that records a step once and replays it (CUDA graphs,
+    ``flowjob_core.plan.pieces``) runs such a node live, between recorded pieces, every step. Whether a node
+    runs live is decided in one place, ``flowjob_core.ir.kernel.runs_live``: this mark, ``ordered`` and
+    ``cpu_only``, a builder that drew a random stream (``KernelContext.rng``), and the built kernel's own word
+    (``Kernel.host_state``), which overrides the mark, the stream and ``ordered`` (``effect`` alone is no such mark: a
+    returned value's copy or a variable's assignment is device work).
+    """
+
+    view: bool = False
+    mutates: tuple[int, ...] = ()
+    effect: bool = False
+    ordered: bool = False
+    cpu_only: bool = False
+    host_state: bool = False
+
+    def check(self, op: str) -> None:
+        """Raise ValueError naming ``op`` where a field holds what it cannot."""
+        _positions(op, "mutates", self.mutates)
+
+
+@dataclass(frozen=True)
+class ShapeTraits:
+    """How an op's output shapes relate to its inputs beyond ``infer``: data-dependent rows, lists, devices.
+
     ``dynamic_extent``: how many leading rows of output 0 hold data depends on the input values
     (argwhere): ``infer`` gives the maximum, the kernel returns a view of the first rows of its
     planned buffer, and the planner rebuilds every reader for the actual shape
@@ -121,53 +210,122 @@ class OpDef:
     (broadcast_to, unbroadcast): the op cannot follow inputs whose rows differ from the traced
     ones (a dynamic placeholder fed fewer rows, a rank's share of the batch), which would be
     broadcast back to the traced size instead, so those paths refuse it naming the op.
+    ``parallel_num_attr``: the name of an attribute the tracer sets to the number of devices the node's
+    placement names (legacy's ``parallel_num``), for an op whose logical value is made of one piece per device
+    (legacy's physical inference); None (the default): the op does not depend on it.
+    """
+
+    dynamic_extent: bool = False
+    takes_tensor_list: bool = False
+    traced_shape_from: tuple[int, ...] | None = None
+    fixed_shape: bool = False
+    parallel_num_attr: str | None = None
+
+    def check(self, op: str) -> None:
+        """Raise ValueError naming ``op`` where a field holds what it cannot."""
+        _positions(op, "traced_shape_from", self.traced_shape_from)
+        if self.parallel_num_attr is not None and not (isinstance(self.parallel_num_attr, str)
+                                                       and self.parallel_num_attr):
+            raise ValueError(f"op {op!r}: parallel_num_attr must be None or an attribute name, "
+                             f"got {self.parallel_num_attr!r}")
+
+
+@dataclass(frozen=True)
+class LegacyFace:
+    """The names legacy OneFlow gave the op and its arguments, which the compatibility face accepts.
+
+    ``name_prefix``: the start of the node names the tracer makes (``Relu_3``); "" (the default): the op's
+    name with each ``_``-separated part capitalised (``add_n`` -> ``AddN``), filled in by ``OpDef``.
+    ``output_names``: the op's output argument names (``out_0``, ``out_1``... by default).
     ``input_names`` / ``attr_names``: the argument names ``flow.user_op_builder`` accepts
     (``.Input("x", [blob])``, ``.Attr("beta", 1.0)``): inputs are placed in ``input_names``
     order, and a name not listed is an error naming the op. None (the default): inputs are
     taken in the order of the ``Input`` calls and any attribute name is passed through.
-    ``amp``: the op's class under automatic mixed precision (``enable_auto_mixed_precision``), one of
-    ``AMP_CLASSES``, as legacy's lists sorted ops: "white" (gains most from float16, GEMM-like: always in
-    float16), "gray" (elementwise and normalizing: float16 between white ops), "clear" (only moves
-    data: follows its float16 neighbours), "black" (stays float32). None: not declared, which the pass
-    treats as "black"; the ops package's tests list the ops taking floating inputs that declare none.
-    ``flops(inputs, outputs, attrs)``: about how many arithmetic operations one run takes, from the specs
-    (GEMM-like ops); the planner's inter-op schedule weighs nodes by it and by the bytes they touch.
-    None (the default): the node's time follows the bytes it reads and writes.
     ``legacy_names``: other names legacy gave this op type, which ``flow.user_op_builder(...).Op(name)``
     accepts for it (``dynamic_loss_scale_schedule`` for ``optim_dynamic_loss_scale_schedule``, whose
     record carries its package's prefix); the job records the op under ``name``.
-    ``intended_inf``: the op makes infinities on purpose where its attributes or inputs ask (a mask's
-    ``-inf`` fill, ``-inf`` padding before a softmax, a constant of ``-inf``): the numerics check lets the
-    Inf it makes through (NaN still stops the step; ``flowjob_core/plan/numerics.py``).
     ``legacy_input_names``: (legacy name, name) pairs of input arguments an earlier legacy version
     named otherwise, which ``flow.user_op_builder`` accepts for ``input_names``' name
     (``fused_cast_scale``'s ``scalar``, v0.4's ``scale_by_tensor``).
-    ``ordered``: the node runs on the step's own thread, in schedule order with the plan's other ordered
-    and ``effect`` nodes, never beside them on another thread (MPI collectives: every rank must issue
-    them in one order).
-    ``cpu_only``: legacy's ``REGISTER_CPU_ONLY_USER_OP``: the node is placed on the cpu whatever the placement
-    scope names, so its outputs' ``parallel_conf.device_tag()`` is ``"cpu"`` (the session's backend runs it,
-    as every node).
-    ``parallel_num_attr``: the name of an attribute the tracer sets to the number of devices the node's
-    placement names (legacy's ``parallel_num``), for an op whose logical value is made of one piece per device
-    (legacy's physical inference); None (the default): the op does not depend on it.
-    ``layouts``: the layout signatures the op can run under on several ranks (``flowjob_core.ir.layout``):
-    ``layouts(input_specs, attrs) -> [Signature, ...]``, best first. None (the default): an elementwise op
-    splits along any axis, any other runs whole (every input gathered, the same work on every rank).
-    ``host_split``: its kernels on a host backend cut their own work into parts over the host threads
-    (convolutions, pooling). A plan holding such a node keeps BLAS to one thread per caller and cuts its large
-    matrix products over the host threads too (``flowjob_core.backends.host_gemm``): OpenBLAS's idle workers
-    spin on the cores for a while after each threaded call, and took the cores those parts needed.
-    ``host_state``: the kernel reads or changes state on the host each call (a schedule evaluated in Python, a
-    value read back from the device). A backend that records a step once and replays it (CUDA graphs,
-    ``flowjob_core.plan.pieces``) runs such a node live, between recorded pieces, every step; so it does for
-    ``ordered`` and ``cpu_only`` nodes, for a kernel whose builder drew a random stream (``KernelContext.rng``)
-    and for a kernel function carrying the attribute ``host_state = True`` (``effect`` alone is no such mark: a
-    returned value's copy or a variable's assignment is device work). A kernel function carrying
-    ``host_state = False`` overrides the record's mark, its builder's ``rng`` and ``ordered``: a backend's kernel
-    that keeps on the device what the record's keeps on the host (a random stream whose counter lives in device
-    memory, a collective enqueued on a device stream, which a recording keeps in the step's order) is recorded
-    with the rest (``cpu_only`` nodes stay live).
+    """
+
+    name_prefix: str = ""
+    output_names: tuple[str, ...] | None = None
+    input_names: tuple[str, ...] | None = None
+    attr_names: tuple[str, ...] | None = None
+    legacy_names: tuple[str, ...] = ()
+    legacy_input_names: tuple[tuple[str, str], ...] = ()
+
+    def check(self, op: str) -> None:
+        """Raise ValueError naming ``op`` where a field holds what it cannot."""
+        for field_name in ("output_names", "input_names", "attr_names", "legacy_names"):
+            _names(op, field_name, getattr(self, field_name))
+        for pair in self.legacy_input_names:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(n, str) for n in pair)):
+                raise ValueError(f"op {op!r}: legacy_input_names must hold (legacy name, name) pairs, got {pair!r}")
+            if self.input_names is not None and pair[1] not in self.input_names:
+                raise ValueError(f"op {op!r}: legacy_input_names maps {pair[0]!r} to {pair[1]!r}, which is not "
+                                 f"one of input_names {self.input_names!r}")
+
+
+def default_name_prefix(op: str) -> str:
+    """The node-name prefix an op gets when its ``LegacyFace`` names none: ``add_n`` -> ``AddN``."""
+    return "".join(p.capitalize() for p in op.split("_"))
+
+
+RECORDS = {"compute": Compute, "effects": Effects, "shape": ShapeTraits, "legacy": LegacyFace}
+"""``OpDef``'s grouped fields: the keyword each record is given as, and its type."""
+
+FLAT_FIELDS = {f.name: group for group, record in RECORDS.items() for f in fields(record)}
+"""The fields ``OpDef`` once took flat, by the keyword of the record each lives in now."""
+
+
+def _accepts_flat_fields(cls: type[_T]) -> type[_T]:
+    """``OpDef(...)`` still taking the flat keywords of before the records (``amp="gray"``, ``view=True``), for
+    plugins written then: it warns (DeprecationWarning naming the op and the fields) and files each in its record."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        flat = {key: kwargs.pop(key) for key in list(kwargs) if key in FLAT_FIELDS}
+        if flat:
+            op = args[0] if args else kwargs.get("name", "?")
+            moved = ", ".join(f"{key}= goes in {group}={RECORDS[group].__name__}({key}=...)"
+                              for key, group in ((k, FLAT_FIELDS[k]) for k in flat))
+            warnings.warn(f"op {op!r}: OpDef's flat keywords are deprecated: {moved} (docs/guides/op-plugin.md)",
+                          DeprecationWarning, stacklevel=2)
+            for group, record in RECORDS.items():
+                given = {k: v for k, v in flat.items() if FLAT_FIELDS[k] == group}
+                if not given:
+                    continue
+                current = kwargs.get(group, record())
+                twice = [k for k in given if getattr(current, k) != getattr(record(), k)]
+                if twice:
+                    raise TypeError(f"op {op!r}: {', '.join(twice)} given both flat and in {group}=")
+                kwargs[group] = dataclasses.replace(current, **given)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    return cls
+
+
+@_accepts_flat_fields
+@dataclass(frozen=True)
+class OpDef:
+    """One op: what it computes, how its shapes follow, how it differentiates, how it runs.
+
+    A plain op is its name, ``infer`` and a kernel (or ``elementwise``), a gradient rule or the
+    not-differentiable mark, and ``doc``; what else it declares is grouped in four small records, each
+    with defaults, given only where the op differs: ``compute=Compute(...)`` (precision class, cost,
+    layouts, host threads), ``effects=Effects(...)`` (views, in-place writes, effects and scheduling),
+    ``shape=ShapeTraits(...)`` (data-dependent rows, tensor lists, per-device pieces) and
+    ``legacy=LegacyFace(...)`` (legacy's names for the op and its arguments).
+
+    ``not_differentiable``: the explicit mark for ops without a gradient rule.
+    ``elementwise``: the op is one ufunc call (``Elementwise``); its kernel is built from it
+    (give no ``kernel``), and the fusion pass may run it as a step of an elementwise chain.
+    ``kernel``: the builder, called once per node when a plan is built; it returns the step callable, or a
+    ``flowjob_core.ir.kernel.Kernel`` holding it with its traits (``host_state``, ``gated``).
     """
 
     name: str
@@ -175,35 +333,22 @@ class OpDef:
     kernel: KernelBuilder | None = None
     grad: GradRule | None = None
     not_differentiable: bool = False
-    name_prefix: str = ""
-    output_names: tuple[str, ...] | None = None
-    view: bool = False
-    mutates: tuple[int, ...] = ()
-    effect: bool = False
     doc: str = ""
     elementwise: Elementwise | None = None
-    dynamic_extent: bool = False
-    takes_tensor_list: bool = False
-    traced_shape_from: tuple[int, ...] | None = None
-    fixed_shape: bool = False
-    input_names: tuple[str, ...] | None = None
-    attr_names: tuple[str, ...] | None = None
-    amp: str | None = None
-    flops: FlopsFn | None = None
-    ordered: bool = False
-    legacy_names: tuple[str, ...] = ()
-    legacy_input_names: tuple[tuple[str, str], ...] = ()
-    intended_inf: bool = False
-    cpu_only: bool = False
-    parallel_num_attr: str | None = None
-    host_split: bool = False
-    host_state: bool = False
-    layouts: LayoutRule | None = None
+    compute: Compute = Compute()
+    effects: Effects = Effects()
+    shape: ShapeTraits = ShapeTraits()
+    legacy: LegacyFace = LegacyFace()
 
     def __post_init__(self) -> None:
-        if self.amp is not None and self.amp not in AMP_CLASSES:
-            raise ValueError(f"op {self.name!r}: amp must be None or one of {', '.join(AMP_CLASSES)}, "
-                             f"got {self.amp!r}")
+        for group, record in RECORDS.items():
+            given = getattr(self, group)
+            if not isinstance(given, record):
+                raise TypeError(f"op {self.name!r}: {group}= takes a {record.__name__}, got {given!r}")
+        self.compute.check(self.name)
+        self.effects.check(self.name)
+        self.shape.check(self.name)
+        self.legacy.check(self.name)
         if self.grad is not None and self.not_differentiable:
             raise ValueError(f"op {self.name!r}: a gradient rule and the not-differentiable mark exclude each other")
         if self.elementwise is not None:
@@ -211,12 +356,20 @@ class OpDef:
                 # one source of truth: a hand kernel could drift from the chain step the fusion pass runs
                 raise ValueError(f"op {self.name!r}: an elementwise descriptor builds the kernel; give no kernel")
             object.__setattr__(self, "kernel", self.elementwise.kernel)
-        if not self.name_prefix:
-            object.__setattr__(self, "name_prefix", "".join(p.capitalize() for p in self.name.split("_")))
+        if not self.legacy.name_prefix:
+            object.__setattr__(self, "legacy", dataclasses.replace(self.legacy,
+                                                                   name_prefix=default_name_prefix(self.name)))
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for a name the record lacks: say where a field read flat before the records lives now
+        group = FLAT_FIELDS.get(name)
+        if group is not None:
+            raise AttributeError(f"OpDef.{name} is now OpDef.{group}.{name} (op {self.name!r})")
+        raise AttributeError(f"'OpDef' object has no attribute {name!r}")
 
     def out_names(self, count: int) -> tuple[str, ...]:
-        if self.output_names is not None:
-            return self.output_names
+        if self.legacy.output_names is not None:
+            return self.legacy.output_names
         return tuple(f"out_{i}" for i in range(count))
 
 
@@ -283,7 +436,7 @@ class KernelContext:
 
     host_state: bool = field(default=False, repr=False)
     """Set when the builder draws a random stream (``rng``): the stream lives on the host and advances each call,
-    so a step recorded for replay runs this node live (``OpDef.host_state``)."""
+    so a step recorded for replay runs this node live (``flowjob_core.ir.kernel.runs_live``)."""
 
     def rng(self, seed: int | None = None) -> Any:
         self.host_state = True

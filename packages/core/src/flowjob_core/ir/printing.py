@@ -105,11 +105,11 @@ def format_node(node: "Node", job: "Job", ops: "OpTable | None" = None) -> str:
         call += placed(node, job)
     line = f"{outs} = {call}" if outs else call
     opdef = ops[node.op] if ops is not None and node.op in ops else None
-    if opdef is not None and opdef.mutates:
+    if opdef is not None and opdef.effects.mutates:
         names = {v.lbn: v.name for v in job.variables.values()}
-        written = [node.inputs[k] for k in opdef.mutates if k < len(node.inputs)]
+        written = [node.inputs[k] for k in opdef.effects.mutates if k < len(node.inputs)]
         return f"update! {', '.join(names.get(lbn, lbn) for lbn in written)} <- {line}"
-    if (opdef.effect if opdef is not None else not node.outputs):
+    if (opdef.effects.effect if opdef is not None else not node.outputs):
         return f"effect! {line}"
     return line
 

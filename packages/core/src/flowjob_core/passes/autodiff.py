@@ -33,7 +33,7 @@ class GradContext:
 
     def rows_from_data(self, blob: Blob) -> bool:
         """Whether ``blob``'s actual shape is decided by the data at each step (it reads the rows of an op
-        declaring ``OpDef.dynamic_extent``, argwhere): a rule must then take shapes from blobs at run time
+        declaring ``OpDef.shape.dynamic_extent``, argwhere): a rule must then take shapes from blobs at run time
         (``broadcast_to_compatible_with``, ``reduced_shape_elem_cnt``), as legacy's ``*_like`` ops did,
         instead of fixing them from the traced shapes."""
         return blob.lbn in self._data_rows
@@ -72,16 +72,16 @@ def reachable_backward(job: Job, targets: set[str]) -> set[str]:
 
 def rows_from_data(nodes: Sequence[Node], ops: Any) -> frozenset[str]:
     """The values of ``nodes`` whose actual shape the data decide: the outputs of ops declaring
-    ``OpDef.dynamic_extent`` and every value computed from them, except past an op that keeps its
-    traced shape (``OpDef.traced_shape_from``) when the rows do not come through those inputs."""
+    ``OpDef.shape.dynamic_extent`` and every value computed from them, except past an op that keeps its
+    traced shape (``OpDef.shape.traced_shape_from``) when the rows do not come through those inputs."""
     found: set[str] = set()
     for node in nodes:
         if node.op == "input":
             continue
         opdef = ops[node.op]
         reads = [i for i, lbn in enumerate(node.inputs) if lbn in found]
-        through = opdef.traced_shape_from
-        if opdef.dynamic_extent or (reads and (through is None or any(k in through for k in reads))):
+        through = opdef.shape.traced_shape_from
+        if opdef.shape.dynamic_extent or (reads and (through is None or any(k in through for k in reads))):
             found.update(node.outputs)
     return frozenset(found)
 

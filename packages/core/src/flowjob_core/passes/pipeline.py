@@ -83,7 +83,7 @@ def eliminate_dead_code(job: Job, ctx: PassContext) -> None:
     kept = []
     for node in reversed(job.nodes):
         opdef = ops[node.op]
-        if opdef.effect or opdef.mutates or node.op == "input" or any(o in live for o in node.outputs):
+        if opdef.effects.effect or opdef.effects.mutates or node.op == "input" or any(o in live for o in node.outputs):
             kept.append(node)
             live.update(node.inputs)
     kept.reverse()

@@ -22,7 +22,7 @@ A tensor list (``tp.ListListNumpy`` fed several arrays per device, legacy
 ``MirroredTensorListDef``) runs the step once per list element, each element being one
 dynamic instance, and gathers every result as a ``TensorList``: element-wise work gives what
 legacy computed on the list's body; ops that mix the elements (a reduction over axis 0) see
-one element at a time. A tensor list read only by ops that take it whole (``OpDef.takes_tensor_list``:
+one element at a time. A tensor list read only by ops that take it whole (``OpDef.shape.takes_tensor_list``:
 ``tensor_list_to_tensor_buffer``, ``tensor_list_split``) is fed as one ``TensorList`` instead, once.
 """
 from __future__ import annotations
@@ -116,14 +116,14 @@ class DynamicRunner:
         return plan
 
     def _read_whole(self, listed: frozenset[int]) -> bool:
-        """Whether only ops that take a tensor list whole (``OpDef.takes_tensor_list``) read the tensor-list
+        """Whether only ops that take a tensor list whole (``OpDef.shape.takes_tensor_list``) read the tensor-list
         placeholders ``listed``."""
         known = self._whole.get(listed)
         if known is None:
             lbns = {self.plan.job.placeholders[i].lbn for i in listed}
             ops = self.registries.ops
             readers = [node for node in self.plan.order if node.op != "input" and lbns.intersection(node.inputs)]
-            known = self._whole[listed] = bool(readers) and all(ops[n.op].takes_tensor_list for n in readers)
+            known = self._whole[listed] = bool(readers) and all(ops[n.op].shape.takes_tensor_list for n in readers)
         return known
 
     def _per_element(self, feeds: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -201,7 +201,7 @@ def actual_specs(job: Job, order: Sequence[Node], shapes: Sequence[tuple[int, ..
         ins = tuple(specs[i] for i in node.inputs)
         where = (f"job {job.name!r}, op {node.name!r} ({node.op}) at {node.source}, fed from dynamic "
                  f"placeholder(s) {sorted(reached)} with shapes {[s.shape for s in ins]}")
-        if ops[node.op].fixed_shape:
+        if ops[node.op].shape.fixed_shape:
             raise DynamicShapeError(f"{where}: the op's target shape {node.attrs.get('shape')} was fixed at "
                                     f"trace time, so it cannot take a dynamic blob; feed the declared shape")
         attrs = node.attrs

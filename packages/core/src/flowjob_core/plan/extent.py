@@ -1,7 +1,7 @@
 """Data-dependent extents: values whose row count the data decide (argwhere, sync_dynamic_resize).
 
 Legacy planned such a blob at its maximum shape and carried the actual shape at run time (a
-dynamic blob). Here an op record says so with ``OpDef.dynamic_extent``: its ``infer`` gives the
+dynamic blob). Here an op record says so with ``OpDef.shape.dynamic_extent``: its ``infer`` gives the
 maximum, the planner gives it the max-sized buffer, and its kernel returns a view of the first rows
 that hold data. Every node reading such a value, directly or through other nodes, *follows* it: its
 kernel is built when a step first meets its inputs' actual shapes (shape inference again, reshape
@@ -12,7 +12,7 @@ the planner only asks whether the job holds one.
 
 A scatter into a traced shape (``tensor_scatter_nd_update`` into static params, ``scatter_nd``, the
 gather gradient, ``unsorted_segment_sum``) follows its inputs but its outputs keep the traced shape,
-so the rows stop there (``OpDef.traced_shape_from``; legacy's hybrid embedding scatters rows argwhere
+so the rows stop there (``OpDef.shape.traced_shape_from``; legacy's hybrid embedding scatters rows argwhere
 selected into a static table).
 An op whose attributes fix a shape at trace time (``broadcast_to``, ``unbroadcast``) cannot follow:
 the plan is refused, naming the job, the op, its source line and the data-dependent op; an
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from flowjob_core.plan.actual_shapes import MAX_SPECIALISED, DynamicShapeError, SpecialisedArena, reshaped
 from flowjob_core.ir.job import BlobSpec, Job, Node
+from flowjob_core.ir.kernel import kernel_of
 from flowjob_core.ir.opdef import KernelBuilder, KernelContext
 from flowjob_core.plan.mirrored import TensorList
 
@@ -52,17 +53,17 @@ class Followers:
             src = next((origin[i] for i in node.inputs if i in origin), None)
             if src is not None:
                 self.source[id(node)] = src
-                if node.op != "input" and ops[node.op].fixed_shape and node.attrs.get("static_target"):
+                if node.op != "input" and ops[node.op].shape.fixed_shape and node.attrs.get("static_target"):
                     continue  # it sums the rows into its traced shape (a variable's gradient): they stop here
-                if node.op != "input" and ops[node.op].fixed_shape:
+                if node.op != "input" and ops[node.op].shape.fixed_shape:
                     raise DynamicShapeError(
                         f"{self._where(node, src)}: the op's target shape {node.attrs.get('shape')} was fixed "
                         f"when the job was traced, so it cannot take the rows the data decide")
-            through = ops[node.op].traced_shape_from if node.op != "input" else None
+            through = ops[node.op].shape.traced_shape_from if node.op != "input" else None
             kept = through is not None and not any(node.inputs[k] in origin for k in through if k < len(node.inputs))
             if src is not None and kept:
                 continue  # it follows its inputs' actual rows, but its outputs keep the traced shape
-            if src is not None or (node.op != "input" and ops[node.op].dynamic_extent):
+            if src is not None or (node.op != "input" and ops[node.op].shape.dynamic_extent):
                 for lbn in node.outputs:
                     origin[lbn] = src if src is not None else node.name
 
@@ -79,7 +80,7 @@ class Followers:
         build = self._builder(node, builder, cache)
 
         ops = self.registries.ops
-        whole = node.op in ("return", "fetch") or ops[node.op].takes_tensor_list
+        whole = node.op in ("return", "fetch") or ops[node.op].shape.takes_tensor_list
         where = self._where(node, self.source[id(node)])
 
         def run(*args: Any) -> Any:
@@ -122,7 +123,7 @@ class Followers:
 
             ctx = KernelContext(self.backend.xp, self.backend, node.op, node.name, attrs, ins, outs, job.type,
                                 self.variables.array, out_buffer, self.shared, ops=ops)
-            fn = builder(ctx)
+            fn = kernel_of(builder(ctx)).run  # its traits were read from the node's first build (the planner)
             if len(cache) >= MAX_SPECIALISED:
                 del cache[next(iter(cache))]  # the oldest shape key
             cache[tuple([_shape_of(a) for a in args])] = fn

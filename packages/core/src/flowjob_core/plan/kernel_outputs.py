@@ -60,12 +60,13 @@ def problems(values: Sequence[Any], specs: Sequence["BlobSpec"], *, flexible_ext
 
 
 def checked(namespace: MutableMapping[str, Any], name: str, run: Callable[..., Any], job: "Job", node: "Node",
-            specs: Sequence["BlobSpec"], *, every_call: bool, flexible_extent: bool) -> Callable[..., Any]:
+            specs: Sequence["BlobSpec"], *, every_call: bool, flexible_extent: bool,
+            gated: bool = False) -> Callable[..., Any]:
     """``run`` (bound as ``namespace[name]`` in a generated step) wrapped in the output check: on its first
-    call only (then ``namespace[name]`` becomes ``run`` itself), or on ``every_call``."""
+    call only (then ``namespace[name]`` becomes ``run`` itself), or on ``every_call``. ``gated``: the kernel's
+    trait (``flowjob_core.ir.kernel.Kernel.gated``): a call returning None is a step it sits out, not checked."""
     if not specs:  # an op with side effects only: nothing to compare
         return run
-    gated = bool(getattr(run, "gated", False))
 
     def run_checked(*args: Any) -> Any:
         out = run(*args)

@@ -92,12 +92,13 @@ def estimate(node: Node, job: Job, ops: "OpTable") -> tuple[float, float, float]
     if node.op == "input":
         return 0.0, 0.0, 0.0
     opdef = ops[node.op]
-    if opdef.view:
+    if opdef.effects.view:
         return CALL_US / 2, 0.0, 0.0
     ins = [job.specs[i] for i in node.inputs]
     outs = [job.specs[o] for o in node.outputs]
     moved = sum(s.nbytes for s in ins) + sum(s.nbytes for s in outs)
-    flops_us = float(opdef.flops(ins, outs, node.attrs)) / FLOPS_PER_US if opdef.flops is not None else 0.0
+    flops = opdef.compute.flops
+    flops_us = float(flops(ins, outs, node.attrs)) / FLOPS_PER_US if flops is not None else 0.0
     memory_us = moved / BYTES_PER_US
     return CALL_US + memory_us + flops_us, flops_us, memory_us if moved >= SPLIT_BYTES else 0.0
 
@@ -109,10 +110,10 @@ BLAS to one thread (``blas_wide``)."""
 
 def blas_wide(job: Job, order: Sequence[Node], ops: "OpTable") -> bool:
     """Whether a plan's chains give BLAS every thread. Not where a node's kernels cut their own work over the host
-    threads (``OpDef.host_split``), nor where large memory passes, which kernels split, are a good share of the
+    threads (``OpDef.compute.host_split``), nor where large memory passes, which kernels split, are a good share of the
     step (``SPLIT_SHARE``): BLAS then keeps one thread per caller and large products are cut over the host threads
     (``backends.host_gemm``), for OpenBLAS's idle workers spin on the cores those parts need."""
-    if any(node.op != "input" and ops[node.op].host_split for node in order):
+    if any(node.op != "input" and ops[node.op].compute.host_split for node in order):
         return False
     total = split = 0.0
     for node in order:
@@ -135,7 +136,7 @@ def plan_lanes(job: Job, order: Sequence[Node], deps: Sequence[set[int]], ops: "
         alone[p] = t1
         chain[p] = t1 - spread_us + spread_us / max(1.0, threads * BLAS_EFFICIENCY) if threads > 1 else t1
     pinned = {p for p, node in enumerate(order)
-              if node.op != "input" and (ops[node.op].ordered or ops[node.op].effect)}
+              if node.op != "input" and (ops[node.op].effects.ordered or ops[node.op].effects.effect)}
     lane_of = [0] * n
     if threads <= 1 or n < 2:
         return LanePlan([Section(0, n, [list(range(n))])], lane_of, {}, set(), alone)

@@ -8,7 +8,7 @@ debug mode did not check values, and programs running in it fill with ``-inf`` o
 
 An infinity is an error only where it starts: an op may pass on the infinities its inputs hold (a
 ``where`` choosing a ``-inf`` fill, a reshape of a mask), and an op whose record declares
-``OpDef.intended_inf`` (a causal mask's ``-inf`` fill, ``-inf`` padding before a softmax, a constant of
+``OpDef.compute.intended_inf`` (a causal mask's ``-inf`` fill, ``-inf`` padding before a softmax, a constant of
 ``-inf``) may make them. NaN always stops the step. The planner then wraps each kernel of a floating output in
 :func:`checked` and the step in :func:`checked_feeds`, so a fed argument holding NaN is named
 before any op runs. Off, nothing is wrapped: the generated step function is the plain one.
@@ -133,7 +133,6 @@ def checked(run: Callable[..., Any], xp: Any, job: "Job", node: "Node", mutates:
             check(values[k], f"output {node.outputs[k]!r} holds", args)
         return out
 
-    run_checked.gated = getattr(run, "gated", False)  # type: ignore[attr-defined]
     return run_checked
 
 

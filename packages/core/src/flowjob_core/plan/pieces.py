@@ -3,7 +3,8 @@
 A backend that records a step once and replays it (the gpu backend's CUDA graphs) cannot record a node whose
 kernel works on the host each call: a learning rate evaluated in Python, a random stream drawn on the host, a
 value read back from the device, a side effect. ``StepProgram`` lists the step's kernel calls in order, each
-marked live or not (``OpDef.host_state``); ``split`` cuts the program at the live calls into ``Piece``s, each
+marked live or not (``flowjob_core.ir.kernel.runs_live``); ``split`` cuts the program at the live calls into
+``Piece``s, each
 a generated function ``piece(env)`` that reads the values it needs from the dict ``env`` (feeds and values
 of earlier pieces, by variable name) and writes there the values later pieces or the step's results read.
 A recorder records the pieces that are not live and runs the live ones every step.

@@ -19,6 +19,7 @@ from flowjob_core.errors import FlowjobError
 from flowjob_core.plan.extent import Followers
 from flowjob_core.ir.job import Job, Node
 from flowjob_core.plan import kernel_outputs, numerics
+from flowjob_core.ir.kernel import kernel_of, runs_live
 from flowjob_core.ir.opdef import KernelContext
 from flowjob_core.plan.lanes import LanePlan, Section, Signals, blas_wide, plan_lanes
 from flowjob_core.plan.pieces import StepCall, StepProgram
@@ -127,7 +128,7 @@ def plan_buffers(job: Job, order: list[Node], registries: "Registries", lanes: "
         release_at.setdefault(t, []).append(r)
     for t, node in enumerate(order):
         opdef = ops[node.op]
-        if not opdef.view:
+        if not opdef.effects.view:
             for lbn in node.outputs:
                 plan.slot_of[lbn] = _take_slot(plan, free, job.specs[lbn].nbytes)
         if t + 1 < len(order) and when[t + 1] == when[t]:
@@ -334,26 +335,24 @@ def build_plan(job: Job, backend: "Backend", registries: "Registries", variables
                              variables.array, out_buffer, shared, requests[position], bindings, ops)
         follows = followers is not None and followers.follows(node)
         try:
-            fn = followers.kernel(node, builder) if followers is not None and follows else builder(kctx)
+            kernel = kernel_of(followers.kernel(node, builder) if followers is not None and follows
+                               else builder(kctx))
         except FlowjobError:
             raise
         except Exception as exc:
             raise FlowjobError(f"job {job.name!r}: building the kernel of op {node.name!r} ({node.op}) at "
                                f"{node.source} failed: {exc!r}") from exc
-        # a kernel function's own ``host_state`` attribute is its backend's word on it: True marks it live, and
-        # False a kernel that does on the device what the op's record does on the host (a device random stream, a
-        # collective on the device's stream, which a recording keeps in the step's order as ``ordered`` asks)
-        declared = getattr(fn, "host_state", None)
-        live = opdef.cpu_only or (bool(declared) if declared is not None
-                                  else opdef.ordered or opdef.host_state or kctx.host_state)
+        live = runs_live(opdef, kernel, drew_rng=kctx.host_state)
+        fn = kernel.run
         if check:
-            fn = numerics.checked(fn, backend.xp, job, node, opdef.mutates, opdef.intended_inf)
+            fn = numerics.checked(fn, backend.xp, job, node, opdef.effects.mutates, opdef.compute.intended_inf)
         kname = f"k{kernel_count}"
         kernel_count += 1
         # the first call (every call in debug mode) checks the outputs against inference
         namespace[kname] = kernel_outputs.checked(namespace, kname, fn, job, node, out_specs,
                                                   every_call=check or numerics.outputs_every_call(),
-                                                  flexible_extent=follows or opdef.dynamic_extent)
+                                                  flexible_extent=follows or opdef.shape.dynamic_extent,
+                                                  gated=kernel.gated)
         call = f"{kname}({', '.join(var(i) for i in node.inputs)})"
         if node.outputs:
             call = f"{', '.join(var(o) for o in node.outputs)} = {call}"
@@ -441,9 +440,9 @@ def _section_source(number: int, section: Section, lane_plan: LanePlan, order: l
         lines.append("        return None")
     lines.append(f"    _lanes(({', '.join(names)},), s{number}.abort)")
 def _holds_dynamic_extent(order: "list[Node]", registries: "Registries") -> bool:
-    """Whether an op of the plan declares a data-dependent extent (``OpDef.dynamic_extent``, argwhere)."""
+    """Whether an op of the plan declares a data-dependent extent (``OpDef.shape.dynamic_extent``, argwhere)."""
     ops = registries.ops
-    return any(ops[node.op].dynamic_extent for node in order if node.op != "input")
+    return any(ops[node.op].shape.dynamic_extent for node in order if node.op != "input")
 
 
 def _side_consumers(job: Job, bindings: Bindings) -> list[Callable[[Any], None]]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from flowjob_core.errors import ShapeError
 from flowjob_core.ir.job import BlobSpec
-from flowjob_core.ir.opdef import Elementwise, KernelContext, OpDef
+from flowjob_core.ir.opdef import Compute, Effects, Elementwise, KernelContext, LegacyFace, OpDef, ShapeTraits
 from flowjob_core.plugins.host import hookimpl
 
 
@@ -30,10 +30,10 @@ def _variable_kernel(ctx: KernelContext) -> Any:
     return lambda: array
 
 
-INPUT = OpDef("input", _from_attrs, kernel=None, not_differentiable=True, name_prefix="Input",
-              output_names=("out",), doc="A job placeholder; the planner feeds it.")
+INPUT = OpDef("input", _from_attrs, kernel=None, not_differentiable=True,
+              doc="A job placeholder; the planner feeds it.", legacy=LegacyFace(output_names=("out",)))
 VARIABLE = OpDef("variable", _from_attrs, kernel=_variable_kernel, not_differentiable=True,
-                 name_prefix="Variable", output_names=("out",), doc="A session variable, read by reference.")
+                 doc="A session variable, read by reference.", legacy=LegacyFace(output_names=("out",)))
 
 
 # results ------------------------------------------------------------------
@@ -48,9 +48,9 @@ def _fresh_copy_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-RETURN = OpDef("return", _same, kernel=_fresh_copy_kernel, not_differentiable=True, name_prefix="Return",
-               effect=True, doc="Copies a returned value out of the step.")
-FETCH = OpDef("fetch", _same, kernel=_fresh_copy_kernel, not_differentiable=True, name_prefix="Fetch",
+RETURN = OpDef("return", _same, kernel=_fresh_copy_kernel, not_differentiable=True,
+               doc="Copies a returned value out of the step.", effects=Effects(effect=True))
+FETCH = OpDef("fetch", _same, kernel=_fresh_copy_kernel, not_differentiable=True,
               doc="Copies a watched value out of the step.")
 
 
@@ -65,8 +65,8 @@ def _constant_grad(ctx: Any) -> list[Any]:
     return [None]  # the value does not depend on the input's values: no gradient flows
 
 
-ONES_LIKE = OpDef("ones_like", _same, kernel=_ones_like_kernel, grad=_constant_grad, amp="black",
-                  doc="Ones of the input's shape (also the loss gradient seed).")
+ONES_LIKE = OpDef("ones_like", _same, kernel=_ones_like_kernel, grad=_constant_grad,
+                  doc="Ones of the input's shape (also the loss gradient seed).", compute=Compute(amp="black"))
 
 
 def _add_n_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -96,8 +96,8 @@ def _add_n_grad(ctx: Any) -> list[Any]:
     return [ctx.dy] * len(ctx.inputs)
 
 
-ADD_N = OpDef("add_n", _add_n_infer, kernel=_add_n_kernel, grad=_add_n_grad, name_prefix="AddN",
-              amp="gray", doc="Sum of same-shaped inputs (gradient accumulation).")
+ADD_N = OpDef("add_n", _add_n_infer, kernel=_add_n_kernel, grad=_add_n_grad,
+              doc="Sum of same-shaped inputs (gradient accumulation).", compute=Compute(amp="gray"))
 
 
 def _unbroadcast_axes(shape: tuple[int, ...], target: tuple[int, ...]) -> tuple[int, ...]:
@@ -139,8 +139,8 @@ def _unbroadcast_grad(ctx: Any) -> list[Any]:
 
 
 UNBROADCAST = OpDef("unbroadcast", _unbroadcast_infer, kernel=_unbroadcast_kernel, grad=_unbroadcast_grad,
-                    name_prefix="Unbroadcast", fixed_shape=True, amp="black",
-                    doc="Sums a broadcast gradient back to its input's shape.")
+                    doc="Sums a broadcast gradient back to its input's shape.", compute=Compute(amp="black"),
+                    shape=ShapeTraits(fixed_shape=True))
 
 
 def _broadcast_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -169,8 +169,8 @@ def _broadcast_grad(ctx: Any) -> list[Any]:
 
 
 BROADCAST_TO = OpDef("broadcast_to", _broadcast_infer, kernel=_broadcast_kernel, grad=_broadcast_grad,
-                     name_prefix="BroadcastTo", fixed_shape=True, amp="black",
-                     doc="Broadcasts to a fixed shape.")
+                     doc="Broadcasts to a fixed shape.", compute=Compute(amp="black"),
+                     shape=ShapeTraits(fixed_shape=True))
 
 
 def _scalar_mul_grad(ctx: Any) -> list[Any]:
@@ -185,9 +185,9 @@ def _scalar_mul_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]
     return [inputs[0]]
 
 
-SCALAR_MUL = OpDef("scalar_mul", _scalar_mul_infer, grad=_scalar_mul_grad, name_prefix="ScalarMul",
-                   elementwise=Elementwise("multiply", scalar="scalar"), amp="gray",
-                   doc="Multiplies by a Python number.")
+SCALAR_MUL = OpDef("scalar_mul", _scalar_mul_infer, grad=_scalar_mul_grad,
+                   elementwise=Elementwise("multiply", scalar="scalar"), doc="Multiplies by a Python number.",
+                   compute=Compute(amp="gray"))
 
 def _scale_by_loss_count_kernel(ctx: KernelContext) -> Any:
     xp, out = ctx.xp, ctx.out(0)
@@ -202,7 +202,6 @@ def _scale_by_loss_count_kernel(ctx: KernelContext) -> Any:
 
 SCALE_BY_LOSS_COUNT = OpDef(
     "scale_by_loss_count", _same, kernel=_scale_by_loss_count_kernel, not_differentiable=True,
-    name_prefix="ScaleByLossCount",
     doc="A variable's gradient divided by the element count of the losses at this step (at least 1): legacy's "
         "scaling by the step's loss instances where the data decide a loss's rows.")
 

@@ -28,7 +28,7 @@ class OpRegistry:
         if op.name in self._ops:
             raise PluginError(
                 f"op {op.name!r} registered twice: by {self._owner[op.name]!r} and by {self.current_plugin!r}")
-        for legacy in op.legacy_names:
+        for legacy in op.legacy.legacy_names:
             taken = self._legacy.get(legacy) or (legacy if legacy in self._ops else None)
             if taken is not None:
                 raise PluginError(f"op {op.name!r} (plugin {self.current_plugin!r}) takes the legacy name "
@@ -38,7 +38,7 @@ class OpRegistry:
                               f"{self._legacy[op.name]!r}")
         self._ops[op.name] = op
         self._owner[op.name] = self.current_plugin
-        self._legacy.update(dict.fromkeys(op.legacy_names, op.name))
+        self._legacy.update(dict.fromkeys(op.legacy.legacy_names, op.name))
 
     def add_operator(self, dunder: str, fn: Callable[..., Any]) -> None:
         """Make ``Blob.<dunder>`` (e.g. ``__add__``) call ``fn(blob, other)``."""

@@ -74,11 +74,9 @@ def _scale_kernel(ctx: KernelContext) -> Any:
     return lambda dy, other: xp.multiply(other, dy, out=out)
 
 
-WEIGHTED_SUM = OpDef("testing_weighted_sum", _weighted_sum_infer, kernel=_weighted_sum_kernel,
-                     grad=_weighted_sum_grad, name_prefix="TestingWeightedSum",
+WEIGHTED_SUM = OpDef("testing_weighted_sum", _weighted_sum_infer, kernel=_weighted_sum_kernel, grad=_weighted_sum_grad,
                      doc="sum_k <y_k, c_k> over (y_0, c_0, y_1, c_1, ...): the gradient kit's test loss.")
-WEIGHTED_SUM_GRAD = OpDef("testing_weighted_sum_grad", _scale_infer, kernel=_scale_kernel,
-                          not_differentiable=True, name_prefix="TestingWeightedSumGrad",
+WEIGHTED_SUM_GRAD = OpDef("testing_weighted_sum_grad", _scale_infer, kernel=_scale_kernel, not_differentiable=True,
                           doc="dy * other, dy a scalar: the gradient of testing_weighted_sum.")
 KIT_OPS = (WEIGHTED_SUM, WEIGHTED_SUM_GRAD)
 

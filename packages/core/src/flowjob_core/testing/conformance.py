@@ -184,10 +184,10 @@ def coverage_problems(cases: Sequence[OpCase], plugin: str, session: Session,
                         f"{unmarked}")
     # a differentiable op takes floating inputs, so enable_auto_mixed_precision must know its class;
     # gradient ops are made by autodiff after that pass and need none
-    classless = [name for name in mine if ops[name].amp is None and ops[name].grad is not None
+    classless = [name for name in mine if ops[name].compute.amp is None and ops[name].grad is not None
                  and not name.endswith("_grad")]
     if classless:
-        problems.append(f"ops of plugin {plugin!r} with no mixed-precision class (OpDef.amp: "
+        problems.append(f"ops of plugin {plugin!r} with no mixed-precision class (OpDef.compute.amp: "
                         f"{', '.join(AMP_CLASSES)}): {classless}")
     unknown = sorted({case.op for case in cases if case.op not in ops})
     if unknown:

@@ -15,6 +15,7 @@ from typing import Any, Callable, cast
 import numpy as np
 
 from flowjob_core.errors import FlowjobError
+from flowjob_core.ir.kernel import kernel_of
 from flowjob_core.ir.opdef import KernelBuilder, KernelContext, OpDef
 from flowjob_core.plugins.registry import ANY_BACKEND, KernelRegistry, Registries
 
@@ -75,8 +76,8 @@ def _shares_memory(xp: Any, a: Any, b: Any) -> bool:
 
 def _checked(op: OpDef, builder: KernelBuilder) -> KernelBuilder:
     def build(ctx: KernelContext) -> Callable[..., Any]:
-        run = builder(ctx)
-        xp, backend = ctx.xp, ctx.backend
+        kernel = kernel_of(builder(ctx))
+        run, xp, backend = kernel.run, ctx.xp, ctx.backend
 
         def checked(*args: Any) -> Any:
             before = [_snapshot(backend.to_host(a)) if hasattr(a, "shape") else None for a in args]
@@ -91,7 +92,7 @@ def _checked(op: OpDef, builder: KernelBuilder) -> KernelBuilder:
             outputs = result if isinstance(result, tuple) else (result,)
             for k, out in enumerate(outputs):
                 for i, arg in enumerate(args):
-                    if op.view and i == 0:
+                    if op.effects.view and i == 0:
                         continue  # a view op's outputs may alias input 0
                     if _shares_memory(xp, out, arg):
                         raise KernelContractError(
@@ -99,7 +100,7 @@ def _checked(op: OpDef, builder: KernelBuilder) -> KernelBuilder:
                             f"kernel returns fresh results (ctx.out(k)), not its inputs (an op whose outputs alias "
                             f"input 0 declares view=True)")
             for i, (arg, old) in enumerate(zip(args, before)):
-                if old is None or i in op.mutates:
+                if old is None or i in op.effects.mutates:
                     continue
                 if not _unchanged(backend.to_host(arg), old):
                     raise KernelContractError(
@@ -107,7 +108,7 @@ def _checked(op: OpDef, builder: KernelBuilder) -> KernelBuilder:
                         f"read by every consumer; an op that updates an input in place declares it in mutates)")
             return result
 
-        return checked
+        return kernel.around(checked)
 
     return build
 

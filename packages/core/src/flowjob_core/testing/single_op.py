@@ -138,4 +138,4 @@ def run_op(op: str, inputs: list[np.ndarray], attrs: dict | None = None, *, sess
         # a train job needs a loss for autodiff; passes see a predict job, the kernels a train one
         plan = plan_job(sess, traced.job, kernel_job_type="train" if training else None, backend=target,
                         registries=registries)
-        return run_plan(plan, arrays, writable=sess.registries.ops[op].mutates)
+        return run_plan(plan, arrays, writable=sess.registries.ops[op].effects.mutates)

@@ -116,7 +116,7 @@ class JobBuilder:
             opdef = ops[op_type]
         except FlowjobError as exc:
             raise OpBuildError(f"job {self.job.name!r} at {where}: {exc}") from None
-        node_name = scoped_name if scoped_name is not None else self.op_name(name, opdef.name_prefix)
+        node_name = scoped_name if scoped_name is not None else self.op_name(name, opdef.legacy.name_prefix)
         for i, blob in enumerate(inputs):
             if not isinstance(blob, Blob):
                 raise OpBuildError(
@@ -129,8 +129,8 @@ class JobBuilder:
         if node_name in self._names:
             raise OpBuildError(f"job {self.job.name!r} at {where}: op name {node_name!r} is already used in this job")
         placement = scope.current_placement()
-        if opdef.parallel_num_attr is not None:
-            attrs[opdef.parallel_num_attr] = placement.device_count if placement is not None else 1
+        if opdef.shape.parallel_num_attr is not None:
+            attrs[opdef.shape.parallel_num_attr] = placement.device_count if placement is not None else 1
         in_specs = tuple(b.spec for b in inputs)
         try:
             out_specs = tuple(opdef.infer(in_specs, attrs))
@@ -140,14 +140,14 @@ class JobBuilder:
                 f"job {self.job.name!r}, op {node_name!r} ({op_type}) at {where}: {exc} [inputs: {shapes or 'none'}]"
             ) from None
         outputs = tuple(f"{node_name}/{out}" for out in opdef.out_names(len(out_specs)))
-        dev = device or ("cpu" if opdef.cpu_only else self._device())
+        dev = device or ("cpu" if opdef.effects.cpu_only else self._device())
         placed = placement.machine_device_ids if placement is not None else self._placed
         node = Node(op_type, node_name, tuple(b.lbn for b in inputs), outputs, attrs, dev, where,
                     scope.current_attributes(), placed)
         self._names.add(node_name)
         self.job.nodes.append(node)
         batch_axis = inputs[0].batch_axis if inputs else None
-        dynamic = opdef.dynamic_extent or any(b.dynamic for b in inputs)  # legacy's is_dynamic follows the data
+        dynamic = opdef.shape.dynamic_extent or any(b.dynamic for b in inputs)  # legacy's is_dynamic follows the data
         blobs = []
         for lbn, spec in zip(outputs, out_specs):
             self.job.specs[lbn] = spec

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord.coco import CocoIndex, CocoSampler
@@ -72,8 +72,8 @@ def _kernel(ctx: KernelContext) -> Any:
 
 
 COCO_READER = OpDef("coco_reader", _infer, kernel=_kernel, not_differentiable=True,
-                    host_state=True, name_prefix="COCOReader",
-                    output_names=OUTPUTS, effect=True,
-                    doc="one COCO batch per step: image bytes, ids, sizes, boxes, labels and polygons")
+                    doc="one COCO batch per step: image bytes, ids, sizes, boxes, labels and polygons",
+                    effects=Effects(host_state=True, effect=True),
+                    legacy=LegacyFace(name_prefix="COCOReader", output_names=OUTPUTS))
 
 OPS = (COCO_READER,)

@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord import images
@@ -56,8 +56,8 @@ def _kernel(ctx: KernelContext) -> Any:
 
 IMAGE_DECODE_TENSOR_BUFFER = OpDef(
     "image_decode_tensor_buffer", _infer, kernel=_kernel, not_differentiable=True,
-    host_state=True, name_prefix="ImageDecode",
-    doc="each element's encoded image decoded to (H, W, C) pixels of data_type (BGR, RGB or GRAY)")
+    doc="each element's encoded image decoded to (H, W, C) pixels of data_type (BGR, RGB or GRAY)",
+    effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="ImageDecode"))
 
 
 
@@ -207,7 +207,7 @@ def _align_kernel(ctx: KernelContext) -> Any:
 
 
 def _op(name: str, infer: Any, kernel: Any, prefix: str, doc: str) -> OpDef:
-    return OpDef(name, infer, kernel=kernel, not_differentiable=True, name_prefix=prefix, doc=doc)
+    return OpDef(name, infer, kernel=kernel, not_differentiable=True, doc=doc, legacy=LegacyFace(name_prefix=prefix))
 
 
 IMAGE_FLIP_TENSOR_BUFFER = _op("image_flip_tensor_buffer", _flip_infer, _flip_kernel, "ImageFlip",

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord import features, images
@@ -123,22 +123,21 @@ def _crop_resize_kernel(ctx: KernelContext) -> Any:
 
 
 OFRECORD_IMAGE_DECODER = OpDef(
-    "ofrecord_image_decoder", _handle_infer, kernel=_decoder_kernel, not_differentiable=True, host_state=True,
-    name_prefix="OFRecordImageDecoder",
-    doc="Decodes an encoded image feature of each record (ahead, in the reader's thread); a handle blob")
+    "ofrecord_image_decoder", _handle_infer, kernel=_decoder_kernel, not_differentiable=True,
+    doc="Decodes an encoded image feature of each record (ahead, in the reader's thread); a handle blob",
+    effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="OFRecordImageDecoder"))
 OFRECORD_IMAGE_DECODER_RANDOM_CROP = OpDef(
     "ofrecord_image_decoder_random_crop", _handle_infer, kernel=_decoder_kernel, not_differentiable=True,
-    host_state=True,
-    name_prefix="OFRecordImageDecoderRandomCrop",
-    doc="Decodes a random crop (area and aspect ratio drawn per image) of each record's encoded image")
+    doc="Decodes a random crop (area and aspect ratio drawn per image) of each record's encoded image",
+    effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="OFRecordImageDecoderRandomCrop"))
 OFRECORD_BYTES_DECODER = OpDef(
-    "ofrecord_bytes_decoder", handle_infer, kernel=_bytes_kernel, not_differentiable=True, host_state=True,
-    name_prefix="OFRecordBytesDecoder",
-    doc="Each record's bytes value (an encoded image), kept in the reader thread; a handle blob")
+    "ofrecord_bytes_decoder", handle_infer, kernel=_bytes_kernel, not_differentiable=True,
+    doc="Each record's bytes value (an encoded image), kept in the reader thread; a handle blob",
+    effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="OFRecordBytesDecoder"))
 IMAGE_DECODER_RANDOM_CROP_RESIZE = OpDef(
     "image_decoder_random_crop_resize", _crop_resize_infer, kernel=_crop_resize_kernel, not_differentiable=True,
-    host_state=True, name_prefix="ImageDecoderRandomCropResize",
-    doc="Encoded images (a bytes decoder's handle) decoded as random crops resized to (batch, h, w, 3) RGB")
+    doc="Encoded images (a bytes decoder's handle) decoded as random crops resized to (batch, h, w, 3) RGB",
+    effects=Effects(host_state=True))
 
 OPS = (OFRECORD_IMAGE_DECODER, OFRECORD_IMAGE_DECODER_RANDOM_CROP, OFRECORD_BYTES_DECODER,
        IMAGE_DECODER_RANDOM_CROP_RESIZE)

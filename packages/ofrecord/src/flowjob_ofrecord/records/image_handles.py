@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord import images
@@ -181,7 +181,8 @@ def _batch_align_kernel(ctx: KernelContext) -> Any:
 
 
 def _op(name: str, infer: Any, transform: Callable[[KernelContext], Transform], prefix: str, doc: str) -> OpDef:
-    return OpDef(name, infer, kernel=_handle_kernel(transform), not_differentiable=True, name_prefix=prefix, doc=doc)
+    return OpDef(name, infer, kernel=_handle_kernel(transform), not_differentiable=True, doc=doc,
+                 legacy=LegacyFace(name_prefix=prefix))
 
 
 IMAGE_DECODE = _op("image_decode", _decode_infer, _decode, "ImageDecode",
@@ -193,8 +194,8 @@ IMAGE_RANDOM_CROP = _op("image_random_crop", _random_crop_infer, _random_crop, "
 IMAGE_NORMALIZE = _op("image_normalize", _normalize_infer, _normalize, "ImageNormalize",
                       "(image - mean) / std per channel for each image of a handle, float32; a handle")
 IMAGE_BATCH_ALIGN = OpDef(
-    "image_batch_align", _batch_align_infer, kernel=_batch_align_kernel, not_differentiable=True, host_state=True,
-    name_prefix="ImageBatchAlign",
-    doc="Images of a handle pasted top-left into one zero-padded (batch, H, W, C) blob, H and W aligned")
+    "image_batch_align", _batch_align_infer, kernel=_batch_align_kernel, not_differentiable=True,
+    doc="Images of a handle pasted top-left into one zero-padded (batch, H, W, C) blob, H and W aligned",
+    effects=Effects(host_state=True))
 
 OPS = (IMAGE_DECODE, IMAGE_FLIP, IMAGE_RANDOM_CROP, IMAGE_NORMALIZE, IMAGE_BATCH_ALIGN)

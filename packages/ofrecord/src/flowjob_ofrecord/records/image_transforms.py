@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord import images
@@ -204,22 +204,22 @@ def _cmn_kernel(ctx: KernelContext) -> Any:
 
 
 IMAGE_RESIZE_TO_FIXED = OpDef(
-    "image_resize_to_fixed", _resize_infer, kernel=_resize_kernel, not_differentiable=True, host_state=True,
-    name_prefix="ImageResize", output_names=("out", "scale"),
-    doc="Decoded images resized to (batch, h, w, C), and each image's (w, h) scale, float32")
+    "image_resize_to_fixed", _resize_infer, kernel=_resize_kernel, not_differentiable=True,
+    doc="Decoded images resized to (batch, h, w, C), and each image's (w, h) scale, float32",
+    effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="ImageResize", output_names=("out", "scale")))
 IMAGE_RESIZE_KEEP_ASPECT_RATIO = OpDef(
     "image_resize_keep_aspect_ratio", _keep_ratio_infer, kernel=_keep_ratio_kernel, not_differentiable=True,
-    host_state=True,
-    name_prefix="ImageResize", output_names=("out", "scale", "size"),
-    doc="Decoded images resized keeping their aspect ratio (a handle), their (w, h) scales and (w, h) sizes")
+    doc="Decoded images resized keeping their aspect ratio (a handle), their (w, h) scales and (w, h) sizes",
+    effects=Effects(host_state=True),
+    legacy=LegacyFace(name_prefix="ImageResize", output_names=("out", "scale", "size")))
 IMAGE_CROP_FROM_TENSORBUFFER = OpDef(
-    "image_crop_from_tensorbuffer", _crop_infer, kernel=_crop_kernel, not_differentiable=True, host_state=True,
-    name_prefix="CropMirrorNormalize_Crop",
-    doc="Images of differing sizes (a handle) cropped to one (batch, crop_h, crop_w, C) uint8 blob")
+    "image_crop_from_tensorbuffer", _crop_infer, kernel=_crop_kernel, not_differentiable=True,
+    doc="Images of differing sizes (a handle) cropped to one (batch, crop_h, crop_w, C) uint8 blob",
+    effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="CropMirrorNormalize_Crop"))
 
 CROP_MIRROR_NORMALIZE = OpDef(
-    "crop_mirror_normalize_from_uint8", _cmn_infer, kernel=_cmn_kernel, not_differentiable=True, host_state=True,
-    name_prefix="CropMirrorNormalize",
-    doc="Crops a window, flips the images whose mirror flag is set, subtracts mean and divides by std")
+    "crop_mirror_normalize_from_uint8", _cmn_infer, kernel=_cmn_kernel, not_differentiable=True,
+    doc="Crops a window, flips the images whose mirror flag is set, subtracts mean and divides by std",
+    effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="CropMirrorNormalize"))
 
 OPS = (IMAGE_RESIZE_TO_FIXED, IMAGE_RESIZE_KEEP_ASPECT_RATIO, IMAGE_CROP_FROM_TENSORBUFFER, CROP_MIRROR_NORMALIZE)

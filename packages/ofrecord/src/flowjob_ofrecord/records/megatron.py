@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord.megatron import GptSamples, MegatronIndex
@@ -71,11 +71,11 @@ def _kernel(ctx: KernelContext) -> Any:
 
 MEGATRON_GPT_MMAP_DATA_LOADER = OpDef(
     "megatron_gpt_mmap_data_loader", _infer, kernel=_kernel, not_differentiable=True,
-    host_state=True, name_prefix="gpt_data_loader",
-    effect=True, doc="batches of seq_length + 1 tokens from a Megatron .idx/.bin dataset, shuffled as legacy's loader")
+    doc="batches of seq_length + 1 tokens from a Megatron .idx/.bin dataset, shuffled as legacy's loader",
+    effects=Effects(host_state=True, effect=True), legacy=LegacyFace(name_prefix="gpt_data_loader"))
 MEGATRON_GPT_MMAP_DATA_LOADER_WITH_PROGRESS = OpDef(
-    "megatron_gpt_mmap_data_loader_with_progress", _infer, kernel=_kernel, not_differentiable=True, host_state=True,
-    name_prefix="gpt_data_loader", mutates=(0,), effect=True,
-    doc="megatron_gpt_mmap_data_loader taking the batch its iteration counter (input 0) names, then advancing it")
+    "megatron_gpt_mmap_data_loader_with_progress", _infer, kernel=_kernel, not_differentiable=True,
+    doc="megatron_gpt_mmap_data_loader taking the batch its iteration counter (input 0) names, then advancing it",
+    effects=Effects(host_state=True, mutates=(0,), effect=True), legacy=LegacyFace(name_prefix="gpt_data_loader"))
 
 OPS = (MEGATRON_GPT_MMAP_DATA_LOADER, MEGATRON_GPT_MMAP_DATA_LOADER_WITH_PROGRESS)

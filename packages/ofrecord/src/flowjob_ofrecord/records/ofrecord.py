@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord import features
@@ -90,11 +90,10 @@ def _raw_kernel(ctx: KernelContext) -> Any:
 
 
 OFRECORD_READER = OpDef("ofrecord_reader", _reader_infer, kernel=_reader_kernel, not_differentiable=True,
-                        host_state=True,
-                        name_prefix="OFRecord_Reader",
-                        doc="The next batch of records of an OFRecord folder (their ids, int64), read ahead")
+                        doc="The next batch of records of an OFRecord folder (their ids, int64), read ahead",
+                        effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="OFRecord_Reader"))
 OFRECORD_RAW_DECODER = OpDef("ofrecord_raw_decoder", _raw_infer, kernel=_raw_kernel, not_differentiable=True,
-                             host_state=True, name_prefix="OFRecordRawDecoder",
-                             doc="One feature of each record as a (batch, *shape) blob of a numeric dtype")
+                             doc="One feature of each record as a (batch, *shape) blob of a numeric dtype",
+                             effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="OFRecordRawDecoder"))
 
 OPS = (OFRECORD_READER, OFRECORD_RAW_DECODER)

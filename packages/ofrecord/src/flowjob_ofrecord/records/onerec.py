@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ofrecord.errors import OFRecordError
@@ -162,12 +162,11 @@ def _decoder_kernel(ctx: KernelContext) -> Any:
     return copy_decoded(ctx, reader)
 
 
-ONEREC_READER = OpDef("onerec_reader", _reader_infer, kernel=_reader_kernel, not_differentiable=True, host_state=True,
-                      name_prefix="OneRecReader",
-                      doc="The next batch of examples of a list of OneRec files (their ids, int64), read ahead")
+ONEREC_READER = OpDef("onerec_reader", _reader_infer, kernel=_reader_kernel, not_differentiable=True,
+                      doc="The next batch of examples of a list of OneRec files (their ids, int64), read ahead",
+                      effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="OneRecReader"))
 ONEREC_DECODER = OpDef("onerec_decoder", _decoder_infer, kernel=_decoder_kernel, not_differentiable=True,
-                       host_state=True,
-                       name_prefix="OneRecDecoder",
-                       doc="One feature's tensor of each OneRec example as a (batch, *shape) blob")
+                       doc="One feature's tensor of each OneRec example as a (batch, *shape) blob",
+                       effects=Effects(host_state=True), legacy=LegacyFace(name_prefix="OneRecDecoder"))
 
 OPS = (ONEREC_READER, ONEREC_DECODER)

@@ -55,7 +55,7 @@ def unary_function(op: str, module: str) -> Callable[..., Blob]:
 
     Args:
         x: a blob.
-        name: the op name; default ``{catalog.record(op).name_prefix}_<n>``.
+        name: the op name; default ``{catalog.record(op).legacy.name_prefix}_<n>``.
 
     Returns:
         A blob like x.

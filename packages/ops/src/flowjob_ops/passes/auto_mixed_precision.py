@@ -3,7 +3,7 @@
 Legacy's rewrite, on this IR (phase ``differentiate``, before ``autodiff``, so the casts it adds get
 their gradients like any op):
 
-* each op's record declares its class (``OpDef.amp``, so a plugin's op takes part as the built-in ones
+* each op's record declares its class (``OpDef.compute.amp``, so a plugin's op takes part as the built-in ones
   do): *white* (GEMM-like: they gain most from float16), *gray* (elementwise and normalizing ops that
   may run in float16 between white ops), *clear* (ops that only move data), *black* (float32); an op
   that declares none runs in float32;
@@ -46,8 +46,8 @@ def _enabled(job: Job) -> bool:
 
 
 def amp_class(ops: Any, op: str) -> str | None:
-    """The op's declared class (``OpDef.amp``), None when it declares none or is not registered."""
-    return ops[op].amp if op in ops else None
+    """The op's declared class (``OpDef.compute.amp``), None when it declares none or is not registered."""
+    return ops[op].compute.amp if op in ops else None
 
 
 def half_set(job: Job, ops: Any) -> set[str]:

@@ -110,7 +110,7 @@ def fuse_elementwise_chains(job: Job, ctx: Any = None) -> int:
                   if step(n.op) is not None and len(n.outputs) == 1 and _own_kernels(ctx, n.op)}
 
     def writes_in_place(node: Node) -> bool:  # without the registries (a bare call) nothing is known to
-        return registries is not None and node.op in registries.ops and bool(registries.ops[node.op].mutates)
+        return registries is not None and node.op in registries.ops and bool(registries.ops[node.op].effects.mutates)
 
     # member -> the next member of its chain. A binary node can be the single reader of both of its
     # operands; linking both would put it in two chains (two fused nodes in its place, one reading a

@@ -80,7 +80,7 @@ def run(job: Job, ctx: Any) -> None:
     for node in job.nodes:
         if node.name in added:
             continue
-        writes = {node.inputs[k] for k in ops[node.op].mutates}
+        writes = {node.inputs[k] for k in ops[node.op].effects.mutates}
         # the update ops write the variable itself (legacy's optimizer-pass ops read its "ref")
         if not writes.intersection(proxies):
             node.inputs = tuple(proxies.get(lbn, lbn) for lbn in node.inputs)

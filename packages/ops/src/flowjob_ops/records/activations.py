@@ -9,7 +9,7 @@ import math
 import numbers
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Elementwise, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.records.common import grad_like_second, require_floating, unary_float
 from flowjob_ops.kernels.normal_cdf import NormalCdf
@@ -33,11 +33,10 @@ def _relu_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-RELU = OpDef("relu", unary_float, grad=_relu_grad, name_prefix="Relu", elementwise=Elementwise("maximum", fixed=0),
-             doc="max(x, 0)", amp="clear")
+RELU = OpDef("relu", unary_float, grad=_relu_grad, elementwise=Elementwise("maximum", fixed=0), doc="max(x, 0)",
+             compute=Compute(amp="clear"))
 RELU_GRAD = OpDef("relu_grad", grad_like_second, kernel=_relu_grad_kernel, not_differentiable=True,
-                  layouts=layout_rules.same_shape_elementwise,
-                  name_prefix="ReluGrad", doc="dy where y > 0, else 0")
+                  doc="dy where y > 0, else 0", compute=Compute(layouts=layout_rules.same_shape_elementwise))
 
 
 # sigmoid ------------------------------------------------------------------
@@ -71,10 +70,10 @@ def _sigmoid_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-SIGMOID = OpDef("sigmoid", unary_float, kernel=_sigmoid_kernel, grad=_sigmoid_grad, name_prefix="Sigmoid",
-                doc="1 / (1 + exp(-x))", amp="gray")
+SIGMOID = OpDef("sigmoid", unary_float, kernel=_sigmoid_kernel, grad=_sigmoid_grad, doc="1 / (1 + exp(-x))",
+                compute=Compute(amp="gray"))
 SIGMOID_GRAD = OpDef("sigmoid_grad", grad_like_second, kernel=_sigmoid_grad_kernel, not_differentiable=True,
-                     name_prefix="SigmoidGrad", doc="dy * y * (1 - y) from the sigmoid output y")
+                     doc="dy * y * (1 - y) from the sigmoid output y")
 
 
 # tanh ---------------------------------------------------------------------
@@ -94,10 +93,10 @@ def _tanh_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-TANH = OpDef("tanh", unary_float, grad=_tanh_grad, name_prefix="Tanh", elementwise=Elementwise("tanh"),
-             doc="the hyperbolic tangent of x", amp="gray")
+TANH = OpDef("tanh", unary_float, grad=_tanh_grad, elementwise=Elementwise("tanh"), doc="the hyperbolic tangent of x",
+             compute=Compute(amp="gray"))
 TANH_GRAD = OpDef("tanh_grad", grad_like_second, kernel=_tanh_grad_kernel, not_differentiable=True,
-                  name_prefix="TanhGrad", doc="dy * (1 - y^2) from the tanh output y")
+                  doc="dy * (1 - y^2) from the tanh output y")
 
 
 # gelu ---------------------------------------------------------------------
@@ -141,11 +140,11 @@ def _gelu_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-GELU = OpDef("gelu", unary_float, kernel=_gelu_kernel, grad=_gelu_grad, name_prefix="Gelu",
+GELU = OpDef("gelu", unary_float, kernel=_gelu_kernel, grad=_gelu_grad,
              doc="x * Phi(x), Phi the standard normal CDF: x/2 * (1 + erf(x / sqrt(2))), the exact (erf) form",
-             amp="gray")
+             compute=Compute(amp="gray"))
 GELU_GRAD = OpDef("gelu_grad", grad_like_second, kernel=_gelu_grad_kernel, not_differentiable=True,
-                  name_prefix="GeluGrad", doc="dy * (Phi(x) + x phi(x))")
+                  doc="dy * (Phi(x) + x phi(x))")
 
 # attributes ---------------------------------------------------------------
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -229,12 +228,10 @@ def _leaky_relu_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-LEAKY_RELU = OpDef("leaky_relu", _unary_with("leaky_relu", "alpha"), kernel=_leaky_relu_kernel,
-                   grad=_leaky_relu_grad, name_prefix="LeakyRelu", doc="x where x > 0, alpha * x elsewhere",
-                   amp="black")
+LEAKY_RELU = OpDef("leaky_relu", _unary_with("leaky_relu", "alpha"), kernel=_leaky_relu_kernel, grad=_leaky_relu_grad,
+                   doc="x where x > 0, alpha * x elsewhere", compute=Compute(amp="black"))
 LEAKY_RELU_GRAD = OpDef("leaky_relu_grad", _grad_with("leaky_relu_grad", "alpha"), kernel=_leaky_relu_grad_kernel,
-                        not_differentiable=True, name_prefix="LeakyReluGrad",
-                        doc="dy where x > 0, alpha * dy elsewhere")
+                        not_differentiable=True, doc="dy where x > 0, alpha * dy elsewhere")
 
 
 # hardtanh and relu6: a clip whose gradient passes inside the open interval ---------------
@@ -272,12 +269,11 @@ def _relu6_grad(ctx: GradContext) -> list[Any]:
 
 
 HARDTANH = OpDef("hardtanh", _hardtanh_infer, kernel=_clip_kernel("min_val", "max_val"), grad=_hardtanh_grad,
-                 name_prefix="Hardtanh", doc="clip(x, min_val, max_val)", amp="black")
+                 doc="clip(x, min_val, max_val)", compute=Compute(amp="black"))
 HARDTANH_GRAD = OpDef("hardtanh_grad", _grad_with("hardtanh_grad", "min_val", "max_val"), kernel=_hardtanh_grad_kernel,
-                      not_differentiable=True, name_prefix="HardtanhGrad",
-                      doc="dy where min_val < y < max_val, from the output y")
+                      not_differentiable=True, doc="dy where min_val < y < max_val, from the output y")
 RELU6 = OpDef("relu6", unary_float, kernel=_clip_kernel(None, None, 0.0, 6.0), grad=_relu6_grad,
-              name_prefix="Relu6", doc="min(max(x, 0), 6)", amp="black")
+              doc="min(max(x, 0), 6)", compute=Compute(amp="black"))
 
 
 # hardsigmoid and hardswish ------------------------------------------------------------
@@ -350,16 +346,17 @@ def _grad_from_input(op: str) -> Any:
     return rule
 
 
-HARDSIGMOID = OpDef("hardsigmoid", unary_float, kernel=_hardsigmoid_kernel,
-                    grad=_grad_from_input("hardsigmoid_grad"), name_prefix="HardSigmoid",
-                    doc="relu6(x + 3) / 6, a piecewise-linear sigmoid", amp="black")
+HARDSIGMOID = OpDef("hardsigmoid", unary_float, kernel=_hardsigmoid_kernel, grad=_grad_from_input("hardsigmoid_grad"),
+                    doc="relu6(x + 3) / 6, a piecewise-linear sigmoid", compute=Compute(amp="black"),
+                    legacy=LegacyFace(name_prefix="HardSigmoid"))
 HARDSIGMOID_GRAD = OpDef("hardsigmoid_grad", _grad_with("hardsigmoid_grad"), kernel=_hardsigmoid_grad_kernel,
-                         not_differentiable=True, name_prefix="HardSigmoidGrad", doc="dy / 6 where -3 < x < 3")
+                         not_differentiable=True, doc="dy / 6 where -3 < x < 3",
+                         legacy=LegacyFace(name_prefix="HardSigmoidGrad"))
 HARDSWISH = OpDef("hardswish", unary_float, kernel=_hardswish_kernel, grad=_grad_from_input("hardswish_grad"),
-                  name_prefix="HardSwish", doc="x * relu6(x + 3) / 6", amp="black")
+                  doc="x * relu6(x + 3) / 6", compute=Compute(amp="black"), legacy=LegacyFace(name_prefix="HardSwish"))
 HARDSWISH_GRAD = OpDef("hardswish_grad", _grad_with("hardswish_grad"), kernel=_hardswish_grad_kernel,
-                       not_differentiable=True, name_prefix="HardSwishGrad",
-                       doc="dy * (0 below -3, x/3 + 1/2 between, 1 above 3)")
+                       not_differentiable=True, doc="dy * (0 below -3, x/3 + 1/2 between, 1 above 3)",
+                       legacy=LegacyFace(name_prefix="HardSwishGrad"))
 
 
 # elu and selu: scale * (x where x > 0, alpha * (exp(x) - 1) elsewhere) -----------------------
@@ -402,12 +399,13 @@ def _elu_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("elu_grad", [ctx.inputs[0], ctx.dy], attrs)]
 
 
-ELU = OpDef("elu", _unary_with("elu", "alpha", "scale"), kernel=_elu_kernel, grad=_elu_grad, name_prefix="Elu",
-            doc="scale * (x where x > 0, alpha * (exp(x) - 1) elsewhere); flow.nn.elu fixes scale = 1", amp="black")
-SELU = OpDef("selu", _unary_with("selu", "alpha", "scale"), kernel=_elu_kernel, grad=_elu_grad, name_prefix="Selu",
-             doc="elu scaled: scale * (x where x > 0, alpha * (exp(x) - 1) elsewhere)", amp="black")
+ELU = OpDef("elu", _unary_with("elu", "alpha", "scale"), kernel=_elu_kernel, grad=_elu_grad,
+            doc="scale * (x where x > 0, alpha * (exp(x) - 1) elsewhere); flow.nn.elu fixes scale = 1",
+            compute=Compute(amp="black"))
+SELU = OpDef("selu", _unary_with("selu", "alpha", "scale"), kernel=_elu_kernel, grad=_elu_grad,
+             doc="elu scaled: scale * (x where x > 0, alpha * (exp(x) - 1) elsewhere)", compute=Compute(amp="black"))
 ELU_GRAD = OpDef("elu_grad", _grad_with("elu_grad", "alpha", "scale"), kernel=_elu_grad_kernel, not_differentiable=True,
-                 name_prefix="EluGrad", doc="dy * scale * (1 where x > 0, alpha * exp(x) elsewhere)")
+                 doc="dy * scale * (1 where x > 0, alpha * exp(x) elsewhere)")
 
 
 # mish ---------------------------------------------------------------------
@@ -455,10 +453,10 @@ def _mish_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-MISH = OpDef("mish", unary_float, kernel=_mish_kernel, grad=_grad_from_input("mish_grad"), name_prefix="Mish",
-             doc="x * tanh(softplus(x)), softplus(x) = log(1 + exp(x))", amp="black")
+MISH = OpDef("mish", unary_float, kernel=_mish_kernel, grad=_grad_from_input("mish_grad"),
+             doc="x * tanh(softplus(x)), softplus(x) = log(1 + exp(x))", compute=Compute(amp="black"))
 MISH_GRAD = OpDef("mish_grad", _grad_with("mish_grad"), kernel=_mish_grad_kernel, not_differentiable=True,
-                  name_prefix="MishGrad", doc="dy * (tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2)), sp = softplus(x)")
+                  doc="dy * (tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2)), sp = softplus(x)")
 
 
 # swish (op type silu: the op name "swish" belongs to the flowjob-swish example plugin) ---------------
@@ -504,10 +502,11 @@ def _silu_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("silu_grad", [ctx.inputs[0], ctx.dy], {"beta": ctx.attrs["beta"]})]
 
 
-SILU = OpDef("silu", _unary_with("silu", "beta"), kernel=_silu_kernel, grad=_silu_grad, name_prefix="Swish",
-             doc="swish: x * sigmoid(beta * x) (SiLU at beta = 1)", amp="black")
+SILU = OpDef("silu", _unary_with("silu", "beta"), kernel=_silu_kernel, grad=_silu_grad,
+             doc="swish: x * sigmoid(beta * x) (SiLU at beta = 1)", compute=Compute(amp="black"),
+             legacy=LegacyFace(name_prefix="Swish"))
 SILU_GRAD = OpDef("silu_grad", _grad_with("silu_grad", "beta"), kernel=_silu_grad_kernel, not_differentiable=True,
-                  name_prefix="SwishGrad", doc="dy * s * (1 + beta x (1 - s)), s = sigmoid(beta x)")
+                  doc="dy * s * (1 + beta x (1 - s)), s = sigmoid(beta x)", legacy=LegacyFace(name_prefix="SwishGrad"))
 
 
 # prelu (legacy v0.4 flow.layers.prelu) --------------------------------------
@@ -567,11 +566,12 @@ def _prelu_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-PRELU = OpDef("prelu", _prelu_infer, kernel=_prelu_kernel, grad=_prelu_grad, name_prefix="PRelu",
-              doc="x where x > 0, else alpha * x; alpha shaped x.shape[1:] (1 on shared axes)", amp="black")
+PRELU = OpDef("prelu", _prelu_infer, kernel=_prelu_kernel, grad=_prelu_grad,
+              doc="x where x > 0, else alpha * x; alpha shaped x.shape[1:] (1 on shared axes)",
+              compute=Compute(amp="black"), legacy=LegacyFace(name_prefix="PRelu"))
 PRELU_GRAD = OpDef("prelu_grad", _prelu_grad_infer, kernel=_prelu_grad_kernel, not_differentiable=True,
-                   name_prefix="PReluGrad",
-                   doc="(dx, dalpha at x's shape): dy or alpha * dy; 0 or dy * x (the alpha side where x <= 0)")
+                   doc="(dx, dalpha at x's shape): dy or alpha * dy; 0 or dy * x (the alpha side where x <= 0)",
+                   legacy=LegacyFace(name_prefix="PReluGrad"))
 
 OPS = (RELU, RELU_GRAD, SIGMOID, SIGMOID_GRAD, TANH, TANH_GRAD, GELU, GELU_GRAD,
        LEAKY_RELU, LEAKY_RELU_GRAD, HARDTANH, HARDTANH_GRAD, RELU6, HARDSIGMOID, HARDSIGMOID_GRAD,

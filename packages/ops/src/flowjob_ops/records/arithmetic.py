@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Elementwise, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.records.common import (
     broadcast_shape, check_scalar, require_floating, same_dtype, typed_scalar, unary_float, unary_numeric)
@@ -87,26 +87,27 @@ def _extremum_grad_kernel(compare: str) -> Callable[[KernelContext], Any]:
     return build
 
 
-ADD = OpDef("add", _binary_infer("add"), grad=_add_grad, name_prefix="Add",
-            elementwise=Elementwise("add", arity=2), doc="a + b with numpy broadcasting", amp="gray")
-SUBTRACT = OpDef("subtract", _binary_infer("subtract"), grad=_subtract_grad, name_prefix="Subtract",
-                 elementwise=Elementwise("subtract", arity=2), doc="a - b with numpy broadcasting", amp="gray")
-MULTIPLY = OpDef("multiply", _binary_infer("multiply"), grad=_multiply_grad, name_prefix="Multiply",
-                 elementwise=Elementwise("multiply", arity=2), doc="a * b with numpy broadcasting", amp="gray")
-DIVIDE = OpDef("divide", _binary_infer("divide", floating=True), grad=_divide_grad, name_prefix="Divide",
-               elementwise=Elementwise("divide", arity=2), doc="a / b with numpy broadcasting (floating)", amp="gray")
-MAXIMUM = OpDef("maximum", _binary_infer("maximum"), grad=_extremum_grad("maximum_grad"), name_prefix="Maximum",
+ADD = OpDef("add", _binary_infer("add"), grad=_add_grad, elementwise=Elementwise("add", arity=2),
+            doc="a + b with numpy broadcasting", compute=Compute(amp="gray"))
+SUBTRACT = OpDef("subtract", _binary_infer("subtract"), grad=_subtract_grad,
+                 elementwise=Elementwise("subtract", arity=2), doc="a - b with numpy broadcasting",
+                 compute=Compute(amp="gray"))
+MULTIPLY = OpDef("multiply", _binary_infer("multiply"), grad=_multiply_grad,
+                 elementwise=Elementwise("multiply", arity=2), doc="a * b with numpy broadcasting",
+                 compute=Compute(amp="gray"))
+DIVIDE = OpDef("divide", _binary_infer("divide", floating=True), grad=_divide_grad,
+               elementwise=Elementwise("divide", arity=2), doc="a / b with numpy broadcasting (floating)",
+               compute=Compute(amp="gray"))
+MAXIMUM = OpDef("maximum", _binary_infer("maximum"), grad=_extremum_grad("maximum_grad"),
                 elementwise=Elementwise("maximum", arity=2), doc="elementwise max; where a == b the gradient goes to a",
-                amp="black")
-MINIMUM = OpDef("minimum", _binary_infer("minimum"), grad=_extremum_grad("minimum_grad"), name_prefix="Minimum",
+                compute=Compute(amp="black"))
+MINIMUM = OpDef("minimum", _binary_infer("minimum"), grad=_extremum_grad("minimum_grad"),
                 elementwise=Elementwise("minimum", arity=2), doc="elementwise min; where a == b the gradient goes to a",
-                amp="black")
+                compute=Compute(amp="black"))
 MAXIMUM_GRAD = OpDef("maximum_grad", _extremum_grad_infer, kernel=_extremum_grad_kernel("greater_equal"),
-                     not_differentiable=True, name_prefix="MaximumGrad",
-                     doc="(dy where a >= b, dy where a < b), in the broadcast shape")
+                     not_differentiable=True, doc="(dy where a >= b, dy where a < b), in the broadcast shape")
 MINIMUM_GRAD = OpDef("minimum_grad", _extremum_grad_infer, kernel=_extremum_grad_kernel("less_equal"),
-                     not_differentiable=True, name_prefix="MinimumGrad",
-                     doc="(dy where a <= b, dy where a > b), in the broadcast shape")
+                     not_differentiable=True, doc="(dy where a <= b, dy where a > b), in the broadcast shape")
 
 
 # with a Python scalar -------------------------------------------------------
@@ -155,17 +156,18 @@ def _scalar_pow_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("multiply", [ctx.dy, slope])]
 
 
-SCALAR_ADD = OpDef("scalar_add", _scalar_infer("scalar_add"), grad=_scalar_add_grad, name_prefix="ScalarAdd",
-                   elementwise=_with_scalar("add"), doc="x + scalar", amp="gray")
-SCALAR_RSUB = OpDef("scalar_rsub", _scalar_infer("scalar_rsub"), grad=_scalar_rsub_grad, name_prefix="ScalarSub",
-                    elementwise=_with_scalar("subtract", scalar_first=True), doc="scalar - x", amp="black")
+SCALAR_ADD = OpDef("scalar_add", _scalar_infer("scalar_add"), grad=_scalar_add_grad, elementwise=_with_scalar("add"),
+                   doc="x + scalar", compute=Compute(amp="gray"))
+SCALAR_RSUB = OpDef("scalar_rsub", _scalar_infer("scalar_rsub"), grad=_scalar_rsub_grad,
+                    elementwise=_with_scalar("subtract", scalar_first=True), doc="scalar - x",
+                    compute=Compute(amp="black"), legacy=LegacyFace(name_prefix="ScalarSub"))
 SCALAR_DIV = OpDef("scalar_div", _scalar_infer("scalar_div", floating=True), grad=_scalar_div_grad,
-                   name_prefix="ScalarDiv", elementwise=_with_scalar("divide"), doc="x / scalar", amp="black")
+                   elementwise=_with_scalar("divide"), doc="x / scalar", compute=Compute(amp="black"))
 SCALAR_RDIV = OpDef("scalar_rdiv", _scalar_infer("scalar_rdiv", floating=True), grad=_scalar_rdiv_grad,
-                    name_prefix="ScalarDiv", elementwise=_with_scalar("divide", scalar_first=True), doc="scalar / x",
-                    amp="black")
+                    elementwise=_with_scalar("divide", scalar_first=True), doc="scalar / x",
+                    compute=Compute(amp="black"), legacy=LegacyFace(name_prefix="ScalarDiv"))
 SCALAR_POW = OpDef("scalar_pow", _scalar_infer("scalar_pow", floating=True), grad=_scalar_pow_grad,
-                   name_prefix="ScalarPow", elementwise=_with_scalar("power"), doc="x ** scalar", amp="black")
+                   elementwise=_with_scalar("power"), doc="x ** scalar", compute=Compute(amp="black"))
 
 
 # unary ----------------------------------------------------------------------
@@ -203,22 +205,22 @@ def _zero_grad(ctx: GradContext) -> list[Any]:
     return [None] * len(ctx.inputs)
 
 
-NEGATIVE = OpDef("negative", unary_numeric, elementwise=Elementwise("negative"), grad=_negative_grad,
-                 name_prefix="Negative", doc="-x", amp="black")
-SQUARE = OpDef("square", unary_numeric, elementwise=Elementwise("square"), grad=_square_grad, name_prefix="Square",
-               doc="x * x", amp="black")
-SQRT = OpDef("sqrt", unary_float, elementwise=Elementwise("sqrt"), grad=_sqrt_grad, name_prefix="Sqrt",
-             doc="the square root of x", amp="gray")
-EXP = OpDef("exp", unary_float, elementwise=Elementwise("exp"), grad=_exp_grad, name_prefix="Exp", doc="e ** x",
-            amp="black")
-LOG = OpDef("log", unary_float, elementwise=Elementwise("log"), grad=_log_grad, name_prefix="Log",
-            doc="the natural logarithm of x", amp="black")
-ABS = OpDef("abs", unary_numeric, elementwise=Elementwise("abs"), grad=_abs_grad, name_prefix="Abs",
-            doc="|x|, with gradient sign(x) (0 at 0)", amp="black")
-RECIPROCAL = OpDef("reciprocal", unary_float, elementwise=Elementwise("reciprocal"), grad=_reciprocal_grad,
-                   name_prefix="Reciprocal", doc="1 / x", amp="black")
-SIGN = OpDef("sign", unary_numeric, elementwise=Elementwise("sign"), grad=_zero_grad, name_prefix="Sign",
-             doc="-1, 0 or 1 by the sign of x (its gradient is zero)", amp="black")
+NEGATIVE = OpDef("negative", unary_numeric, elementwise=Elementwise("negative"), grad=_negative_grad, doc="-x",
+                 compute=Compute(amp="black"))
+SQUARE = OpDef("square", unary_numeric, elementwise=Elementwise("square"), grad=_square_grad, doc="x * x",
+               compute=Compute(amp="black"))
+SQRT = OpDef("sqrt", unary_float, elementwise=Elementwise("sqrt"), grad=_sqrt_grad, doc="the square root of x",
+             compute=Compute(amp="gray"))
+EXP = OpDef("exp", unary_float, elementwise=Elementwise("exp"), grad=_exp_grad, doc="e ** x",
+            compute=Compute(amp="black"))
+LOG = OpDef("log", unary_float, elementwise=Elementwise("log"), grad=_log_grad, doc="the natural logarithm of x",
+            compute=Compute(amp="black"))
+ABS = OpDef("abs", unary_numeric, elementwise=Elementwise("abs"), grad=_abs_grad,
+            doc="|x|, with gradient sign(x) (0 at 0)", compute=Compute(amp="black"))
+RECIPROCAL = OpDef("reciprocal", unary_float, elementwise=Elementwise("reciprocal"), grad=_reciprocal_grad, doc="1 / x",
+                   compute=Compute(amp="black"))
+SIGN = OpDef("sign", unary_numeric, elementwise=Elementwise("sign"), grad=_zero_grad,
+             doc="-1, 0 or 1 by the sign of x (its gradient is zero)", compute=Compute(amp="black"))
 
 
 # clip -----------------------------------------------------------------------
@@ -271,10 +273,10 @@ def _clip_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-CLIP = OpDef("clip_by_value", _clip_infer, kernel=_clip_kernel, grad=_clip_grad, name_prefix="ClipByValue",
-             doc="x limited to [min_value, max_value] (either may be None)", amp="black")
+CLIP = OpDef("clip_by_value", _clip_infer, kernel=_clip_kernel, grad=_clip_grad,
+             doc="x limited to [min_value, max_value] (either may be None)", compute=Compute(amp="black"))
 CLIP_GRAD = OpDef("clip_grad", _clip_infer, kernel=_clip_grad_kernel, not_differentiable=True,
-                  name_prefix="ClipGrad", doc="inputs (x, dy): dy where x lies within the bounds, else 0")
+                  doc="inputs (x, dy): dy where x lies within the bounds, else 0")
 
 
 # integer division ------------------------------------------------------------------------------------
@@ -304,8 +306,8 @@ def _int_divide_kernel(ctx: KernelContext) -> Any:
 
 
 INT_DIVIDE = OpDef("int_divide", _int_divide_infer, kernel=_int_divide_kernel, not_differentiable=True,
-                   name_prefix="Divide",
-                   doc="a / b on integer blobs with broadcasting, truncated toward zero (C's integer division)")
+                   doc="a / b on integer blobs with broadcasting, truncated toward zero (C's integer division)",
+                   legacy=LegacyFace(name_prefix="Divide"))
 
 OPS = (ADD, SUBTRACT, MULTIPLY, DIVIDE, MAXIMUM, MINIMUM, MAXIMUM_GRAD, MINIMUM_GRAD, SCALAR_ADD, SCALAR_RSUB,
        SCALAR_DIV, SCALAR_RDIV, SCALAR_POW, NEGATIVE, SQUARE, SQRT, EXP, LOG, ABS, RECIPROCAL, SIGN, CLIP,

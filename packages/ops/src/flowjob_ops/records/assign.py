@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, KernelContext, OpDef, ShapeError
 
 
 # assign -------------------------------------------------------------------------------------------
@@ -23,8 +23,9 @@ def _assign_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-ASSIGN = OpDef("assign", _assign_infer, kernel=_assign_kernel, not_differentiable=True, mutates=(0,), effect=True,
-               name_prefix="Assign", doc="inputs (ref, value): the variable ref overwritten with value, in place, "
-                                         "after every other reader of ref in the step", amp="black")
+ASSIGN = OpDef("assign", _assign_infer, kernel=_assign_kernel, not_differentiable=True,
+               doc="inputs (ref, value): the variable ref overwritten with value, in place, "
+                   "after every other reader of ref in the step", compute=Compute(amp="black"),
+               effects=Effects(mutates=(0,), effect=True))
 
 OPS = (ASSIGN,)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, KernelContext, OpDef, ShapeError
 
 
 # categorical_ordinal_encode -------------------------------------------------------------
@@ -72,8 +72,7 @@ def _encode_kernel(ctx: KernelContext) -> Any:
 
 CATEGORICAL_ORDINAL_ENCODE = OpDef(
     "categorical_ordinal_encode", _encode_infer, kernel=_encode_kernel, not_differentiable=True,
-    host_state=True, mutates=(1, 2),
-    effect=True, name_prefix="CategoricalOrdinalEncode",
-    doc="ordinals 1, 2, ... by first appearance from a hash table (table, size updated in place)")
+    doc="ordinals 1, 2, ... by first appearance from a hash table (table, size updated in place)",
+    effects=Effects(host_state=True, mutates=(1, 2), effect=True))
 
 OPS = (CATEGORICAL_ORDINAL_ENCODE,)

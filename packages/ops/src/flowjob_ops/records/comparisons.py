@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, Elementwise, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Elementwise, OpDef, ShapeError
 
 from flowjob_ops.records.common import broadcast_shape, same_dtype
 
@@ -29,7 +29,7 @@ def _compare_infer(op: str) -> Callable[[Sequence[BlobSpec], dict], list[BlobSpe
 def _comparison(op: str, symbol: str) -> OpDef:
     # the ufunc writes its bool result into the int8 output buffer (a safe cast): no bool temporary
     return OpDef(op, _compare_infer(op), not_differentiable=True, elementwise=Elementwise(op, arity=2),
-                 doc=f"x {symbol} y, elementwise with broadcasting, as int8 (1 or 0)", amp="black")
+                 doc=f"x {symbol} y, elementwise with broadcasting, as int8 (1 or 0)", compute=Compute(amp="black"))
 
 
 GREATER = _comparison("greater", ">")

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ops.records.common import dtype_attr, is_int, shape_attr
@@ -42,8 +42,8 @@ def _constant_kernel(ctx: KernelContext) -> Any:
 
 
 CONSTANT = OpDef("constant", _constant_infer, kernel=_constant_kernel, not_differentiable=True,
-                 name_prefix="Constant", doc="a fixed array: value broadcast to shape, in dtype (default float32)",
-                 intended_inf=True)
+                 doc="a fixed array: value broadcast to shape, in dtype (default float32)",
+                 compute=Compute(intended_inf=True))
 
 
 # fills shaped like an input -----------------------------------------------------
@@ -61,11 +61,11 @@ def _like_kernel(ctx: KernelContext) -> Any:
     return lambda like: value
 
 
-ZEROS_LIKE = OpDef("zeros_like", _like_infer, kernel=_like_kernel, grad=_zero_grad, name_prefix="ZerosLike",
-                   doc="zeros of the input's shape and dtype", amp="black")
+ZEROS_LIKE = OpDef("zeros_like", _like_infer, kernel=_like_kernel, grad=_zero_grad,
+                   doc="zeros of the input's shape and dtype", compute=Compute(amp="black"))
 CONSTANT_LIKE = OpDef("constant_like", _like_infer, kernel=_like_kernel, grad=_zero_grad,
-                      name_prefix="ConstantLike", doc="value in the input's shape (and its dtype unless given)",
-                      amp="black", intended_inf=True)
+                      doc="value in the input's shape (and its dtype unless given)",
+                      compute=Compute(amp="black", intended_inf=True))
 
 
 # range -----------------------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ def _range_kernel(ctx: KernelContext) -> Any:
     return lambda: value
 
 
-RANGE = OpDef("range", _range_infer, kernel=_range_kernel, not_differentiable=True, name_prefix="Range",
+RANGE = OpDef("range", _range_infer, kernel=_range_kernel, not_differentiable=True,
               doc="start, start + delta, ... below limit (ints; limit > start, 0 < delta <= limit - start)")
 
 OPS = (CONSTANT, ZEROS_LIKE, CONSTANT_LIKE, RANGE)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.kernels import (conv, conv2d_bias_pool, conv2d_forward, conv2d_geometry, conv2d_grad_data,
                                  conv2d_grad_filter, window2d)
@@ -49,7 +49,7 @@ def _product(shape: Sequence[int]) -> int:
 
 
 def conv_flops(inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], attrs: dict) -> float:
-    """Multiply-adds of a convolution, twice (``OpDef.flops``): each output element sums over one filter's
+    """Multiply-adds of a convolution, twice (``OpDef.compute.flops``): each output element sums over one filter's
     window, ``weight.shape[1:]``; a pooled output (conv2d_bias_pool) stands for ``pool_ksize`` times as many."""
     pool = attrs.get("pool_ksize")
     pooled = _product(pool) if isinstance(pool, (list, tuple)) else 1
@@ -171,15 +171,16 @@ def conv_records(rank: int, prefix: str, amp: str) -> tuple[OpDef, OpDef, OpDef]
 
         return run
 
-    forward = OpDef(name, infer, kernel=kernel, flops=conv_flops, grad=grad, name_prefix=prefix, amp=amp,
-                    host_split=True,
-                    doc=f"inputs (x, weight): {rank}-D convolution (im2col + one batched GEMM over the groups)")
-    data = OpDef(data_name, data_infer, kernel=data_kernel, not_differentiable=True, flops=conv_grad_data_flops,
-                 host_split=True,
-                 name_prefix=f"{prefix}GradData", doc="inputs (dy, weight): d loss / d x")
+    forward = OpDef(name, infer, kernel=kernel, grad=grad,
+                    doc=f"inputs (x, weight): {rank}-D convolution (im2col + one batched GEMM over the groups)",
+                    compute=Compute(flops=conv_flops, amp=amp, host_split=True), legacy=LegacyFace(name_prefix=prefix))
+    data = OpDef(data_name, data_infer, kernel=data_kernel, not_differentiable=True,
+                 doc="inputs (dy, weight): d loss / d x", compute=Compute(flops=conv_grad_data_flops, host_split=True),
+                 legacy=LegacyFace(name_prefix=f"{prefix}GradData"))
     filters = OpDef(filter_name, filter_infer, kernel=filter_kernel, not_differentiable=True,
-                    flops=conv_grad_filter_flops, name_prefix=f"{prefix}GradFilter", host_split=True,
-                    doc="inputs (x, dy): d loss / d weight")
+                    doc="inputs (x, dy): d loss / d weight",
+                    compute=Compute(flops=conv_grad_filter_flops, host_split=True),
+                    legacy=LegacyFace(name_prefix=f"{prefix}GradFilter"))
     return forward, data, filters
 
 
@@ -373,16 +374,19 @@ def im2col_grad_filter_kernel(ctx: KernelContext, **tuning: Any) -> Any:
 CONV2D, CONV2D_GRAD_DATA, CONV2D_GRAD_FILTER = conv_records(2, "Conv2D", "white")
 CONV3D, CONV3D_GRAD_DATA, CONV3D_GRAD_FILTER = conv_records(3, "Conv3d", "black")
 
-CONV2D_BIAS = OpDef("conv2d_bias", _conv_bias_infer, kernel=im2col_kernel, flops=conv_flops, grad=_conv_bias_grad,
-                    name_prefix="Conv2DBias", host_split=True,
+CONV2D_BIAS = OpDef("conv2d_bias", _conv_bias_infer, kernel=im2col_kernel, grad=_conv_bias_grad,
                     doc="inputs (x, weight, bias): conv2d -> bias_add (-> relu with activation='relu') in one "
-                        "kernel; made by the fusion pass", amp="white")
+                        "kernel; made by the fusion pass",
+                    compute=Compute(flops=conv_flops, host_split=True, amp="white"),
+                    legacy=LegacyFace(name_prefix="Conv2DBias"))
 
-CONV2D_BIAS_POOL = OpDef("conv2d_bias_pool", _conv_bias_pool_infer, kernel=_conv_bias_pool_kernel, flops=conv_flops,
-                         grad=_conv_bias_pool_grad, name_prefix="Conv2DBiasPool", host_split=True,
+CONV2D_BIAS_POOL = OpDef("conv2d_bias_pool", _conv_bias_pool_infer, kernel=_conv_bias_pool_kernel,
+                         grad=_conv_bias_pool_grad,
                          doc="inputs (x, weight, bias): conv2d_bias followed by max_pool2d (attributes pool_ksize, "
                              "pool_strides, pool_padding); bias and relu run at the pooled size; made by the "
-                             "fusion pass when nothing else reads the activation", amp="white")
+                             "fusion pass when nothing else reads the activation",
+                         compute=Compute(flops=conv_flops, host_split=True, amp="white"),
+                         legacy=LegacyFace(name_prefix="Conv2DBiasPool"))
 
 
 OPS = (CONV2D, CONV2D_GRAD_DATA, CONV2D_GRAD_FILTER, CONV2D_BIAS, CONV2D_BIAS_POOL, CONV3D, CONV3D_GRAD_DATA,

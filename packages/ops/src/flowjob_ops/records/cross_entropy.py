@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.kernels.class_labels import ClassLabels, of_forward
 from flowjob_ops.records.common import require_floating, same_dtype
@@ -149,13 +149,12 @@ def _sparse_grad_kernel(ctx: KernelContext) -> Any:
 
 SPARSE_SOFTMAX_CROSS_ENTROPY = OpDef(
     "sparse_softmax_cross_entropy", _sparse_infer, kernel=_sparse_kernel, grad=_sparse_grad,
-    name_prefix="SparseSoftmaxCrossEntropy", layouts=layout_rules.per_label,
     doc="inputs (labels, logits): out_0 per-sample loss -log softmax(logits)[label] (0 for a label outside "
-        "[0, C)), out_1 the softmax", amp="gray")
+        "[0, C)), out_1 the softmax", compute=Compute(layouts=layout_rules.per_label, amp="gray"))
 SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
     "sparse_softmax_cross_entropy_grad", _sparse_grad_infer, kernel=_sparse_grad_kernel, not_differentiable=True,
-    name_prefix="SparseSoftmaxCrossEntropyGrad", layouts=layout_rules.per_label,
-    doc="(prob - onehot(labels)) * dy; 0 rows for labels outside [0, C)")
+    doc="(prob - onehot(labels)) * dy; 0 rows for labels outside [0, C)",
+    compute=Compute(layouts=layout_rules.per_label))
 
 
 # softmax cross entropy with probability labels ---------------------------------
@@ -228,12 +227,11 @@ def _dense_grad_kernel(ctx: KernelContext) -> Any:
 
 SOFTMAX_CROSS_ENTROPY = OpDef(
     "softmax_cross_entropy", _dense_infer, kernel=_dense_kernel, grad=_dense_grad,
-    name_prefix="SoftmaxCrossEntropy",
     doc="inputs (labels, logits) of one shape: out_0 -sum(labels * log_softmax(logits)), out_1 the softmax",
-    amp="black")
+    compute=Compute(amp="black"))
 SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
     "softmax_cross_entropy_grad", _dense_grad_infer, kernel=_dense_grad_kernel, not_differentiable=True,
-    name_prefix="SoftmaxCrossEntropyGrad", doc="(prob - labels) * dy, legacy's and TensorFlow's rule")
+    doc="(prob - labels) * dy, legacy's and TensorFlow's rule")
 
 
 # sigmoid cross entropy --------------------------------------------------------
@@ -301,12 +299,11 @@ def _sigmoid_grad_kernel(ctx: KernelContext) -> Any:
 
 SIGMOID_CROSS_ENTROPY = OpDef(
     "sigmoid_cross_entropy", _sigmoid_infer, kernel=_sigmoid_kernel, grad=_sigmoid_grad,
-    name_prefix="SigmoidCrossEntropy", layouts=layout_rules.same_shape_elementwise,
-    doc="inputs (labels, logits): elementwise -z log sigmoid(x) - (1 - z) log(1 - sigmoid(x))", amp="black")
+    doc="inputs (labels, logits): elementwise -z log sigmoid(x) - (1 - z) log(1 - sigmoid(x))",
+    compute=Compute(layouts=layout_rules.same_shape_elementwise, amp="black"))
 SIGMOID_CROSS_ENTROPY_GRAD = OpDef(
     "sigmoid_cross_entropy_grad", _sigmoid_grad_infer, kernel=_sigmoid_grad_kernel, not_differentiable=True,
-    name_prefix="SigmoidCrossEntropyGrad", layouts=layout_rules.same_shape_elementwise,
-    doc="(sigmoid(logits) - labels) * dy")
+    doc="(sigmoid(logits) - labels) * dy", compute=Compute(layouts=layout_rules.same_shape_elementwise))
 
 
 # of probabilities at integer labels (legacy v0.4's sparse_cross_entropy) -----------------------------
@@ -395,13 +392,13 @@ def _sparse_ce_grad_kernel(ctx: KernelContext) -> Any:
 
 SPARSE_CROSS_ENTROPY = OpDef(
     "sparse_cross_entropy", _sparse_ce_infer, kernel=_sparse_ce_kernel, grad=_sparse_ce_grad,
-    name_prefix="SparseCrossEntropy",
-    doc="inputs (labels, prediction): per-sample -log(prediction[label]) of probabilities", amp="black")
+    doc="inputs (labels, prediction): per-sample -log(prediction[label]) of probabilities",
+    compute=Compute(amp="black"))
 
 
 SPARSE_CROSS_ENTROPY_GRAD = OpDef(
     "sparse_cross_entropy_grad", _sparse_ce_grad_infer, kernel=_sparse_ce_grad_kernel, not_differentiable=True,
-    name_prefix="SparseCrossEntropyGrad", doc="-dy / prediction[label] at the label, 0 elsewhere")
+    doc="-dy / prediction[label] at the label, 0 elsewhere")
 
 OPS = (SPARSE_SOFTMAX_CROSS_ENTROPY, SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD, SOFTMAX_CROSS_ENTROPY,
        SOFTMAX_CROSS_ENTROPY_GRAD, SIGMOID_CROSS_ENTROPY, SIGMOID_CROSS_ENTROPY_GRAD, SPARSE_CROSS_ENTROPY,

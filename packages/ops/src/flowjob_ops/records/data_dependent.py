@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, KernelContext, LegacyFace, OpDef, ShapeError, ShapeTraits
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))  # legacy registered argwhere for these
 
@@ -39,9 +39,9 @@ def _argwhere_kernel(ctx: KernelContext) -> Any:
 
 
 ARGWHERE = OpDef("argwhere", _argwhere_infer, kernel=_argwhere_kernel, not_differentiable=True,
-                 name_prefix="ArgWhere", dynamic_extent=True,
                  doc="coordinates of the nonzero elements, one row each in row-major order; as many rows as "
-                     "the data hold (the planned shape is one row per element)", amp="black")
+                     "the data hold (the planned shape is one row per element)", compute=Compute(amp="black"),
+                 shape=ShapeTraits(dynamic_extent=True), legacy=LegacyFace(name_prefix="ArgWhere"))
 
 
 # sync_dynamic_resize ----------------------------------------------------------------------
@@ -70,8 +70,8 @@ def _resize_kernel(ctx: KernelContext) -> Any:
 
 
 SYNC_DYNAMIC_RESIZE = OpDef("sync_dynamic_resize", _resize_infer, kernel=_resize_kernel, not_differentiable=True,
-                            name_prefix="SyncDynamicResize", view=True, dynamic_extent=True,
                             doc="the first size[0] rows of the input (a view); planned at the input's shape",
-                            amp="black")
+                            compute=Compute(amp="black"), effects=Effects(view=True),
+                            shape=ShapeTraits(dynamic_extent=True))
 
 OPS = (ARGWHERE, SYNC_DYNAMIC_RESIZE)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.records.common import require_floating, same_dtype
 from flowjob_ops.kernels.conv2d_geometry import ConvGeometry
@@ -63,8 +63,8 @@ def _grad(ctx: GradContext) -> list[Any]:
     return [d_value, d_w]
 
 
-DECONV2D = OpDef("deconv2d", _infer, kernel=_kernel, grad=_grad, name_prefix="Deconv2d",
+DECONV2D = OpDef("deconv2d", _infer, kernel=_kernel, grad=_grad,
                  doc="inputs (value, weight), attribute x_shape (the output): 2-D transposed convolution, the "
-                     "data gradient of conv2d with the same attributes", amp="black")
+                     "data gradient of conv2d with the same attributes", compute=Compute(amp="black"))
 
 OPS = (DECONV2D,)

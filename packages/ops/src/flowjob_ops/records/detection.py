@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.kernels.polygon_mask import polygons_to_mask
 from flowjob_ops.records.tensor_buffer import BUFFER, elements, new_buffer
@@ -119,14 +119,14 @@ def _scale_kernel(width: int, what: str) -> Any:
 
 def _flip_op(name: str, first: str, width: int, offset: int, what: str, prefix: str, doc: str) -> OpDef:
     return OpDef(name, lambda i, a: _flip_infer(i, a, first), kernel=_flip_kernel(width, offset, what),
-                 not_differentiable=True, name_prefix=prefix, input_names=(first, "image_size", "flip_code"), doc=doc,
-                 amp="black")
+                 not_differentiable=True, doc=doc, compute=Compute(amp="black"),
+                 legacy=LegacyFace(name_prefix=prefix, input_names=(first, "image_size", "flip_code")))
 
 
 def _scale_op(name: str, first: str, width: int, what: str, prefix: str) -> OpDef:
     return OpDef(name, lambda i, a: _scale_infer(i, a, first), kernel=_scale_kernel(width, what),
-                 not_differentiable=True, name_prefix=prefix, input_names=(first, "scale"),
-                 doc=f"each image's {what} times its scale row [scale_w, scale_h]", amp="black")
+                 not_differentiable=True, doc=f"each image's {what} times its scale row [scale_w, scale_h]",
+                 compute=Compute(amp="black"), legacy=LegacyFace(name_prefix=prefix, input_names=(first, "scale")))
 
 
 OBJECT_BBOX_FLIP = _flip_op("object_bbox_flip", "bbox", 4, 1, "boxes", "ObjectBboxFlip",
@@ -193,9 +193,10 @@ def _mask_kernel(ctx: KernelContext) -> Any:
 
 
 OBJECT_SEGMENTATION_POLYGON_TO_MASK = OpDef(
-    "object_segmentation_polygon_to_mask", _mask_infer, kernel=_mask_kernel, not_differentiable=True, host_state=True,
-    name_prefix="ObjectSegmPolyToMask", input_names=("poly", "poly_index", "image_size"),
-    doc="each image's objects drawn from their polygons into int8 (objects, h, w) masks", amp="black")
+    "object_segmentation_polygon_to_mask", _mask_infer, kernel=_mask_kernel, not_differentiable=True,
+    doc="each image's objects drawn from their polygons into int8 (objects, h, w) masks", compute=Compute(amp="black"),
+    effects=Effects(host_state=True),
+    legacy=LegacyFace(name_prefix="ObjectSegmPolyToMask", input_names=("poly", "poly_index", "image_size")))
 
 OPS = (OBJECT_BBOX_FLIP, OBJECT_BBOX_SCALE, OBJECT_SEGMENTATION_POLYGON_FLIP, OBJECT_SEGMENTATION_POLYGON_SCALE,
        OBJECT_SEGMENTATION_POLYGON_TO_MASK)

@@ -17,7 +17,7 @@ import numbers
 from typing import Any, Sequence
 
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ops.kernels.keep_mask import keep_mask_source
@@ -81,8 +81,9 @@ def _grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("multiply", [ctx.out_grads[0], ctx.outputs[1]])]
 
 
-DROPOUT = OpDef("dropout", _infer, kernel=_kernel, grad=_grad, host_state=True, name_prefix="Dropout",
-                doc="out_0 = x * mask (train) or x (predict); out_1 = the mask, 0 or 1/(1-rate)", amp="gray")
+DROPOUT = OpDef("dropout", _infer, kernel=_kernel, grad=_grad,
+                doc="out_0 = x * mask (train) or x (predict); out_1 = the mask, 0 or 1/(1-rate)",
+                compute=Compute(amp="gray"), effects=Effects(host_state=True))
 
 
 # random_mask_like (legacy v0.4 flow.nn.random_mask_like) ---------------------------------------------
@@ -108,8 +109,7 @@ def _random_mask_kernel(ctx: KernelContext) -> Any:
 
 
 RANDOM_MASK_LIKE = OpDef("random_mask_like", _random_mask_infer, kernel=_random_mask_kernel, not_differentiable=True,
-                         host_state=True, name_prefix="RandomMaskLike",
                          doc="int8 mask like the input: 1 with probability 1 - rate, else 0; fresh every step",
-                         amp="clear")
+                         compute=Compute(amp="clear"), effects=Effects(host_state=True))
 
 OPS = (DROPOUT, RANDOM_MASK_LIKE)

@@ -26,7 +26,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Elementwise, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.plugins.builtin_ops import CORE_OPS
 
 from flowjob_ops.records import activations, arithmetic, comparisons
@@ -117,9 +117,8 @@ def _matmul_bias_grad(ctx: GradContext) -> list[Any]:
 
 
 MATMUL_BIAS = OpDef("matmul_bias", _matmul_bias_infer, kernel=_matmul_bias_kernel, grad=_matmul_bias_grad,
-                    name_prefix="MatmulBias", flops=matmul_flops,
                     doc="inputs (a, b, bias): matmul -> bias_add (-> relu with activation='relu') on one buffer; "
-                        "made by the fusion pass", amp="white")
+                        "made by the fusion pass", compute=Compute(flops=matmul_flops, amp="white"))
 
 
 # elementwise_chain ---------------------------------------------------------------------------
@@ -314,9 +313,8 @@ def chain_op(ops: Any = None) -> OpDef:
     rules = _Chain(ops)
     # made by the fusion pass, after mixed precision has cast the graph: black, as it was without a class
     return OpDef("elementwise_chain", rules.infer, kernel=rules.kernel, grad=rules.grad,
-                 name_prefix="ElementwiseChain", amp="black",
                  doc="a run of elementwise ops (attribute steps: (op, attrs, args) each, -1 = the running "
-                     "value) evaluated in place in one buffer; made by the fusion pass")
+                     "value) evaluated in place in one buffer; made by the fusion pass", compute=Compute(amp="black"))
 
 
 def chain_function(ctx: KernelContext) -> Callable[..., Any]:

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.records.unique import INDEX_DTYPES
 
@@ -48,9 +48,9 @@ def _kernel(ctx: KernelContext) -> Any:
 
 INDEXED_SLICES_REDUCE_SUM = OpDef(
     "indexed_slices_reduce_sum", _infer, kernel=_kernel, not_differentiable=True,
-    name_prefix="IndexedSlicesReduceSum", input_names=("x_indices", "x_values"), attr_names=(),
     doc="(indices, values) -> (y_indices, y_values, num_unique): the rows sharing an index summed, distinct "
         "indices ascending first (tail 0)",
-    amp="black")  # a sum of rows, kept in float32 as the segment sums are
+    compute=Compute(amp="black"),  # a sum of rows, kept in float32 as the segment sums are
+    legacy=LegacyFace(input_names=("x_indices", "x_values"), attr_names=()))
 
 OPS = (INDEXED_SLICES_REDUCE_SUM,)

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError, ShapeTraits
 from flowjob_core.ir import dtypes
 
 from flowjob_ops.records.common import broadcast_shape, is_int, normalize_axis, same_dtype
@@ -86,10 +86,11 @@ def _slice_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-SLICE = OpDef("slice", _slice_infer, kernel=_slice_kernel, grad=_slice_grad, name_prefix="Slice",
-              doc="a box of x: per axis begin (None = 0) and size (None or -1 = to the end)", amp="clear")
+SLICE = OpDef("slice", _slice_infer, kernel=_slice_kernel, grad=_slice_grad,
+              doc="a box of x: per axis begin (None = 0) and size (None or -1 = to the end)",
+              compute=Compute(amp="clear"))
 SLICE_GRAD = OpDef("slice_grad", _slice_grad_infer, kernel=_slice_grad_kernel, not_differentiable=True,
-                   name_prefix="SliceGrad", doc="dy placed in the box of zeros shaped like the sliced input")
+                   doc="dy placed in the box of zeros shaped like the sliced input")
 
 
 # gather -----------------------------------------------------------------------
@@ -152,12 +153,12 @@ def _gather_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-GATHER = OpDef("gather", _gather_infer, kernel=_gather_kernel, grad=_gather_grad, name_prefix="Gather",
-               layouts=layout_rules.gather,
-               doc="inputs (params, indices): params indexed along axis", amp="clear")
+GATHER = OpDef("gather", _gather_infer, kernel=_gather_kernel, grad=_gather_grad,
+               doc="inputs (params, indices): params indexed along axis",
+               compute=Compute(layouts=layout_rules.gather, amp="clear"))
 GATHER_GRAD = OpDef("gather_grad", _gather_grad_infer, kernel=_gather_grad_kernel, not_differentiable=True,
-                    name_prefix="GatherGrad", traced_shape_from=(), layouts=layout_rules.gather_grad,
-                    doc="inputs (indices, dy): dy scattered (summed) into zeros")
+                    doc="inputs (indices, dy): dy scattered (summed) into zeros",
+                    compute=Compute(layouts=layout_rules.gather_grad), shape=ShapeTraits(traced_shape_from=()))
 
 
 # where ------------------------------------------------------------------------
@@ -212,10 +213,10 @@ def _where_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-WHERE = OpDef("where", _where_infer, kernel=_where_kernel, grad=_where_grad, name_prefix="Where",
-              doc="inputs (condition, x, y): x where condition, else y (broadcasting)", amp="black")
+WHERE = OpDef("where", _where_infer, kernel=_where_kernel, grad=_where_grad,
+              doc="inputs (condition, x, y): x where condition, else y (broadcasting)", compute=Compute(amp="black"))
 WHERE_GRAD = OpDef("where_grad", _where_grad_infer, kernel=_where_grad_kernel, not_differentiable=True,
-                   name_prefix="WhereGrad", doc="inputs (condition, dy): (dy where condition, dy elsewhere)")
+                   doc="inputs (condition, dy): (dy where condition, dy elsewhere)")
 
 
 # argmax / one_hot ---------------------------------------------------------------
@@ -276,10 +277,10 @@ def _one_hot_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-ARGMAX = OpDef("argmax", _argmax_infer, kernel=_argmax_kernel, not_differentiable=True, name_prefix="Argmax",
+ARGMAX = OpDef("argmax", _argmax_infer, kernel=_argmax_kernel, not_differentiable=True,
                doc="int32 index of the (first) maximum along axis (default -1); a 1-d input gives shape (1,)",
-               amp="black")
-ONE_HOT = OpDef("one_hot", _one_hot_infer, kernel=_one_hot_kernel, not_differentiable=True, name_prefix="OneHot",
+               compute=Compute(amp="black"))
+ONE_HOT = OpDef("one_hot", _one_hot_infer, kernel=_one_hot_kernel, not_differentiable=True,
                 doc="on_value at each index along a new axis of length depth, off_value elsewhere")
 
 # gather_nd / scatter_nd / tensor_scatter_nd_* ------------------------------------------
@@ -396,21 +397,20 @@ def _tensor_scatter_add_grad(ctx: GradContext) -> list[Any]:
 
 
 GATHER_ND = OpDef("gather_nd", _gather_nd_infer, kernel=_gather_nd_kernel, grad=_gather_nd_grad,
-                  name_prefix="GatherNd", doc="inputs (params, indices): the elements or slices indices name",
-                  amp="black")
+                  doc="inputs (params, indices): the elements or slices indices name", compute=Compute(amp="black"))
 SCATTER_ND = OpDef("scatter_nd", _scatter_nd_infer, kernel=_scatter_nd_kernel, grad=_scatter_nd_grad,
-                   name_prefix="ScatterNd", traced_shape_from=(),
-                   doc="inputs (indices, updates): updates summed into zeros of shape", amp="black")
+                   doc="inputs (indices, updates): updates summed into zeros of shape", compute=Compute(amp="black"),
+                   shape=ShapeTraits(traced_shape_from=()))
 TENSOR_SCATTER_ND_UPDATE = OpDef(
-    "tensor_scatter_nd_update", _tensor_scatter_infer("tensor_scatter_nd_update"),
-    kernel=_tensor_scatter_kernel(False), grad=_tensor_scatter_update_grad, name_prefix="TensorScatterNdUpdate",
-    traced_shape_from=(0,),
-    doc="inputs (params, indices, updates): params with the named elements or slices replaced by updates", amp="black")
+    "tensor_scatter_nd_update", _tensor_scatter_infer("tensor_scatter_nd_update"), kernel=_tensor_scatter_kernel(False),
+    grad=_tensor_scatter_update_grad,
+    doc="inputs (params, indices, updates): params with the named elements or slices replaced by updates",
+    compute=Compute(amp="black"), shape=ShapeTraits(traced_shape_from=(0,)))
 TENSOR_SCATTER_ND_ADD = OpDef(
-    "tensor_scatter_nd_add", _tensor_scatter_infer("tensor_scatter_nd_add"),
-    kernel=_tensor_scatter_kernel(True), grad=_tensor_scatter_add_grad, name_prefix="TensorScatterNdAdd",
-    traced_shape_from=(0,),
-    doc="inputs (params, indices, updates): params with updates added at the named elements or slices", amp="black")
+    "tensor_scatter_nd_add", _tensor_scatter_infer("tensor_scatter_nd_add"), kernel=_tensor_scatter_kernel(True),
+    grad=_tensor_scatter_add_grad,
+    doc="inputs (params, indices, updates): params with updates added at the named elements or slices",
+    compute=Compute(amp="black"), shape=ShapeTraits(traced_shape_from=(0,)))
 
 
 # batch_gather ------------------------------------------------------------------------
@@ -478,11 +478,10 @@ def _batch_gather_grad_kernel(ctx: KernelContext) -> Any:
 
 
 BATCH_GATHER = OpDef("batch_gather", _batch_gather_infer, kernel=_batch_gather_kernel, grad=_batch_gather_grad,
-                     name_prefix="BatchGather",
                      doc="inputs (params, indices): params indexed along axis rank(indices)-1, per batch position",
-                     amp="black")
+                     compute=Compute(amp="black"))
 BATCH_GATHER_GRAD = OpDef("batch_gather_grad", _batch_gather_grad_infer, kernel=_batch_gather_grad_kernel,
-                          not_differentiable=True, name_prefix="BatchGatherGrad",
+                          not_differentiable=True,
                           doc="inputs (indices, dy): dy summed into zeros at the gathered positions")
 
 
@@ -577,13 +576,13 @@ def _slice_update_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("slice_update", [ctx.dy, zeros], attrs), ctx.apply("slice_v2", [ctx.dy], attrs)]
 
 
-SLICE_V2 = OpDef("slice_v2", _slice_v2_infer, kernel=_slice_v2_kernel, grad=_slice_v2_grad, name_prefix="Slice",
-                 doc="x[start:stop:step] per axis (Python slice semantics, None = open)", amp="clear")
+SLICE_V2 = OpDef("slice_v2", _slice_v2_infer, kernel=_slice_v2_kernel, grad=_slice_v2_grad,
+                 doc="x[start:stop:step] per axis (Python slice semantics, None = open)", compute=Compute(amp="clear"),
+                 legacy=LegacyFace(name_prefix="Slice"))
 
 
 SLICE_UPDATE = OpDef("slice_update", _slice_update_infer, kernel=_slice_update_kernel, grad=_slice_update_grad,
-                     name_prefix="SliceUpdate", doc="a copy of x whose box x[start:stop:step] holds update",
-                     amp="black")
+                     doc="a copy of x whose box x[start:stop:step] holds update", compute=Compute(amp="black"))
 
 
 # diag <-> diag_grad (an adjoint pair) ----------------------------------------------------------------
@@ -672,12 +671,13 @@ def _diag_grad_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("diag", [ctx.dy], {"diagonal": _diagonal(ctx.attrs)})]
 
 
-DIAG = OpDef("diag", _diag_infer, kernel=_diag_kernel, grad=_diag_grad, name_prefix="Diag",
-             doc="a vector put on diagonal `diagonal` of a square matrix, or a matrix's diagonal read out", amp="black")
+DIAG = OpDef("diag", _diag_infer, kernel=_diag_kernel, grad=_diag_grad,
+             doc="a vector put on diagonal `diagonal` of a square matrix, or a matrix's diagonal read out",
+             compute=Compute(amp="black"))
 
 
 DIAG_GRAD = OpDef("diag_grad", _diag_grad_infer, kernel=_diag_grad_kernel, grad=_diag_grad_grad,
-                  name_prefix="DiagGrad", doc="dy placed on diagonal `diagonal` of a zero matrix of `shape`")
+                  doc="dy placed on diagonal `diagonal` of a zero matrix of `shape`")
 
 
 # dim_gather <-> dim_gather_grad (an adjoint pair) ----------------------------------------------------
@@ -750,12 +750,12 @@ def _dim_gather_grad_grad(ctx: GradContext) -> list[Any]:
 
 
 DIM_GATHER = OpDef("dim_gather", _dim_gather_infer, kernel=_dim_gather_kernel, grad=_dim_gather_grad,
-                   name_prefix="DimGather", doc="inputs (input, index): input read at index along dim (the "
-                                                "other axes of index name their own position)", amp="black")
+                   doc="inputs (input, index): input read at index along dim (the "
+                       "other axes of index name their own position)", compute=Compute(amp="black"))
 
 
 DIM_GATHER_GRAD = OpDef("dim_gather_grad", _dim_gather_grad_infer, kernel=_dim_gather_grad_kernel,
-                        grad=_dim_gather_grad_grad, name_prefix="DimGatherGrad",
+                        grad=_dim_gather_grad_grad,
                         doc="inputs (dy, index): dy summed into zeros of `shape` where dim_gather read")
 
 OPS = (SLICE, SLICE_GRAD, GATHER, GATHER_GRAD, WHERE, WHERE_GRAD, ARGMAX, ONE_HOT, GATHER_ND, SCATTER_ND,

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.records.common import require_floating
 
@@ -101,11 +101,10 @@ def _smooth_l1_grad_kernel(ctx: KernelContext) -> Any:
 
 
 SMOOTH_L1_LOSS = OpDef("smooth_l1_loss", _smooth_l1_infer, kernel=_smooth_l1_kernel, grad=_smooth_l1_grad,
-                       name_prefix="SmoothL1Loss",
-                       doc="0.5 d^2 / beta where |d| < beta, else |d| - beta/2 (d = prediction - label)", amp="black")
+                       doc="0.5 d^2 / beta where |d| < beta, else |d| - beta/2 (d = prediction - label)",
+                       compute=Compute(amp="black"))
 SMOOTH_L1_LOSS_GRAD = OpDef("smooth_l1_loss_grad", _smooth_l1_grad_infer, kernel=_smooth_l1_grad_kernel,
-                            not_differentiable=True, name_prefix="SmoothL1LossGrad",
-                            doc="dy * (d / beta where |d| < beta, else sign(d))")
+                            not_differentiable=True, doc="dy * (d / beta where |d| < beta, else sign(d))")
 
 
 # combined margin ------------------------------------------------------------------------
@@ -197,11 +196,9 @@ def _margin_grad_kernel(ctx: KernelContext) -> Any:
 
 COMBINED_MARGIN_LOSS = OpDef(
     "combined_margin_loss", _margin_infer, kernel=_margin_kernel, grad=_margin_grad,
-    name_prefix="CombinedMarginLoss",
-    doc="y = x except cos(m1 * acos(x) + m2) - m3 at each row's label", amp="black")
+    doc="y = x except cos(m1 * acos(x) + m2) - m3 at each row's label", compute=Compute(amp="black"))
 COMBINED_MARGIN_LOSS_GRAD = OpDef(
     "combined_margin_loss_grad", _margin_grad_infer, kernel=_margin_grad_kernel, not_differentiable=True,
-    name_prefix="CombinedMarginLossGrad",
     doc="dy, times m1 sin(m1 theta + m2) / sin(theta) at each row's label (theta = acos(x))")
 
 
@@ -385,10 +382,11 @@ def _ctc_beta(xp: Any, lattice: _Lattice, emit: Any) -> Any:
     return beta
 
 
-CTC_LOSS = OpDef("ctc_loss", _ctc_infer, kernel=_ctc_kernel, grad=_ctc_grad, name_prefix="CTCLoss",
-                 doc="per-sample CTC negative log-likelihood (N,)", amp="black")
+CTC_LOSS = OpDef("ctc_loss", _ctc_infer, kernel=_ctc_kernel, grad=_ctc_grad,
+                 doc="per-sample CTC negative log-likelihood (N,)", compute=Compute(amp="black"),
+                 legacy=LegacyFace(name_prefix="CTCLoss"))
 CTC_LOSS_GRAD = OpDef("ctc_loss_grad", _ctc_grad_infer, kernel=_ctc_grad_kernel, not_differentiable=True,
-                      name_prefix="CTCLossGrad",
-                      doc="d loss / d log_probs: -dy * (posterior occupancy of each label) / exp(log_probs)")
+                      doc="d loss / d log_probs: -dy * (posterior occupancy of each label) / exp(log_probs)",
+                      legacy=LegacyFace(name_prefix="CTCLossGrad"))
 
 OPS = (SMOOTH_L1_LOSS, SMOOTH_L1_LOSS_GRAD, COMBINED_MARGIN_LOSS, COMBINED_MARGIN_LOSS_GRAD, CTC_LOSS, CTC_LOSS_GRAD)

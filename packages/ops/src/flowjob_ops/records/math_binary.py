@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Elementwise, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.records.common import broadcast_shape, require_floating, same_dtype
 
@@ -165,28 +165,30 @@ def _xlogy_grad(ctx: GradContext) -> list[Any]:
     return [dx, dy]
 
 
-MOD = OpDef("mod", _binary_infer("mod", "fiu"), not_differentiable=True, name_prefix="broadcast_floor_mod",
-            elementwise=Elementwise("remainder", arity=2),
-            doc="floor modulo with broadcasting: x - floor(x / y) * y, the sign of y (Python's %)", amp="black")
+MOD = OpDef("mod", _binary_infer("mod", "fiu"), not_differentiable=True, elementwise=Elementwise("remainder", arity=2),
+            doc="floor modulo with broadcasting: x - floor(x / y) * y, the sign of y (Python's %)",
+            compute=Compute(amp="black"), legacy=LegacyFace(name_prefix="broadcast_floor_mod"))
 FLOORDIV = OpDef("floordiv", _binary_infer("floordiv", "f"), kernel=_floordiv_kernel, grad=_zero_gradients,
-                 name_prefix="floordiv", doc="floor(x / y) with broadcasting (floating); zero gradient", amp="black")
-ATAN2 = OpDef("atan2", _binary_infer("atan2", "f"), grad=_atan2_grad, name_prefix="atan2",
-              elementwise=Elementwise("arctan2", arity=2), doc="the angle of (y, x): arctan(x / y) by quadrant",
-              amp="black")
-POW = OpDef("pow", _binary_infer("pow", "f"), grad=_pow_grad, name_prefix="Pow",
-            elementwise=Elementwise("power", arity=2), doc="x ** y, both blobs, with broadcasting (floating)",
-            amp="black")
-XDIVY = OpDef("xdivy", _binary_infer("xdivy", "f"), kernel=_xdivy_kernel, grad=_xdivy_grad, name_prefix="xdivy",
-              doc="x / y, and 0 where x == 0 (floating, broadcasting)", amp="black")
-XLOGY = OpDef("xlogy", _binary_infer("xlogy", "f"), kernel=_xlogy_kernel, grad=_xlogy_grad, name_prefix="xlogy",
-              doc="x * log(y), and 0 where x == 0 (floating, broadcasting)", amp="black")
+                 doc="floor(x / y) with broadcasting (floating); zero gradient", compute=Compute(amp="black"),
+                 legacy=LegacyFace(name_prefix="floordiv"))
+ATAN2 = OpDef("atan2", _binary_infer("atan2", "f"), grad=_atan2_grad, elementwise=Elementwise("arctan2", arity=2),
+              doc="the angle of (y, x): arctan(x / y) by quadrant", compute=Compute(amp="black"),
+              legacy=LegacyFace(name_prefix="atan2"))
+POW = OpDef("pow", _binary_infer("pow", "f"), grad=_pow_grad, elementwise=Elementwise("power", arity=2),
+            doc="x ** y, both blobs, with broadcasting (floating)", compute=Compute(amp="black"))
+XDIVY = OpDef("xdivy", _binary_infer("xdivy", "f"), kernel=_xdivy_kernel, grad=_xdivy_grad,
+              doc="x / y, and 0 where x == 0 (floating, broadcasting)", compute=Compute(amp="black"),
+              legacy=LegacyFace(name_prefix="xdivy"))
+XLOGY = OpDef("xlogy", _binary_infer("xlogy", "f"), kernel=_xlogy_kernel, grad=_xlogy_grad,
+              doc="x * log(y), and 0 where x == 0 (floating, broadcasting)", compute=Compute(amp="black"),
+              legacy=LegacyFace(name_prefix="xlogy"))
 
 
 def _logical(op: str, ufunc: str, arity: int, prefix: str, formula: str) -> OpDef:
     # the ufunc writes its bool result into the int8 output buffer (a safe cast), as the comparisons do
-    return OpDef(op, _logical_infer(op), not_differentiable=True, name_prefix=prefix,
-                 elementwise=Elementwise(ufunc, arity=arity), doc=f"{formula}, as int8 (1 or 0); nonzero is true",
-                 amp="black")
+    return OpDef(op, _logical_infer(op), not_differentiable=True, elementwise=Elementwise(ufunc, arity=arity),
+                 doc=f"{formula}, as int8 (1 or 0); nonzero is true", compute=Compute(amp="black"),
+                 legacy=LegacyFace(name_prefix=prefix))
 
 
 LOGICAL_AND = _logical("logical_and", "logical_and", 2, "broadcast_logical_and",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
-from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Elementwise, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.records.common import grad_like_second
 from flowjob_ops.kernels.special_functions import ErrorFunctions, GammaFunctions
@@ -159,8 +159,8 @@ def _record(op: str, doc: str, *, ufunc: str | None = None, kernel: Callable[[Ke
     """``grad`` gives the input's whole gradient as one blob; a step function (``step``) passes a zero one."""
     rule = _zero_grad if step else _grad(grad) if grad is not None else None
     elementwise = Elementwise(ufunc) if ufunc is not None else None
-    return OpDef(op, _floating(op), kernel=kernel, elementwise=elementwise, grad=rule, name_prefix=op, doc=doc,
-                 amp="black")
+    return OpDef(op, _floating(op), kernel=kernel, elementwise=elementwise, grad=rule, doc=doc,
+                 compute=Compute(amp="black"), legacy=LegacyFace(name_prefix=op))
 
 
 OPS = (
@@ -215,5 +215,5 @@ OPS = (
     _record("lgamma", "log |Gamma(x)| (gradient digamma(x))", kernel=_special_kernel(GammaFunctions, "lgamma"),
             grad=lambda ctx: ctx.apply("lgamma_grad", [ctx.inputs[0], ctx.dy])),
     OpDef("lgamma_grad", grad_like_second, kernel=_lgamma_grad_kernel, not_differentiable=True,
-          name_prefix="lgamma_grad", doc="inputs (x, dy): dy * digamma(x)"),
+          doc="inputs (x, dy): dy * digamma(x)", legacy=LegacyFace(name_prefix="lgamma_grad")),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.records.common import broadcast_shape, normalize_axis, require_floating, same_dtype
 from flowjob_ops import layout_rules
@@ -32,7 +32,7 @@ def _matmul_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 
 def matmul_flops(inputs: Sequence[BlobSpec], outputs: Sequence[BlobSpec], attrs: dict) -> float:
-    """Multiply-adds of op(a) @ op(b), twice (``OpDef.flops``): every output element sums over the inner axis."""
+    """Multiply-adds of op(a) @ op(b), twice (``Compute.flops``): every output element sums over the inner axis."""
     a = inputs[0]
     inner = a.shape[-2] if attrs.get("transpose_a", False) else a.shape[-1]
     return 2.0 * _count(outputs[0].shape) * inner
@@ -97,9 +97,9 @@ def _matmul_grad(ctx: GradContext) -> list[Any]:
     return [da, db]
 
 
-MATMUL = OpDef("matmul", _matmul_infer, kernel=_matmul_kernel, grad=_matmul_grad, name_prefix="Matmul",
-               flops=matmul_flops, layouts=layout_rules.matmul,
-               doc="op(a) @ op(b), op = transpose of the last two axes when asked; batch axes broadcast", amp="white")
+MATMUL = OpDef("matmul", _matmul_infer, kernel=_matmul_kernel, grad=_matmul_grad,
+               doc="op(a) @ op(b), op = transpose of the last two axes when asked; batch axes broadcast",
+               compute=Compute(flops=matmul_flops, layouts=layout_rules.matmul, amp="white"))
 
 
 # bias_add -----------------------------------------------------------------
@@ -157,9 +157,9 @@ def _bias_add_layouts(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature
     return [Signature((split(k), split(0) if k == axis else BROADCAST), (split(k),)) for k in range(len(x.shape))]
 
 
-BIAS_ADD = OpDef("bias_add", _bias_add_infer, kernel=_bias_add_kernel, grad=_bias_add_grad, name_prefix="BiasAdd",
-                 layouts=_bias_add_layouts,
-                 doc="value + bias along the channel axis (1 by default, the last for N...C formats)", amp="gray")
+BIAS_ADD = OpDef("bias_add", _bias_add_infer, kernel=_bias_add_kernel, grad=_bias_add_grad,
+                 doc="value + bias along the channel axis (1 by default, the last for N...C formats)",
+                 compute=Compute(layouts=_bias_add_layouts, amp="gray"))
 
 
 # fused_self_attention_query_mul_key_and_value --------------------------------------------------------
@@ -247,14 +247,12 @@ def _attention_grad_kernel(ctx: KernelContext) -> Any:
 
 SELF_ATTENTION = OpDef(
     "fused_self_attention_query_mul_key_and_value", _attention_infer, kernel=_attention_kernel, grad=_attention_grad,
-    name_prefix="FusedSelfAttentionQueryMulKeyAndValue",
     doc="hidden (seq, batch, heads * 3 * size) -> (alpha * q @ k^T (batch, heads, seq, seq), v (batch, heads, seq, "
-        "size))", amp="white")
+        "size))", compute=Compute(amp="white"))
 
 
 SELF_ATTENTION_GRAD = OpDef(
     "fused_self_attention_query_mul_key_and_value_grad", _attention_grad_infer, kernel=_attention_grad_kernel,
-    not_differentiable=True, name_prefix="FusedSelfAttentionQueryMulKeyAndValueGrad",
-    doc="d hidden from the gradients of query_mul_key and value")
+    not_differentiable=True, doc="d hidden from the gradients of query_mul_key and value")
 
 OPS = (MATMUL, BIAS_ADD, SELF_ATTENTION, SELF_ATTENTION_GRAD)

@@ -17,7 +17,7 @@ import math
 import numbers
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.records.common import kept_dims_shape, normalize_axes, normalize_axis, require_floating, same_dtype
 
@@ -120,11 +120,10 @@ def _moments_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-MOMENTS = OpDef("moments", _moments_infer, kernel=_moments_kernel, grad=_moments_grad, name_prefix="Moments",
-                output_names=("mean", "variance"),
-                doc="(mean, biased variance) of x over axes, keeping the reduced axes when keepdims", amp="black")
+MOMENTS = OpDef("moments", _moments_infer, kernel=_moments_kernel, grad=_moments_grad,
+                doc="(mean, biased variance) of x over axes, keeping the reduced axes when keepdims",
+                compute=Compute(amp="black"), legacy=LegacyFace(output_names=("mean", "variance")))
 MOMENTS_GRAD = OpDef("moments_grad", _moments_grad_infer, kernel=_moments_grad_kernel, not_differentiable=True,
-                     name_prefix="MomentsGrad",
                      doc="dmean / n + dvar * 2 (x - mean) / n, broadcast over the reduced axes")
 
 
@@ -263,11 +262,10 @@ def _batch_norm_grad_kernel(ctx: KernelContext) -> Any:
 
 
 BATCH_NORM = OpDef("batch_norm", _batch_norm_infer, kernel=_batch_norm_kernel, grad=_batch_norm_grad,
-                   name_prefix="BatchNorm",
                    doc="(x - mean) / sqrt(variance + epsilon) * scale + offset, parameters broadcast against x",
-                   amp="gray")
+                   compute=Compute(amp="gray"))
 BATCH_NORM_GRAD = OpDef("batch_norm_grad", _batch_norm_grad_infer, kernel=_batch_norm_grad_kernel,
-                        not_differentiable=True, name_prefix="BatchNormGrad",
+                        not_differentiable=True,
                         doc="(dx, dmean, dvariance[, dscale]) of batch_norm from x, its statistics, scale and dy")
 
 
@@ -305,9 +303,9 @@ def _moving_kernel(ctx: KernelContext) -> Any:
 
 
 MOVING_UPDATE = OpDef("batch_norm_moving_update", _moving_infer, kernel=_moving_kernel, not_differentiable=True,
-                      mutates=(0,), effect=True, name_prefix="MovingUpdate",
                       doc="moving = momentum * moving + (1 - momentum) * batch_statistic, in place, after "
-                          "every other reader of moving in the step", amp="black")
+                          "every other reader of moving in the step", compute=Compute(amp="black"),
+                      effects=Effects(mutates=(0,), effect=True), legacy=LegacyFace(name_prefix="MovingUpdate"))
 
 
 # l2_normalize (out_0 legacy's y, out_1 its square_x_sum: the per-slice sum of squares) ---------------
@@ -390,13 +388,13 @@ def _l2_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-L2_NORMALIZE = OpDef("l2_normalize", _l2_infer, kernel=_l2_kernel, grad=_l2_grad, name_prefix="L2Normalize",
+L2_NORMALIZE = OpDef("l2_normalize", _l2_infer, kernel=_l2_kernel, grad=_l2_grad,
                      doc="y = x / sqrt(max(sum(x^2 over axis), epsilon)); square_x_sum keeps the axis as 1",
-                     amp="black")
+                     compute=Compute(amp="black"))
 
 
 L2_NORMALIZE_GRAD = OpDef("l2_normalize_grad", _l2_grad_infer, kernel=_l2_grad_kernel, not_differentiable=True,
-                          name_prefix="L2NormalizeGrad", doc="inputs (dy, y, square_x_sum): the gradient of x")
+                          doc="inputs (dy, y, square_x_sum): the gradient of x")
 
 
 # layer_norm_grad, layer_norm_param_grad (legacy exported them) ---------------------------------------
@@ -466,12 +464,12 @@ def _param_grad_kernel(ctx: KernelContext) -> Any:
 
 
 LAYER_NORM_GRAD = OpDef("layer_norm_grad", _layer_norm_grad_infer, kernel=_layer_norm_grad_kernel,
-                        not_differentiable=True, name_prefix="LayerNormGrad",
+                        not_differentiable=True,
                         doc="dx of layer normalization over the axes from begin_norm_axis, from mean and 1/std")
 
 
 LAYER_NORM_PARAM_GRAD = OpDef("layer_norm_param_grad", _param_grad_infer, kernel=_param_grad_kernel,
-                              not_differentiable=True, name_prefix="LayerNormParamGrad",
+                              not_differentiable=True,
                               doc="(dy * gamma, sum of dy, sum of dy * normalized) over the axes before "
                                   "begin_params_axis")
 

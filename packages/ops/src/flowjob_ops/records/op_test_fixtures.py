@@ -1,7 +1,7 @@
 """The test ops legacy compiled into its library (v0.4's ``user/ops/test_ops.cpp`` and
 ``user/kernels/test_kernels.cpp``), which its own op tests call through ``flow.user_op_builder``.
 
-Each keeps its legacy name for ``Op(...)`` (``OpDef.legacy_names``), its shapes and dtypes, and what its legacy
+Each keeps its legacy name for ``Op(...)`` (``OpDef.legacy.legacy_names``), its shapes and dtypes, and what its legacy
 kernel wrote: ``TestSource`` 0..4, ``TestRandomSource`` five draws of legacy's CPU uniform stream per step,
 ``TestDynamicSource`` a (5,) blob holding 3 rows (0, 1, 2), ``TestMultiOutputOrder`` a copy and zeros twice as
 wide, ``TestMultiInput`` a copy of ``x1`` whose gradient rule emits ``TestMultiInputGrad`` (ones for ``x1``,
@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, Elementwise, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import (
+    BlobSpec, Compute, Effects, Elementwise, GradContext, KernelContext, LegacyFace, OpDef, ShapeError, ShapeTraits)
 from flowjob_core.ir import dtypes
 
 from flowjob_ops.kernels.mt19937_uniform import canonical_source
@@ -67,11 +68,11 @@ def _arange_kernel(rows: int) -> Any:
 
 
 TEST_SOURCE = OpDef("test_source", _source_infer, kernel=_arange_kernel(SOURCE_ROWS), not_differentiable=True,
-                    legacy_names=("TestSource",), doc="the float32 values 0, 1, 2, 3, 4")
+                    doc="the float32 values 0, 1, 2, 3, 4", legacy=LegacyFace(legacy_names=("TestSource",)))
 TEST_DYNAMIC_SOURCE = OpDef(
     "test_dynamic_source", _source_infer, kernel=_arange_kernel(DYNAMIC_ROWS), not_differentiable=True,
-    dynamic_extent=True, legacy_names=("TestDynamicSource",),
-    doc="a dynamic float32 blob of at most 5 rows holding 3: 0, 1, 2")
+    doc="a dynamic float32 blob of at most 5 rows holding 3: 0, 1, 2", shape=ShapeTraits(dynamic_extent=True),
+    legacy=LegacyFace(legacy_names=("TestDynamicSource",)))
 
 
 # TestSourceMultiGpuFixedOutNum: 0, 1, 2, ... on each device of the placement ---------------------------
@@ -103,11 +104,10 @@ def _fixed_out_num_kernel(ctx: KernelContext) -> Any:
 
 
 TEST_SOURCE_MULTI_GPU_FIXED_OUT_NUM = OpDef(
-    "test_source_multi_gpu_fixed_out_num", _fixed_out_num_infer, kernel=_fixed_out_num_kernel,
-    not_differentiable=True, attr_names=("out_num",), parallel_num_attr="parallel_num",
-    legacy_names=("TestSourceMultiGpuFixedOutNum",),
+    "test_source_multi_gpu_fixed_out_num", _fixed_out_num_infer, kernel=_fixed_out_num_kernel, not_differentiable=True,
     doc="out_num float32 values split over the placement's devices as legacy balanced them, each device's "
-        "share counting 0, 1, 2, ...")
+        "share counting 0, 1, 2, ...", shape=ShapeTraits(parallel_num_attr="parallel_num"),
+    legacy=LegacyFace(attr_names=("out_num",), legacy_names=("TestSourceMultiGpuFixedOutNum",)))
 
 
 # TestRandomSource ------------------------------------------------------------------------------------
@@ -132,9 +132,8 @@ def _random_source_kernel(ctx: KernelContext) -> Any:
 
 TEST_RANDOM_SOURCE = OpDef(
     "test_random_source", _random_source_infer, kernel=_random_source_kernel, not_differentiable=True,
-    host_state=True,
-    legacy_names=("TestRandomSource",),
-    doc="five uniform float32 draws in [0, 1) per step from legacy's CPU stream of std::mt19937(seed)")
+    doc="five uniform float32 draws in [0, 1) per step from legacy's CPU stream of std::mt19937(seed)",
+    effects=Effects(host_state=True), legacy=LegacyFace(legacy_names=("TestRandomSource",)))
 
 
 # TestReshape ---------------------------------------------------------------------------------------
@@ -150,8 +149,9 @@ def _reshape_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 
 TEST_RESHAPE = OpDef("test_reshape", _reshape_infer, kernel=_copy_of_first, not_differentiable=True,
-                     fixed_shape=True, input_names=("in",), attr_names=("shape",), legacy_names=("TestReshape",),
-                     doc="a copy of the input in the attribute's shape (of the same rank)", amp="clear")
+                     doc="a copy of the input in the attribute's shape (of the same rank)",
+                     compute=Compute(amp="clear"), shape=ShapeTraits(fixed_shape=True),
+                     legacy=LegacyFace(input_names=("in",), attr_names=("shape",), legacy_names=("TestReshape",)))
 
 
 # TestMultiOutputOrder ------------------------------------------------------------------------------
@@ -175,8 +175,9 @@ def _multi_output_kernel(ctx: KernelContext) -> Any:
 
 TEST_MULTI_OUTPUT_ORDER = OpDef(
     "test_multi_output_order", _multi_output_infer, kernel=_multi_output_kernel, not_differentiable=True,
-    output_names=("out1_0", "out2_0"), input_names=("in",), attr_names=(), legacy_names=("TestMultiOutputOrder",),
-    doc="out1: a copy of the input; out2: zeros with the last axis twice as long", amp="clear")
+    doc="out1: a copy of the input; out2: zeros with the last axis twice as long", compute=Compute(amp="clear"),
+    legacy=LegacyFace(output_names=("out1_0", "out2_0"), input_names=("in",), attr_names=(),
+                      legacy_names=("TestMultiOutputOrder",)))
 
 
 # TestMultiInput and its gradient ------------------------------------------------------------------------
@@ -211,12 +212,14 @@ def _multi_input_grad_kernel(ctx: KernelContext) -> Any:
 
 TEST_MULTI_INPUT = OpDef(
     "test_multi_input", _multi_input_infer, kernel=_copy_of_first, grad=_multi_input_grad,
-    output_names=("y_0",), input_names=("x1", "x2"), attr_names=(), legacy_names=("TestMultiInput",),
-    doc="y: a copy of x1 (x2 of the same shape); its gradient op gives 1 for x1 and 2 for x2", amp="clear")
+    doc="y: a copy of x1 (x2 of the same shape); its gradient op gives 1 for x1 and 2 for x2",
+    compute=Compute(amp="clear"),
+    legacy=LegacyFace(output_names=("y_0",), input_names=("x1", "x2"), attr_names=(), legacy_names=("TestMultiInput",)))
 TEST_MULTI_INPUT_GRAD = OpDef(
     "test_multi_input_grad", _multi_input_grad_infer, kernel=_multi_input_grad_kernel, not_differentiable=True,
-    output_names=("x1_diff_0", "x2_diff_0"), input_names=("x1", "x2", "y_diff"), attr_names=(),
-    legacy_names=("TestMultiInputGrad",), doc="ones shaped like x1 and twos shaped like x2")
+    doc="ones shaped like x1 and twos shaped like x2",
+    legacy=LegacyFace(output_names=("x1_diff_0", "x2_diff_0"), input_names=("x1", "x2", "y_diff"), attr_names=(),
+                      legacy_names=("TestMultiInputGrad",)))
 
 
 # TestDataTypeAttr ------------------------------------------------------------------------------------
@@ -228,9 +231,9 @@ def _data_type_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 
 TEST_DATA_TYPE_ATTR = OpDef(
-    "test_data_type_attr", _data_type_infer, kernel=CAST.kernel, not_differentiable=True, input_names=("in",),
-    attr_names=("output_type",), legacy_names=("TestDataTypeAttr",),
-    doc="the input converted to the dtype of the attribute output_type", amp="black")
+    "test_data_type_attr", _data_type_infer, kernel=CAST.kernel, not_differentiable=True,
+    doc="the input converted to the dtype of the attribute output_type", compute=Compute(amp="black"),
+    legacy=LegacyFace(input_names=("in",), attr_names=("output_type",), legacy_names=("TestDataTypeAttr",)))
 
 
 # TestListDataTypeAndListShapeAndListStringAttr ---------------------------------------------------------
@@ -263,10 +266,11 @@ def _zeros_kernel(ctx: KernelContext) -> Any:
 
 TEST_LIST_DATA_TYPE_AND_LIST_SHAPE_AND_LIST_STRING_ATTR = OpDef(
     "test_list_data_type_and_list_shape_and_list_string_attr", _list_attr_infer, kernel=_zeros_kernel,
-    not_differentiable=True, input_names=("in",), attr_names=("out_shapes", "out_types", "string_list"),
-    legacy_names=(LIST_ATTR_OP,), amp="black",
+    not_differentiable=True,
     doc="zeros, one output per shape of out_shapes with the dtype of out_types at its position (string_list: "
-        "a non-empty list of str, only checked)")
+        "a non-empty list of str, only checked)", compute=Compute(amp="black"),
+    legacy=LegacyFace(input_names=("in",), attr_names=("out_shapes", "out_types", "string_list"),
+                      legacy_names=(LIST_ATTR_OP,)))
 
 
 # test_user_op_attr_auto_type --------------------------------------------------------------------------
@@ -280,8 +284,8 @@ def _auto_type_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 TEST_USER_OP_ATTR_AUTO_TYPE = OpDef(
     "test_user_op_attr_auto_type", _auto_type_infer, kernel=_copy_of_first, not_differentiable=True,
-    input_names=("in",), attr_names=("int1", "int2"), amp="clear",
-    doc="a copy of the input (int1 and int2: int32 attributes, only checked)")
+    doc="a copy of the input (int1 and int2: int32 attributes, only checked)", compute=Compute(amp="clear"),
+    legacy=LegacyFace(input_names=("in",), attr_names=("int1", "int2")))
 
 
 # ccrelu and its gradient ------------------------------------------------------------------------------
@@ -297,16 +301,17 @@ def _ccrelu_grad_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec
 
 
 CCRELU = OpDef("ccrelu", unary_float, grad=_ccrelu_grad, elementwise=Elementwise("maximum", fixed=0),
-               input_names=("in",), attr_names=(), doc="max(x, 0), with its own gradient op", amp="clear")
+               doc="max(x, 0), with its own gradient op", compute=Compute(amp="clear"),
+               legacy=LegacyFace(input_names=("in",), attr_names=()))
 CCRELU_GRAD = OpDef("ccrelu_grad", _ccrelu_grad_infer, kernel=RELU_GRAD.kernel, not_differentiable=True,
-                    input_names=("y", "dy"), attr_names=(), doc="dy where y > 0, else 0")
+                    doc="dy where y > 0, else 0", legacy=LegacyFace(input_names=("y", "dy"), attr_names=()))
 
 
 # cpu_only_relu_test --------------------------------------------------------------------------------------
 CPU_ONLY_RELU_TEST = OpDef(
     "cpu_only_relu_test", unary_float, elementwise=Elementwise("maximum", fixed=0), not_differentiable=True,
-    input_names=("in",), attr_names=(), amp="black", cpu_only=True,
-    doc="max(x, 0), an op legacy placed on the cpu whatever the placement scope said")
+    doc="max(x, 0), an op legacy placed on the cpu whatever the placement scope said", compute=Compute(amp="black"),
+    effects=Effects(cpu_only=True), legacy=LegacyFace(input_names=("in",), attr_names=()))
 
 
 OPS = (TEST_SOURCE, TEST_DYNAMIC_SOURCE, TEST_SOURCE_MULTI_GPU_FIXED_OUT_NUM, TEST_RANDOM_SOURCE, TEST_RESHAPE,

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.records.common import check_scalar, int_list, is_int, typed_scalar
 
@@ -55,9 +55,9 @@ def _pad_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("slice", [ctx.dy], {"begin": before, "size": x.shape})]
 
 
-PAD = OpDef("pad", _pad_infer, kernel=_pad_kernel, grad=_pad_grad, name_prefix="Pad",
-            doc="x surrounded by constant_value: padding_before / padding_after elements per axis", amp="clear",
-            intended_inf=True)
+PAD = OpDef("pad", _pad_infer, kernel=_pad_kernel, grad=_pad_grad,
+            doc="x surrounded by constant_value: padding_before / padding_after elements per axis",
+            compute=Compute(amp="clear", intended_inf=True))
 
 
 # pad2d: reflection and replication padding (adjoint of pad2d_grad) -----------------------------------
@@ -146,13 +146,12 @@ def _pad2d_grad_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("pad2d", [ctx.dy], {"mode": ctx.attrs["mode"], "padding": ctx.attrs["padding"]})]
 
 
-PAD2D = OpDef("pad2d", _pad2d_infer, kernel=_pad2d_kernel, grad=_pad2d_grad, name_prefix="Pad2d",
+PAD2D = OpDef("pad2d", _pad2d_infer, kernel=_pad2d_kernel, grad=_pad2d_grad,
               doc="NCHW x padded on H and W by (left, right, top, bottom): mode 'reflect' mirrors about the "
-                  "edge, 'replicate' repeats the edge", amp="clear",
-              intended_inf=True)
+                  "edge, 'replicate' repeats the edge", compute=Compute(amp="clear", intended_inf=True))
 
 
 PAD2D_GRAD = OpDef("pad2d_grad", _pad2d_grad_infer, kernel=_pad2d_grad_kernel, grad=_pad2d_grad_grad,
-                   name_prefix="Pad2dGrad", doc="dy of pad2d summed back onto the input positions it copied")
+                   doc="dy of pad2d summed back onto the input positions it copied")
 
 OPS = (PAD, PAD2D, PAD2D_GRAD)

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir.layout import BROADCAST, Signature, split
 
 
@@ -199,23 +199,22 @@ def _sharded_grad_kernel(ctx: KernelContext) -> Any:
 
 
 DISTRIBUTED_PARTIAL_FC_SAMPLE = OpDef(
-    "distributed_partial_fc_sample", _infer, kernel=_kernel, grad=_grad, name_prefix="DistributedPartialFcSample",
-    output_names=("mapped_label", "sampled_label", "sampled_weight"), input_names=("weight", "label"),
-    attr_names=("num_sample", "seed", "parallel_num"), layouts=_layouts,
+    "distributed_partial_fc_sample", _infer, kernel=_kernel, grad=_grad,
     doc="sample num_sample classes (every labelled one first, then random negatives), their weight rows, and "
-        "each label's index among them", amp="black")
+        "each label's index among them", compute=Compute(layouts=_layouts, amp="black"),
+    legacy=LegacyFace(output_names=("mapped_label", "sampled_label", "sampled_weight"), input_names=("weight", "label"),
+                      attr_names=("num_sample", "seed", "parallel_num")))
 SHARDED_DISTRIBUTED_PARTIAL_FC_SAMPLE = OpDef(
     "sharded_distributed_partial_fc_sample", _sharded_infer, kernel=_sharded_kernel, not_differentiable=True,
-    name_prefix="ShardedDistributedPartialFcSample", amp="black",
     doc="inputs (this rank's shard [shard_start, shard_stop) of the class weights, labels): its block of the whole "
-        "op's samples, and every mapped label")
+        "op's samples, and every mapped label", compute=Compute(amp="black"))
 DISTRIBUTED_PARTIAL_FC_SAMPLE_GRAD = OpDef(
     "distributed_partial_fc_sample_grad", _grad_infer, kernel=_grad_kernel, not_differentiable=True,
-    name_prefix="DistributedPartialFcSampleGrad", layouts=_grad_layouts,
-    doc="inputs (the sampled weight's gradient, the sampled classes, the weight): the weight's gradient")
+    doc="inputs (the sampled weight's gradient, the sampled classes, the weight): the weight's gradient",
+    compute=Compute(layouts=_grad_layouts))
 SHARDED_DISTRIBUTED_PARTIAL_FC_SAMPLE_GRAD = OpDef(
     "sharded_distributed_partial_fc_sample_grad", _sharded_grad_infer, kernel=_sharded_grad_kernel,
-    not_differentiable=True, name_prefix="ShardedDistributedPartialFcSampleGrad",
+    not_differentiable=True,
     doc="inputs (this rank's rows of the sampled weight's gradient and classes, its shard of the weight): that "
         "shard's gradient")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.kernels import pool
 from flowjob_ops.kernels.window import FORMATS
@@ -111,10 +111,10 @@ def pool_records(variant: PoolVariant, rank: int) -> tuple[OpDef, OpDef]:
         geom = grad_geometry(ctx.inputs, ctx.attrs)
         return variant.backward(ctx.xp, geom, ctx.inputs[0].dtype, ctx.out(0))
 
-    forward = OpDef(name, infer, kernel=kernel, grad=grad, name_prefix=prefix, amp=variant.amp, host_split=True,
-                    doc=f"{variant.doc} over each {rank}-D window")
-    backward = OpDef(grad_name, grad_infer, kernel=grad_kernel, not_differentiable=True, host_split=True,
-                     name_prefix=f"{prefix}Grad", doc=variant.grad_doc)
+    forward = OpDef(name, infer, kernel=kernel, grad=grad, doc=f"{variant.doc} over each {rank}-D window",
+                    compute=Compute(amp=variant.amp, host_split=True), legacy=LegacyFace(name_prefix=prefix))
+    backward = OpDef(grad_name, grad_infer, kernel=grad_kernel, not_differentiable=True, doc=variant.grad_doc,
+                     compute=Compute(host_split=True), legacy=LegacyFace(name_prefix=f"{prefix}Grad"))
     return forward, backward
 
 
@@ -138,9 +138,10 @@ def _max_relu_grad_kernel(ctx: KernelContext) -> Any:
 
 
 MAX_POOL2D_RELU_GRAD = OpDef("max_pool2d_relu_grad", MAX_POOL2D_GRAD.infer, kernel=_max_relu_grad_kernel,
-                             not_differentiable=True, name_prefix="MaxPool2DReluGrad", host_split=True,
+                             not_differentiable=True,
                              doc="inputs (x, y, dy): max_pool2d_grad followed by relu_grad(x, .) in one kernel "
-                                 "(the mask taken at the pooled size); made by the fusion pass")
+                                 "(the mask taken at the pooled size); made by the fusion pass",
+                             compute=Compute(host_split=True), legacy=LegacyFace(name_prefix="MaxPool2DReluGrad"))
 
 OPS = (MAX_POOL2D, MAX_POOL2D_GRAD, MAX_POOL2D_RELU_GRAD, AVG_POOL2D, AVG_POOL2D_GRAD, MAX_POOL3D, MAX_POOL3D_GRAD,
        AVG_POOL3D, AVG_POOL3D_GRAD)

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 
 _log = logging.getLogger("flowjob.profiler")
 
@@ -46,12 +46,13 @@ def _mark(ctx: KernelContext, start: bool) -> Any:
     return run
 
 
-NVTX_START = OpDef("nvtx_start", _infer, kernel=lambda ctx: _mark(ctx, True), grad=lambda ctx: [ctx.dy], view=True,
-                   name_prefix="NvtxStart", input_names=("in",), attr_names=("mark_prefix",),
-                   doc="x itself; starts the profiler range mark_prefix when the step reaches it", amp="clear")
-NVTX_END = OpDef("nvtx_end", _infer, kernel=lambda ctx: _mark(ctx, False), grad=lambda ctx: [ctx.dy], view=True,
-                 name_prefix="NvtxEnd", input_names=("in",), attr_names=("mark_prefix",),
+NVTX_START = OpDef("nvtx_start", _infer, kernel=lambda ctx: _mark(ctx, True), grad=lambda ctx: [ctx.dy],
+                   doc="x itself; starts the profiler range mark_prefix when the step reaches it",
+                   compute=Compute(amp="clear"), effects=Effects(view=True),
+                   legacy=LegacyFace(input_names=("in",), attr_names=("mark_prefix",)))
+NVTX_END = OpDef("nvtx_end", _infer, kernel=lambda ctx: _mark(ctx, False), grad=lambda ctx: [ctx.dy],
                  doc="x itself; ends the profiler range mark_prefix (its time is logged to flowjob.profiler)",
-                 amp="clear")
+                 compute=Compute(amp="clear"), effects=Effects(view=True),
+                 legacy=LegacyFace(input_names=("in",), attr_names=("mark_prefix",)))
 
 OPS = (NVTX_START, NVTX_END)

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ops.records.common import require_floating
@@ -216,22 +216,24 @@ def _fake_grad(ctx: GradContext) -> list[Any]:
 
 
 MIN_MAX_OBSERVER = OpDef(
-    "min_max_observer", _min_max_infer, kernel=_min_max_kernel, not_differentiable=True, name_prefix="MinMaxObserver",
-    output_names=("scale", "zero_point"), input_names=("in",),
-    attr_names=("quantization_bit", "quantization_scheme", "quantization_formula", "per_layer_quantization"),
-    doc="scale and zero_point of the input's range, per layer or per channel (axis 0)", amp="black")
+    "min_max_observer", _min_max_infer, kernel=_min_max_kernel, not_differentiable=True,
+    doc="scale and zero_point of the input's range, per layer or per channel (axis 0)", compute=Compute(amp="black"),
+    legacy=LegacyFace(output_names=("scale", "zero_point"), input_names=("in",),
+                      attr_names=("quantization_bit", "quantization_scheme", "quantization_formula",
+                                  "per_layer_quantization")))
 MOVING_AVERAGE_MIN_MAX_OBSERVER = OpDef(
     "moving_average_min_max_observer", _moving_infer, kernel=_moving_kernel, not_differentiable=True,
-    mutates=(2, 3), effect=True, name_prefix="MovingAverageMinMaxObserver", output_names=("scale", "zero_point"),
-    input_names=("in", "current_train_step", "moving_max", "moving_min"),
-    attr_names=("training", "stop_update_after_iters", "quantization_bit", "quantization_scheme",
-                "quantization_formula", "momentum"),
     doc="scale and zero_point of a moving range kept in moving_max / moving_min (updated in place while "
-        "training)", amp="black")
+        "training)", compute=Compute(amp="black"), effects=Effects(mutates=(2, 3), effect=True),
+    legacy=LegacyFace(output_names=("scale", "zero_point"),
+                      input_names=("in", "current_train_step", "moving_max", "moving_min"),
+                      attr_names=("training", "stop_update_after_iters", "quantization_bit", "quantization_scheme",
+                                  "quantization_formula", "momentum")))
 FAKE_QUANTIZATION = OpDef(
-    "fake_quantization", _fake_infer, kernel=_fake_kernel, grad=_fake_grad, name_prefix="Fake_Quantization",
-    input_names=("in", "scale", "zero_point"),
-    attr_names=("quantization_bit", "quantization_scheme", "quantization_formula"),
-    doc="quantize then dequantize with scale and zero_point; the gradient passes straight through", amp="black")
+    "fake_quantization", _fake_infer, kernel=_fake_kernel, grad=_fake_grad,
+    doc="quantize then dequantize with scale and zero_point; the gradient passes straight through",
+    compute=Compute(amp="black"),
+    legacy=LegacyFace(name_prefix="Fake_Quantization", input_names=("in", "scale", "zero_point"),
+                      attr_names=("quantization_bit", "quantization_scheme", "quantization_formula")))
 
 OPS = (MIN_MAX_OBSERVER, MOVING_AVERAGE_MIN_MAX_OBSERVER, FAKE_QUANTIZATION)

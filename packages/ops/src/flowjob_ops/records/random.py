@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, KernelContext, LegacyFace, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 from flowjob_ops.records.common import dtype_attr, shape_attr
@@ -60,8 +60,8 @@ def _decode_kernel(ctx: KernelContext) -> Any:
 
 
 DECODE_RANDOM = OpDef("decode_random", _decode_infer, kernel=_decode_kernel, not_differentiable=True,
-                      host_state=True, name_prefix="DecodeRandom",
-                      doc="(batch_size, *shape) values drawn from the initializer, fresh every step")
+                      doc="(batch_size, *shape) values drawn from the initializer, fresh every step",
+                      effects=Effects(host_state=True))
 
 
 # random_uniform, random_normal -----------------------------------------------------------------------
@@ -104,12 +104,11 @@ def _random_kernel(kind: str) -> Any:
 
 
 RANDOM_UNIFORM = OpDef("random_uniform", _random_infer, kernel=_random_kernel("uniform"), not_differentiable=True,
-                       host_state=True, name_prefix="RandomUniform",
-                       doc="uniform in [minval, maxval), fresh every step")
+                       doc="uniform in [minval, maxval), fresh every step", effects=Effects(host_state=True))
 
 
 RANDOM_NORMAL = OpDef("random_normal", _random_infer, kernel=_random_kernel("normal"), not_differentiable=True,
-                      host_state=True, name_prefix="RandomNormal", doc="normal(mean, stddev), fresh every step")
+                      doc="normal(mean, stddev), fresh every step", effects=Effects(host_state=True))
 
 
 # bernoulli, coin_flip, batch permutations ------------------------------------------------------------
@@ -196,18 +195,18 @@ def _permutation_kernel(ctx: KernelContext) -> Any:
 
 
 BERNOULLI = OpDef("bernoulli", _bernoulli_infer, kernel=_bernoulli_kernel, not_differentiable=True,
-                  host_state=True, name_prefix="Bernoulli", doc="1 with probability x, else 0, in dtype (default x's)",
-                  amp="black")
+                  doc="1 with probability x, else 0, in dtype (default x's)", compute=Compute(amp="black"),
+                  effects=Effects(host_state=True))
 
 
 COIN_FLIP = OpDef("coin_flip", _coin_flip_infer, kernel=_coin_flip_kernel, not_differentiable=True,
-                  host_state=True, name_prefix="CoinFlip",
-                  doc="(batch_size,) int8: 1 with the given probability, else 0")
+                  doc="(batch_size,) int8: 1 with the given probability, else 0", effects=Effects(host_state=True))
 
 
-BATCH_PERMUTATION = OpDef("generate_random_batch_permutation_indices", _permutation_infer,
-                          kernel=_permutation_kernel, not_differentiable=True,
-                          host_state=True, name_prefix="RandomBatchPermutationIndices",
-                          doc="int32 random permutation of range(x.shape[0]), fresh every step", amp="black")
+BATCH_PERMUTATION = OpDef("generate_random_batch_permutation_indices", _permutation_infer, kernel=_permutation_kernel,
+                          not_differentiable=True,
+                          doc="int32 random permutation of range(x.shape[0]), fresh every step",
+                          compute=Compute(amp="black"), effects=Effects(host_state=True),
+                          legacy=LegacyFace(name_prefix="RandomBatchPermutationIndices"))
 
 OPS = (DECODE_RANDOM, RANDOM_UNIFORM, RANDOM_NORMAL, BERNOULLI, COIN_FLIP, BATCH_PERMUTATION)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.records.common import kept_dims_shape, normalize_axes
 from flowjob_ops import layout_rules
@@ -124,19 +124,19 @@ def _extremum_grad_kernel(ctx: KernelContext) -> Any:
 
 
 REDUCE_SUM = OpDef("reduce_sum", _infer("reduce_sum"), kernel=_kernel("sum"), grad=_sum_grad,
-                   layouts=layout_rules.reduce_sum,
-                   name_prefix="ReduceSum", doc="the sum of the elements along axis", amp="black")
+                   doc="the sum of the elements along axis",
+                   compute=Compute(layouts=layout_rules.reduce_sum, amp="black"))
 REDUCE_MEAN = OpDef("reduce_mean", _infer("reduce_mean", floating=True), kernel=_kernel("mean"), grad=_mean_grad,
-                    layouts=layout_rules.reduce_mean,
-                    name_prefix="ReduceMean", doc="the mean of the elements along axis", amp="black")
+                    doc="the mean of the elements along axis",
+                    compute=Compute(layouts=layout_rules.reduce_mean, amp="black"))
 REDUCE_MAX = OpDef("reduce_max", _infer("reduce_max"), kernel=_kernel("max"), grad=_extremum_grad,
-                   name_prefix="ReduceMax",
-                   doc="the maximum of the elements along axis (gradient split evenly among ties)", amp="black")
+                   doc="the maximum of the elements along axis (gradient split evenly among ties)",
+                   compute=Compute(amp="black"))
 REDUCE_MIN = OpDef("reduce_min", _infer("reduce_min"), kernel=_kernel("min"), grad=_extremum_grad,
-                   name_prefix="ReduceMin",
-                   doc="the minimum of the elements along axis (gradient split evenly among ties)", amp="black")
+                   doc="the minimum of the elements along axis (gradient split evenly among ties)",
+                   compute=Compute(amp="black"))
 REDUCE_EXTREMUM_GRAD = OpDef("reduce_extremum_grad", _extremum_grad_infer, kernel=_extremum_grad_kernel,
-                             not_differentiable=True, name_prefix="ReduceExtremumGrad",
+                             not_differentiable=True,
                              doc="dy / (number of ties) at every element equal to the reduced value")
 
 
@@ -262,30 +262,30 @@ def _logsumexp_grad(ctx: GradContext) -> list[Any]:
 
 
 REDUCE_PROD = OpDef("reduce_prod", _reduce_infer("reduce_prod", "fiu"), kernel=_prod_kernel, grad=_prod_grad,
-                    name_prefix="ReduceProd",
-                    doc="the product of the elements along axis (gradient exact where elements are zero)", amp="black")
+                    doc="the product of the elements along axis (gradient exact where elements are zero)",
+                    compute=Compute(amp="black"))
 
 
 REDUCE_PROD_GRAD = OpDef("reduce_prod_grad", _prod_grad_infer, kernel=_prod_grad_kernel, not_differentiable=True,
-                         name_prefix="ReduceProdGrad", doc="dy times the product of the slice's other elements")
+                         doc="dy times the product of the slice's other elements")
 
 
 REDUCE_ANY = OpDef("reduce_any", _reduce_infer("reduce_any", "fiub", LOGICAL_DTYPE), kernel=_logical_kernel("any"),
-                   not_differentiable=True, name_prefix="ReduceAny",
+                   not_differentiable=True,
                    doc="the logical or of the elements along axis, as int8 (1 where some element is nonzero)",
-                   amp="black")
+                   compute=Compute(amp="black"))
 
 
 REDUCE_ALL = OpDef("reduce_all", _reduce_infer("reduce_all", "fiub", LOGICAL_DTYPE), kernel=_logical_kernel("all"),
-                   not_differentiable=True, name_prefix="ReduceAll",
+                   not_differentiable=True,
                    doc="the logical and of the elements along axis, as int8 (1 where every element is nonzero)",
-                   amp="black")
+                   compute=Compute(amp="black"))
 
 
 REDUCE_LOGSUMEXP = OpDef("reduce_logsumexp", _reduce_infer("reduce_logsumexp", "f"), kernel=_logsumexp_kernel,
-                         grad=_logsumexp_grad, name_prefix="ReduceLogSumExp",
+                         grad=_logsumexp_grad,
                          doc="log(sum(exp(x))) of the elements along axis, shifted by the maximum (no overflow)",
-                         amp="black")
+                         compute=Compute(amp="black"), legacy=LegacyFace(name_prefix="ReduceLogSumExp"))
 
 
 # count_not_finite, multi_count_not_finite ------------------------------------------------------------
@@ -316,12 +316,12 @@ def _count_kernel(ctx: KernelContext) -> Any:
 
 
 COUNT_NOT_FINITE = OpDef("count_not_finite", _count_infer, kernel=_count_kernel, not_differentiable=True,
-                         name_prefix="CountNotFinite", doc="int64 (1,): how many elements are inf or nan", amp="black")
+                         doc="int64 (1,): how many elements are inf or nan", compute=Compute(amp="black"))
 
 
 MULTI_COUNT_NOT_FINITE = OpDef("multi_count_not_finite", _count_infer, kernel=_count_kernel, not_differentiable=True,
-                               name_prefix="MultiCountNotFinite",
-                               doc="int64 (1,): how many elements of all the inputs are inf or nan", amp="black")
+                               doc="int64 (1,): how many elements of all the inputs are inf or nan",
+                               compute=Compute(amp="black"))
 
 OPS = (REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_EXTREMUM_GRAD, REDUCE_PROD, REDUCE_PROD_GRAD,
        REDUCE_ANY, REDUCE_ALL, REDUCE_LOGSUMEXP, COUNT_NOT_FINITE, MULTI_COUNT_NOT_FINITE)

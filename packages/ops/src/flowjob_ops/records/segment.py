@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, OpDef, ShapeError, ShapeTraits
 
 
 def _check_ids(op: str, ids: BlobSpec) -> None:
@@ -76,8 +76,9 @@ def _gather_grad(ctx: GradContext) -> Any:
 
 UNSORTED_SEGMENT_SUM = OpDef(
     "unsorted_segment_sum", _sum_infer, kernel=lambda ctx: _segment_sum_kernel(ctx, ctx.attrs.get("axis", 0)),
-    grad=lambda ctx: [_gather_grad(ctx), None], name_prefix="UnsortedSegmentSum", traced_shape_from=(),
-    doc="inputs (data, segment_ids): data summed by segment id into num_segments rows along axis", amp="black")
+    grad=lambda ctx: [_gather_grad(ctx), None],
+    doc="inputs (data, segment_ids): data summed by segment id into num_segments rows along axis",
+    compute=Compute(amp="black"), shape=ShapeTraits(traced_shape_from=()))
 
 
 # unsorted_segment_sum_like ----------------------------------------------------------
@@ -98,10 +99,10 @@ def _like_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
 
 # legacy registered no gradient for the _like form; data's is the same gather, like passes none
 UNSORTED_SEGMENT_SUM_LIKE = OpDef(
-    "unsorted_segment_sum_like", _like_infer,
-    kernel=lambda ctx: _segment_sum_kernel(ctx, ctx.attrs.get("axis", 0)),
-    grad=lambda ctx: [_gather_grad(ctx), None, None], name_prefix="UnsortedSegmentSumLike",
-    doc="inputs (data, segment_ids, like): unsorted_segment_sum shaped like `like` (num_segments from it)", amp="black")
+    "unsorted_segment_sum_like", _like_infer, kernel=lambda ctx: _segment_sum_kernel(ctx, ctx.attrs.get("axis", 0)),
+    grad=lambda ctx: [_gather_grad(ctx), None, None],
+    doc="inputs (data, segment_ids, like): unsorted_segment_sum shaped like `like` (num_segments from it)",
+    compute=Compute(amp="black"))
 
 
 # unsorted_batch_segment_sum ----------------------------------------------------------
@@ -124,8 +125,7 @@ def _batch_kernel(ctx: KernelContext) -> Any:
 UNSORTED_BATCH_SEGMENT_SUM = OpDef(
     "unsorted_batch_segment_sum", _batch_infer, kernel=_batch_kernel,
     grad=lambda ctx: [ctx.apply("batch_gather", [ctx.dy, ctx.inputs[1]]), None],
-    name_prefix="UnsortedBatchSegmentSum",
     doc="inputs (data, segment_ids of rank m): per batch position (the first m-1 axes) a segment sum along axis m-1",
-    amp="black")
+    compute=Compute(amp="black"))
 
 OPS = (UNSORTED_SEGMENT_SUM, UNSORTED_SEGMENT_SUM_LIKE, UNSORTED_BATCH_SEGMENT_SUM)

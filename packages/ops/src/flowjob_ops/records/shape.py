@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import (
+    BlobSpec, Compute, Effects, GradContext, KernelContext, LegacyFace, OpDef, ShapeError, ShapeTraits)
 from flowjob_core.ir import dtypes
 
 from flowjob_ops.records.common import int_list, normalize_axes, normalize_axis, same_as_first, same_dtype
@@ -69,17 +70,17 @@ def _identity_grad(ctx: GradContext) -> list[Any]:
     return [ctx.dy]
 
 
-RESHAPE = OpDef("reshape", _reshape_infer, kernel=_reshape_kernel, grad=_reshape_grad, name_prefix="Reshape",
-                layouts=layout_rules.linear_unary,
-                view=True, doc="the same elements in a new shape (one -1 is inferred); a view", amp="clear")
-IDENTITY = OpDef("identity", same_as_first, kernel=_identity_kernel, grad=_identity_grad, name_prefix="Identity",
-                 layouts=layout_rules.linear_unary,
-                 view=True, doc="x itself", amp="clear")
+RESHAPE = OpDef("reshape", _reshape_infer, kernel=_reshape_kernel, grad=_reshape_grad,
+                doc="the same elements in a new shape (one -1 is inferred); a view",
+                compute=Compute(layouts=layout_rules.linear_unary, amp="clear"), effects=Effects(view=True))
+IDENTITY = OpDef("identity", same_as_first, kernel=_identity_kernel, grad=_identity_grad, doc="x itself",
+                 compute=Compute(layouts=layout_rules.linear_unary, amp="clear"), effects=Effects(view=True))
 # legacy's marker for auto mixed precision: x itself, a white-list op, so what it reads runs in float16
 AMP_WHITE_IDENTITY = OpDef(
-    "amp_white_identity", same_as_first, kernel=_identity_kernel, input_names=("in",), attr_names=(),
-    grad=lambda ctx: [ctx.apply("amp_white_identity", [ctx.dy])], name_prefix="AmpWhiteIdentity", view=True,
-    doc="x itself, in the white list of auto mixed precision (its gradient too)", amp="white")
+    "amp_white_identity", same_as_first, kernel=_identity_kernel,
+    grad=lambda ctx: [ctx.apply("amp_white_identity", [ctx.dy])],
+    doc="x itself, in the white list of auto mixed precision (its gradient too)", compute=Compute(amp="white"),
+    effects=Effects(view=True), legacy=LegacyFace(input_names=("in",), attr_names=()))
 
 
 # transpose ------------------------------------------------------------------
@@ -115,7 +116,7 @@ def _transpose_grad(ctx: GradContext) -> list[Any]:
 
 
 TRANSPOSE = OpDef("transpose", _transpose_infer, kernel=_transpose_kernel, grad=_transpose_grad,
-                  name_prefix="Transpose", doc="axes permuted by perm (default: reversed)", amp="clear")
+                  doc="axes permuted by perm (default: reversed)", compute=Compute(amp="clear"))
 
 
 # concat / split -----------------------------------------------------------------
@@ -206,14 +207,13 @@ def _split_like_head_kernel(ctx: KernelContext) -> Any:
 
 BOUNDED_CONCAT = OpDef(
     "bounded_concat", _bounded_concat_infer, kernel=_bounded_concat_kernel, grad=_bounded_concat_grad,
-    name_prefix="Concat", dynamic_extent=True, amp="clear",
     doc="legacy's concat(max_dim_size=N) of dynamic blobs: planned at N along axis, the step's extent the "
-        "inputs' actual sum (at most N)")
+        "inputs' actual sum (at most N)", compute=Compute(amp="clear"), shape=ShapeTraits(dynamic_extent=True),
+    legacy=LegacyFace(name_prefix="Concat"))
 CONCAT_SPLIT_LIKE = OpDef(
     "concat_split_like", _split_like_head_infer, kernel=_split_like_head_kernel, not_differentiable=True,
-    name_prefix="ConcatSplitLike", amp="clear",
     doc="inputs (dy, *likes): dy's head along axis cut into pieces as long as each like blob there "
-        "(bounded_concat's gradient)")
+        "(bounded_concat's gradient)", compute=Compute(amp="clear"))
 
 
 def _split_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -255,10 +255,11 @@ def _split_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("concat", parts, {"axis": ctx.attrs.get("axis", 0)})]
 
 
-CONCAT = OpDef("concat", _concat_infer, kernel=_concat_kernel, grad=_concat_grad, name_prefix="Concat",
-               doc="inputs joined along axis", amp="clear")
-SPLIT = OpDef("split", _split_infer, kernel=_split_kernel, grad=_split_grad, name_prefix="Split",
-              doc="the input cut along axis into pieces of the given sizes (one output each)", amp="black")
+CONCAT = OpDef("concat", _concat_infer, kernel=_concat_kernel, grad=_concat_grad, doc="inputs joined along axis",
+               compute=Compute(amp="clear"))
+SPLIT = OpDef("split", _split_infer, kernel=_split_kernel, grad=_split_grad,
+              doc="the input cut along axis into pieces of the given sizes (one output each)",
+              compute=Compute(amp="black"))
 
 
 # cast -------------------------------------------------------------------------
@@ -287,8 +288,9 @@ def _cast_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("cast", [ctx.dy], {"dtype": ctx.inputs[0].dtype})]
 
 
-CAST = OpDef("cast", _cast_infer, kernel=_cast_kernel, grad=_cast_grad, name_prefix="Cast",
-             doc="x converted to dtype; its gradient is the output gradient cast back, for every dtype", amp="black")
+CAST = OpDef("cast", _cast_infer, kernel=_cast_kernel, grad=_cast_grad,
+             doc="x converted to dtype; its gradient is the output gradient cast back, for every dtype",
+             compute=Compute(amp="black"))
 
 
 # fused_cast_scale (legacy's fuse-cast-scale pass target, also callable by name) ------------------------
@@ -319,11 +321,13 @@ def _fused_cast_scale_kernel(ctx: KernelContext) -> Any:
 
 
 FUSED_CAST_SCALE = OpDef("fused_cast_scale", _fused_cast_scale_infer, kernel=_fused_cast_scale_kernel,
-                         not_differentiable=True, name_prefix="FusedCastScale", amp="black",
-                         input_names=("x", "scale_by_tensor"), attr_names=("scale",), output_names=("y",),
-                         legacy_input_names=(("scalar", "scale_by_tensor"),),  # v0.3.4's name (v0.4 renamed it)
+                         not_differentiable=True,
                          doc="inputs (x, scale_by_tensor of shape (1,)): x cast to scale_by_tensor's dtype, times "
-                             "scale_by_tensor[0] * scale (legacy registered no gradient)")
+                             "scale_by_tensor[0] * scale (legacy registered no gradient)", compute=Compute(amp="black"),
+                         legacy=LegacyFace(input_names=("x", "scale_by_tensor"), attr_names=("scale",),
+                                           output_names=("y",),
+                                           # v0.3.4's name (v0.4 renamed it)
+                                           legacy_input_names=(("scalar", "scale_by_tensor"),)))
 
 
 # broadcast_to_compatible_with (its shape read from its inputs, so dynamic blobs reach it) ---------------
@@ -352,8 +356,8 @@ def _compatible_grad(ctx: GradContext) -> list[Any]:
 
 BROADCAST_TO_COMPATIBLE_WITH = OpDef(
     "broadcast_to_compatible_with", _compatible_infer, kernel=_compatible_kernel, grad=_compatible_grad,
-    name_prefix="BroadcastToCompatibleWith", amp="black",
-    doc="inputs (x, *compatible): x broadcast to the broadcast shape of all inputs, taken from them at each call")
+    doc="inputs (x, *compatible): x broadcast to the broadcast shape of all inputs, taken from them at each call",
+    compute=Compute(amp="black"))
 
 
 # tile ------------------------------------------------------------------------------------------------
@@ -397,9 +401,9 @@ def _tile_grad(ctx: GradContext) -> list[Any]:
     return [summed]
 
 
-TILE = OpDef("tile", _tile_infer, kernel=_tile_kernel, grad=_tile_grad, name_prefix="Tile",
+TILE = OpDef("tile", _tile_infer, kernel=_tile_kernel, grad=_tile_grad,
              doc="x repeated multiples[i] times along each axis i (a short list counts from the last axis)",
-             amp="black")
+             compute=Compute(amp="black"))
 
 
 # reverse ---------------------------------------------------------------------------------------------
@@ -426,8 +430,9 @@ def _reverse_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("reverse", [ctx.dy], {"axis": ctx.attrs.get("axis")})]
 
 
-REVERSE = OpDef("reverse", _reverse_infer, kernel=_reverse_kernel, grad=_reverse_grad, name_prefix="Reverse",
-                doc="x with the order of its elements reversed along axis (an int or a list)", amp="black")
+REVERSE = OpDef("reverse", _reverse_infer, kernel=_reverse_kernel, grad=_reverse_grad,
+                doc="x with the order of its elements reversed along axis (an int or a list)",
+                compute=Compute(amp="black"))
 
 
 # tuple_identity (flow.identity_n) --------------------------------------------------------------------
@@ -454,8 +459,8 @@ def _tuple_identity_grad(ctx: GradContext) -> list[Any]:
 
 
 TUPLE_IDENTITY = OpDef("tuple_identity", _tuple_identity_infer, kernel=_tuple_identity_kernel,
-                       grad=_tuple_identity_grad, name_prefix="IdentityN",
-                       doc="each input unchanged, one output per input (flow.identity_n)", amp="black")
+                       grad=_tuple_identity_grad, doc="each input unchanged, one output per input (flow.identity_n)",
+                       compute=Compute(amp="black"), legacy=LegacyFace(name_prefix="IdentityN"))
 
 
 # shape_elem_cnt (flow.math.reduced_shape_elem_cnt) ---------------------------------------------------
@@ -488,8 +493,7 @@ def _elem_cnt_kernel(ctx: KernelContext) -> Any:
 
 
 SHAPE_ELEM_CNT = OpDef("shape_elem_cnt", _elem_cnt_infer, kernel=_elem_cnt_kernel, not_differentiable=True,
-                       name_prefix="ShapeElemCnt", doc="(1,): the product of the input's extents along axis",
-                       amp="black")
+                       doc="(1,): the product of the input's extents along axis", compute=Compute(amp="black"))
 
 OPS = (RESHAPE, IDENTITY, AMP_WHITE_IDENTITY, TRANSPOSE, CONCAT, BOUNDED_CONCAT, CONCAT_SPLIT_LIKE, SPLIT, CAST,
        FUSED_CAST_SCALE, BROADCAST_TO_COMPATIBLE_WITH, TILE, REVERSE, TUPLE_IDENTITY, SHAPE_ELEM_CNT)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, KernelContext, OpDef, ShapeError
 
 from flowjob_ops.records.common import normalize_axis
 
@@ -113,16 +113,15 @@ def _sparse_ce_grad_kernel(ctx: KernelContext) -> Any:
 
 
 SHARDED_GATHER = OpDef("sharded_gather", _gather_infer, kernel=_gather_kernel, not_differentiable=True,
-                       name_prefix="ShardedGather", amp="clear",
                        doc="inputs (params piece, indices): the rows [shard_start, shard_stop) it holds, zeros for "
-                           "the others")
+                           "the others", compute=Compute(amp="clear"))
 SHARDED_GATHER_GRAD = OpDef("sharded_gather_grad", _gather_grad_infer, kernel=_gather_grad_kernel,
-                            not_differentiable=True, name_prefix="ShardedGatherGrad",
+                            not_differentiable=True,
                             doc="inputs (indices, dy): dy summed into the rows [shard_start, shard_stop) of shape")
 
 SHARDED_SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
     "sharded_sparse_softmax_cross_entropy_grad", _sparse_ce_grad_infer, kernel=_sparse_ce_grad_kernel,
-    not_differentiable=True, name_prefix="ShardedSparseSoftmaxCrossEntropyGrad",
+    not_differentiable=True,
     doc="inputs (labels, this rank's probabilities of classes [shard_start, shard_stop), dy): the logits' gradient "
         "for those classes")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, OpDef
 
 from flowjob_ops.records.common import kept_dims_shape, normalize_axis, require_floating, same_dtype
 from flowjob_ops import layout_rules
@@ -94,17 +94,17 @@ def _log_softmax_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-SOFTMAX = OpDef("softmax", _infer, kernel=_softmax_kernel, grad=_softmax_grad, name_prefix="Softmax",
-                layouts=layout_rules.along_other_axes,
-                doc="exp(x) / sum(exp(x)) along axis (default -1)", amp="gray")
+SOFTMAX = OpDef("softmax", _infer, kernel=_softmax_kernel, grad=_softmax_grad,
+                doc="exp(x) / sum(exp(x)) along axis (default -1)",
+                compute=Compute(layouts=layout_rules.along_other_axes, amp="gray"))
 SOFTMAX_GRAD = OpDef("softmax_grad", _infer, kernel=_softmax_grad_kernel, not_differentiable=True,
-                     layouts=layout_rules.along_other_axes,
-                     name_prefix="SoftmaxGrad", doc="y * (dy - sum(dy * y)) from the softmax output y")
+                     doc="y * (dy - sum(dy * y)) from the softmax output y",
+                     compute=Compute(layouts=layout_rules.along_other_axes))
 LOG_SOFTMAX = OpDef("log_softmax", _infer, kernel=_log_softmax_kernel, grad=_log_softmax_grad,
-                    layouts=layout_rules.along_other_axes,
-                    name_prefix="LogSoftmax", doc="x - log(sum(exp(x))) along axis (default -1)", amp="black")
+                    doc="x - log(sum(exp(x))) along axis (default -1)",
+                    compute=Compute(layouts=layout_rules.along_other_axes, amp="black"))
 LOG_SOFTMAX_GRAD = OpDef("log_softmax_grad", _infer, kernel=_log_softmax_grad_kernel, not_differentiable=True,
-                         layouts=layout_rules.along_other_axes,
-                         name_prefix="LogSoftmaxGrad", doc="dy - exp(y) * sum(dy) from the log_softmax output y")
+                         doc="dy - exp(y) * sum(dy) from the log_softmax output y",
+                         compute=Compute(layouts=layout_rules.along_other_axes))
 
 OPS = (SOFTMAX, SOFTMAX_GRAD, LOG_SOFTMAX, LOG_SOFTMAX_GRAD)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, OpDef, ShapeError
 from flowjob_core.ir import dtypes
 
 DIRECTIONS = ("ASCENDING", "DESCENDING")
@@ -86,11 +86,11 @@ def _arg_sort_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-SORT = OpDef("sort", _sort_infer, kernel=_sort_kernel, grad=_sort_grad, name_prefix="Sort",
-             doc="x sorted along its last axis (direction ASCENDING or DESCENDING; stable)", amp="black")
+SORT = OpDef("sort", _sort_infer, kernel=_sort_kernel, grad=_sort_grad,
+             doc="x sorted along its last axis (direction ASCENDING or DESCENDING; stable)",
+             compute=Compute(amp="black"))
 ARG_SORT = OpDef("arg_sort", _arg_sort_infer, kernel=_arg_sort_kernel, not_differentiable=True,
-                 name_prefix="ArgSort", doc="int32 indices sorting x along its last axis; ties by lower index",
-                 amp="black")
+                 doc="int32 indices sorting x along its last axis; ties by lower index", compute=Compute(amp="black"))
 
 
 # top_k -------------------------------------------------------------------------
@@ -120,9 +120,9 @@ def _top_k_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-TOP_K = OpDef("top_k", _top_k_infer, kernel=_top_k_kernel, not_differentiable=True, name_prefix="TopK",
+TOP_K = OpDef("top_k", _top_k_infer, kernel=_top_k_kernel, not_differentiable=True,
               doc="int32 indices of the k largest values along the last axis, largest first; ties by lower index",
-              amp="black")
+              compute=Compute(amp="black"))
 
 
 # in_top_k ------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def _in_top_k_kernel(ctx: KernelContext) -> Any:
 
 
 IN_TOP_K = OpDef("in_top_k", _in_top_k_infer, kernel=_in_top_k_kernel, not_differentiable=True,
-                 name_prefix="InTopK", doc="inputs (targets, predictions): int8 1 where the target is in the top k",
-                 amp="black")
+                 doc="inputs (targets, predictions): int8 1 where the target is in the top k",
+                 compute=Compute(amp="black"))
 
 OPS = (SORT, ARG_SORT, TOP_K, IN_TOP_K)

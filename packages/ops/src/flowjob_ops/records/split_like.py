@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.records.common import normalize_axis
 
@@ -51,8 +51,8 @@ def _grad(ctx: GradContext) -> list[Any]:
     return [joined] + [None] * (len(ctx.inputs) - 1)
 
 
-SPLIT_LIKE = OpDef("split_like", _infer, kernel=_kernel, grad=_grad, name_prefix="SplitLike",
-                   input_names=("in", "like"), attr_names=("axis",), amp="clear",
-                   doc="in cut along axis into pieces as long as each like blob is there")
+SPLIT_LIKE = OpDef("split_like", _infer, kernel=_kernel, grad=_grad,
+                   doc="in cut along axis into pieces as long as each like blob is there", compute=Compute(amp="clear"),
+                   legacy=LegacyFace(input_names=("in", "like"), attr_names=("axis",)))
 
 OPS = (SPLIT_LIKE,)

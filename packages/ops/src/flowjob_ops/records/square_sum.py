@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.records.common import require_floating, same_dtype
 
@@ -40,11 +40,11 @@ def _grad(ctx: GradContext) -> list[Any]:
             for x in ctx.inputs]
 
 
-SQUARE_SUM = OpDef("square_sum", _infer("square_sum"), kernel=_kernel, grad=_grad, name_prefix="SquareSum",
-                   input_names=("x",), attr_names=(), amp="black",
-                   doc="x -> (1,): the sum of x's squared elements")
+SQUARE_SUM = OpDef("square_sum", _infer("square_sum"), kernel=_kernel, grad=_grad,
+                   doc="x -> (1,): the sum of x's squared elements", compute=Compute(amp="black"),
+                   legacy=LegacyFace(input_names=("x",), attr_names=()))
 MULTI_SQUARE_SUM = OpDef("multi_square_sum", _infer("multi_square_sum"), kernel=_kernel, grad=_grad,
-                         name_prefix="MultiSquareSum", input_names=("x",), attr_names=(), amp="black",
-                         doc="blobs -> (1,): the sum of the squared elements of every input")
+                         doc="blobs -> (1,): the sum of the squared elements of every input",
+                         compute=Compute(amp="black"), legacy=LegacyFace(input_names=("x",), attr_names=()))
 
 OPS = (SQUARE_SUM, MULTI_SQUARE_SUM)

@@ -6,12 +6,12 @@ API function makes). Each step the op stores the variable as it is before the st
 ``step % buffer_size`` and gives slot ``(step + 1) % buffer_size``, which holds the variable as it was when
 step ``step - buffer_size + 1`` began, that is after step ``step - buffer_size``; on the first step every slot
 starts as the variable, so the first ``buffer_size`` steps give its initial value. The node reads the
-variable, so an assignment to it in the same job runs after it (``OpDef.mutates``)."""
+variable, so an assignment to it in the same job runs after it (``OpDef.effects.mutates``)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, KernelContext, OpDef, ShapeError
 
 
 def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -41,8 +41,8 @@ def _kernel(ctx: KernelContext) -> Any:
 
 
 SSP_VARIABLE_PROXY = OpDef(
-    "ssp_variable_proxy", _infer, kernel=_kernel, not_differentiable=True, mutates=(1, 2), effect=True,
-    name_prefix="SspVariableProxy", amp="clear",
-    doc="(var, ring buffer, step) -> the variable as it was buffer_size steps ago")
+    "ssp_variable_proxy", _infer, kernel=_kernel, not_differentiable=True,
+    doc="(var, ring buffer, step) -> the variable as it was buffer_size steps ago", compute=Compute(amp="clear"),
+    effects=Effects(mutates=(1, 2), effect=True))
 
 OPS = (SSP_VARIABLE_PROXY,)

@@ -5,7 +5,7 @@ A tensor buffer is an array of tensors, each with its own shape: here a host num
 (a few pointers) and copy the elements they make, so no element is memory another node writes.
 
 Converting back to dense values: ``tensor_buffer_to_tensor`` stacks elements of one shape; the others give
-values whose shape the data decide (``OpDef.dynamic_extent``: planned at the declared maximum, the kernel
+values whose shape the data decide (``OpDef.shape.dynamic_extent``: planned at the declared maximum, the kernel
 returns the actual one, ``flowjob_core/plan/extent.py``). A tensor list (``tensor_buffer_to_tensor_list``) is
 one element per item, each item ``(1, *element shape)``: the value is a ``TensorList`` (legacy's packed list),
 which tensor-list ops and ``tp.ListListNumpy`` returns take item by item; other readers get its body, the items
@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, KernelContext, LegacyFace, OpDef, ShapeError, ShapeTraits
 from flowjob_core.ir import dtypes
 from flowjob_core.plan.mirrored import TensorList
 
@@ -93,9 +93,10 @@ def _to_buffer_kernel(ctx: KernelContext) -> Any:
 
 
 TENSOR_TO_TENSOR_BUFFER = OpDef(
-    "tensor_to_tensor_buffer", _to_buffer_infer, kernel=_to_buffer_kernel, not_differentiable=True, host_state=True,
-    name_prefix="TensorToTensorBuffer", input_names=("in",), attr_names=("instance_dims",),
-    doc="a tensor buffer of the input's outer axes; each element the last instance_dims axes", amp="black")
+    "tensor_to_tensor_buffer", _to_buffer_infer, kernel=_to_buffer_kernel, not_differentiable=True,
+    doc="a tensor buffer of the input's outer axes; each element the last instance_dims axes",
+    compute=Compute(amp="black"), effects=Effects(host_state=True),
+    legacy=LegacyFace(input_names=("in",), attr_names=("instance_dims",)))
 
 
 # tensor_buffer_to_tensor ------------------------------------------------------------------
@@ -124,9 +125,10 @@ def _to_tensor_kernel(ctx: KernelContext) -> Any:
 
 
 TENSOR_BUFFER_TO_TENSOR = OpDef(
-    "tensor_buffer_to_tensor", _to_tensor_infer, kernel=_to_tensor_kernel, not_differentiable=True, host_state=True,
-    name_prefix="TensorBufferToTensor", input_names=("in",), attr_names=("dtype", "instance_shape"),
-    doc="the elements of a tensor buffer (each of instance_shape and dtype) stacked into one tensor", amp="black")
+    "tensor_buffer_to_tensor", _to_tensor_infer, kernel=_to_tensor_kernel, not_differentiable=True,
+    doc="the elements of a tensor buffer (each of instance_shape and dtype) stacked into one tensor",
+    compute=Compute(amp="black"), effects=Effects(host_state=True),
+    legacy=LegacyFace(input_names=("in",), attr_names=("dtype", "instance_shape")))
 
 
 # gen_tensor_buffer ------------------------------------------------------------------------
@@ -163,9 +165,8 @@ def _gen_kernel(ctx: KernelContext) -> Any:
 
 GEN_TENSOR_BUFFER = OpDef(
     "gen_tensor_buffer", _gen_infer, kernel=_gen_kernel, not_differentiable=True,
-    host_state=True, name_prefix="GenTensorBuffer",
-    attr_names=("shape", "shape_list", "value_list", "data_type", "dynamic_out"),
-    doc="a tensor buffer whose element k is shape_list[k] filled with value_list[k]")
+    doc="a tensor buffer whose element k is shape_list[k] filled with value_list[k]", effects=Effects(host_state=True),
+    legacy=LegacyFace(attr_names=("shape", "shape_list", "value_list", "data_type", "dynamic_out")))
 
 
 # tensor_buffer_to_list_of_tensors ---------------------------------------------------------
@@ -199,11 +200,10 @@ def _list_kernel(ctx: KernelContext) -> Any:
 
 
 TENSOR_BUFFER_TO_LIST_OF_TENSORS = OpDef(
-    "tensor_buffer_to_list_of_tensors", _list_infer, kernel=_list_kernel, not_differentiable=True, host_state=True,
-    name_prefix="TensorBufferToListOfTensors", input_names=("in",),
-    attr_names=("out_shape", "out_dtype", "dynamic_out"), dynamic_extent=True,
+    "tensor_buffer_to_list_of_tensors", _list_infer, kernel=_list_kernel, not_differentiable=True,
     doc="one output per tensor buffer element (planned at out_shape; dynamic_out: each its own shape)",
-    amp="black")
+    compute=Compute(amp="black"), effects=Effects(host_state=True), shape=ShapeTraits(dynamic_extent=True),
+    legacy=LegacyFace(input_names=("in",), attr_names=("out_shape", "out_dtype", "dynamic_out")))
 
 
 # tensor lists -----------------------------------------------------------------------------
@@ -236,9 +236,9 @@ def _list_to_buffer_kernel(ctx: KernelContext) -> Any:
 
 TENSOR_LIST_TO_TENSOR_BUFFER = OpDef(
     "tensor_list_to_tensor_buffer", _list_to_buffer_infer, kernel=_list_to_buffer_kernel, not_differentiable=True,
-    host_state=True, name_prefix="TensorListToBuffer", input_names=("in",), takes_tensor_list=True,
     doc="a tensor buffer of the tensor list's items, one element each (the item without its leading axis)",
-    amp="black")
+    compute=Compute(amp="black"), effects=Effects(host_state=True), shape=ShapeTraits(takes_tensor_list=True),
+    legacy=LegacyFace(name_prefix="TensorListToBuffer", input_names=("in",)))
 
 
 def _buffer_to_list_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -278,10 +278,9 @@ def _buffer_to_list_kernel(ctx: KernelContext) -> Any:
 
 TENSOR_BUFFER_TO_TENSOR_LIST = OpDef(
     "tensor_buffer_to_tensor_list", _buffer_to_list_infer, kernel=_buffer_to_list_kernel, not_differentiable=True,
-    host_state=True, name_prefix="TensorBufferToList", input_names=("in",), attr_names=("shape", "dtype"),
-    dynamic_extent=True,
     doc="a tensor list of the buffer's elements, item k being (1, *element k's shape); planned at (n, *shape)",
-    amp="black")
+    compute=Compute(amp="black"), effects=Effects(host_state=True), shape=ShapeTraits(dynamic_extent=True),
+    legacy=LegacyFace(name_prefix="TensorBufferToList", input_names=("in",), attr_names=("shape", "dtype")))
 
 
 def _split_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
@@ -311,8 +310,9 @@ def _split_kernel(ctx: KernelContext) -> Any:
 
 TENSOR_LIST_SPLIT = OpDef(
     "tensor_list_split", _split_infer, kernel=_split_kernel, not_differentiable=True,
-    host_state=True, name_prefix="TensorListSplit", input_names=("in",), dynamic_extent=True, takes_tensor_list=True,
-    doc="one output per tensor-list item (the item without its leading axis)", amp="black")
+    doc="one output per tensor-list item (the item without its leading axis)", compute=Compute(amp="black"),
+    effects=Effects(host_state=True), shape=ShapeTraits(dynamic_extent=True, takes_tensor_list=True),
+    legacy=LegacyFace(input_names=("in",)))
 
 OPS = (TENSOR_TO_TENSOR_BUFFER, TENSOR_BUFFER_TO_TENSOR, GEN_TENSOR_BUFFER, TENSOR_BUFFER_TO_LIST_OF_TENSORS,
        TENSOR_LIST_TO_TENSOR_BUFFER, TENSOR_BUFFER_TO_TENSOR_LIST, TENSOR_LIST_SPLIT)

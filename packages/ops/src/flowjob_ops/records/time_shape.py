@@ -15,7 +15,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, Effects, GradContext, KernelContext, OpDef, ShapeError
 
 
 def _count(attrs: dict, key: str) -> int:
@@ -107,18 +107,19 @@ def _pack_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("unpack", [ctx.dy], {"unpack_num": ctx.attrs["pack_num"]})]
 
 
-REPEAT = OpDef("repeat", _repeat_infer, kernel=_repeat_kernel, grad=_repeat_grad, name_prefix="Repeat", view=True,
+REPEAT = OpDef("repeat", _repeat_infer, kernel=_repeat_kernel, grad=_repeat_grad,
                doc="the input, once per tick for repeat_num ticks of each input tick (unrolled by the repeat-acc pass)",
-               amp="clear")
-ACC = OpDef("acc", _acc_infer, kernel=_acc_kernel, grad=_acc_grad, name_prefix="Acc",
+               compute=Compute(amp="clear"), effects=Effects(view=True))
+ACC = OpDef("acc", _acc_infer, kernel=_acc_kernel, grad=_acc_grad,
             doc="the sum of each max_acc_num consecutive ticks of the input (unrolled by the repeat-acc pass)",
-            amp="gray")
+            compute=Compute(amp="gray"))
 
-UNPACK = OpDef("unpack", _unpack_infer, kernel=_unpack_kernel, grad=_unpack_grad, name_prefix="Unpack", view=True,
-                doc="rows [part*m, (part+1)*m) of the input, m = shape[0] / unpack_num: one of unpack_num ticks per "
-                    "input tick (unrolled by the repeat-acc pass)", amp="clear")
-PACK = OpDef("pack", _pack_infer, kernel=_pack_kernel, grad=_pack_grad, name_prefix="Pack",
+UNPACK = OpDef("unpack", _unpack_infer, kernel=_unpack_kernel, grad=_unpack_grad,
+               doc="rows [part*m, (part+1)*m) of the input, m = shape[0] / unpack_num: one of unpack_num ticks per "
+                   "input tick (unrolled by the repeat-acc pass)", compute=Compute(amp="clear"),
+               effects=Effects(view=True))
+PACK = OpDef("pack", _pack_infer, kernel=_pack_kernel, grad=_pack_grad,
              doc="pack_num consecutive ticks of the input joined along axis 0 (unrolled by the repeat-acc pass)",
-             amp="clear")
+             compute=Compute(amp="clear"))
 
 OPS = (REPEAT, ACC, UNPACK, PACK)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, Sequence
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, OpDef, ShapeError
 
 
 def _check(op: str, x: BlobSpec, attrs: dict) -> None:
@@ -79,12 +79,12 @@ def _fused_scale_tril_grad(ctx: GradContext) -> list[Any]:
     return [ctx.apply("fused_scale_tril", [ctx.dy], attrs)]
 
 
-TRIL = OpDef("tril", _infer("tril"), kernel=_tril_kernel, grad=_tril_grad, name_prefix="Tril",
-             doc="lower triangle of the last two axes (j <= i + diagonal), fill_value above", amp="clear",
-             intended_inf=True)
+TRIL = OpDef("tril", _infer("tril"), kernel=_tril_kernel, grad=_tril_grad,
+             doc="lower triangle of the last two axes (j <= i + diagonal), fill_value above",
+             compute=Compute(amp="clear", intended_inf=True))
 FUSED_SCALE_TRIL = OpDef("fused_scale_tril", _infer("fused_scale_tril"), kernel=_fused_scale_tril_kernel,
-                         grad=_fused_scale_tril_grad, name_prefix="FusedScaleTril",
-                         doc="scale * x in the lower triangle of the last two axes, fill_value above", amp="gray",
-                         intended_inf=True)
+                         grad=_fused_scale_tril_grad,
+                         doc="scale * x in the lower triangle of the last two axes, fill_value above",
+                         compute=Compute(amp="gray", intended_inf=True))
 
 OPS = (TRIL, FUSED_SCALE_TRIL)

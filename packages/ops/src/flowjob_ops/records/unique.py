@@ -50,7 +50,7 @@ def _kernel(ctx: KernelContext) -> Any:
 
 
 UNIQUE_WITH_COUNTS = OpDef(
-    "unique_with_counts", _infer, kernel=_kernel, not_differentiable=True, name_prefix="UniqueWithCounts",
+    "unique_with_counts", _infer, kernel=_kernel, not_differentiable=True,
     doc="1-d x -> (y, idx, count, num_unique): distinct values in first-appearance order (tail 0), "
         "each element's place in y, each value's count (tail 0), and how many there are")
 

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
 from flowjob_ops.records.common import require_floating
 
@@ -124,11 +124,11 @@ def _upsample_grad_kernel(ctx: KernelContext) -> Any:
     return run
 
 
-UPSAMPLE = OpDef("upsample", _upsample_infer, kernel=_upsample_kernel, grad=_upsample_grad, name_prefix="Upsample2D",
+UPSAMPLE = OpDef("upsample", _upsample_infer, kernel=_upsample_kernel, grad=_upsample_grad,
                  doc="NCHW nearest or bilinear upsampling by (height_scale, width_scale), legacy's source indices",
-                 amp="black")
+                 compute=Compute(amp="black"), legacy=LegacyFace(name_prefix="Upsample2D"))
 UPSAMPLE_GRAD = OpDef("upsample_grad", _upsample_grad_infer, kernel=_upsample_grad_kernel, not_differentiable=True,
-                      name_prefix="UpsampleGrad", doc="dx: each output's gradient added back to the inputs it read")
+                      doc="dx: each output's gradient added back to the inputs it read")
 
 
 OPS = (UPSAMPLE, UPSAMPLE_GRAD)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from flowjob_core import Blob, BlobSpec, FlowjobError, KernelContext, OpDef, ShapeError, current_builder
+from flowjob_core import (
+    Blob, BlobSpec, Effects, FlowjobError, KernelContext, LegacyFace, OpDef, ShapeError, current_builder)
 from flowjob_core.plan.mirrored import PerDevice
 
 from flowjob_watch.api import add_watch
@@ -43,11 +44,14 @@ def _flush_kernel(ctx: KernelContext) -> Callable[[], None]:
 
 
 CREATE_SUMMARY_WRITER = OpDef("create_summary_writer", _no_inputs("create_summary_writer"), kernel=_create_kernel,
-                              not_differentiable=True, host_state=True, effect=True, name_prefix="CreateWriter",
-                              doc="Opens the log folder's event-file writer as the process's current one.")
+                              not_differentiable=True,
+                              doc="Opens the log folder's event-file writer as the process's current one.",
+                              effects=Effects(host_state=True, effect=True),
+                              legacy=LegacyFace(name_prefix="CreateWriter"))
 FLUSH_SUMMARY_WRITER = OpDef("flush_summary_writer", _no_inputs("flush_summary_writer"), kernel=_flush_kernel,
-                             not_differentiable=True, host_state=True, effect=True, name_prefix="FlushWriter",
-                             doc="Flushes the current summary writer.")
+                             not_differentiable=True, doc="Flushes the current summary writer.",
+                             effects=Effects(host_state=True, effect=True),
+                             legacy=LegacyFace(name_prefix="FlushWriter"))
 OPS = (CREATE_SUMMARY_WRITER, FLUSH_SUMMARY_WRITER)
 
 
