@@ -193,8 +193,48 @@ def test_a_blob_annotated_split_along_an_axis_it_lacks_is_an_error_naming_job_op
             "range for a blob of shape (4, 2)") in result.stderr, result.stderr
 
 
-def test_with_gradient_distribute_on_several_ranks_warns_naming_the_blob(tmp_path):
-    result = ok(ranks(2, "layout_cases.py", "gradient", timeout=60))
-    assert ("UserWarning: job 'gradient_job', op 'Matmul_1', blob 'Matmul_1/out_0': "
-            "with_gradient_distribute(broadcast()) is not followed on several ranks") in result.stderr, result.stderr
-    assert "loss 8.0" in result.stdout
+def test_with_gradient_distribute_gives_the_gradient_its_layout_and_trains_like_one_process(tmp_path):
+    one, two, plain = tmp_path / "one", tmp_path / "two", tmp_path / "plain"
+    for folder in (one, two, plain):
+        folder.mkdir()
+    ok(ranks(0, "layout_cases.py", "gradient", one, timeout=60))
+    ok(ranks(2, "layout_cases.py", "gradient", two, timeout=60))
+    np.testing.assert_allclose(np.load(two / "value.npy"), np.load(one / "value.npy"), rtol=2e-5, atol=2e-6)
+    text = (two / "dump.txt").read_text()
+    # y = x @ w is split by columns (w's); its gradient is given rows, from which w's gradient, split by columns,
+    # takes its columns back by an all-to-all (fewer bytes than a reduce-scatter of partial products)
+    assert "Matmul_1/out_0: (8, 2):float32 S(1) = matmul(" in text, text
+    assert "Sigmoid_2_grad-boxing/out_0: (4, 4):float32 S(0) = mpi_split(Sigmoid_2_grad/out_0)" in text, text
+    assert ("(8, 2):float32 S(1) = mpi_all_to_all(Sigmoid_2_grad-boxing/out_0) {concat_axis=0, ranks=2, "
+            "split_axis=1}") in text, text
+    ok(ranks(2, "layout_cases.py", "gradient_plain", plain, timeout=60))  # without it: w's columns throughout
+    assert "Matmul_1_grad/out_0: (6, 2):float32 S(1) = matmul(" in (plain / "dump.txt").read_text()
+
+
+def test_a_split_moved_to_another_axis_is_one_all_to_all_and_trains_like_one_process(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    ok(ranks(0, "layout_cases.py", "alltoall", one, timeout=60))
+    ok(ranks(2, "layout_cases.py", "alltoall", two, timeout=60))
+    np.testing.assert_allclose(np.load(two / "value.npy"), np.load(one / "value.npy"), rtol=2e-5, atol=2e-6)
+    text = (two / "dump.txt").read_text()
+    # the rows this rank holds, cut in two by columns: one half stays, the other goes to the other rank
+    assert ("Square_1-boxing/out_0: (8, 3):float32 S(1) = mpi_all_to_all(Square_1/out_0) {concat_axis=0, ranks=2, "
+            "split_axis=1}") in text, text
+    assert "mpi_allgather(Square_1" not in text, text
+
+
+def test_the_gradient_of_an_all_to_all_is_the_all_to_all_back():
+    from flowjob_mpi.ops import MPI_ALL_TO_ALL
+
+    class Grad:
+        attrs, dy = {"split_axis": 1, "concat_axis": 0, "ranks": 2}, "dy"
+
+        def apply(self, op, inputs, attrs):
+            return op, inputs, attrs
+
+    assert MPI_ALL_TO_ALL.grad(Grad()) == [("mpi_all_to_all", ["dy"], {"split_axis": 0, "concat_axis": 1, "ranks": 2})]
+    from flowjob_core import BlobSpec
+    (piece,) = MPI_ALL_TO_ALL.infer([BlobSpec((4, 6), np.dtype(np.float32))], Grad.attrs)
+    assert piece.shape == (8, 3)

@@ -139,6 +139,8 @@ class Job:
     # lbn -> how the value lies over the ranks (flowjob_core.ir.layout.Layout): what the body declared
     # (a split variable, blob.with_distribute), then, on several ranks, every value after the boxing pass
     layouts: dict[str, Any] = field(default_factory=dict)
+    # lbn -> the layout the gradient arriving at that value is given (blob.with_gradient_distribute), on several ranks
+    gradient_layouts: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
         """The job as text, one line per node (see ``flowjob_core.ir.printing``; ``format_job`` given the op
@@ -169,4 +171,5 @@ class Job:
             grad_targets=list(self.grad_targets),
             side_outputs=list(self.side_outputs),
             layouts=dict(self.layouts),
+            gradient_layouts=dict(self.gradient_layouts),
         )
