@@ -47,7 +47,26 @@ def test_matmul_splits_rows_columns_or_the_contracted_axis():
     assert layout_rules.matmul([at, bt], {"transpose_a": True, "transpose_b": True})[:3] == [
         Signature((split(1), B), (split(0),)), Signature((B, split(0)), (split(1),)),
         Signature((split(0), split(1)), (P,))]
-    assert layout_rules.matmul([BlobSpec((2, 4, 6), F32), b], {}) == []  # batched: runs whole
+
+
+def test_batched_matmul_splits_its_batch_axes_and_carries_the_matrix_rules_to_the_last_two():
+    a, b = BlobSpec((2, 3, 4, 6), F32), BlobSpec((3, 6, 8), F32)  # b broadcast over a's first batch axis
+    sigs = layout_rules.matmul([a, b], {})
+    assert sigs[:2] == [Signature((split(0), B), (split(0),)), Signature((split(1), split(0)), (split(1),))]
+    assert sigs[2:5] == [Signature((split(2), B), (split(2),)), Signature((B, split(2)), (split(3),)),
+                         Signature((split(3), split(1)), (P,))]
+    at = BlobSpec((2, 6, 4), F32)  # transposed a: its rows are its last axis
+    assert Signature((split(2), B), (split(1),)) in layout_rules.matmul([at, BlobSpec((6, 8), F32)],
+                                                                         {"transpose_a": True})
+    assert layout_rules.matmul([BlobSpec((1, 4, 6), F32), BlobSpec((5, 6, 8), F32)], {})[0] == \
+        Signature((B, split(0)), (split(0),))  # a batch axis of size 1 broadcasts
+    assert layout_rules.matmul([BlobSpec((6,), F32), b], {}) == []  # a vector: runs whole
+    # every batched signature runs: the pieces' product is the product's piece
+    x, y = RNG.standard_normal((2, 3, 4, 6)), RNG.standard_normal((3, 6, 8))
+    whole = x @ y
+    np.testing.assert_allclose(x[1:] @ y, whole[1:])
+    np.testing.assert_allclose(x[:, 1:] @ y[1:], whole[:, 1:])
+    np.testing.assert_allclose(x[..., :3] @ y[:, :3] + x[..., 3:] @ y[:, 3:], whole)
 
 
 def test_reductions_over_a_split_axis_give_partial_sums():
@@ -66,10 +85,39 @@ def test_the_records_declare_their_rules_and_others_run_whole():
     assert sigs[-1] == Signature((B, B), (B,))
     x = BlobSpec((4, 6), F32)
     assert signatures_of(record("top_k"), [x], [x], {"k": 1}) == [Signature((B,), (B,))]  # no rule: runs whole
-    assert signatures_of(record("softmax"), [x], [x], {"axis": -1}) == [Signature((split(0),), (split(0),)),
-                                                                         Signature((B,), (B,))]
+    assert signatures_of(record("softmax"), [x], [x], {"axis": -1}) == [
+        Signature((split(0),), (split(0),)), Signature((split(1),), (split(1),), local_op="mpi_softmax_class_split"),
+        Signature((B,), (B,))]
     labels, logits = BlobSpec((4,), I32), x
     assert signatures_of(record("sparse_softmax_cross_entropy"), [labels, logits], [labels, logits], {})[0] == \
         Signature((split(0), split(0)), (split(0), split(0)))
     assert signatures_of(record("bias_add"), [x, BlobSpec((6,), F32)], [x], {})[:2] == [
         Signature((split(0), B), (split(0),)), Signature((split(1), split(0)), (split(1),))]
+
+
+def test_softmax_and_its_gradients_split_the_normalized_axis_through_flowjob_mpi_pieces():
+    x = BlobSpec((4, 6, 8), F32)
+    for op, local in [("softmax", "mpi_softmax_class_split"), ("log_softmax", "mpi_log_softmax_class_split")]:
+        assert signatures_of(record(op), [x], [x], {"axis": 1})[:3] == [
+            Signature((split(0),), (split(0),)), Signature((split(2),), (split(2),)),
+            Signature((split(1),), (split(1),), local_op=local)]
+        assert signatures_of(record(f"{op}_grad"), [x, x], [x], {"axis": -1})[2] == \
+            Signature((split(2), split(2)), (split(2),), local_op=local.replace("_class", "_grad_class"))
+
+
+def test_a_convolution_splits_its_batch_or_its_filters():
+    x, w = BlobSpec((4, 3, 8, 8), F32), BlobSpec((6, 3, 3, 3), F32)
+    y = BlobSpec((4, 6, 6, 6), F32)
+    assert signatures_of(record("conv2d"), [x, w], [y], {})[:2] == [
+        Signature((split(0), B), (split(0),)), Signature((B, split(0)), (split(1),))]
+    last = signatures_of(record("conv2d"), [BlobSpec((4, 8, 8, 3), F32), BlobSpec((6, 3, 3, 3), F32)],
+                         [BlobSpec((4, 6, 6, 6), F32)], {"data_format": "NHWC"})
+    assert last[1] == Signature((B, split(0)), (split(3),))  # channels last: the output's last axis
+    grouped = signatures_of(record("conv2d"), [BlobSpec((4, 6, 8, 8), F32), w], [y], {"groups": 2})
+    assert Signature((B, split(0)), (split(1),)) not in grouped  # a rank's filters would read others' channels
+    assert signatures_of(record("conv2d_grad_data"), [y, w], [x], {"x_shape": x.shape})[:2] == [
+        Signature((split(0), B), (split(0),), shape_attrs=(("x_shape", 0),)), Signature((split(1), split(0)), (P,))]
+    assert signatures_of(record("conv2d_grad_filter"), [x, y], [w], {"w_shape": w.shape})[:2] == [
+        Signature((split(0), split(0)), (P,)), Signature((B, split(1)), (split(0),), shape_attrs=(("w_shape", 0),))]
+    assert signatures_of(record("conv3d"), [BlobSpec((2, 3, 4, 4, 4), F32), BlobSpec((4, 3, 1, 1, 1), F32)],
+                         [BlobSpec((2, 4, 4, 4, 4), F32)], {})[1] == Signature((B, split(0)), (split(1),))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from flowjob_core import BlobSpec
-from flowjob_core.ir.layout import BROADCAST, PARTIAL_SUM, Signature, elementwise_signatures, split
+from flowjob_core.ir.layout import BROADCAST, PARTIAL_SUM, LayoutRule, Signature, elementwise_signatures, split
 
 from flowjob_ops.records.common import normalize_axes, normalize_axis
 
@@ -16,18 +16,30 @@ B, P = BROADCAST, PARTIAL_SUM
 
 
 def matmul(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
-    """Plain matrices: rows of a split with b broadcast (rows of the product), columns of b split with a broadcast
-    (its columns), both split on the contracted axis (partial products); a partial sum times a broadcast value
-    stays a partial sum (the product is linear in each operand)."""
+    """Each batch axis of the product split on both operands' matching axes (broadcast where an operand lacks it or
+    has it of size 1): independent products. Then the matrices' rules on the last two axes: rows of a split with b
+    broadcast (rows of the product), columns of b split with a broadcast (its columns), both split on the
+    contracted axis (partial products); a partial sum times a broadcast value stays a partial sum (the product is
+    linear in each operand)."""
     a, b = inputs
-    if len(a.shape) != 2 or len(b.shape) != 2:
+    if len(a.shape) < 2 or len(b.shape) < 2:
         return []
     ta, tb = bool(attrs.get("transpose_a", False)), bool(attrs.get("transpose_b", False))
-    rows, a_inner = (1, 0) if ta else (0, 1)
-    b_inner, cols = (1, 0) if tb else (0, 1)
-    return [Signature((split(rows), B), (split(0),)), Signature((B, split(cols)), (split(1),)),
-            Signature((split(a_inner), split(b_inner)), (P,)),
-            Signature((P, B), (P,)), Signature((B, P), (P,))]
+    ra, rb = len(a.shape), len(b.shape)
+    ro = max(ra, rb)
+    found = []
+    for k in range(ro - 2):  # numpy's broadcasting aligns the batch axes from the matrices back
+        ka, kb = k - (ro - ra), k - (ro - rb)
+        size = max(a.shape[ka] if ka >= 0 else 1, b.shape[kb] if kb >= 0 else 1)
+        if size == 1:
+            continue
+        layouts = tuple(split(j) if j >= 0 and x.shape[j] == size else B for j, x in ((ka, a), (kb, b)))
+        found.append(Signature(layouts, (split(k),)))
+    rows, a_inner = (ra - 1, ra - 2) if ta else (ra - 2, ra - 1)
+    b_inner, cols = (rb - 1, rb - 2) if tb else (rb - 2, rb - 1)
+    return found + [Signature((split(rows), B), (split(ro - 2),)), Signature((B, split(cols)), (split(ro - 1),)),
+                    Signature((split(a_inner), split(b_inner)), (P,)),
+                    Signature((P, B), (P,)), Signature((B, P), (P,))]
 
 
 def same_shape_elementwise(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
@@ -36,11 +48,29 @@ def same_shape_elementwise(inputs: Sequence[BlobSpec], attrs: dict) -> list[Sign
 
 
 def along_other_axes(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
-    """Ops normalizing along ``axis`` (softmax, log_softmax and their gradients, every input shaped alike): split
-    along any other axis, each slice is normalized whole."""
+    """Ops normalizing along ``axis`` (every input shaped alike): split along any other axis, each slice is
+    normalized whole."""
     x = inputs[0]
     axis = normalize_axis(attrs.get("axis", -1), len(x.shape))
     return [Signature((split(k),) * len(inputs), (split(k),)) for k in range(len(x.shape)) if k != axis]
+
+
+def _normalized_along(local_op: str) -> LayoutRule:
+    def rule(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+        axis = normalize_axis(attrs.get("axis", -1), len(inputs[0].shape))
+        return along_other_axes(inputs, attrs) + [
+            Signature((split(axis),) * len(inputs), (split(axis),), local_op=local_op)]
+
+    rule.__doc__ = (f"Split along any axis but the normalized one (each slice normalized whole); or along the "
+                    f"normalized axis itself, through flowjob-mpi's ``{local_op}`` (the reductions along it summed, "
+                    f"or maximized, over the ranks).")
+    return rule
+
+
+softmax = _normalized_along("mpi_softmax_class_split")
+softmax_grad = _normalized_along("mpi_softmax_grad_class_split")
+log_softmax = _normalized_along("mpi_log_softmax_class_split")
+log_softmax_grad = _normalized_along("mpi_log_softmax_grad_class_split")
 
 
 def per_label(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
@@ -105,3 +135,43 @@ def gather_grad(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
     shape = tuple(attrs["shape"])
     axis = normalize_axis(attrs.get("axis", 0), len(shape))
     return [Signature((B, B), (split(axis),), local_op="sharded_gather_grad"), Signature((B, P), (P,))]
+
+
+def _channel_axis(rank: int, attrs: dict) -> int:
+    """The channel axis of a convolution's input and output: 1 channels first (NCHW, the default), else the last."""
+    fmt = str(attrs.get("data_format") or "NC").upper()
+    return 1 if fmt.startswith("NC") or fmt == "CHANNELS_FIRST" else rank - 1
+
+
+def conv(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """A convolution (x, weight): the batch split with the weight broadcast (data parallel); the weight split by
+    output channels (its axis 0) with x broadcast, giving the output split on its channel axis (one group only: with
+    groups, a rank's filters would read other channels); partial sums of either operand stay partial (it is linear
+    in each)."""
+    x, w = inputs
+    found = [Signature((split(0), B), (split(0),))]
+    if attrs.get("groups", 1) == 1:
+        found.append(Signature((B, split(0)), (split(_channel_axis(len(x.shape), attrs)),)))
+    return found + [Signature((P, B), (P,)), Signature((B, P), (P,))]
+
+
+def conv_grad_data(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """d x of a convolution (dy, weight): the batch split alike; dy split by channels with the weight by output
+    channels gives partial sums (each rank's filters' share of d x)."""
+    dy, w = inputs
+    x_shape = (("x_shape", 0),)
+    found = [Signature((split(0), B), (split(0),), shape_attrs=x_shape)]
+    if attrs.get("groups", 1) == 1:
+        found.append(Signature((split(_channel_axis(len(dy.shape), attrs)), split(0)), (P,)))
+    return found + [Signature((P, B), (P,)), Signature((B, P), (P,))]
+
+
+def conv_grad_filter(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """d weight of a convolution (x, dy): the batch split on both gives partial sums; dy split by channels with x
+    broadcast gives the weight's gradient split by output channels."""
+    x, dy = inputs
+    found = [Signature((split(0), split(0)), (P,))]
+    if attrs.get("groups", 1) == 1:
+        found.append(Signature((B, split(_channel_axis(len(x.shape), attrs))), (split(0),),
+                               shape_attrs=(("w_shape", 0),)))
+    return found + [Signature((P, B), (P,)), Signature((B, P), (P,))]

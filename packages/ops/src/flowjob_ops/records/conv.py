@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
+from flowjob_ops import layout_rules
 from flowjob_ops.kernels import (conv, conv2d_bias_pool, conv2d_forward, conv2d_geometry, conv2d_grad_data,
                                  conv2d_grad_filter, window2d)
 from flowjob_ops.kernels.window import FORMATS
@@ -172,13 +173,14 @@ def conv_records(rank: int, prefix: str, amp: str) -> tuple[OpDef, OpDef, OpDef]
         return run
 
     forward = OpDef(name, infer, kernel=kernel, flops=conv_flops, grad=grad, name_prefix=prefix, amp=amp,
-                    host_split=True,
+                    host_split=True, layouts=layout_rules.conv,
                     doc=f"inputs (x, weight): {rank}-D convolution (im2col + one batched GEMM over the groups)")
     data = OpDef(data_name, data_infer, kernel=data_kernel, not_differentiable=True, flops=conv_grad_data_flops,
-                 host_split=True,
+                 host_split=True, layouts=layout_rules.conv_grad_data,
                  name_prefix=f"{prefix}GradData", doc="inputs (dy, weight): d loss / d x")
     filters = OpDef(filter_name, filter_infer, kernel=filter_kernel, not_differentiable=True,
                     flops=conv_grad_filter_flops, name_prefix=f"{prefix}GradFilter", host_split=True,
+                    layouts=layout_rules.conv_grad_filter,
                     doc="inputs (x, dy): d loss / d weight")
     return forward, data, filters
 

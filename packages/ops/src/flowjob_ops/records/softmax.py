@@ -95,16 +95,16 @@ def _log_softmax_grad_kernel(ctx: KernelContext) -> Any:
 
 
 SOFTMAX = OpDef("softmax", _infer, kernel=_softmax_kernel, grad=_softmax_grad, name_prefix="Softmax",
-                layouts=layout_rules.along_other_axes,
+                layouts=layout_rules.softmax,
                 doc="exp(x) / sum(exp(x)) along axis (default -1)", amp="gray")
 SOFTMAX_GRAD = OpDef("softmax_grad", _infer, kernel=_softmax_grad_kernel, not_differentiable=True,
-                     layouts=layout_rules.along_other_axes,
+                     layouts=layout_rules.softmax_grad,
                      name_prefix="SoftmaxGrad", doc="y * (dy - sum(dy * y)) from the softmax output y")
 LOG_SOFTMAX = OpDef("log_softmax", _infer, kernel=_log_softmax_kernel, grad=_log_softmax_grad,
-                    layouts=layout_rules.along_other_axes,
+                    layouts=layout_rules.log_softmax,
                     name_prefix="LogSoftmax", doc="x - log(sum(exp(x))) along axis (default -1)", amp="black")
 LOG_SOFTMAX_GRAD = OpDef("log_softmax_grad", _infer, kernel=_log_softmax_grad_kernel, not_differentiable=True,
-                         layouts=layout_rules.along_other_axes,
+                         layouts=layout_rules.log_softmax_grad,
                          name_prefix="LogSoftmaxGrad", doc="dy - exp(y) * sum(dy) from the log_softmax output y")
 
 OPS = (SOFTMAX, SOFTMAX_GRAD, LOG_SOFTMAX, LOG_SOFTMAX_GRAD)

@@ -1,0 +1,106 @@
+"""Softmax and log-softmax along an axis split over the ranks (a class axis too large for one rank), and their
+gradients: the pieces of the signature ``S(axis) -> S(axis)`` that flowjob-ops' rules name
+(``flowjob_ops.layout_rules.softmax`` and its siblings).
+
+Each rank holds a slice of every row along ``axis``. A row's maximum is all-reduced (``MPI_MAX``), then its sum of
+``exp(x - max)`` (``MPI_SUM``), so each rank's piece is its share of the whole row's softmax. The gradients need one
+sum along the row each: ``sum(dy * y)`` for the softmax, ``sum(dy)`` for the log-softmax, all-reduced the same way.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from flowjob_core import BlobSpec, KernelContext, OpDef, ShapeError
+
+from flowjob_mpi.faults import WAITING
+from flowjob_mpi.world import world
+
+
+def _infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    if any(x.dtype.kind != "f" or x.shape != inputs[0].shape for x in inputs):
+        raise ShapeError(f"inputs must be floating and shaped alike, got {[str(x) for x in inputs]}")
+    axis = attrs.get("axis", -1)
+    rank = len(inputs[0].shape)
+    if not -rank <= (-1 if axis is None else axis) < rank:
+        raise ShapeError(f"axis {axis} is out of range for shape {inputs[0].shape}")
+    return [inputs[-1]]
+
+
+def _row_collective(ctx: KernelContext, what: str) -> tuple[int, Callable[[np.ndarray, Any], np.ndarray]]:
+    """The normalized axis and ``reduce(values, op)``: ``values`` (the row reductions of this rank's piece, kept
+    dims) combined over the ranks in place."""
+    comm = world().comm
+    axis = ctx.attrs.get("axis", -1)
+    axis = (-1 if axis is None else axis) % len(ctx.inputs[0].shape)
+    label = f"the {what} of node {ctx.node_name!r}"
+
+    def reduce(values: np.ndarray, op: Any) -> np.ndarray:
+        values = np.ascontiguousarray(values)
+        WAITING.enter(label)
+        comm.Allreduce(_in_place(), values, op=op)
+        WAITING.leave()
+        return values
+
+    return axis, reduce
+
+
+def _in_place() -> Any:
+    from mpi4py import MPI
+
+    return MPI.IN_PLACE
+
+
+def _ops() -> Any:
+    from mpi4py import MPI
+
+    return MPI
+
+
+def _kernel(ctx: KernelContext, compute: Callable[..., np.ndarray], what: str) -> Callable[..., Any]:
+    axis, reduce = _row_collective(ctx, what)
+    mpi = _ops()
+    out, host, device, host_arrays = ctx.out(0), ctx.backend.to_host, ctx.backend.from_host, ctx.backend.host_arrays
+
+    def run(*values: Any) -> Any:
+        result = compute(axis, reduce, mpi, *(np.asarray(host(v)) for v in values))
+        if host_arrays:
+            np.copyto(out, result)
+        else:
+            out[...] = device(np.ascontiguousarray(result))
+        return out
+
+    return run
+
+
+def _softmax(axis: int, reduce: Any, mpi: Any, x: np.ndarray, log: bool = False) -> np.ndarray:
+    shifted = x - reduce(x.max(axis=axis, keepdims=True), mpi.MAX)
+    exp = np.exp(shifted)
+    total = reduce(exp.sum(axis=axis, keepdims=True), mpi.SUM)
+    return shifted - np.log(total) if log else exp / total
+
+
+def _softmax_grad(axis: int, reduce: Any, mpi: Any, y: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    return y * (dy - reduce((dy * y).sum(axis=axis, keepdims=True), mpi.SUM))  # y * (dy - sum(dy * y))
+
+
+def _log_softmax_grad(axis: int, reduce: Any, mpi: Any, y: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    return dy - np.exp(y) * reduce(dy.sum(axis=axis, keepdims=True), mpi.SUM)  # dy - exp(y) * sum(dy)
+
+
+def _record(name: str, compute: Callable[..., np.ndarray], doc: str) -> OpDef:
+    return OpDef(name, _infer, kernel=lambda ctx: _kernel(ctx, compute, name.removeprefix("mpi_")),
+                 not_differentiable=True, ordered=True, doc=doc)
+
+
+SOFTMAX_CLASS_SPLIT = _record("mpi_softmax_class_split", _softmax,
+                              "this rank's piece of the softmax along axis, whose slices the ranks hold")
+LOG_SOFTMAX_CLASS_SPLIT = _record("mpi_log_softmax_class_split", lambda *a: _softmax(*a, log=True),
+                                  "this rank's piece of the log-softmax along axis, whose slices the ranks hold")
+SOFTMAX_GRAD_CLASS_SPLIT = _record("mpi_softmax_grad_class_split", _softmax_grad,
+                                   "inputs (y, dy) of a softmax along a split axis: this rank's piece of d x")
+LOG_SOFTMAX_GRAD_CLASS_SPLIT = _record("mpi_log_softmax_grad_class_split", _log_softmax_grad,
+                                       "inputs (y, dy) of a log-softmax along a split axis: this rank's piece of d x")
+
+OPS = (SOFTMAX_CLASS_SPLIT, LOG_SOFTMAX_CLASS_SPLIT, SOFTMAX_GRAD_CLASS_SPLIT, LOG_SOFTMAX_GRAD_CLASS_SPLIT)
