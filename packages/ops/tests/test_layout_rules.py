@@ -108,16 +108,19 @@ def test_softmax_and_its_gradients_split_the_normalized_axis_through_flowjob_mpi
 def test_a_convolution_splits_its_batch_or_its_filters():
     x, w = BlobSpec((4, 3, 8, 8), F32), BlobSpec((6, 3, 3, 3), F32)
     y = BlobSpec((4, 6, 6, 6), F32)
-    assert signatures_of(record("conv2d"), [x, w], [y], {})[:2] == [
-        Signature((split(0), B), (split(0),)), Signature((B, split(0)), (split(1),))]
+    assert signatures_of(record("conv2d"), [x, w], [y], {})[:3] == [
+        Signature((split(0), B), (split(0),)), Signature((B, split(0)), (split(1),)),
+        Signature((split(1), split(1)), (P,))]  # the input channels contracted: partial sums
     last = signatures_of(record("conv2d"), [BlobSpec((4, 8, 8, 3), F32), BlobSpec((6, 3, 3, 3), F32)],
                          [BlobSpec((4, 6, 6, 6), F32)], {"data_format": "NHWC"})
     assert last[1] == Signature((B, split(0)), (split(3),))  # channels last: the output's last axis
     grouped = signatures_of(record("conv2d"), [BlobSpec((4, 6, 8, 8), F32), w], [y], {"groups": 2})
     assert Signature((B, split(0)), (split(1),)) not in grouped  # a rank's filters would read others' channels
-    assert signatures_of(record("conv2d_grad_data"), [y, w], [x], {"x_shape": x.shape})[:2] == [
-        Signature((split(0), B), (split(0),), shape_attrs=(("x_shape", 0),)), Signature((split(1), split(0)), (P,))]
-    assert signatures_of(record("conv2d_grad_filter"), [x, y], [w], {"w_shape": w.shape})[:2] == [
-        Signature((split(0), split(0)), (P,)), Signature((B, split(1)), (split(0),), shape_attrs=(("w_shape", 0),))]
+    assert signatures_of(record("conv2d_grad_data"), [y, w], [x], {"x_shape": x.shape})[:3] == [
+        Signature((split(0), B), (split(0),), shape_attrs=(("x_shape", 0),)), Signature((split(1), split(0)), (P,)),
+        Signature((B, split(1)), (split(1),), shape_attrs=(("x_shape", 0),))]
+    assert signatures_of(record("conv2d_grad_filter"), [x, y], [w], {"w_shape": w.shape})[:3] == [
+        Signature((split(0), split(0)), (P,)), Signature((B, split(1)), (split(0),), shape_attrs=(("w_shape", 0),)),
+        Signature((split(1), B), (split(1),), shape_attrs=(("w_shape", 0),))]
     assert signatures_of(record("conv3d"), [BlobSpec((2, 3, 4, 4, 4), F32), BlobSpec((4, 3, 1, 1, 1), F32)],
                          [BlobSpec((2, 4, 4, 4, 4), F32)], {})[1] == Signature((B, split(0)), (split(1),))

@@ -8,8 +8,8 @@ classes: a classifier whose class axis is split; manager: a CheckpointManager sa
 for hint, rows, classes and manager, the returned values and the planned job to OUT_DIR); shards: partial-FC
 sampling for 4 devices of a class layer split over 2 ranks (an error naming job, op and blobs); axis: a blob
 annotated split along an axis it lacks (an error naming it); gradient: a product's gradient annotated
-``with_gradient_distribute(split(0))`` (gradient_plain: the same without it); alltoall: a row-split table whose square is annotated split by
-columns, trained (all-to-all nodes both ways).
+``with_gradient_distribute(split(0))`` (gradient_plain: the same without it); alltoall: a row-split table
+whose square is annotated split by columns, trained.
 """
 import os
 import sys

@@ -145,33 +145,41 @@ def _channel_axis(rank: int, attrs: dict) -> int:
 
 def conv(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
     """A convolution (x, weight): the batch split with the weight broadcast (data parallel); the weight split by
-    output channels (its axis 0) with x broadcast, giving the output split on its channel axis (one group only: with
-    groups, a rank's filters would read other channels); partial sums of either operand stay partial (it is linear
+    output channels (its axis 0) with x broadcast, giving the output split on its channel axis; x split by channels
+    with the weight by input channels (its axis 1), giving partial sums (these two with one group only: with groups,
+    a rank's filters would read other ranks' channels); partial sums of either operand stay partial (it is linear
     in each)."""
     x, w = inputs
     found = [Signature((split(0), B), (split(0),))]
     if attrs.get("groups", 1) == 1:
-        found.append(Signature((B, split(0)), (split(_channel_axis(len(x.shape), attrs)),)))
+        channels = _channel_axis(len(x.shape), attrs)
+        found += [Signature((B, split(0)), (split(channels),)),
+                  Signature((split(channels), split(1)), (P,))]  # input channels split: partial sums, as matmul
     return found + [Signature((P, B), (P,)), Signature((B, P), (P,))]
 
 
 def conv_grad_data(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
     """d x of a convolution (dy, weight): the batch split alike; dy split by channels with the weight by output
-    channels gives partial sums (each rank's filters' share of d x)."""
+    channels gives partial sums (each rank's filters' share of d x); the weight split by input channels gives d x
+    split by channels."""
     dy, w = inputs
     x_shape = (("x_shape", 0),)
     found = [Signature((split(0), B), (split(0),), shape_attrs=x_shape)]
     if attrs.get("groups", 1) == 1:
-        found.append(Signature((split(_channel_axis(len(dy.shape), attrs)), split(0)), (P,)))
+        channels = _channel_axis(len(dy.shape), attrs)
+        found += [Signature((split(channels), split(0)), (P,)),
+                  Signature((B, split(1)), (split(channels),), shape_attrs=x_shape)]
     return found + [Signature((P, B), (P,)), Signature((B, P), (P,))]
 
 
 def conv_grad_filter(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
     """d weight of a convolution (x, dy): the batch split on both gives partial sums; dy split by channels with x
-    broadcast gives the weight's gradient split by output channels."""
+    broadcast gives the weight's gradient split by output channels, x split by channels with dy broadcast gives it
+    split by input channels."""
     x, dy = inputs
     found = [Signature((split(0), split(0)), (P,))]
     if attrs.get("groups", 1) == 1:
-        found.append(Signature((B, split(_channel_axis(len(x.shape), attrs))), (split(0),),
-                               shape_attrs=(("w_shape", 0),)))
+        channels = _channel_axis(len(x.shape), attrs)
+        found += [Signature((B, split(channels)), (split(0),), shape_attrs=(("w_shape", 0),)),
+                  Signature((split(channels), B), (split(1),), shape_attrs=(("w_shape", 0),))]
     return found + [Signature((P, B), (P,)), Signature((B, P), (P,))]

@@ -1,0 +1,57 @@
+"""The layout rules of flowjob-ops' records run on 2 ranks like one process (workers/rule_cases.py): softmax and
+log-softmax along a class axis split over the ranks, a batched matmul split by its batch, convolutions split by
+batch, by filters and by input channels. Their gradients are the gradient ops' own rules and boxing."""
+import numpy as np
+import pytest
+
+from flowjob_core.testing.modules import sibling
+
+ok, ranks = sibling(__file__, "mpirun").ok, sibling(__file__, "mpirun").ranks
+
+
+def _both(case: str, tmp_path) -> str:
+    """Trains ``case`` in one process and on 2 ranks, asserts they agree; returns the 2 ranks' planned job."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    ok(ranks(0, "rule_cases.py", case, one, timeout=60))
+    ok(ranks(2, "rule_cases.py", case, two, timeout=60))
+    np.testing.assert_allclose(np.load(two / "value.npy"), np.load(one / "value.npy"), rtol=2e-5, atol=2e-6)
+    return (two / "dump.txt").read_text()
+
+
+def test_softmax_along_a_split_class_axis_reduces_its_max_and_sums_over_the_ranks(tmp_path):
+    text = _both("softmax", tmp_path)
+    assert "(7, 4):float32 S(1) = mpi_softmax_class_split(Matmul_2/out_0)" in text, text
+    assert "(7, 4):float32 S(1) = mpi_log_softmax_class_split(" in text, text
+    assert "(7, 4):float32 S(1) = mpi_softmax_grad_class_split(Softmax_3/out_0, " in text, text
+    assert "(7, 4):float32 S(1) = mpi_log_softmax_grad_class_split(LogSoftmax_7/out_0, " in text, text
+
+
+def test_a_batched_matmul_splits_its_batch(tmp_path):
+    text = _both("batched", tmp_path)
+    assert "Matmul_1/out_0: (2, 3, 2):float32 S(0) = matmul(Input_0-boxing/out_0, batched-weight/out)" in text, text
+    assert "(2, 5, 2):float32 S(0) = matmul(Input_0-boxing/out_0, Sigmoid_2_grad" in text, text  # the weight's rows
+
+
+def test_a_convolution_with_its_batch_split_is_data_parallel(tmp_path):
+    text = _both("batch", tmp_path)
+    assert "Conv2D_1/out_0: (2, 4, 6, 6):float32 S(0) = conv2d(Input_0-boxing/out_0, conv1-weight/out)" in text, text
+    assert "Conv2D_3/out_0: (2, 3, 4, 4):float32 S(0) = conv2d(Relu_2/out_0, conv2-weight/out)" in text, text
+    # d x of the second: this rank's rows (its x_shape their shape); the weights' gradients partial sums
+    assert "(2, 4, 6, 6):float32 S(0) = conv2d_grad_data(" in text and "x_shape=(2, 4, 6, 6)" in text, text
+    assert "Conv2D_3_grad_1/out_0: (3, 4, 3, 3):float32 P = conv2d_grad_filter(" in text, text
+    assert "Conv2D_1_grad/out_0: (4, 2, 3, 3):float32 P = conv2d_grad_filter(" in text, text
+
+
+@pytest.mark.parametrize("case", ["conv", "channels"])
+def test_a_convolution_split_by_filters_gives_its_output_split_by_channels(case, tmp_path):
+    text = _both(case, tmp_path)
+    rows = 4 if case == "conv" else 3
+    # the first convolution computes this rank's 2 of 4 output channels; its filters' gradient is this rank's
+    assert f"Conv2D_1/out_0: ({rows}, 2, 6, 6):float32 S(1) = conv2d(Input_0/out, conv1-weight/out)" in text, text
+    # the second contracts the 2 channels this rank holds into partial sums
+    assert f"Conv2D_3/out_0: ({rows}, 3, 4, 4):float32 P = conv2d(Relu_2/out_0, conv2-weight-boxing/out_0)" in text
+    if case == "channels":  # 3 rows cannot split: the gradients stay on the channels
+        assert "Conv2D_3_grad/out_0: (3, 2, 6, 6):float32 S(1) = conv2d_grad_data(" in text, text
+        assert "Conv2D_1_grad/out_0: (2, 2, 3, 3):float32 S(0) = conv2d_grad_filter(Input_0/out, " in text, text

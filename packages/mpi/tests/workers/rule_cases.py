@@ -1,0 +1,80 @@
+"""Jobs whose ops run split under the layout rules of flowjob-ops: python rule_cases.py CASE OUT_DIR.
+
+Each trains 3 steps of SGD and saves the losses and the trained variables (value.npy) and, on rank 0, the planned
+job (dump.txt). softmax: a classifier head split by classes into softmax and log_softmax along the split class
+axis (7 rows, which cannot split, so the gradients too run along the class axis); batched: a batched matmul split
+along its batch axis; batch: two convolutions, data parallel (the batch split, the weights broadcast); conv: the
+same with the first one's filters split over the ranks (its output split by channels); channels: that on a batch
+of 3 (which cannot split), so the second contracts the split channels.
+"""
+import os
+import sys
+
+import numpy as np
+import oneflow as flow
+import oneflow.typing as tp
+
+case, out = sys.argv[1], sys.argv[2]
+try:
+    from flowjob_mpi import world
+    rank = world().rank
+except ImportError:
+    rank = 0
+data = np.random.default_rng(7)
+SGD = flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0)
+normal = flow.random_normal_initializer
+
+
+def train(job, *args):
+    losses = np.stack([job(*args) for _ in range(3)]).ravel()
+    variables = flow.get_all_variables()
+    trained = [variables[name].numpy().ravel() for name in sorted(variables) if not name.startswith("System")]
+    return np.concatenate([losses, *trained]), job.plan().job
+
+
+if case == "softmax":
+    @flow.global_function(type="train")
+    def softmax_job(x: tp.Numpy.Placeholder((7, 6)), target: tp.Numpy.Placeholder((7, 8))) -> tp.Numpy:
+        weight = flow.get_variable("class-weight", (6, 8), initializer=normal(),
+                                   distribute=flow.distribute.split(1))  # each rank scores half the classes
+        logits = flow.matmul(x, weight)
+        loss = flow.math.reduce_sum(flow.nn.softmax(logits) * target) - flow.math.reduce_sum(
+            flow.nn.log_softmax(logits * 0.5) * target)
+        SGD.minimize(loss)
+        return loss
+
+    x, target = data.standard_normal((7, 6)).astype(np.float32), data.random((7, 8)).astype(np.float32)
+    value, planned = train(softmax_job, x, target)
+
+if case == "batched":
+    @flow.global_function(type="train")
+    def batched_job(x: tp.Numpy.Placeholder((4, 3, 5))) -> tp.Numpy:
+        weight = flow.get_variable("batched-weight", (4, 5, 2), initializer=normal(),
+                                   distribute=flow.distribute.split(0))  # one matrix per batch entry
+        loss = flow.math.reduce_sum(flow.math.sigmoid(flow.matmul(x, weight)))
+        SGD.minimize(loss)
+        return loss
+
+    value, planned = train(batched_job, data.standard_normal((4, 3, 5)).astype(np.float32))
+
+if case in ("batch", "conv", "channels"):
+    rows = 3 if case == "channels" else 4
+    first = flow.distribute.broadcast() if case == "batch" else flow.distribute.split(0)
+
+    @flow.global_function(type="train")
+    def conv_job(x: tp.Numpy.Placeholder((rows, 2, 6, 6))) -> tp.Numpy:
+        filters = flow.get_variable("conv1-weight", (4, 2, 3, 3), initializer=normal(stddev=0.2),
+                                    distribute=first)  # split: each rank computes 2 of the 4 channels
+        hidden = flow.nn.relu(flow.nn.conv2d(x, filters, strides=1, padding="SAME"))
+        weight = flow.get_variable("conv2-weight", (3, 4, 3, 3), initializer=normal(stddev=0.2),
+                                   distribute=flow.distribute.broadcast())
+        loss = flow.math.reduce_mean(flow.math.square(flow.nn.conv2d(hidden, weight, strides=1, padding="VALID")))
+        SGD.minimize(loss)
+        return loss
+
+    value, planned = train(conv_job, data.standard_normal((rows, 2, 6, 6)).astype(np.float32))
+
+if rank == 0:
+    np.save(os.path.join(out, "value.npy"), value)
+    with open(os.path.join(out, "dump.txt"), "w") as f:
+        f.write(str(planned))
