@@ -180,3 +180,19 @@ def test_a_gradient_layout_is_recorded_for_the_boxing_pass_and_verified():
     traced.gradient_layouts["table/out"] = split(2)
     with pytest.raises(VerificationError, match=r"job 'grads', the gradient of 'table/out': split axis 2 is out of"):
         verify(traced, PassContext(session, session.registries))
+
+
+def test_the_builtin_sum_and_unbroadcast_keep_splits_or_give_partial_sums():
+    from flowjob_core.plugins.builtin_ops import ADD_N, UNBROADCAST
+
+    x = BlobSpec((8, 5), F32)
+    assert layout.signatures_of(ADD_N, [x, x], [x], {})[:3] == [
+        Signature((split(0), split(0)), (split(0),)), Signature((split(1), split(1)), (split(1),)),
+        Signature((PARTIAL_SUM, PARTIAL_SUM), (PARTIAL_SUM,))]
+    target = BlobSpec((1, 5), F32)
+    assert layout.signatures_of(UNBROADCAST, [x], [target], {"shape": (1, 5)})[:3] == [
+        Signature((split(0),), (PARTIAL_SUM,)), Signature((split(1),), (split(1),), shape_attrs=(("shape", 0),)),
+        Signature((PARTIAL_SUM,), (PARTIAL_SUM,))]
+    cube = BlobSpec((2, 8, 5), F32)  # a leading axis summed away
+    assert layout.signatures_of(UNBROADCAST, [cube], [x], {"shape": (8, 5)})[:2] == [
+        Signature((split(0),), (PARTIAL_SUM,)), Signature((split(1),), (split(0),), shape_attrs=(("shape", 0),))]

@@ -55,3 +55,14 @@ def test_a_convolution_split_by_filters_gives_its_output_split_by_channels(case,
     if case == "channels":  # 3 rows cannot split: the gradients stay on the channels
         assert "Conv2D_3_grad/out_0: (3, 2, 6, 6):float32 S(1) = conv2d_grad_data(" in text, text
         assert "Conv2D_1_grad/out_0: (2, 2, 3, 3):float32 S(0) = conv2d_grad_filter(Input_0/out, " in text, text
+
+
+def test_a_layer_norm_with_its_rows_split_normalizes_each_rank_s_rows(tmp_path):
+    text = _both("layer_norm", tmp_path)
+    assert ("LayerNorm-moments/mean: (4, 1):float32 S(0), LayerNorm-moments/variance: (4, 1):float32 S(0) = "
+            "moments(Matmul_1/out_0)") in text, text
+    assert "LayerNorm/out_0: (4, 5):float32 S(0) = batch_norm(Matmul_1/out_0, LayerNorm-moments/mean" in text, text
+    # gamma's and beta's gradients: each rank's rows summed, then all-reduced for the broadcast variables
+    assert "LayerNorm_grad/out_3: (1, 5):float32 P = batch_norm_grad(" in text, text
+    assert "LayerNorm_grad_unbroadcast/out_0: (1, 5):float32 P = unbroadcast(" in text, text
+    assert "(4, 5):float32 S(0) = moments_grad(" in text and "(4, 5):float32 S(0) = add_n(" in text, text

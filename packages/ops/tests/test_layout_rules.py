@@ -124,3 +124,33 @@ def test_a_convolution_splits_its_batch_or_its_filters():
         Signature((split(1), B), (split(1),), shape_attrs=(("w_shape", 0),))]
     assert signatures_of(record("conv3d"), [BlobSpec((2, 3, 4, 4, 4), F32), BlobSpec((4, 3, 1, 1, 1), F32)],
                          [BlobSpec((2, 4, 4, 4, 4), F32)], {})[1] == Signature((B, split(0)), (split(1),))
+
+
+def test_normalizations_split_the_axes_their_statistics_keep():
+    x, stat, param = BlobSpec((8, 5), F32), BlobSpec((8, 1), F32), BlobSpec((1, 5), F32)
+    assert signatures_of(record("moments"), [x], [stat, stat], {"axes": (1,), "keepdims": True})[0] == \
+        Signature((split(0),), (split(0), split(0)))
+    assert layout_rules.moments([x], {"axes": (0,), "keepdims": False}) == [Signature((split(1),), (split(0),) * 2)]
+    # a layer norm's batch_norm: x and its statistics by rows, gamma and beta whole
+    attrs = {"epsilon": 1e-5, "with_scale": True, "with_offset": True}
+    assert signatures_of(record("batch_norm"), [x, stat, stat, param, param], [x], attrs)[:2] == [
+        Signature((split(0), split(0), split(0), B, B), (split(0),)),
+        Signature((split(1), B, B, split(1), split(1)), (split(1),))]
+    # its gradient: gamma's is each rank's rows summed, partial sums
+    grads = signatures_of(record("batch_norm_grad"), [x, stat, stat, param, x], [x, stat, stat, param],
+                          {"epsilon": 1e-5, "with_scale": True})
+    assert grads[0] == Signature((split(0), split(0), split(0), B, split(0)), (split(0), split(0), split(0), P))
+    assert grads[1] == Signature((split(1), B, B, split(1), split(1)), (split(1), P, P, split(1)))
+
+
+def test_activations_split_any_axis_and_a_transpose_moves_its_split():
+    x = BlobSpec((4, 6), F32)
+    for op, inputs in [("sigmoid", [x]), ("sigmoid_grad", [x, x]), ("gelu", [x]), ("tanh_grad", [x, x]),
+                       ("leaky_relu", [x]), ("cast", [x])]:
+        assert signatures_of(record(op), inputs, [x], {"alpha": 0.1, "dtype": "float32"})[:2] == [
+            Signature((split(0),) * len(inputs), (split(0),)), Signature((split(1),) * len(inputs), (split(1),))], op
+    cube = BlobSpec((2, 3, 4), F32)
+    assert layout_rules.transpose([cube], {"perm": (2, 0, 1)}) == [
+        Signature((split(2),), (split(0),)), Signature((split(0),), (split(1),)), Signature((split(1),), (split(2),)),
+        Signature((P,), (P,))]
+    assert layout_rules.transpose([x], {})[0] == Signature((split(1),), (split(0),))  # reversed by default

@@ -5,7 +5,8 @@ job (dump.txt). softmax: a classifier head split by classes into softmax and log
 axis (7 rows, which cannot split, so the gradients too run along the class axis); batched: a batched matmul split
 along its batch axis; batch: two convolutions, data parallel (the batch split, the weights broadcast); conv: the
 same with the first one's filters split over the ranks (its output split by channels); channels: that on a batch
-of 3 (which cannot split), so the second contracts the split channels.
+of 3 (which cannot split), so the second contracts the split channels; layer_norm: a layer normalized over its
+features, its rows split.
 """
 import os
 import sys
@@ -73,6 +74,18 @@ if case in ("batch", "conv", "channels"):
         return loss
 
     value, planned = train(conv_job, data.standard_normal((rows, 2, 6, 6)).astype(np.float32))
+
+if case == "layer_norm":
+    @flow.global_function(type="train")
+    def layer_norm_job(x: tp.Numpy.Placeholder((8, 6))) -> tp.Numpy:
+        weight = flow.get_variable("dense-weight", (6, 5), initializer=normal(),
+                                   distribute=flow.distribute.broadcast())
+        hidden = flow.layers.layer_norm(flow.matmul(x, weight), begin_norm_axis=1, begin_params_axis=1)
+        loss = flow.math.reduce_sum(flow.math.sigmoid(hidden * 2.0))
+        SGD.minimize(loss)
+        return loss
+
+    value, planned = train(layer_norm_job, data.standard_normal((8, 6)).astype(np.float32))
 
 if rank == 0:
     np.save(os.path.join(out, "value.npy"), value)

@@ -183,3 +183,52 @@ def conv_grad_filter(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]
         found += [Signature((B, split(channels)), (split(0),), shape_attrs=(("w_shape", 0),)),
                   Signature((split(channels), B), (split(1),), shape_attrs=(("w_shape", 0),))]
     return found + [Signature((P, B), (P,)), Signature((B, P), (P,))]
+
+
+def moments(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """Mean and variance over ``axes`` (a layer norm's statistics): an axis they are not taken over stays split on
+    both outputs (each rank's rows have all their entries)."""
+    (x,) = inputs
+    axes, keep = normalize_axes(attrs.get("axes"), len(x.shape)), bool(attrs.get("keepdims", False))
+    return [Signature((split(k),), (split(_reduced_axis(k, axes, keep)),) * 2)
+            for k in range(len(x.shape)) if k not in axes]
+
+
+def moments_grad(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """(x, mean, d mean and/or d variance) -> d x: split alike along an axis the statistics keep."""
+    x = inputs[0]
+    axes, keep = normalize_axes(attrs.get("axes"), len(x.shape)), bool(attrs.get("keepdims", False))
+    return [Signature((split(k),) + (split(_reduced_axis(k, axes, keep)),) * (len(inputs) - 1), (split(k),))
+            for k in range(len(x.shape)) if k not in axes]
+
+
+def batch_norm(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """(x, mean, variance[, scale][, offset]), each parameter of x's rank broadcasting to it (a layer norm's
+    statistics, its gamma and beta): split along any axis of x, a parameter split alike where it spans that axis
+    and broadcast where it has it of size 1."""
+    return elementwise_signatures(inputs, inputs[0])
+
+
+def batch_norm_grad(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """(x, mean, variance[, scale], dy) -> (dx, d mean, d variance[, d scale]): split along an axis of x, each
+    parameter's gradient split alike where the parameter spans that axis, else partial sums (each rank sums its
+    rows into it)."""
+    x, params = inputs[0], inputs[1:-1]
+    found = []
+    for k, size in enumerate(x.shape):
+        if size == 1:
+            continue
+        spans = [p.shape[k] == size for p in params]
+        layouts = tuple(split(k) if s else B for s in spans)
+        found.append(Signature((split(k), *layouts, split(k)), (split(k), *(split(k) if s else P for s in spans))))
+    return found
+
+
+def transpose(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """Axes permuted by ``perm`` (default reversed): a split moves with its axis (output axis j is input axis
+    perm[j]); partial sums stay so."""
+    (x,) = inputs
+    rank = len(x.shape)
+    perm = attrs.get("perm")
+    order = tuple(reversed(range(rank))) if perm is None else tuple(normalize_axis(p, rank) for p in perm)
+    return [Signature((split(order[j]),), (split(j),)) for j in range(rank)] + [Signature((P,), (P,))]

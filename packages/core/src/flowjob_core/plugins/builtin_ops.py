@@ -10,6 +10,7 @@ import numpy as np
 
 from flowjob_core.errors import ShapeError
 from flowjob_core.ir.job import BlobSpec
+from flowjob_core.ir.layout import PARTIAL_SUM, Signature, elementwise_signatures, split
 from flowjob_core.ir.opdef import Elementwise, KernelContext, OpDef
 from flowjob_core.plugins.host import hookimpl
 
@@ -96,7 +97,14 @@ def _add_n_grad(ctx: Any) -> list[Any]:
     return [ctx.dy] * len(ctx.inputs)
 
 
+def _add_n_layouts(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """Split alike along any axis; partial sums add up to partial sums."""
+    return elementwise_signatures(inputs, inputs[0]) + [
+        Signature((PARTIAL_SUM,) * len(inputs), (PARTIAL_SUM,))]
+
+
 ADD_N = OpDef("add_n", _add_n_infer, kernel=_add_n_kernel, grad=_add_n_grad, name_prefix="AddN",
+              layouts=_add_n_layouts,
               amp="gray", doc="Sum of same-shaped inputs (gradient accumulation).")
 
 
@@ -138,7 +146,26 @@ def _unbroadcast_grad(ctx: Any) -> list[Any]:
     return [ctx.apply("broadcast_to", [ctx.dy], {"shape": ctx.inputs[0].shape})]
 
 
+def _unbroadcast_layouts(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """A split axis summed away (or to size 1) gives partial sums; one the target keeps stays split (the target
+    ``shape`` then that of this rank's piece); partial sums stay so."""
+    (x,) = inputs
+    target = tuple(attrs["shape"])
+    lead = len(x.shape) - len(target)
+    found = []
+    for k, size in enumerate(x.shape):
+        if size == 1:
+            continue
+        t = k - lead
+        if t < 0 or target[t] == 1:
+            found.append(Signature((split(k),), (PARTIAL_SUM,)))
+        else:
+            found.append(Signature((split(k),), (split(t),), shape_attrs=(("shape", 0),)))
+    return found + [Signature((PARTIAL_SUM,), (PARTIAL_SUM,))]
+
+
 UNBROADCAST = OpDef("unbroadcast", _unbroadcast_infer, kernel=_unbroadcast_kernel, grad=_unbroadcast_grad,
+                    layouts=_unbroadcast_layouts,
                     name_prefix="Unbroadcast", fixed_shape=True, amp="black",
                     doc="Sums a broadcast gradient back to its input's shape.")
 

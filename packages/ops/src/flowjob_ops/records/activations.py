@@ -72,8 +72,10 @@ def _sigmoid_grad_kernel(ctx: KernelContext) -> Any:
 
 
 SIGMOID = OpDef("sigmoid", unary_float, kernel=_sigmoid_kernel, grad=_sigmoid_grad, name_prefix="Sigmoid",
+                layouts=layout_rules.same_shape_elementwise,
                 doc="1 / (1 + exp(-x))", amp="gray")
 SIGMOID_GRAD = OpDef("sigmoid_grad", grad_like_second, kernel=_sigmoid_grad_kernel, not_differentiable=True,
+                     layouts=layout_rules.same_shape_elementwise,
                      name_prefix="SigmoidGrad", doc="dy * y * (1 - y) from the sigmoid output y")
 
 
@@ -97,6 +99,7 @@ def _tanh_grad_kernel(ctx: KernelContext) -> Any:
 TANH = OpDef("tanh", unary_float, grad=_tanh_grad, name_prefix="Tanh", elementwise=Elementwise("tanh"),
              doc="the hyperbolic tangent of x", amp="gray")
 TANH_GRAD = OpDef("tanh_grad", grad_like_second, kernel=_tanh_grad_kernel, not_differentiable=True,
+                  layouts=layout_rules.same_shape_elementwise,
                   name_prefix="TanhGrad", doc="dy * (1 - y^2) from the tanh output y")
 
 
@@ -142,9 +145,11 @@ def _gelu_grad_kernel(ctx: KernelContext) -> Any:
 
 
 GELU = OpDef("gelu", unary_float, kernel=_gelu_kernel, grad=_gelu_grad, name_prefix="Gelu",
+             layouts=layout_rules.same_shape_elementwise,
              doc="x * Phi(x), Phi the standard normal CDF: x/2 * (1 + erf(x / sqrt(2))), the exact (erf) form",
              amp="gray")
 GELU_GRAD = OpDef("gelu_grad", grad_like_second, kernel=_gelu_grad_kernel, not_differentiable=True,
+                  layouts=layout_rules.same_shape_elementwise,
                   name_prefix="GeluGrad", doc="dy * (Phi(x) + x phi(x))")
 
 # attributes ---------------------------------------------------------------
@@ -230,9 +235,11 @@ def _leaky_relu_grad_kernel(ctx: KernelContext) -> Any:
 
 
 LEAKY_RELU = OpDef("leaky_relu", _unary_with("leaky_relu", "alpha"), kernel=_leaky_relu_kernel,
+                   layouts=layout_rules.same_shape_elementwise,
                    grad=_leaky_relu_grad, name_prefix="LeakyRelu", doc="x where x > 0, alpha * x elsewhere",
                    amp="black")
 LEAKY_RELU_GRAD = OpDef("leaky_relu_grad", _grad_with("leaky_relu_grad", "alpha"), kernel=_leaky_relu_grad_kernel,
+                        layouts=layout_rules.same_shape_elementwise,
                         not_differentiable=True, name_prefix="LeakyReluGrad",
                         doc="dy where x > 0, alpha * dy elsewhere")
 

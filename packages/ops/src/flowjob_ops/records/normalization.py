@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
+from flowjob_ops import layout_rules
+
 from flowjob_ops.records.common import kept_dims_shape, normalize_axes, normalize_axis, require_floating, same_dtype
 
 
@@ -121,9 +123,11 @@ def _moments_grad_kernel(ctx: KernelContext) -> Any:
 
 
 MOMENTS = OpDef("moments", _moments_infer, kernel=_moments_kernel, grad=_moments_grad, name_prefix="Moments",
+                layouts=layout_rules.moments,
                 output_names=("mean", "variance"),
                 doc="(mean, biased variance) of x over axes, keeping the reduced axes when keepdims", amp="black")
 MOMENTS_GRAD = OpDef("moments_grad", _moments_grad_infer, kernel=_moments_grad_kernel, not_differentiable=True,
+                     layouts=layout_rules.moments_grad,
                      name_prefix="MomentsGrad",
                      doc="dmean / n + dvar * 2 (x - mean) / n, broadcast over the reduced axes")
 
@@ -263,10 +267,12 @@ def _batch_norm_grad_kernel(ctx: KernelContext) -> Any:
 
 
 BATCH_NORM = OpDef("batch_norm", _batch_norm_infer, kernel=_batch_norm_kernel, grad=_batch_norm_grad,
+                   layouts=layout_rules.batch_norm,
                    name_prefix="BatchNorm",
                    doc="(x - mean) / sqrt(variance + epsilon) * scale + offset, parameters broadcast against x",
                    amp="gray")
 BATCH_NORM_GRAD = OpDef("batch_norm_grad", _batch_norm_grad_infer, kernel=_batch_norm_grad_kernel,
+                        layouts=layout_rules.batch_norm_grad,
                         not_differentiable=True, name_prefix="BatchNormGrad",
                         doc="(dx, dmean, dvariance[, dscale]) of batch_norm from x, its statistics, scale and dy")
 

@@ -115,6 +115,7 @@ def _transpose_grad(ctx: GradContext) -> list[Any]:
 
 
 TRANSPOSE = OpDef("transpose", _transpose_infer, kernel=_transpose_kernel, grad=_transpose_grad,
+                  layouts=layout_rules.transpose,
                   name_prefix="Transpose", doc="axes permuted by perm (default: reversed)", amp="clear")
 
 
@@ -288,6 +289,7 @@ def _cast_grad(ctx: GradContext) -> list[Any]:
 
 
 CAST = OpDef("cast", _cast_infer, kernel=_cast_kernel, grad=_cast_grad, name_prefix="Cast",
+             layouts=layout_rules.same_shape_elementwise,
              doc="x converted to dtype; its gradient is the output gradient cast back, for every dtype", amp="black")
 
 
