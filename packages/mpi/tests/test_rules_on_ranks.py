@@ -66,3 +66,17 @@ def test_a_layer_norm_with_its_rows_split_normalizes_each_rank_s_rows(tmp_path):
     assert "LayerNorm_grad/out_3: (1, 5):float32 P = batch_norm_grad(" in text, text
     assert "LayerNorm_grad_unbroadcast/out_0: (1, 5):float32 P = unbroadcast(" in text, text
     assert "(4, 5):float32 S(0) = moments_grad(" in text and "(4, 5):float32 S(0) = add_n(" in text, text
+
+
+def test_a_batch_norm_with_its_batch_split_takes_the_whole_batch_s_statistics(tmp_path):
+    text = _both("batch_norm", tmp_path)  # the moving mean and variance too: every variable is compared
+    assert ("BatchNorm/y: (4, 4):float32 S(0), BatchNorm/mean: (4,):float32 B, BatchNorm/variance: (4,):float32 B = "
+            "mpi_batch_norm_train_rows_split(Matmul_1/out_0, ") in text, text
+    assert ("BatchNorm_grad/out_0: (4, 4):float32 S(0), BatchNorm_grad/out_1: (4,):float32 B, BatchNorm_grad/out_2: "
+            "(4,):float32 B = mpi_batch_norm_train_grad_rows_split(") in text, text
+
+
+def test_a_batch_norm_with_its_channels_split_normalizes_each_rank_s_channels(tmp_path):
+    text = _both("batch_norm_channels", tmp_path)
+    assert ("BatchNorm/y: (7, 2):float32 S(1), BatchNorm/mean: (2,):float32 S(0), BatchNorm/variance: (2,):float32 "
+            "S(0) = batch_norm_train(") in text, text

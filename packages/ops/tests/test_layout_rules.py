@@ -154,3 +154,18 @@ def test_activations_split_any_axis_and_a_transpose_moves_its_split():
         Signature((split(2),), (split(0),)), Signature((split(0),), (split(1),)), Signature((split(1),), (split(2),)),
         Signature((P,), (P,))]
     assert layout_rules.transpose([x], {})[0] == Signature((split(1),), (split(0),))  # reversed by default
+
+
+def test_a_train_mode_batch_norm_splits_its_rows_through_flowjob_mpi_or_its_channels_alone():
+    x, channel = BlobSpec((8, 4, 3), F32), BlobSpec((4,), F32)
+    attrs = {"axis": 1, "epsilon": 1e-3, "with_scale": True, "with_offset": True}
+    sigs = signatures_of(record("batch_norm_train"), [x, channel, channel], [x, channel, channel], attrs)
+    rows = "mpi_batch_norm_train_rows_split"
+    assert sigs[:3] == [Signature((split(0), B, B), (split(0), B, B), local_op=rows),
+                        Signature((split(2), B, B), (split(2), B, B), local_op=rows),
+                        Signature((split(1), split(0), split(0)), (split(1), split(0), split(0)))]
+    grads = signatures_of(record("batch_norm_train_grad"), [x, channel, channel, channel, x], [x, channel, channel],
+                          attrs)
+    assert grads[0] == Signature((split(0), B, B, B, split(0)), (split(0), B, B),
+                                 local_op="mpi_batch_norm_train_grad_rows_split")
+    assert grads[2] == Signature((split(1), split(0), split(0), split(0), split(1)), (split(1), split(0), split(0)))

@@ -6,7 +6,8 @@ axis (7 rows, which cannot split, so the gradients too run along the class axis)
 along its batch axis; batch: two convolutions, data parallel (the batch split, the weights broadcast); conv: the
 same with the first one's filters split over the ranks (its output split by channels); channels: that on a batch
 of 3 (which cannot split), so the second contracts the split channels; layer_norm: a layer normalized over its
-features, its rows split.
+features, its rows split; batch_norm: a batch-normalized layer, its rows split (the statistics over every rank's
+rows) and (batch_norm_channels, 7 rows) its channels split.
 """
 import os
 import sys
@@ -86,6 +87,20 @@ if case == "layer_norm":
         return loss
 
     value, planned = train(layer_norm_job, data.standard_normal((8, 6)).astype(np.float32))
+
+if case in ("batch_norm", "batch_norm_channels"):
+    rows = 8 if case == "batch_norm" else 7
+
+    @flow.global_function(type="train")
+    def batch_norm_job(x: tp.Numpy.Placeholder((rows, 6))) -> tp.Numpy:
+        weight = flow.get_variable("dense-weight", (6, 4), initializer=normal(),
+                                   distribute=flow.distribute.split(1) if rows == 7 else flow.distribute.broadcast())
+        hidden = flow.layers.batch_normalization(flow.matmul(x, weight), axis=1, training=True)
+        loss = flow.math.reduce_sum(flow.math.sigmoid(hidden * 2.0))
+        SGD.minimize(loss)
+        return loss
+
+    value, planned = train(batch_norm_job, (data.standard_normal((rows, 6)) + 0.5).astype(np.float32))
 
 if rank == 0:
     np.save(os.path.join(out, "value.npy"), value)

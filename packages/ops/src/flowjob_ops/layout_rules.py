@@ -232,3 +232,37 @@ def transpose(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
     perm = attrs.get("perm")
     order = tuple(reversed(range(rank))) if perm is None else tuple(normalize_axis(p, rank) for p in perm)
     return [Signature((split(order[j]),), (split(j),)) for j in range(rank)] + [Signature((P,), (P,))]
+
+
+def _batch_norm_train_layouts(x: BlobSpec, attrs: dict, channels_in: Sequence[bool], outputs: int,
+                              local_op: str) -> list[Signature]:
+    """Shared by the forward and the gradient: ``channels_in`` says which inputs are per channel (the others are
+    x-shaped); every output but the first (x-shaped) is per channel."""
+    axis = normalize_axis(attrs.get("axis"), len(x.shape))
+    found = []
+    for k, size in enumerate(x.shape):
+        if k == axis or size == 1:
+            continue
+        found.append(Signature(tuple(B if c else split(k) for c in channels_in), (split(k),) + (B,) * (outputs - 1),
+                               local_op=local_op))
+    found.append(Signature(tuple(split(0) if c else split(axis) for c in channels_in),
+                           (split(axis),) + (split(0),) * (outputs - 1)))  # each rank's channels: no collective
+    return found
+
+
+def batch_norm_train(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """Train-mode batch normalization (x[, gamma][, beta]) -> (y, mean, variance): the batch (or another axis
+    the statistics run over) split, through flowjob-mpi's ``mpi_batch_norm_train_rows_split``, whose statistics
+    are the sums of every rank's rows all-reduced (the whole batch's, as one process computes them); or the
+    channel axis split with gamma and beta, each rank normalizing its channels."""
+    return _batch_norm_train_layouts(inputs[0], attrs, [False] + [True] * (len(inputs) - 1), 3,
+                                     "mpi_batch_norm_train_rows_split")
+
+
+def batch_norm_train_grad(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """(x, mean, variance[, gamma][, y], dy) -> (dx[, dgamma][, dbeta]): as the forward; split rows need the
+    sums of dy and dy * xhat over every rank's rows (``mpi_batch_norm_train_grad_rows_split``)."""
+    params = 3 + bool(attrs.get("with_scale"))
+    outputs = 1 + bool(attrs.get("with_scale")) + bool(attrs.get("with_offset"))
+    channels_in = [False] + [True] * (params - 1) + [False] * (len(inputs) - params)
+    return _batch_norm_train_layouts(inputs[0], attrs, channels_in, outputs, "mpi_batch_norm_train_grad_rows_split")

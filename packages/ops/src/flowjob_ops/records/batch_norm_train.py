@@ -29,6 +29,7 @@ import numpy as np
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
+from flowjob_ops import layout_rules
 from flowjob_ops.records.common import normalize_axis, require_floating, same_dtype
 from flowjob_ops.records.normalization import check_epsilon
 
@@ -204,12 +205,14 @@ def _grad(ctx: GradContext) -> list[Any]:
 
 BATCH_NORM_TRAIN = OpDef(
     "batch_norm_train", _infer, kernel=_kernel, grad=_grad, name_prefix="BatchNormTrain",
+    layouts=layout_rules.batch_norm_train,
     output_names=("y", "mean", "variance"),
     doc="train-mode batch normalization over every axis but `axis`: (y, batch mean, biased batch variance), "
         "y = (x - mean) / sqrt(variance + epsilon) * gamma + beta with gamma, beta of shape (channels,), then "
         "max(y, 0) with activation='relu' (the fusion pass folds a following relu in)", amp="gray")
 BATCH_NORM_TRAIN_GRAD = OpDef(
     "batch_norm_train_grad", _grad_infer, kernel=_grad_kernel, not_differentiable=True,
+    layouts=layout_rules.batch_norm_train_grad,
     name_prefix="BatchNormTrainGrad",
     doc="(dx[, dgamma][, dbeta]) of batch_norm_train through its batch statistics, from x, mean, variance, "
         "gamma and dy (with activation='relu': x, mean, variance, gamma, the ReLU's output and the gradient "
