@@ -238,3 +238,25 @@ def test_the_gradient_of_an_all_to_all_is_the_all_to_all_back():
     from flowjob_core import BlobSpec
     (piece,) = MPI_ALL_TO_ALL.infer([BlobSpec((4, 6), np.dtype(np.float32))], Grad.attrs)
     assert piece.shape == (8, 3)
+
+
+@pytest.mark.parametrize("case", ["uneven_blob", "uneven_gradient"])
+def test_a_declared_split_that_does_not_divide_evenly_is_an_error_naming_job_op_and_blob(case, tmp_path):
+    result = ranks(2, "layout_cases.py", case, timeout=60)
+    assert result.returncode != 0
+    if case == "uneven_blob":
+        assert "MpiError: global function 'uneven_blob_job', op 'Matmul_1' (matmul) at " in result.stderr, \
+            result.stderr
+        assert "output 'Matmul_1/out_0': axis 0 of shape (5, 4) (5) does not split evenly over 2 ranks" \
+            in result.stderr, result.stderr
+    else:  # the gradient's producer, and the blob whose gradient it is
+        assert ("output 'Sigmoid_2_grad/out_0': the gradient of blob 'Matmul_1/out_0' "
+                "(with_gradient_distribute(S(0))): axis 0 of shape (5, 4) (5) does not split evenly over 2 ranks"
+                ) in result.stderr, result.stderr
+
+
+def test_a_gradient_split_along_an_axis_the_blob_lacks_is_an_error_naming_job_op_and_blob(tmp_path):
+    result = ranks(2, "layout_cases.py", "gradient_axis", timeout=60)
+    assert result.returncode != 0
+    assert ("ValueError: job 'gradient_axis_job', op 'Matmul_1', blob 'Matmul_1/out_0': with_gradient_distribute: "
+            "split axis 2 is out of range for a blob of shape (4, 2)") in result.stderr, result.stderr

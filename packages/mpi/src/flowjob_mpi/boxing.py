@@ -31,7 +31,7 @@ from typing import Any, Sequence
 from flowjob_core import BlobSpec
 from flowjob_core.ir.job import Job, Node
 from flowjob_core.ir.layout import (
-    BROADCAST, PARTIAL_SUM, Layout, Signature, boxing_bytes, shard_of, signatures_of, split)
+    BROADCAST, PARTIAL_SUM, Layout, Shard, Signature, boxing_bytes, shard_of, signatures_of, split)
 from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_mpi.errors import MpiError
@@ -92,10 +92,12 @@ class _Boxing:
         self.builder = JobBuilder(job, ctx.session, bindings=ctx.bindings)
         self.variable_of = {v.lbn: name for name, v in job.variables.items()}
         self.wanted = {grad: self._variable_layout(name) for name, grad in ctx.variable_grads.items()}
+        self.gradient_of: dict[str, str] = {}  # a gradient given a layout -> the blob annotated
         for lbn, layout in job.gradient_layouts.items():  # blob.with_gradient_distribute
             grad = ctx.grads.get(lbn)
             if grad is not None:  # the gradient's producer prefers it, and its readers get it
                 self.declared[grad] = self.wanted[grad] = layout
+                self.gradient_of[grad] = lbn
 
     def _variable_layout(self, name: str) -> Layout:
         return self.store[name].layout or BROADCAST  # a hint on its blob (with_distribute) is boxed after it
@@ -122,7 +124,11 @@ class _Boxing:
                 self.have[lbn] = job.layouts[lbn] = layout
                 hint = self.declared.get(lbn)
                 if hint is not None and hint != layout:  # blob.with_distribute: its readers see that layout
-                    renamed[lbn] = self.convert(lbn, hint, f"{self._where(node)}, output {lbn!r}")
+                    blob = self.gradient_of.get(lbn)
+                    where = (f"{self._where(node)}, output {lbn!r}" if blob is None else
+                             f"{self._where(node)}, output {lbn!r}: the gradient of blob {blob!r} "
+                             f"(with_gradient_distribute({hint}))")
+                    renamed[lbn] = self.convert(lbn, hint, where)
                     if lbn not in offered:  # a declared layout is what readers box from, not the whole it was cut from
                         self.whole_of.pop(renamed[lbn], None)
         for name, grad in list(self.ctx.variable_grads.items()):
@@ -232,7 +238,7 @@ class _Boxing:
             self.boxed[(lbn, want)] = value
             return value
         if have.is_split and want.is_split:  # each rank sends the others only the blocks they keep
-            shard_of(want, logical, self.rank, self.ranks, where)  # the new axis must split evenly too
+            self._piece(want, logical, where)  # the new axis must split evenly too
             value = self._add("mpi_all_to_all", value, {"split_axis": want.axis, "concat_axis": have.axis,
                                                         "ranks": self.ranks}, stem, logical)
             self.have[value] = self.job.layouts[value] = want
@@ -247,8 +253,7 @@ class _Boxing:
         if value != lbn:
             self.have[value] = self.job.layouts[value] = BROADCAST
         if want.is_split:
-            piece = shard_of(want, logical, self.rank, self.ranks, where)
-            assert piece is not None
+            piece = self._piece(want, logical, where)
             whole = value
             value = self._add("mpi_split", value, {"axis": piece.axis, "start": piece.start,
                                                    "count": piece.stop - piece.start}, stem, logical)
@@ -256,6 +261,16 @@ class _Boxing:
         self.have[value] = self.job.layouts[value] = want
         self.boxed[(lbn, want)] = value
         return value
+
+    def _piece(self, want: Layout, logical: BlobSpec, where: str) -> Shard:
+        """This rank's piece of a value boxed to the split ``want``; a declared split that does not divide evenly
+        (each rank's piece has one shape here) is an error naming where it was declared."""
+        try:
+            piece = shard_of(want, logical, self.rank, self.ranks, where)
+        except ValueError as exc:
+            raise MpiError(f"{exc}; a declared split must divide its axis evenly over the ranks") from None
+        assert piece is not None
+        return piece
 
     def _add(self, op: str, lbn: str, attrs: dict, stem: str, logical: BlobSpec) -> str:
         (out,) = self.builder.add_op(op, [self.builder.blob(lbn)], attrs, scoped_name=self.builder.local_name(stem),

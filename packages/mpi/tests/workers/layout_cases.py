@@ -9,7 +9,9 @@ for hint, rows, classes and manager, the returned values and the planned job to 
 sampling for 4 devices of a class layer split over 2 ranks (an error naming job, op and blobs); axis: a blob
 annotated split along an axis it lacks (an error naming it); gradient: a product's gradient annotated
 ``with_gradient_distribute(split(0))`` (gradient_plain: the same without it); alltoall: a row-split table
-whose square is annotated split by columns, trained.
+whose square is annotated split by columns, trained; uneven_blob / uneven_gradient: a blob of 5 rows, or its
+gradient, annotated split by rows on 2 ranks (an error naming job, op and blob); gradient_axis: a gradient annotated
+split along an axis the blob lacks.
 """
 import os
 import sys
@@ -154,6 +156,30 @@ if case == "shards":  # the placement's 4 devices, the weight split over 2 ranks
         return sampled
 
     shards_job(np.arange(4, dtype=np.int32))
+
+if case in ("uneven_blob", "uneven_gradient"):  # 5 rows cannot split evenly over 2 ranks
+    @flow.global_function(type="train")
+    def uneven_blob_job(x: tp.Numpy.Placeholder((5, 2))) -> tp.Numpy:
+        w = flow.get_variable("w", (2, 4), initializer=flow.constant_initializer(0.5),
+                              distribute=flow.distribute.split(1))
+        y = flow.matmul(x, w)
+        y = y.with_split_distribute(0) if case == "uneven_blob" else y.with_gradient_distribute(
+            flow.distribute.split(0))
+        loss = flow.math.reduce_sum(flow.math.sigmoid(y))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+
+    uneven_blob_job(np.ones((5, 2), dtype=np.float32))
+
+if case == "gradient_axis":
+    @flow.global_function(type="train")
+    def gradient_axis_job(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
+        w = flow.get_variable("w", (2, 2), distribute=flow.distribute.split(1))
+        loss = flow.math.reduce_sum(flow.matmul(x, w).with_gradient_distribute(flow.distribute.split(2)))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+
+    gradient_axis_job(np.ones((4, 2), dtype=np.float32))
 
 if case == "axis":
     @flow.global_function()
