@@ -80,3 +80,10 @@ def test_a_batch_norm_with_its_channels_split_normalizes_each_rank_s_channels(tm
     text = _both("batch_norm_channels", tmp_path)
     assert ("BatchNorm/y: (7, 2):float32 S(1), BatchNorm/mean: (2,):float32 S(0), BatchNorm/variance: (2,):float32 "
             "S(0) = batch_norm_train(") in text, text
+
+
+def test_a_softmax_cross_entropy_over_split_classes_gives_partial_losses(tmp_path):
+    text = _both("cross_entropy", tmp_path)
+    assert ("SoftmaxCrossEntropy_3/out_0: (7,):float32 P, SoftmaxCrossEntropy_3/out_1: (7, 4):float32 S(1) = "
+            "mpi_softmax_cross_entropy_class_split(") in text, text
+    assert "SoftmaxCrossEntropy_3_grad/out_0: (7, 4):float32 S(1) = softmax_cross_entropy_grad(" in text, text

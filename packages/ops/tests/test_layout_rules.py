@@ -169,3 +169,12 @@ def test_a_train_mode_batch_norm_splits_its_rows_through_flowjob_mpi_or_its_chan
     assert grads[0] == Signature((split(0), B, B, B, split(0)), (split(0), B, B),
                                  local_op="mpi_batch_norm_train_grad_rows_split")
     assert grads[2] == Signature((split(1), split(0), split(0), split(0), split(1)), (split(1), split(0), split(0)))
+
+
+def test_a_softmax_cross_entropy_with_probability_labels_splits_rows_or_classes():
+    logits, loss = BlobSpec((4, 6), F32), BlobSpec((4,), F32)
+    assert signatures_of(record("softmax_cross_entropy"), [logits, logits], [loss, logits], {})[:2] == [
+        Signature((split(0), split(0)), (split(0), split(0))),
+        Signature((split(1), split(1)), (P, split(1)), local_op="mpi_softmax_cross_entropy_class_split")]
+    assert signatures_of(record("softmax_cross_entropy_grad"), [logits, logits, loss], [logits], {})[:2] == [
+        Signature((split(0),) * 3, (split(0),)), Signature((split(1), split(1), B), (split(1),))]

@@ -5,6 +5,8 @@ gradients: the pieces of the signature ``S(axis) -> S(axis)`` that flowjob-ops' 
 Each rank holds a slice of every row along ``axis``. A row's maximum is all-reduced (``MPI_MAX``), then its sum of
 ``exp(x - max)`` (``MPI_SUM``), so each rank's piece is its share of the whole row's softmax. The gradients need one
 sum along the row each: ``sum(dy * y)`` for the softmax, ``sum(dy)`` for the log-softmax, all-reduced the same way.
+The softmax cross entropy with probability labels (``softmax_cross_entropy``) takes its row maxima and sums the same
+way and outputs this rank's classes' share of each row's loss (partial sums); its gradient needs no collective.
 """
 from __future__ import annotations
 
@@ -89,6 +91,39 @@ def _log_softmax_grad(axis: int, reduce: Any, mpi: Any, y: np.ndarray, dy: np.nd
     return dy - np.exp(y) * reduce(dy.sum(axis=axis, keepdims=True), mpi.SUM)  # dy - exp(y) * sum(dy)
 
 
+def _cross_entropy_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    labels, logits = inputs
+    if labels.shape != logits.shape or not logits.shape or logits.dtype.kind != "f":
+        raise ShapeError(f"labels and logits must be floating and of one shape, got {labels} and {logits}")
+    return [BlobSpec(logits.shape[:-1], logits.dtype), logits]
+
+
+def _cross_entropy_kernel(ctx: KernelContext) -> Callable[[Any, Any], tuple[Any, Any]]:
+    _, reduce = _row_collective(ctx, "class-split softmax cross entropy")
+    mpi = _ops()
+    loss_out, prob_out = ctx.out(0), ctx.out(1)
+    host, device, host_arrays = ctx.backend.to_host, ctx.backend.from_host, ctx.backend.host_arrays
+
+    def run(labels: Any, logits: Any) -> tuple[Any, Any]:
+        log_prob = _softmax(-1, reduce, mpi, np.asarray(host(logits)), log=True)
+        share = -(np.asarray(host(labels)) * log_prob).sum(axis=-1)  # this rank's classes' part of each row's loss
+        for out, value in ((loss_out, share), (prob_out, np.exp(log_prob))):
+            if host_arrays:
+                np.copyto(out, value.reshape(out.shape), casting="unsafe")
+            else:
+                out[...] = device(np.ascontiguousarray(value.reshape(out.shape).astype(out.dtype)))
+        return loss_out, prob_out
+
+    return run
+
+
+SOFTMAX_CROSS_ENTROPY_CLASS_SPLIT = OpDef(
+    "mpi_softmax_cross_entropy_class_split", _cross_entropy_infer, kernel=_cross_entropy_kernel,
+    not_differentiable=True, ordered=True,
+    doc="inputs (this rank's classes of labels and logits): this rank's classes' share of each row's loss (partial "
+        "sums over the ranks) and its classes' probabilities")
+
+
 def _record(name: str, compute: Callable[..., np.ndarray], doc: str) -> OpDef:
     return OpDef(name, _infer, kernel=lambda ctx: _kernel(ctx, compute, name.removeprefix("mpi_")),
                  not_differentiable=True, ordered=True, doc=doc)
@@ -103,4 +138,5 @@ SOFTMAX_GRAD_CLASS_SPLIT = _record("mpi_softmax_grad_class_split", _softmax_grad
 LOG_SOFTMAX_GRAD_CLASS_SPLIT = _record("mpi_log_softmax_grad_class_split", _log_softmax_grad,
                                        "inputs (y, dy) of a log-softmax along a split axis: this rank's piece of d x")
 
-OPS = (SOFTMAX_CLASS_SPLIT, LOG_SOFTMAX_CLASS_SPLIT, SOFTMAX_GRAD_CLASS_SPLIT, LOG_SOFTMAX_GRAD_CLASS_SPLIT)
+OPS = (SOFTMAX_CLASS_SPLIT, LOG_SOFTMAX_CLASS_SPLIT, SOFTMAX_GRAD_CLASS_SPLIT, LOG_SOFTMAX_GRAD_CLASS_SPLIT,
+       SOFTMAX_CROSS_ENTROPY_CLASS_SPLIT)

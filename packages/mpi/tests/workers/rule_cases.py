@@ -7,7 +7,8 @@ along its batch axis; batch: two convolutions, data parallel (the batch split, t
 same with the first one's filters split over the ranks (its output split by channels); channels: that on a batch
 of 3 (which cannot split), so the second contracts the split channels; layer_norm: a layer normalized over its
 features, its rows split; batch_norm: a batch-normalized layer, its rows split (the statistics over every rank's
-rows) and (batch_norm_channels, 7 rows) its channels split.
+rows) and (batch_norm_channels, 7 rows) its channels split; cross_entropy: a classifier head split by classes
+into the softmax cross entropy with probability labels.
 """
 import os
 import sys
@@ -101,6 +102,19 @@ if case in ("batch_norm", "batch_norm_channels"):
         return loss
 
     value, planned = train(batch_norm_job, (data.standard_normal((rows, 6)) + 0.5).astype(np.float32))
+
+if case == "cross_entropy":
+    @flow.global_function(type="train")
+    def cross_entropy_job(x: tp.Numpy.Placeholder((7, 6)), labels: tp.Numpy.Placeholder((7, 8))) -> tp.Numpy:
+        weight = flow.get_variable("class-weight", (6, 8), initializer=normal(),
+                                   distribute=flow.distribute.split(1))
+        loss = flow.nn.softmax_cross_entropy_with_logits(labels, flow.matmul(x, weight))
+        SGD.minimize(loss)
+        return loss
+
+    labels = data.random((7, 8)).astype(np.float32)
+    labels /= labels.sum(axis=1, keepdims=True)
+    value, planned = train(cross_entropy_job, data.standard_normal((7, 6)).astype(np.float32), labels)
 
 if rank == 0:
     np.save(os.path.join(out, "value.npy"), value)

@@ -266,3 +266,23 @@ def batch_norm_train_grad(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signa
     outputs = 1 + bool(attrs.get("with_scale")) + bool(attrs.get("with_offset"))
     channels_in = [False] + [True] * (params - 1) + [False] * (len(inputs) - params)
     return _batch_norm_train_layouts(inputs[0], attrs, channels_in, outputs, "mpi_batch_norm_train_grad_rows_split")
+
+
+def dense_per_row(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """Softmax cross entropy with probability labels, (labels, logits) -> (loss, prob), and its gradient,
+    (labels, prob, dy) -> d logits: the rows (the axes before the class axis) split alike; or the class axis split,
+    the forward through flowjob-mpi's ``mpi_softmax_cross_entropy_class_split`` (each row's max and sum of exp
+    all-reduced; each rank's loss is its classes' share, partial sums), the gradient as it is (``prob - labels``
+    of this rank's classes, times the row's dy)."""
+    logits = inputs[1]
+    classes = len(logits.shape) - 1
+    forward = len(inputs) == 2
+    found = []
+    for k in range(classes):
+        found.append(Signature((split(k),) * len(inputs), (split(k),) * (2 if forward else 1)))
+    if forward:
+        found.append(Signature((split(classes),) * 2, (P, split(classes)),
+                               local_op="mpi_softmax_cross_entropy_class_split"))
+    else:
+        found.append(Signature((split(classes), split(classes), B), (split(classes),)))
+    return found

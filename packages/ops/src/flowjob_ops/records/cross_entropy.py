@@ -228,12 +228,13 @@ def _dense_grad_kernel(ctx: KernelContext) -> Any:
 
 SOFTMAX_CROSS_ENTROPY = OpDef(
     "softmax_cross_entropy", _dense_infer, kernel=_dense_kernel, grad=_dense_grad,
-    name_prefix="SoftmaxCrossEntropy",
+    name_prefix="SoftmaxCrossEntropy", layouts=layout_rules.dense_per_row,
     doc="inputs (labels, logits) of one shape: out_0 -sum(labels * log_softmax(logits)), out_1 the softmax",
     amp="black")
 SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
     "softmax_cross_entropy_grad", _dense_grad_infer, kernel=_dense_grad_kernel, not_differentiable=True,
-    name_prefix="SoftmaxCrossEntropyGrad", doc="(prob - labels) * dy, legacy's and TensorFlow's rule")
+    name_prefix="SoftmaxCrossEntropyGrad", layouts=layout_rules.dense_per_row,
+    doc="(prob - labels) * dy, legacy's and TensorFlow's rule")
 
 
 # sigmoid cross entropy --------------------------------------------------------
