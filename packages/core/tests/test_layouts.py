@@ -176,6 +176,7 @@ def test_a_gradient_layout_is_recorded_for_the_boxing_pass_and_verified():
     assert same.lbn == table.lbn and traced.layouts == {}
     assert traced.gradient_layouts == {"table/out": split(0)}
     assert traced.copy().gradient_layouts == traced.gradient_layouts
+    assert "\ngradient layouts:\n  table/out: S(0)" in str(traced)  # what python -m oneflow dump prints
     verify(traced, PassContext(session, session.registries))
     traced.gradient_layouts["table/out"] = split(2)
     with pytest.raises(VerificationError, match=r"job 'grads', the gradient of 'table/out': split axis 2 is out of"):

@@ -261,3 +261,20 @@ def test_a_gradient_split_along_an_axis_the_blob_lacks_is_an_error_naming_job_op
     assert result.returncode != 0
     assert ("ValueError: job 'gradient_axis_job', op 'Matmul_1', blob 'Matmul_1/out_0': with_gradient_distribute: "
             "split axis 2 is out of range for a blob of shape (4, 2)") in result.stderr, result.stderr
+
+
+def test_python_m_oneflow_dump_shows_the_gradient_s_layout_on_two_ranks():
+    import subprocess
+    import sys
+
+    from flowjob_mpi.launch import find_mpiexec
+
+    script = sibling(__file__, "mpirun").WORKERS / "gradient_dump.py"
+    traced = subprocess.run([sys.executable, "-m", "oneflow", "dump", str(script)], capture_output=True, text=True,
+                            timeout=60)
+    assert "gradient layouts:\n  Matmul_1/out_0: S(0)" in traced.stdout, traced.stdout + traced.stderr
+    planned = subprocess.run([find_mpiexec(), "-n", "2", sys.executable, "-m", "oneflow", "dump", "--after", "all",
+                              str(script)], capture_output=True, text=True, timeout=60)
+    assert planned.returncode == 0, planned.stderr
+    assert "Sigmoid_2_grad/out_0: (4, 4):float32 S(0) = sigmoid_grad(" in planned.stdout, planned.stdout
+    assert "(8, 2):float32 S(1) = mpi_all_to_all(Sigmoid_2_grad/out_0)" in planned.stdout, planned.stdout
