@@ -87,3 +87,11 @@ def test_a_softmax_cross_entropy_over_split_classes_gives_partial_losses(tmp_pat
     assert ("SoftmaxCrossEntropy_3/out_0: (7,):float32 P, SoftmaxCrossEntropy_3/out_1: (7, 4):float32 S(1) = "
             "mpi_softmax_cross_entropy_class_split(") in text, text
     assert "SoftmaxCrossEntropy_3_grad/out_0: (7, 4):float32 S(1) = softmax_cross_entropy_grad(" in text, text
+
+
+def test_a_face_head_normalizes_each_rank_s_classes_and_moves_nothing_but_the_loss(tmp_path):
+    text = _both("l2_normalize", tmp_path)
+    assert ("L2Normalize_2/out_0: (4, 5):float32 S(0), L2Normalize_2/out_1: (4, 1):float32 S(0) = "
+            "l2_normalize(fc7-weight/out)") in text, text
+    assert "L2Normalize_2_grad/out_0: (4, 5):float32 S(0) = l2_normalize_grad(" in text, text
+    assert "-boxing" not in text, text  # the classes stay on their rank, forward and backward

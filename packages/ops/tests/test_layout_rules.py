@@ -178,3 +178,12 @@ def test_a_softmax_cross_entropy_with_probability_labels_splits_rows_or_classes(
         Signature((split(1), split(1)), (P, split(1)), local_op="mpi_softmax_cross_entropy_class_split")]
     assert signatures_of(record("softmax_cross_entropy_grad"), [logits, logits, loss], [logits], {})[:2] == [
         Signature((split(0),) * 3, (split(0),)), Signature((split(1), split(1), B), (split(1),))]
+
+
+def test_l2_normalize_splits_any_axis_but_the_normalized_one():
+    weight, norms = BlobSpec((8, 5), F32), BlobSpec((8, 1), F32)
+    attrs = {"axis": 1, "epsilon": 1e-12}
+    assert signatures_of(record("l2_normalize"), [weight], [weight, norms], attrs) == [
+        Signature((split(0),), (split(0), split(0))), Signature((B,), (B, B))]
+    assert signatures_of(record("l2_normalize_grad"), [weight, weight, norms], [weight], attrs)[0] == \
+        Signature((split(0),) * 3, (split(0),))

@@ -8,7 +8,8 @@ same with the first one's filters split over the ranks (its output split by chan
 of 3 (which cannot split), so the second contracts the split channels; layer_norm: a layer normalized over its
 features, its rows split; batch_norm: a batch-normalized layer, its rows split (the statistics over every rank's
 rows) and (batch_norm_channels, 7 rows) its channels split; cross_entropy: a classifier head split by classes
-into the softmax cross entropy with probability labels.
+into the softmax cross entropy with probability labels; l2_normalize: a face head's class layer split by classes,
+each class's weights normalized, into the sparse softmax cross entropy.
 """
 import os
 import sys
@@ -115,6 +116,20 @@ if case == "cross_entropy":
     labels = data.random((7, 8)).astype(np.float32)
     labels /= labels.sum(axis=1, keepdims=True)
     value, planned = train(cross_entropy_job, data.standard_normal((7, 6)).astype(np.float32), labels)
+
+if case == "l2_normalize":
+    @flow.global_function(type="train")
+    def l2_job(x: tp.Numpy.Placeholder((7, 5)), labels: tp.Numpy.Placeholder((7,), dtype=flow.int32)) -> tp.Numpy:
+        weight = flow.get_variable("fc7-weight", (8, 5), initializer=normal(),
+                                   distribute=flow.distribute.split(0))  # each rank holds half the classes
+        normed = flow.math.l2_normalize(weight, axis=1, epsilon=1e-10)
+        logits = flow.matmul(flow.math.l2_normalize(x, axis=1), normed, transpose_b=True) * 4.0
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        SGD.minimize(loss)
+        return loss
+
+    value, planned = train(l2_job, data.standard_normal((7, 5)).astype(np.float32),
+                           data.integers(0, 8, 7).astype(np.int32))
 
 if rank == 0:
     np.save(os.path.join(out, "value.npy"), value)

@@ -286,3 +286,13 @@ def dense_per_row(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
     else:
         found.append(Signature((split(classes), split(classes), B), (split(classes),)))
     return found
+
+
+def l2_normalize(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """``l2_normalize`` (x -> y, square_x_sum kept dims) and its gradient (dy, y, square_x_sum -> dx): split along any
+    axis but the normalized one (a class layer split by classes, normalized along its features)."""
+    x = inputs[-1] if len(inputs) == 1 else inputs[1]
+    axis = normalize_axis(attrs.get("axis", -1), len(x.shape))
+    outputs = 2 if len(inputs) == 1 else 1
+    return [Signature((split(k),) * len(inputs), (split(k),) * outputs) for k in range(len(x.shape))
+            if k != axis and x.shape[k] != 1]

@@ -397,11 +397,13 @@ def _l2_grad_kernel(ctx: KernelContext) -> Any:
 
 
 L2_NORMALIZE = OpDef("l2_normalize", _l2_infer, kernel=_l2_kernel, grad=_l2_grad, name_prefix="L2Normalize",
+                     layouts=layout_rules.l2_normalize,
                      doc="y = x / sqrt(max(sum(x^2 over axis), epsilon)); square_x_sum keeps the axis as 1",
                      amp="black")
 
 
 L2_NORMALIZE_GRAD = OpDef("l2_normalize_grad", _l2_grad_infer, kernel=_l2_grad_kernel, not_differentiable=True,
+                          layouts=layout_rules.l2_normalize,
                           name_prefix="L2NormalizeGrad", doc="inputs (dy, y, square_x_sum): the gradient of x")
 
 
