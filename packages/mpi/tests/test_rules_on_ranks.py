@@ -95,3 +95,11 @@ def test_a_face_head_normalizes_each_rank_s_classes_and_moves_nothing_but_the_lo
             "l2_normalize(fc7-weight/out)") in text, text
     assert "L2Normalize_2_grad/out_0: (4, 5):float32 S(0) = l2_normalize_grad(" in text, text
     assert "-boxing" not in text, text  # the classes stay on their rank, forward and backward
+
+
+def test_pooling_keeps_the_channels_a_split_convolution_made(tmp_path):
+    text = _both("pool", tmp_path)
+    assert "MaxPool2D_3/out_0: (3, 2, 4, 4):float32 S(1) = max_pool2d(Relu_2/out_0)" in text, text
+    assert "AvgPool2D_4/out_0: (3, 2, 2, 2):float32 S(1) = avg_pool2d(MaxPool2D_3/out_0)" in text, text
+    # the average's gradient is given its piece's x_shape
+    assert "(3, 2, 4, 4):float32 S(1) = avg_pool2d_grad(" in text and "x_shape=(3, 2, 4, 4)" in text, text

@@ -187,3 +187,17 @@ def test_l2_normalize_splits_any_axis_but_the_normalized_one():
         Signature((split(0),), (split(0), split(0))), Signature((B,), (B, B))]
     assert signatures_of(record("l2_normalize_grad"), [weight, weight, norms], [weight], attrs)[0] == \
         Signature((split(0),) * 3, (split(0),))
+
+
+def test_pooling_splits_its_batch_or_its_channels():
+    x, y = BlobSpec((4, 6, 8, 8), F32), BlobSpec((4, 6, 4, 4), F32)
+    attrs = {"ksize": 2, "strides": 2, "padding": "VALID"}
+    assert signatures_of(record("max_pool2d"), [x], [y], attrs)[:2] == [
+        Signature((split(0),), (split(0),)), Signature((split(1),), (split(1),))]
+    assert signatures_of(record("max_pool2d_grad"), [x, y, y], [x], attrs)[1] == \
+        Signature((split(1),) * 3, (split(1),))
+    assert signatures_of(record("avg_pool2d_grad"), [y], [x], {**attrs, "x_shape": x.shape})[0] == \
+        Signature((split(0),), (split(0),), shape_attrs=(("x_shape", 0),))
+    last = signatures_of(record("max_pool2d"), [BlobSpec((4, 8, 8, 6), F32)], [BlobSpec((4, 4, 4, 6), F32)],
+                         {**attrs, "data_format": "NHWC"})
+    assert last[1] == Signature((split(3),), (split(3),))

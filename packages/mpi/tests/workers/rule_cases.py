@@ -9,7 +9,8 @@ of 3 (which cannot split), so the second contracts the split channels; layer_nor
 features, its rows split; batch_norm: a batch-normalized layer, its rows split (the statistics over every rank's
 rows) and (batch_norm_channels, 7 rows) its channels split; cross_entropy: a classifier head split by classes
 into the softmax cross entropy with probability labels; l2_normalize: a face head's class layer split by classes,
-each class's weights normalized, into the sparse softmax cross entropy.
+each class's weights normalized, into the sparse softmax cross entropy; pool: a convolution split by filters into
+max and average pooling of its channels.
 """
 import os
 import sys
@@ -130,6 +131,19 @@ if case == "l2_normalize":
 
     value, planned = train(l2_job, data.standard_normal((7, 5)).astype(np.float32),
                            data.integers(0, 8, 7).astype(np.int32))
+
+if case == "pool":
+    @flow.global_function(type="train")
+    def pool_job(x: tp.Numpy.Placeholder((3, 2, 8, 8))) -> tp.Numpy:
+        filters = flow.get_variable("conv-weight", (4, 2, 3, 3), initializer=normal(stddev=0.2),
+                                    distribute=flow.distribute.split(0))
+        hidden = flow.nn.relu(flow.nn.conv2d(x, filters, strides=1, padding="SAME"))
+        pooled = flow.nn.avg_pool2d(flow.nn.max_pool2d(hidden, 2, 2, "VALID"), 2, 2, "VALID")
+        loss = flow.math.reduce_mean(flow.math.square(pooled - 0.5))
+        SGD.minimize(loss)
+        return loss
+
+    value, planned = train(pool_job, data.standard_normal((3, 2, 8, 8)).astype(np.float32))
 
 if rank == 0:
     np.save(os.path.join(out, "value.npy"), value)

@@ -296,3 +296,12 @@ def l2_normalize(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
     outputs = 2 if len(inputs) == 1 else 1
     return [Signature((split(k),) * len(inputs), (split(k),) * outputs) for k in range(len(x.shape))
             if k != axis and x.shape[k] != 1]
+
+
+def pool(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """Pooling and its gradients (each window within one sample and channel): the batch or the channel axis split
+    alike on every input and the output (an average's gradient, which holds ``x_shape``, gets its piece's)."""
+    rank = len(inputs[0].shape)
+    pieces = (("x_shape", 0),) if "x_shape" in attrs else ()
+    return [Signature((split(k),) * len(inputs), (split(k),), shape_attrs=pieces)
+            for k in dict.fromkeys((0, _channel_axis(rank, attrs)))]

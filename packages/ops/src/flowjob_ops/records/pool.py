@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from flowjob_core import BlobSpec, GradContext, KernelContext, OpDef, ShapeError
 
+from flowjob_ops import layout_rules
 from flowjob_ops.kernels import pool
 from flowjob_ops.kernels.window import FORMATS
 from flowjob_ops.records.common import require_floating
@@ -112,8 +113,10 @@ def pool_records(variant: PoolVariant, rank: int) -> tuple[OpDef, OpDef]:
         return variant.backward(ctx.xp, geom, ctx.inputs[0].dtype, ctx.out(0))
 
     forward = OpDef(name, infer, kernel=kernel, grad=grad, name_prefix=prefix, amp=variant.amp, host_split=True,
+                    layouts=layout_rules.pool,
                     doc=f"{variant.doc} over each {rank}-D window")
     backward = OpDef(grad_name, grad_infer, kernel=grad_kernel, not_differentiable=True, host_split=True,
+                     layouts=layout_rules.pool,
                      name_prefix=f"{prefix}Grad", doc=variant.grad_doc)
     return forward, backward
 
@@ -138,6 +141,7 @@ def _max_relu_grad_kernel(ctx: KernelContext) -> Any:
 
 
 MAX_POOL2D_RELU_GRAD = OpDef("max_pool2d_relu_grad", MAX_POOL2D_GRAD.infer, kernel=_max_relu_grad_kernel,
+                             layouts=layout_rules.pool,
                              not_differentiable=True, name_prefix="MaxPool2DReluGrad", host_split=True,
                              doc="inputs (x, y, dy): max_pool2d_grad followed by relu_grad(x, .) in one kernel "
                                  "(the mask taken at the pooled size); made by the fusion pass")
