@@ -42,6 +42,9 @@ def test_a_convolution_with_its_batch_split_is_data_parallel(tmp_path):
     assert "(2, 4, 6, 6):float32 S(0) = conv2d_grad_data(" in text and "x_shape=(2, 4, 6, 6)" in text, text
     assert "Conv2D_3_grad_1/out_0: (3, 4, 3, 3):float32 P = conv2d_grad_filter(" in text, text
     assert "Conv2D_1_grad/out_0: (4, 2, 3, 3):float32 P = conv2d_grad_filter(" in text, text
+    # the loss: each rank's rows' share of the mean, one scalar all-reduced (not the rows all-gathered)
+    assert ("ReduceMean_5/out_0: (1,):float32 P = sharded_reduce_mean(Square_4/out_0) {axis=None, keepdims=False, "
+            "shard_size=4, shard_start=0, shard_stop=2}") in text, text
 
 
 @pytest.mark.parametrize("case", ["conv", "channels"])

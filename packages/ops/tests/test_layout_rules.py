@@ -201,3 +201,16 @@ def test_pooling_splits_its_batch_or_its_channels():
     last = signatures_of(record("max_pool2d"), [BlobSpec((4, 8, 8, 6), F32)], [BlobSpec((4, 4, 4, 6), F32)],
                          {**attrs, "data_format": "NHWC"})
     assert last[1] == Signature((split(3),), (split(3),))
+
+
+def test_a_mean_over_a_split_axis_gives_partial_sums_that_add_up_to_the_mean():
+    x = BlobSpec((4, 6, 2), F32)
+    assert Signature((split(1),), (P,), local_op="sharded_reduce_mean") in layout_rules.reduce_mean(
+        [x], {"axis": [1, 2], "keepdims": False})
+    value = RNG.standard_normal((4, 6, 2)).astype(np.float32)
+    pieces = [run_op("sharded_reduce_mean", [value[:, s:s + 2]], {"axis": [1, 2], "keepdims": True,
+                                                                   "shard_start": s, "shard_stop": s + 2,
+                                                                   "shard_size": 6})[0] for s in (0, 2, 4)]
+    np.testing.assert_allclose(sum(pieces), value.mean(axis=(1, 2), keepdims=True), rtol=1e-6)
+    with pytest.raises(OpBuildError, match="sharded_reduce_mean: shard_start 4, shard_stop 8"):
+        run_op("sharded_reduce_mean", [value], {"axis": None, "shard_start": 4, "shard_stop": 8, "shard_size": 6})

@@ -102,11 +102,13 @@ def reduce_sum(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
 
 
 def reduce_mean(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
-    """A split axis that is not reduced stays split; partial sums stay so (the mean is linear)."""
+    """A split axis that is not reduced stays split; a split axis averaged away gives partial sums through
+    ``sharded_reduce_mean`` (each rank's sum over the whole count); partial sums stay so (the mean is linear)."""
     (x,) = inputs
     axes, keep = normalize_axes(attrs.get("axis"), len(x.shape)), bool(attrs.get("keepdims", False))
     found = [Signature((split(k),), (split(_reduced_axis(k, axes, keep)),))
              for k in range(len(x.shape)) if k not in axes]
+    found += [Signature((split(k),), (P,), local_op="sharded_reduce_mean") for k in axes]
     return found + [Signature((P,), (P,))]
 
 
