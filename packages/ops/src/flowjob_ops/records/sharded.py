@@ -157,6 +157,7 @@ def _mean_kernel(ctx: KernelContext) -> Any:
 
 
 SHARDED_REDUCE_MEAN = OpDef("sharded_reduce_mean", _mean_infer, kernel=_mean_kernel, not_differentiable=True,
+                            amp="black",
                             doc="this rank's share of a mean over a split axis: its piece's sum over the whole count "
                                 "(attrs of reduce_mean, shard_start, shard_stop, shard_size)")
 
