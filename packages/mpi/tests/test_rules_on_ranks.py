@@ -106,3 +106,10 @@ def test_pooling_keeps_the_channels_a_split_convolution_made(tmp_path):
     assert "AvgPool2D_4/out_0: (3, 2, 2, 2):float32 S(1) = avg_pool2d(MaxPool2D_3/out_0)" in text, text
     # the average's gradient is given its piece's x_shape
     assert "(3, 2, 4, 4):float32 S(1) = avg_pool2d_grad(" in text and "x_shape=(3, 2, 4, 4)" in text, text
+
+
+def test_concat_and_its_gradient_keep_the_rows_split(tmp_path):
+    text = _both("concat", tmp_path)
+    assert "Concat_3/out_0: (4, 5):float32 S(0) = concat(Matmul_1/out_0, Matmul_2/out_0) {axis=1}" in text, text
+    assert ("Concat_3_grad/out_0: (4, 3):float32 S(0), Concat_3_grad/out_1: (4, 2):float32 S(0) = "
+            "split(Sigmoid_4_grad/out_0)") in text, text

@@ -214,3 +214,11 @@ def test_a_mean_over_a_split_axis_gives_partial_sums_that_add_up_to_the_mean():
     np.testing.assert_allclose(sum(pieces), value.mean(axis=(1, 2), keepdims=True), rtol=1e-6)
     with pytest.raises(OpBuildError, match="sharded_reduce_mean: shard_start 4, shard_stop 8"):
         run_op("sharded_reduce_mean", [value], {"axis": None, "shard_start": 4, "shard_stop": 8, "shard_size": 6})
+
+
+def test_concat_and_split_keep_a_split_off_their_axis():
+    a, b, joined = BlobSpec((8, 3), F32), BlobSpec((8, 2), F32), BlobSpec((8, 5), F32)
+    assert signatures_of(record("concat"), [a, b], [joined], {"axis": 1}) == [
+        Signature((split(0), split(0)), (split(0),)), Signature((P, P), (P,)), Signature((B, B), (B,))]
+    assert signatures_of(record("split"), [joined], [a, b], {"axis": 1, "sizes": (3, 2)})[:2] == [
+        Signature((split(0),), (split(0), split(0))), Signature((P,), (P, P))]

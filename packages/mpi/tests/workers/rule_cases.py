@@ -10,7 +10,7 @@ features, its rows split; batch_norm: a batch-normalized layer, its rows split (
 rows) and (batch_norm_channels, 7 rows) its channels split; cross_entropy: a classifier head split by classes
 into the softmax cross entropy with probability labels; l2_normalize: a face head's class layer split by classes,
 each class's weights normalized, into the sparse softmax cross entropy; pool: a convolution split by filters into
-max and average pooling of its channels.
+max and average pooling of its channels; concat: two products of the batch's rows joined along the features.
 """
 import os
 import sys
@@ -144,6 +144,17 @@ if case == "pool":
         return loss
 
     value, planned = train(pool_job, data.standard_normal((3, 2, 8, 8)).astype(np.float32))
+
+if case == "concat":
+    @flow.global_function(type="train")
+    def concat_job(x: tp.Numpy.Placeholder((8, 6))) -> tp.Numpy:
+        parts = [flow.matmul(x, flow.get_variable(f"part{k}-weight", (6, 3 - k), initializer=normal(),
+                                                  distribute=flow.distribute.broadcast())) for k in range(2)]
+        loss = flow.math.reduce_mean(flow.math.sigmoid(flow.concat(parts, axis=1)))
+        SGD.minimize(loss)
+        return loss
+
+    value, planned = train(concat_job, data.standard_normal((8, 6)).astype(np.float32))
 
 if rank == 0:
     np.save(os.path.join(out, "value.npy"), value)

@@ -307,3 +307,22 @@ def pool(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
     pieces = (("x_shape", 0),) if "x_shape" in attrs else ()
     return [Signature((split(k),) * len(inputs), (split(k),), shape_attrs=pieces)
             for k in dict.fromkeys((0, _channel_axis(rank, attrs)))]
+
+
+def concat(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """Inputs joined along ``axis``: split alike along another axis (each rank joins its rows); partial sums join
+    to partial sums."""
+    first = inputs[0].shape
+    axis = normalize_axis(attrs.get("axis", 0), len(first))
+    found = [Signature((split(k),) * len(inputs), (split(k),)) for k in range(len(first))
+             if k != axis and first[k] != 1]
+    return found + [Signature((P,) * len(inputs), (P,))]
+
+
+def split_pieces(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """``split`` (concat's gradient), the input cut along ``axis`` into ``sizes``: split along another axis, every
+    piece split alike; partial sums cut into partial sums."""
+    (x,) = inputs
+    axis, pieces = normalize_axis(attrs.get("axis", 0), len(x.shape)), len(attrs.get("sizes") or ())
+    found = [Signature((split(k),), (split(k),) * pieces) for k in range(len(x.shape)) if k != axis and x.shape[k] != 1]
+    return found + [Signature((P,), (P,) * pieces)]

@@ -257,8 +257,10 @@ def _split_grad(ctx: GradContext) -> list[Any]:
 
 
 CONCAT = OpDef("concat", _concat_infer, kernel=_concat_kernel, grad=_concat_grad, name_prefix="Concat",
+               layouts=layout_rules.concat,
                doc="inputs joined along axis", amp="clear")
 SPLIT = OpDef("split", _split_infer, kernel=_split_kernel, grad=_split_grad, name_prefix="Split",
+              layouts=layout_rules.split_pieces,
               doc="the input cut along axis into pieces of the given sizes (one output each)", amp="black")
 
 
