@@ -108,8 +108,9 @@ def test_pooling_keeps_the_channels_a_split_convolution_made(tmp_path):
     assert "(3, 2, 4, 4):float32 S(1) = avg_pool2d_grad(" in text and "x_shape=(3, 2, 4, 4)" in text, text
 
 
-def test_concat_and_its_gradient_keep_the_rows_split(tmp_path):
+def test_concat_slice_and_their_gradients_keep_the_rows_split(tmp_path):
     text = _both("concat", tmp_path)
     assert "Concat_3/out_0: (4, 5):float32 S(0) = concat(Matmul_1/out_0, Matmul_2/out_0) {axis=1}" in text, text
-    assert ("Concat_3_grad/out_0: (4, 3):float32 S(0), Concat_3_grad/out_1: (4, 2):float32 S(0) = "
-            "split(Sigmoid_4_grad/out_0)") in text, text
+    assert "(4, 3):float32 S(0) = slice(Concat_3/out_0) {begin=(None, 1), size=(None, 3)}" in text, text
+    assert "(4, 5):float32 S(0) = slice_grad(" in text and "shape=(4, 5)" in text, text
+    assert "Concat_3_grad/out_0: (4, 3):float32 S(0), Concat_3_grad/out_1: (4, 2):float32 S(0) = split(" in text

@@ -222,3 +222,14 @@ def test_concat_and_split_keep_a_split_off_their_axis():
         Signature((split(0), split(0)), (split(0),)), Signature((P, P), (P,)), Signature((B, B), (B,))]
     assert signatures_of(record("split"), [joined], [a, b], {"axis": 1, "sizes": (3, 2)})[:2] == [
         Signature((split(0),), (split(0), split(0))), Signature((P,), (P, P))]
+
+
+def test_a_slice_keeps_a_split_on_an_axis_it_takes_whole():
+    x, box = BlobSpec((8, 6), F32), BlobSpec((8, 2), F32)
+    attrs = {"begin": [None, 1], "size": [-1, 2]}
+    assert signatures_of(record("slice"), [x], [box], attrs) == [
+        Signature((split(0),), (split(0),)), Signature((P,), (P,)), Signature((B,), (B,))]
+    assert signatures_of(record("slice_grad"), [box], [x], {**attrs, "shape": (8, 6)})[0] == \
+        Signature((split(0),), (split(0),), shape_attrs=(("shape", 0),))
+    assert signatures_of(record("slice"), [x], [BlobSpec((4, 2), F32)], {"begin": [2, 1], "size": [4, 2]})[0] == \
+        Signature((P,), (P,))  # the rows cut too: no split

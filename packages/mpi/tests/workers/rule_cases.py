@@ -10,7 +10,8 @@ features, its rows split; batch_norm: a batch-normalized layer, its rows split (
 rows) and (batch_norm_channels, 7 rows) its channels split; cross_entropy: a classifier head split by classes
 into the softmax cross entropy with probability labels; l2_normalize: a face head's class layer split by classes,
 each class's weights normalized, into the sparse softmax cross entropy; pool: a convolution split by filters into
-max and average pooling of its channels; concat: two products of the batch's rows joined along the features.
+max and average pooling of its channels; concat: two products of the batch's rows joined along the features, then
+a slice of the features.
 """
 import os
 import sys
@@ -150,7 +151,8 @@ if case == "concat":
     def concat_job(x: tp.Numpy.Placeholder((8, 6))) -> tp.Numpy:
         parts = [flow.matmul(x, flow.get_variable(f"part{k}-weight", (6, 3 - k), initializer=normal(),
                                                   distribute=flow.distribute.broadcast())) for k in range(2)]
-        loss = flow.math.reduce_mean(flow.math.sigmoid(flow.concat(parts, axis=1)))
+        joined = flow.slice(flow.concat(parts, axis=1), begin=[None, 1], size=[None, 3])
+        loss = flow.math.reduce_mean(flow.math.sigmoid(joined))
         SGD.minimize(loss)
         return loss
 

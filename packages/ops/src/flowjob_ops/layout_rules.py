@@ -326,3 +326,24 @@ def split_pieces(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
     axis, pieces = normalize_axis(attrs.get("axis", 0), len(x.shape)), len(attrs.get("sizes") or ())
     found = [Signature((split(k),), (split(k),) * pieces) for k in range(len(x.shape)) if k != axis and x.shape[k] != 1]
     return found + [Signature((P,), (P,) * pieces)]
+
+
+def _whole_axes(attrs: dict, rank: int) -> list[int]:
+    """The axes a legacy ``slice`` (per axis a begin and a size) takes whole: begin None or 0, size None or -1."""
+    begin, size = attrs.get("begin"), attrs.get("size")
+    if (begin is not None and len(begin) != rank) or (size is not None and len(size) != rank):
+        return []
+    return [k for k in range(rank)
+            if (begin is None or begin[k] in (None, 0)) and (size is None or size[k] in (None, -1))]
+
+
+def slice_box(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """``slice`` and ``slice_grad`` (begin and size per axis): split along an axis the box takes whole (the
+    gradient's ``shape`` then its piece's); partial sums stay so (both are linear)."""
+    (x,) = inputs
+    grad = "shape" in attrs
+    rank = len(tuple(attrs["shape"])) if grad else len(x.shape)
+    pieces = (("shape", 0),) if grad else ()
+    found = [Signature((split(k),), (split(k),), shape_attrs=pieces) for k in _whole_axes(attrs, rank)
+             if x.shape[k] != 1]
+    return found + [Signature((P,), (P,))]

@@ -87,8 +87,10 @@ def _slice_grad_kernel(ctx: KernelContext) -> Any:
 
 
 SLICE = OpDef("slice", _slice_infer, kernel=_slice_kernel, grad=_slice_grad, name_prefix="Slice",
+              layouts=layout_rules.slice_box,
               doc="a box of x: per axis begin (None = 0) and size (None or -1 = to the end)", amp="clear")
 SLICE_GRAD = OpDef("slice_grad", _slice_grad_infer, kernel=_slice_grad_kernel, not_differentiable=True,
+                   layouts=layout_rules.slice_box,
                    name_prefix="SliceGrad", doc="dy placed in the box of zeros shaped like the sliced input")
 
 
