@@ -57,6 +57,15 @@ def test_the_choice_moves_fewest_bytes_and_ties_go_to_the_first_listed():
     assert layout.boxing_bytes(BROADCAST, PARTIAL_SUM, x, 2) == float("inf")
 
 
+def test_moving_a_split_to_another_axis_costs_an_all_to_all_not_an_all_gather():
+    x = BlobSpec((8, 8), F32)  # 256 bytes: an all-gather brings each rank the other half, an all-to-all a quarter
+    assert layout.boxing_bytes(split(0), BROADCAST, x, 2) == 128.0
+    assert layout.boxing_bytes(split(0), split(1), x, 2) == 64.0
+    assert layout.boxing_bytes(split(0), split(1), x, 4) == 256 * 3 / 16
+    rows, whole = Signature((split(1),), (split(1),)), layout.run_whole([x], 1)
+    assert layout.choose([whole, rows], [split(0)], [x], 2) == rows
+
+
 def test_declared_layouts_are_recorded_printed_and_verified():
     session = Session()
     traced = Job("declared")
@@ -154,3 +163,37 @@ def test_dead_values_lose_their_layouts():
     job.layouts["v/out"] = split(0)
     eliminate_dead_code(job, PassContext(session, session.registries))
     assert job.layouts == {}
+
+
+def test_a_gradient_layout_is_recorded_for_the_boxing_pass_and_verified():
+    session = Session()
+    traced = Job("grads")
+    builder = JobBuilder(traced, session)
+    with builder.activate():
+        table = get_variable("table", (6, 2))
+        same = table.with_gradient_distribute(distribute.split(0))
+        table.with_gradient_distribute(distribute.auto())  # auto(): the pass chooses, nothing recorded
+    assert same.lbn == table.lbn and traced.layouts == {}
+    assert traced.gradient_layouts == {"table/out": split(0)}
+    assert traced.copy().gradient_layouts == traced.gradient_layouts
+    assert "\ngradient layouts:\n  table/out: S(0)" in str(traced)  # what python -m oneflow dump prints
+    verify(traced, PassContext(session, session.registries))
+    traced.gradient_layouts["table/out"] = split(2)
+    with pytest.raises(VerificationError, match=r"job 'grads', the gradient of 'table/out': split axis 2 is out of"):
+        verify(traced, PassContext(session, session.registries))
+
+
+def test_the_builtin_sum_and_unbroadcast_keep_splits_or_give_partial_sums():
+    from flowjob_core.plugins.builtin_ops import ADD_N, UNBROADCAST
+
+    x = BlobSpec((8, 5), F32)
+    assert layout.signatures_of(ADD_N, [x, x], [x], {})[:3] == [
+        Signature((split(0), split(0)), (split(0),)), Signature((split(1), split(1)), (split(1),)),
+        Signature((PARTIAL_SUM, PARTIAL_SUM), (PARTIAL_SUM,))]
+    target = BlobSpec((1, 5), F32)
+    assert layout.signatures_of(UNBROADCAST, [x], [target], {"shape": (1, 5)})[:3] == [
+        Signature((split(0),), (PARTIAL_SUM,)), Signature((split(1),), (split(1),), shape_attrs=(("shape", 0),)),
+        Signature((PARTIAL_SUM,), (PARTIAL_SUM,))]
+    cube = BlobSpec((2, 8, 5), F32)  # a leading axis summed away
+    assert layout.signatures_of(UNBROADCAST, [cube], [x], {"shape": (8, 5)})[:2] == [
+        Signature((split(0),), (PARTIAL_SUM,)), Signature((split(1),), (split(0),), shape_attrs=(("shape", 0),))]

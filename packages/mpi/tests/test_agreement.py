@@ -53,3 +53,34 @@ def test_ranks_fed_alike_pass_every_step():
     for _ in range(3):
         check.check(images.copy())
     assert check.steps == 3
+
+
+def test_every_collective_the_boxing_pass_makes_is_checked(monkeypatch):
+    """A job whose only collective is an all-to-all (or a reduce-scatter, or a split op's piece) gets the step
+    check too, with that node's shapes in its digest."""
+    from types import SimpleNamespace
+
+    from flowjob_core import BlobSpec
+    from flowjob_core.ir.job import Job, Node
+    from flowjob_mpi import agreement, plugin
+    from flowjob_mpi.ops import MPI_ALL_TO_ALL, MPI_REDUCE_SCATTER
+
+    two = SimpleNamespace(size=2)
+    monkeypatch.setattr(agreement, "world", lambda: two)
+    monkeypatch.setattr(plugin, "world", lambda: two)
+    registered = []
+    plugin.flowjob_add_ops(SimpleNamespace(add=registered.append))
+    assert set(agreement.COLLECTIVES) <= {op.name for op in registered}  # each names a real op
+    # every ordered op but the check itself and the wait of a bucket its start sent
+    assert {op.name for op in registered if op.effects.ordered} - {"mpi_step_check", "mpi_allreduce_wait"} == \
+        set(agreement.COLLECTIVES)
+    session = SimpleNamespace(config=SimpleNamespace(debug_mode=False))
+    collectives = {MPI_ALL_TO_ALL.name, MPI_REDUCE_SCATTER.name}
+    digests = set()
+    for op in sorted(collectives):
+        job = Job("only_" + op, specs={"x/out": BlobSpec((4, 2), np.dtype(np.float32))})
+        job.nodes.append(Node(op, "box", ("x/out",), ("box/out_0",), {}))
+        agreement.add_step_check(job, SimpleNamespace(session=session))
+        assert [n.op for n in job.nodes] == ["mpi_step_check", op]
+        digests.add(job.nodes[0].attrs["layout"])
+    assert len(digests) == 2

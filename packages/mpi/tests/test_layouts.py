@@ -193,8 +193,88 @@ def test_a_blob_annotated_split_along_an_axis_it_lacks_is_an_error_naming_job_op
             "range for a blob of shape (4, 2)") in result.stderr, result.stderr
 
 
-def test_with_gradient_distribute_on_several_ranks_warns_naming_the_blob(tmp_path):
-    result = ok(ranks(2, "layout_cases.py", "gradient", timeout=60))
-    assert ("UserWarning: job 'gradient_job', op 'Matmul_1', blob 'Matmul_1/out_0': "
-            "with_gradient_distribute(broadcast()) is not followed on several ranks") in result.stderr, result.stderr
-    assert "loss 8.0" in result.stdout
+def test_with_gradient_distribute_gives_the_gradient_its_layout_and_trains_like_one_process(tmp_path):
+    one, two, plain = tmp_path / "one", tmp_path / "two", tmp_path / "plain"
+    for folder in (one, two, plain):
+        folder.mkdir()
+    ok(ranks(0, "layout_cases.py", "gradient", one, timeout=60))
+    ok(ranks(2, "layout_cases.py", "gradient", two, timeout=60))
+    np.testing.assert_allclose(np.load(two / "value.npy"), np.load(one / "value.npy"), rtol=2e-5, atol=2e-6)
+    text = (two / "dump.txt").read_text()
+    # y = x @ w is split by columns (w's); its gradient is given rows, from which w's gradient, split by columns,
+    # takes its columns back by an all-to-all (fewer bytes than a reduce-scatter of partial products)
+    assert "Matmul_1/out_0: (8, 2):float32 S(1) = matmul(" in text, text
+    assert "Sigmoid_2_grad/out_0: (4, 4):float32 S(0) = sigmoid_grad(" in text, text
+    assert ("(8, 2):float32 S(1) = mpi_all_to_all(Sigmoid_2_grad/out_0) {concat_axis=0, ranks=2, "
+            "split_axis=1}") in text, text
+    ok(ranks(2, "layout_cases.py", "gradient_plain", plain, timeout=60))  # without it: w's columns throughout
+    text = (plain / "dump.txt").read_text()
+    assert "Sigmoid_2_grad/out_0: (8, 2):float32 S(1) = sigmoid_grad(" in text and "mpi_all_to_all" not in text, text
+
+
+def test_a_split_moved_to_another_axis_is_one_all_to_all_and_trains_like_one_process(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    ok(ranks(0, "layout_cases.py", "alltoall", one, timeout=60))
+    ok(ranks(2, "layout_cases.py", "alltoall", two, timeout=60))
+    np.testing.assert_allclose(np.load(two / "value.npy"), np.load(one / "value.npy"), rtol=2e-5, atol=2e-6)
+    text = (two / "dump.txt").read_text()
+    # the rows this rank holds, cut in two by columns: one half stays, the other goes to the other rank
+    assert ("Square_1-boxing/out_0: (8, 3):float32 S(1) = mpi_all_to_all(Square_1/out_0) {concat_axis=0, ranks=2, "
+            "split_axis=1}") in text, text
+    assert "mpi_allgather(Square_1" not in text, text
+
+
+def test_the_gradient_of_an_all_to_all_is_the_all_to_all_back():
+    from flowjob_mpi.ops import MPI_ALL_TO_ALL
+
+    class Grad:
+        attrs, dy = {"split_axis": 1, "concat_axis": 0, "ranks": 2}, "dy"
+
+        def apply(self, op, inputs, attrs):
+            return op, inputs, attrs
+
+    assert MPI_ALL_TO_ALL.grad(Grad()) == [("mpi_all_to_all", ["dy"], {"split_axis": 0, "concat_axis": 1, "ranks": 2})]
+    from flowjob_core import BlobSpec
+    (piece,) = MPI_ALL_TO_ALL.infer([BlobSpec((4, 6), np.dtype(np.float32))], Grad.attrs)
+    assert piece.shape == (8, 3)
+
+
+@pytest.mark.parametrize("case", ["uneven_blob", "uneven_gradient"])
+def test_a_declared_split_that_does_not_divide_evenly_is_an_error_naming_job_op_and_blob(case, tmp_path):
+    result = ranks(2, "layout_cases.py", case, timeout=60)
+    assert result.returncode != 0
+    if case == "uneven_blob":
+        assert "MpiError: global function 'uneven_blob_job', op 'Matmul_1' (matmul) at " in result.stderr, \
+            result.stderr
+        assert "output 'Matmul_1/out_0': axis 0 of shape (5, 4) (5) does not split evenly over 2 ranks" \
+            in result.stderr, result.stderr
+    else:  # the gradient's producer, and the blob whose gradient it is
+        assert ("output 'Sigmoid_2_grad/out_0': the gradient of blob 'Matmul_1/out_0' "
+                "(with_gradient_distribute(S(0))): axis 0 of shape (5, 4) (5) does not split evenly over 2 ranks"
+                ) in result.stderr, result.stderr
+
+
+def test_a_gradient_split_along_an_axis_the_blob_lacks_is_an_error_naming_job_op_and_blob(tmp_path):
+    result = ranks(2, "layout_cases.py", "gradient_axis", timeout=60)
+    assert result.returncode != 0
+    assert ("ValueError: job 'gradient_axis_job', op 'Matmul_1', blob 'Matmul_1/out_0': with_gradient_distribute: "
+            "split axis 2 is out of range for a blob of shape (4, 2)") in result.stderr, result.stderr
+
+
+def test_python_m_oneflow_dump_shows_the_gradient_s_layout_on_two_ranks():
+    import subprocess
+    import sys
+
+    from flowjob_mpi.launch import find_mpiexec
+
+    script = sibling(__file__, "mpirun").WORKERS / "gradient_dump.py"
+    traced = subprocess.run([sys.executable, "-m", "oneflow", "dump", str(script)], capture_output=True, text=True,
+                            timeout=60)
+    assert "gradient layouts:\n  Matmul_1/out_0: S(0)" in traced.stdout, traced.stdout + traced.stderr
+    planned = subprocess.run([find_mpiexec(), "-n", "2", sys.executable, "-m", "oneflow", "dump", "--after", "all",
+                              str(script)], capture_output=True, text=True, timeout=60)
+    assert planned.returncode == 0, planned.stderr
+    assert "Sigmoid_2_grad/out_0: (4, 4):float32 S(0) = sigmoid_grad(" in planned.stdout, planned.stdout
+    assert "(8, 2):float32 S(1) = mpi_all_to_all(Sigmoid_2_grad/out_0)" in planned.stdout, planned.stdout

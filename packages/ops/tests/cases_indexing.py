@@ -1,6 +1,7 @@
 """Op cases of the indexing records beyond op_cases.py's table: the nd gathers and scatters, batch_gather,
 the strided slices and their updates (slice_v2, slice_update), diag, dim_gather and their gradient ops, and the
-pieces of split signatures (sharded_gather, its gradient, the class-split cross entropy's gradient).
+pieces of split signatures (sharded_gather, its gradient, the class-split cross entropy's gradient, the mean over
+a split axis).
 op_cases.py appends ``CASES`` to its table.
 
 References are plain numpy written apart from the kernels: loops over index rows and element loops over
@@ -311,7 +312,25 @@ def sharded_ce_grad_ref(labels: np.ndarray, prob: np.ndarray, dy: np.ndarray, sh
     return out
 
 
+def sharded_mean_case(draw: Draw) -> Case:
+    size = draw(st.integers(2, 6))
+    start = draw(st.integers(0, size - 1))
+    stop = draw(st.integers(start + 1, size))
+    keepdims = draw(st.booleans())
+    return [_array(draw, (stop - start, 3))], {"axis": draw(st.sampled_from([[0], None])), "keepdims": keepdims,
+                                               "shard_start": start, "shard_stop": stop, "shard_size": size}
+
+
+def sharded_mean_ref(piece: np.ndarray, axis: Any, keepdims: bool, shard_start: int, shard_stop: int,
+                     shard_size: int) -> np.ndarray:
+    axes = (0,) if axis == [0] else (0, 1)
+    count = shard_size * (1 if axis == [0] else piece.shape[1])
+    out = piece.sum(axis=axes, keepdims=keepdims) / count
+    return out.reshape(-1) if not keepdims and axis is None else out
+
+
 CASES = [
+    OpCase("sharded_reduce_mean", sharded_mean_case, reference=sharded_mean_ref, wrt=()),
     OpCase("sharded_sparse_softmax_cross_entropy_grad", sharded_ce_grad_case, reference=sharded_ce_grad_ref, wrt=()),
     OpCase("sharded_gather", sharded_gather_case, reference=sharded_gather_ref, wrt=()),
     OpCase("sharded_gather_grad", sharded_gather_grad_case, reference=sharded_gather_grad_ref, wrt=()),

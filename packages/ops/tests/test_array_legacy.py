@@ -171,3 +171,23 @@ def test_stack_and_tile_differentiate_through_split_and_sum() -> None:
 def test_bad_arguments_name_the_function(fn: Any, match: str) -> None:
     with pytest.raises(fc.OpBuildError, match=match):
         run_job(fn, X)
+
+
+def test_parallel_cast_lays_out_the_value_and_its_gradient_as_with_distribute_does():
+    from flowjob_core import OpBuildError, Session
+    from flowjob_core.api.variables import get_variable
+    from flowjob_core.ir import distribute as flow_distribute
+    from flowjob_core.ir.job import Job
+    from flowjob_core.ir.layout import BROADCAST, split
+    from flowjob_core.trace.builder import JobBuilder
+
+    job = Job("cast")
+    session = Session()
+    with JobBuilder(job, session).activate():
+        table = get_variable("table", (4, 2))
+        rows = array.parallel_cast(table, distribute="S(0)", gradient_distribute=flow_distribute.broadcast())
+        whole = array.parallel_cast(table, distribute=flow_distribute.broadcast(), gradient_distribute="S(1)")
+        with pytest.raises(OpBuildError, match=r"flow.parallel_cast.*gradient_distribute must be 'B' or 'S\(axis\)'"):
+            array.parallel_cast(table, gradient_distribute="P")
+    assert job.layouts[rows.lbn] == split(0) and job.gradient_layouts[rows.lbn] == BROADCAST
+    assert job.layouts[whole.lbn] == BROADCAST and job.gradient_layouts[whole.lbn] == split(1)

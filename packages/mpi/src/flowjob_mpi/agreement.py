@@ -28,7 +28,13 @@ from flowjob_mpi.errors import MpiError
 from flowjob_mpi.faults import WAITING
 from flowjob_mpi.world import world
 
-COLLECTIVES = ("mpi_allgather", "mpi_allreduce", "mpi_allreduce_start")
+# every op whose kernel takes part in a collective: the boxing nodes and the pieces of split ops that reduce across
+# the ranks (a job of only such nodes still needs the check before them)
+COLLECTIVES = ("mpi_allgather", "mpi_allreduce", "mpi_allreduce_start", "mpi_reduce_scatter", "mpi_all_to_all",
+               "mpi_sparse_softmax_cross_entropy_class_split", "mpi_softmax_class_split",
+               "mpi_log_softmax_class_split", "mpi_softmax_grad_class_split", "mpi_log_softmax_grad_class_split",
+               "mpi_softmax_cross_entropy_class_split", "mpi_batch_norm_train_rows_split",
+               "mpi_batch_norm_train_grad_rows_split")
 
 
 class RankMismatchError(MpiError):

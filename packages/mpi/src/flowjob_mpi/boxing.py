@@ -12,7 +12,7 @@ input's layout differs, boxing nodes convert it:
 
     S(a) -> B   mpi_allgather along a            P -> B      mpi_allreduce (weight 1)
     B -> S(a)   mpi_split: this rank's slice      P -> S(a)   mpi_reduce_scatter along a
-    S(a) -> S(b)  mpi_allgather, then mpi_split
+    S(a) -> S(b)  mpi_all_to_all (1/R of an all-gather's bytes)
 
 Each node is then inferred again on this rank's pieces (a split variable's node holds its shard's shape), and a
 signature computed by another record (``Signature.local_op``) becomes that record's node with ``shard_start`` /
@@ -31,7 +31,7 @@ from typing import Any, Sequence
 from flowjob_core import BlobSpec
 from flowjob_core.ir.job import Job, Node
 from flowjob_core.ir.layout import (
-    BROADCAST, PARTIAL_SUM, Layout, Signature, boxing_bytes, shard_of, signatures_of, split)
+    BROADCAST, PARTIAL_SUM, Layout, Shard, Signature, boxing_bytes, shard_of, signatures_of, split)
 from flowjob_core.trace.builder import JobBuilder
 
 from flowjob_mpi.errors import MpiError
@@ -42,7 +42,7 @@ from flowjob_mpi.world import World, world
 
 def laid_out(job: Job) -> bool:
     """Whether the job declared layouts: the boxing pass, not the data-parallel passes, spreads it over ranks."""
-    return bool(job.layouts)
+    return bool(job.layouts or job.gradient_layouts)
 
 
 def box_layouts(job: Job, ctx: Any) -> None:
@@ -93,6 +93,12 @@ class _Boxing:
         self.builder = JobBuilder(job, ctx.session, bindings=ctx.bindings)
         self.variable_of = {v.lbn: name for name, v in job.variables.items()}
         self.wanted = {grad: self._variable_layout(name) for name, grad in ctx.variable_grads.items()}
+        self.gradient_of: dict[str, str] = {}  # a gradient given a layout -> the blob annotated
+        for lbn, layout in job.gradient_layouts.items():  # blob.with_gradient_distribute
+            grad = ctx.grads.get(lbn)
+            if grad is not None:  # the gradient's producer prefers it, and its readers get it
+                self.declared[grad] = self.wanted[grad] = layout
+                self.gradient_of[grad] = lbn
 
     def _variable_layout(self, name: str) -> Layout:
         return self.store[name].layout or BROADCAST  # a hint on its blob (with_distribute) is boxed after it
@@ -101,6 +107,7 @@ class _Boxing:
         job = self.job
         nodes, job.nodes = job.nodes, []  # boxing nodes the builder appends land right before their reader
         renamed: dict[str, str] = {}
+        offered: set[str] = set()  # placeholders whose rows are offered to their readers: still whole underneath
         for node in nodes:
             node = dataclasses.replace(node, inputs=tuple(renamed.get(x, x) for x in node.inputs))
             if node.op == "variable":
@@ -111,13 +118,20 @@ class _Boxing:
                 batch = self._batch_split(node.outputs[0])
                 if batch is not None and node.outputs[0] not in self.declared:
                     self.declared[node.outputs[0]] = batch
+                    offered.add(node.outputs[0])
             else:
                 layouts = self._place(node)
             for lbn, layout in zip(node.outputs, layouts):
                 self.have[lbn] = job.layouts[lbn] = layout
                 hint = self.declared.get(lbn)
                 if hint is not None and hint != layout:  # blob.with_distribute: its readers see that layout
-                    renamed[lbn] = self.convert(lbn, hint, f"{self._where(node)}, output {lbn!r}")
+                    blob = self.gradient_of.get(lbn)
+                    where = (f"{self._where(node)}, output {lbn!r}" if blob is None else
+                             f"{self._where(node)}, output {lbn!r}: the gradient of blob {blob!r} "
+                             f"(with_gradient_distribute({hint}))")
+                    renamed[lbn] = self.convert(lbn, hint, where)
+                    if lbn not in offered:  # a declared layout is what readers box from, not the whole it was cut from
+                        self.whole_of.pop(renamed[lbn], None)
         for name, grad in list(self.ctx.variable_grads.items()):
             self.ctx.variable_grads[name] = self.convert(
                 grad, self._variable_layout(name), f"global function {job.name!r}, the gradient of variable {name!r}")
@@ -169,6 +183,11 @@ class _Boxing:
             assert piece is not None
             op, attrs = sig.local_op, {**attrs, "shard_start": piece.start, "shard_stop": piece.stop,
                                        "shard_size": spec.shape[piece.axis]}
+        if sig.shape_attrs:
+            attrs = dict(attrs)
+            for name, k in sig.shape_attrs:
+                piece = shard_of(sig.outputs[k], outs[k], self.rank, self.ranks, where)
+                attrs[name] = outs[k].shape if piece is None else piece.local_shape(outs[k].shape)
         try:
             local = tuple(self.ops[op].infer(tuple(self.job.specs[x] for x in inputs), attrs))
         except Exception as exc:  # ShapeError and the plain checks the records make
@@ -219,6 +238,13 @@ class _Boxing:
             self.have[value] = self.job.layouts[value] = want
             self.boxed[(lbn, want)] = value
             return value
+        if have.is_split and want.is_split:  # each rank sends the others only the blocks they keep
+            self._piece(want, logical, where)  # the new axis must split evenly too
+            value = self._add("mpi_all_to_all", value, {"split_axis": want.axis, "concat_axis": have.axis,
+                                                        "ranks": self.ranks}, stem, logical)
+            self.have[value] = self.job.layouts[value] = want
+            self.boxed[(lbn, want)] = value
+            return value
         if have == PARTIAL_SUM:
             value = self._add("mpi_allreduce", value, {"weight": 1.0}, stem, logical)
         elif have.is_split:
@@ -228,8 +254,7 @@ class _Boxing:
         if value != lbn:
             self.have[value] = self.job.layouts[value] = BROADCAST
         if want.is_split:
-            piece = shard_of(want, logical, self.rank, self.ranks, where)
-            assert piece is not None
+            piece = self._piece(want, logical, where)
             whole = value
             value = self._add("mpi_split", value, {"axis": piece.axis, "start": piece.start,
                                                    "count": piece.stop - piece.start}, stem, logical)
@@ -237,6 +262,16 @@ class _Boxing:
         self.have[value] = self.job.layouts[value] = want
         self.boxed[(lbn, want)] = value
         return value
+
+    def _piece(self, want: Layout, logical: BlobSpec, where: str) -> Shard:
+        """This rank's piece of a value boxed to the split ``want``; a declared split that does not divide evenly
+        (each rank's piece has one shape here) is an error naming where it was declared."""
+        try:
+            piece = shard_of(want, logical, self.rank, self.ranks, where)
+        except ValueError as exc:
+            raise MpiError(f"{exc}; a declared split must divide its axis evenly over the ranks") from None
+        assert piece is not None
+        return piece
 
     def _add(self, op: str, lbn: str, attrs: dict, stem: str, logical: BlobSpec) -> str:
         (out,) = self.builder.add_op(op, [self.builder.blob(lbn)], attrs, scoped_name=self.builder.local_name(stem),

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from flowjob_core import BlobSpec, Effects, KernelContext, OpDef, ShapeError
+from flowjob_core import BlobSpec, Effects, GradContext, KernelContext, OpDef, ShapeError
 
 from flowjob_mpi import nccl_boxing
 from flowjob_mpi.faults import WAITING
@@ -155,6 +155,69 @@ def _reduce_scatter_kernel(ctx: KernelContext) -> Callable[[Any], Any]:
     return run
 
 
+def _all_to_all_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    (x,) = inputs
+    split_axis, concat_axis, ranks = attrs["split_axis"], attrs["concat_axis"], attrs["ranks"]
+    for name, axis in (("split_axis", split_axis), ("concat_axis", concat_axis)):
+        if not 0 <= axis < len(x.shape):
+            raise ShapeError(f"{name} {axis} is out of range for a piece of shape {x.shape}")
+    if split_axis == concat_axis:
+        raise ShapeError(f"an all-to-all moves a split from one axis to another, got axis {split_axis} twice")
+    if x.shape[split_axis] % ranks:
+        raise ShapeError(f"axis {split_axis} of {x.shape} does not split evenly over {ranks} ranks")
+    shape = list(x.shape)
+    shape[split_axis] //= ranks
+    shape[concat_axis] *= ranks
+    return [BlobSpec(tuple(shape), x.dtype)]
+
+
+def _all_to_all_grad(ctx: GradContext) -> list[Any]:
+    # the adjoint moves the split back: what this rank sent to rank j along split_axis comes back from it
+    attrs = ctx.attrs
+    return [ctx.apply("mpi_all_to_all", [ctx.dy], {"split_axis": attrs["concat_axis"],
+                                                    "concat_axis": attrs["split_axis"], "ranks": attrs["ranks"]})]
+
+
+def _all_to_all_kernel(ctx: KernelContext) -> Callable[[Any], Any]:
+    """The kernel's collective, chosen per kernel as the gradient buckets choose theirs (``_start_kernel``): a
+    device path for the world's device communicator goes before the host one, which every backend can run."""
+    nccl = _nccl_for(ctx)
+    if nccl is not None:  # GPU ranks: on the device through NCCL (grouped sends and receives)
+        return nccl_boxing.all_to_all_kernel(ctx, nccl)
+    return _host_all_to_all(ctx)
+
+
+def _host_all_to_all(ctx: KernelContext) -> Callable[[Any], Any]:
+    """``MPI_Alltoall`` on host copies: block j of this rank's piece (along split_axis) goes to rank j, and the
+    blocks received from ranks 0, 1, ... are laid side by side along concat_axis."""
+    comm = world().comm
+    split_axis, concat_axis, ranks = ctx.attrs["split_axis"], ctx.attrs["concat_axis"], ctx.attrs["ranks"]
+    x_spec = ctx.inputs[0]
+    block = list(x_spec.shape)
+    block[split_axis] //= ranks
+    sent = np.empty((ranks, *block), dtype=x_spec.dtype)  # rank-major: block j is contiguous
+    received = np.empty_like(sent)
+    out, host, device, host_arrays = ctx.out(0), ctx.backend.to_host, ctx.backend.from_host, ctx.backend.host_arrays
+    step = block[split_axis]
+    what = f"the all-to-all of node {ctx.node_name!r}"
+
+    def run(x: Any) -> Any:
+        value = host(x)
+        for j in range(ranks):
+            np.copyto(sent[j], value[(slice(None),) * split_axis + (slice(j * step, (j + 1) * step),)])
+        WAITING.enter(what)
+        comm.Alltoall(sent, received)
+        WAITING.leave()
+        whole = np.concatenate(list(received), axis=concat_axis)
+        if host_arrays:
+            np.copyto(out, whole)
+        else:
+            out[...] = device(whole)
+        return out
+
+    return run
+
+
 def _nccl_for(ctx: KernelContext) -> Nccl | None:
     """The world's NCCL communicator where it serves this kernel's backend; None: the host MPI path."""
     nccl = world().nccl
@@ -260,7 +323,11 @@ MPI_ALLREDUCE = OpDef("mpi_allreduce", _allreduce_infer, kernel=_allreduce_kerne
 MPI_REDUCE_SCATTER = OpDef("mpi_reduce_scatter", _reduce_scatter_infer, kernel=_reduce_scatter_kernel,
                            not_differentiable=True,
                            doc="the sum over ranks of the input, of which this rank keeps its even slice along axis "
-                               "(attrs axis, ranks)", effects=Effects(ordered=True))
+                               "(attrs axis, ranks)")
+MPI_ALL_TO_ALL = OpDef("mpi_all_to_all", _all_to_all_infer, kernel=_all_to_all_kernel, grad=_all_to_all_grad,
+                       doc="a value split along concat_axis made split along split_axis (attrs split_axis, "
+                           "concat_axis, ranks): block j of this rank's piece goes to rank j, MPI_Alltoall",
+                       effects=Effects(ordered=True))
 
 MPI_ALLREDUCE_START = OpDef("mpi_allreduce_start", _start_infer, kernel=_start_kernel, not_differentiable=True,
                             doc="starts the sum over ranks of weights[i] * input i, all in one non-blocking message",
@@ -271,4 +338,5 @@ MPI_ALLREDUCE_WAIT = OpDef("mpi_allreduce_wait", _wait_infer, kernel=_wait_kerne
 
 # the collectives are ``ordered``: each rank issues them on its step's own thread in schedule order, so every
 # rank sends and waits for the same messages in the same order whatever runs beside them
-OPS = (MPI_SPLIT, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_REDUCE_SCATTER, MPI_ALLREDUCE_START, MPI_ALLREDUCE_WAIT)
+OPS = (MPI_SPLIT, MPI_ALLGATHER, MPI_ALLREDUCE, MPI_REDUCE_SCATTER, MPI_ALL_TO_ALL, MPI_ALLREDUCE_START,
+       MPI_ALLREDUCE_WAIT)

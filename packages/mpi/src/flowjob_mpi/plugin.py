@@ -8,14 +8,15 @@ from typing import Any
 
 from flowjob_core import hookimpl
 
-from flowjob_mpi import agreement, allreduce, boxing, class_split, consistent, ops, placements, watching
+from flowjob_mpi import (agreement, allreduce, batch_norm_split, boxing, class_split, consistent, ops, placements,
+                         softmax_split, watching)
 from flowjob_mpi.world import World, world
 
 
 @hookimpl
 def flowjob_add_ops(registry: Any) -> None:
     if world().size > 1:
-        for op in (*ops.OPS, *placements.OPS, agreement.MPI_STEP_CHECK,
+        for op in (*ops.OPS, *placements.OPS, *softmax_split.OPS, *batch_norm_split.OPS, agreement.MPI_STEP_CHECK,
                    class_split.SPARSE_SOFTMAX_CROSS_ENTROPY_CLASS_SPLIT):
             registry.add(op)
 

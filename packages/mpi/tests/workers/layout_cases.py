@@ -7,8 +7,11 @@ classifier trained on a placeholder of a job that declares a layout, so each ran
 classes: a classifier whose class axis is split; manager: a CheckpointManager saves a split table (rank 0 writes,
 for hint, rows, classes and manager, the returned values and the planned job to OUT_DIR); shards: partial-FC
 sampling for 4 devices of a class layer split over 2 ranks (an error naming job, op and blobs); axis: a blob
-annotated split along an axis it lacks (an error naming it); gradient: ``with_gradient_distribute`` (a warning
-naming the blob: the boxing pass lays out gradients).
+annotated split along an axis it lacks (an error naming it); gradient: a product's gradient annotated
+``with_gradient_distribute(split(0))`` (gradient_plain: the same without it); alltoall: a row-split table
+whose square is annotated split by columns, trained; uneven_blob / uneven_gradient: a blob of 5 rows, or its
+gradient, annotated split by rows on 2 ranks (an error naming job, op and blob); gradient_axis: a gradient annotated
+split along an axis the blob lacks.
 """
 import os
 import sys
@@ -107,7 +110,39 @@ if case == "manager":  # CheckpointManager.save runs on rank 0 alone: the split 
     path = flow.train.CheckpointManager(os.path.join(sys.argv[2], "saved")).save()
     value, planned = flow.get_all_variables()["table"].numpy(), manager_job.plan().job
 
-if case in ("hint", "rows", "classes", "manager") and rank == 0:
+if case == "alltoall":
+    @flow.global_function(type="train")
+    def alltoall_job(x: tp.Numpy.Placeholder((6, 4))) -> tp.Numpy:
+        table = flow.get_variable("table", (8, 6), initializer=flow.random_normal_initializer(),
+                                  distribute=flow.distribute.split(0))
+        squared = flow.math.square(table).with_split_distribute(1)  # rows -> columns: an all-to-all
+        loss = flow.math.reduce_sum(flow.math.sigmoid(flow.matmul(squared, x)))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+
+    x = np.random.default_rng(3).standard_normal((6, 4)).astype(np.float32)
+    value = np.stack([alltoall_job(x) for _ in range(3)])
+    value = np.concatenate([value.ravel(), flow.get_all_variables()["table"].numpy().ravel()])
+    planned = alltoall_job.plan().job
+
+if case in ("gradient", "gradient_plain"):  # x's rows times w's columns; y's gradient annotated split by rows
+    @flow.global_function(type="train")
+    def gradient_job(x: tp.Numpy.Placeholder((8, 6))) -> tp.Numpy:
+        w = flow.get_variable("w", (6, 4), initializer=flow.random_normal_initializer(),
+                              distribute=flow.distribute.split(1))
+        y = flow.matmul(x, w)
+        if case == "gradient":
+            y = y.with_gradient_distribute(flow.distribute.split(0))
+        loss = flow.math.reduce_sum(flow.math.sigmoid(y))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+
+    x = np.random.default_rng(4).standard_normal((8, 6)).astype(np.float32)
+    value = np.stack([gradient_job(x) for _ in range(3)])
+    value = np.concatenate([value.ravel(), flow.get_all_variables()["w"].numpy().ravel()])
+    planned = gradient_job.plan().job
+
+if case in ("hint", "rows", "classes", "manager", "alltoall", "gradient", "gradient_plain") and rank == 0:
     np.save(os.path.join(sys.argv[2], "value.npy"), value)
     with open(os.path.join(sys.argv[2], "dump.txt"), "w") as f:
         f.write(str(planned))
@@ -123,6 +158,30 @@ if case == "shards":  # the placement's 4 devices, the weight split over 2 ranks
 
     shards_job(np.arange(4, dtype=np.int32))
 
+if case in ("uneven_blob", "uneven_gradient"):  # 5 rows cannot split evenly over 2 ranks
+    @flow.global_function(type="train")
+    def uneven_blob_job(x: tp.Numpy.Placeholder((5, 2))) -> tp.Numpy:
+        w = flow.get_variable("w", (2, 4), initializer=flow.constant_initializer(0.5),
+                              distribute=flow.distribute.split(1))
+        y = flow.matmul(x, w)
+        y = y.with_split_distribute(0) if case == "uneven_blob" else y.with_gradient_distribute(
+            flow.distribute.split(0))
+        loss = flow.math.reduce_sum(flow.math.sigmoid(y))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+
+    uneven_blob_job(np.ones((5, 2), dtype=np.float32))
+
+if case == "gradient_axis":
+    @flow.global_function(type="train")
+    def gradient_axis_job(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
+        w = flow.get_variable("w", (2, 2), distribute=flow.distribute.split(1))
+        loss = flow.math.reduce_sum(flow.matmul(x, w).with_gradient_distribute(flow.distribute.split(2)))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+
+    gradient_axis_job(np.ones((4, 2), dtype=np.float32))
+
 if case == "axis":
     @flow.global_function()
     def axis_job(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
@@ -130,14 +189,3 @@ if case == "axis":
 
     axis_job(np.ones((4, 2), dtype=np.float32))
 
-if case == "gradient":
-    @flow.global_function(type="train")
-    def gradient_job(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
-        w = flow.get_variable("w", (2, 2), initializer=flow.constant_initializer(0.5),
-                              distribute=flow.distribute.split(1))
-        y = flow.matmul(x, w).with_gradient_distribute(flow.distribute.broadcast())
-        loss = flow.math.reduce_sum(y)
-        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
-        return loss
-
-    print("loss", float(gradient_job(np.ones((4, 2), dtype=np.float32))))

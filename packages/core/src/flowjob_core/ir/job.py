@@ -144,6 +144,8 @@ class Job:
     layouts: dict[str, Any] = field(default_factory=dict)
     # node name -> the ranks it runs on, where a plugin mapped the job's placements onto its ranks (several ranks)
     ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # lbn -> the layout the gradient arriving at that value is given (blob.with_gradient_distribute), on several ranks
+    gradient_layouts: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
         """The job as text, one line per node (see ``flowjob_core.ir.printing``; ``format_job`` given the op
@@ -175,4 +177,5 @@ class Job:
             side_outputs=list(self.side_outputs),
             layouts=dict(self.layouts),
             ranks=dict(self.ranks),
+            gradient_layouts=dict(self.gradient_layouts),
         )

@@ -106,11 +106,14 @@ class Signature:
     """One way an op runs over the ranks: the layout each input must have and each output then has.
 
     ``local_op``: the op record that computes the pieces under this signature, when it is not the op itself
-    (it takes the op's inputs and attributes plus ``shard_start``)."""
+    (it takes the op's inputs and attributes plus ``shard_start``). ``shape_attrs``: ``(attribute, output)`` pairs
+    naming attributes that hold the shape of an output (a convolution's gradient holds ``x_shape``): the pass sets
+    each to the shape of this rank's piece of that output."""
 
     inputs: tuple[Layout, ...]
     outputs: tuple[Layout, ...]
     local_op: str | None = None
+    shape_attrs: tuple[tuple[str, int], ...] = ()
 
     def __str__(self) -> str:
         text = f"({', '.join(map(str, self.inputs))}) -> ({', '.join(map(str, self.outputs))})"
@@ -168,7 +171,9 @@ def boxing_bytes(have: Layout, want: Layout, spec: BlobSpec, ranks: int) -> floa
         return 0.0  # a slice of what the rank holds
     if have == PARTIAL_SUM:
         return 2 * share if want == BROADCAST else share  # all-reduce; reduce-scatter
-    return share  # all-gather (then a slice, for another split axis)
+    if want.is_split:
+        return share / ranks  # all-to-all: each rank keeps 1/R of what an all-gather would bring it
+    return share  # all-gather
 
 
 def choose(candidates: Sequence[Signature], have: Sequence[Layout], specs: Sequence[BlobSpec],

@@ -23,7 +23,9 @@ On several ranks each value's layout follows its spec (``S(0)``: split along axi
 partial sums, ``flowjob_core.ir.layout``); in one process only the layouts the body declared show.
 After a node's outputs comes where it runs: `` on 0:0-1`` for the ``flow.scope.placement`` it was traced in
 (machine 0, devices 0 and 1), and ``(ranks 0-1)`` or `` on ranks 0-1`` where a plugin mapped it onto its ranks
-(``Job.ranks``).
+(``Job.ranks``). Layouts declared for gradients (``blob.with_gradient_distribute``) are listed under
+``gradient layouts:``, by the blob whose gradient they lay out; on several ranks the gradient's own node then
+shows it too.
 
 Effects are marked from the op records (``ops``, the session's op table): ``update! a, b <-``
 before a node that writes the values ``a`` and ``b`` in place (a variable by its name), ``effect!``
@@ -82,6 +84,9 @@ def format_job(job: "Job", ops: "OpTable | None" = None, bindings: "Bindings | N
     if job.intents:
         lines.append("intents:")
         lines.extend(f"  {format_intent(i)}" for i in job.intents)
+    if job.gradient_layouts:
+        lines.append("gradient layouts:")
+        lines.extend(f"  {lbn}: {layout}" for lbn, layout in job.gradient_layouts.items())
     wanted = set(_keys_named(job))
     named = [(key, bindings[key]) for key in bindings if key in wanted] if bindings is not None else []
     if named:

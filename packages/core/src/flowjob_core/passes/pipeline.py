@@ -64,11 +64,12 @@ def verify(job: Job, ctx: PassContext) -> None:
     for lbn in job.returns + [s.lbn for s in job.side_outputs] + job.losses:
         if lbn not in defined:
             raise VerificationError(f"job {job.name!r}: {lbn!r} is used as a result but never defined")
-    for lbn, value in job.layouts.items():
+    for lbn, value, what in [*((lbn, v, "value") for lbn, v in job.layouts.items()),
+                             *((lbn, v, "the gradient of") for lbn, v in job.gradient_layouts.items())]:
         if lbn not in defined:
             continue  # a value a later pass removed (fusion): its layout is moot
         try:
-            layout.check(value, job.specs[lbn], f"job {job.name!r}, value {lbn!r}")
+            layout.check(value, job.specs[lbn], f"job {job.name!r}, {what} {lbn!r}")
         except ValueError as exc:
             raise VerificationError(str(exc)) from None
     placeholder_lbns = [p.lbn for p in job.placeholders]

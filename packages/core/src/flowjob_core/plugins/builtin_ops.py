@@ -10,6 +10,7 @@ import numpy as np
 
 from flowjob_core.errors import ShapeError
 from flowjob_core.ir.job import BlobSpec
+from flowjob_core.ir.layout import PARTIAL_SUM, Signature, elementwise_signatures, split
 from flowjob_core.ir.opdef import Compute, Effects, Elementwise, KernelContext, LegacyFace, OpDef, ShapeTraits
 from flowjob_core.plugins.host import hookimpl
 
@@ -96,8 +97,15 @@ def _add_n_grad(ctx: Any) -> list[Any]:
     return [ctx.dy] * len(ctx.inputs)
 
 
+def _add_n_layouts(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """Split alike along any axis; partial sums add up to partial sums."""
+    return elementwise_signatures(inputs, inputs[0]) + [
+        Signature((PARTIAL_SUM,) * len(inputs), (PARTIAL_SUM,))]
+
+
 ADD_N = OpDef("add_n", _add_n_infer, kernel=_add_n_kernel, grad=_add_n_grad,
-              doc="Sum of same-shaped inputs (gradient accumulation).", compute=Compute(amp="gray"))
+              doc="Sum of same-shaped inputs (gradient accumulation).",
+              compute=Compute(layouts=_add_n_layouts, amp="gray"))
 
 
 def _unbroadcast_axes(shape: tuple[int, ...], target: tuple[int, ...]) -> tuple[int, ...]:
@@ -138,9 +146,27 @@ def _unbroadcast_grad(ctx: Any) -> list[Any]:
     return [ctx.apply("broadcast_to", [ctx.dy], {"shape": ctx.inputs[0].shape})]
 
 
+def _unbroadcast_layouts(inputs: Sequence[BlobSpec], attrs: dict) -> list[Signature]:
+    """A split axis summed away (or to size 1) gives partial sums; one the target keeps stays split (the target
+    ``shape`` then that of this rank's piece); partial sums stay so."""
+    (x,) = inputs
+    target = tuple(attrs["shape"])
+    lead = len(x.shape) - len(target)
+    found = []
+    for k, size in enumerate(x.shape):
+        if size == 1:
+            continue
+        t = k - lead
+        if t < 0 or target[t] == 1:
+            found.append(Signature((split(k),), (PARTIAL_SUM,)))
+        else:
+            found.append(Signature((split(k),), (split(t),), shape_attrs=(("shape", 0),)))
+    return found + [Signature((PARTIAL_SUM,), (PARTIAL_SUM,))]
+
+
 UNBROADCAST = OpDef("unbroadcast", _unbroadcast_infer, kernel=_unbroadcast_kernel, grad=_unbroadcast_grad,
-                    doc="Sums a broadcast gradient back to its input's shape.", compute=Compute(amp="black"),
-                    shape=ShapeTraits(fixed_shape=True))
+                    doc="Sums a broadcast gradient back to its input's shape.",
+                    compute=Compute(layouts=_unbroadcast_layouts, amp="black"), shape=ShapeTraits(fixed_shape=True))
 
 
 def _broadcast_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:

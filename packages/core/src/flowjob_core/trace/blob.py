@@ -1,7 +1,6 @@
 """Symbolic blobs: what a job body computes with while it is traced."""
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -191,15 +190,13 @@ class Blob:
         return self.with_distribute(distributions.broadcast())
 
     def with_gradient_distribute(self, distribute: distributions.Distribute) -> "Blob":
-        """Legacy's ``parallel_cast(self, gradient_distribute=...)``: the gradient's layout; the value is ``self``.
-        On several ranks the boxing pass lays out every gradient itself (the values are the same): a warning says
-        the annotation is not followed."""
+        """Legacy's ``parallel_cast(self, gradient_distribute=...)``: the gradient arriving at this value is given
+        that layout (``Job.gradient_layouts``; on several ranks the boxing pass boxes the gradient to it before its
+        readers, as ``with_distribute`` does for the value's readers); the value is ``self``."""
         checked = distributions.checked_for(distribute, self.shape, f"{self._named()}: with_gradient_distribute")
-        # the world's plugin answers directly: the tracer sits below runtime.world (no world answers: one process)
-        world = self.builder.session.pm.hook.flowjob_world()
-        if world is not None and world.size > 1:
-            warnings.warn(f"{self._named()}: with_gradient_distribute({checked!r}) is not followed on several ranks: "
-                          f"the boxing pass lays out the gradient (its values are the same)", stacklevel=2)
+        layout = ir_layout.from_distribute(checked)
+        if layout is not None:
+            self.builder.job.gradient_layouts[self.lbn] = layout
         return self._copy()
 
     def __repr__(self) -> str:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from flowjob_core import Blob, apply
-from flowjob_core.ir import dtypes
+from flowjob_core.ir import distribute, dtypes
 
 from flowjob_ops.api._common import build_error, op_name
 from flowjob_ops.records.common import is_int
@@ -461,22 +461,44 @@ def _check_distribute(value: Any, what: str, arg: str) -> None:
     raise build_error(what, f"{arg} must be a flow.distribute.split(axis)/broadcast() or None, got {value!r}")
 
 
+def _as_distribute(value: Any, what: str, arg: str) -> Any:
+    """A legacy distribute, or None: the object itself, or from legacy's string form (``"S(0)"``, ``"B"``)."""
+    if value is None or getattr(value, "kind", None) in ("split", "broadcast"):
+        return value
+    if isinstance(value, str):
+        text = value.strip().upper()
+        if text == "B":
+            return distribute.broadcast()
+        if text.startswith("S(") and text.endswith(")") and text[2:-1].strip().lstrip("-").isdigit():
+            return distribute.split(int(text[2:-1]))
+        raise build_error(what, f"{arg} must be 'B' or 'S(axis)' as a string, got {value!r}")
+    raise build_error(what, f"{arg} must be a flow.distribute.split(axis)/broadcast() or None, got {value!r}")
+
+
 def parallel_cast(input: Blob, name: str | None = None, distribute: Any = None,  # noqa: A002 - legacy name
                   gradient_distribute: Any = None) -> Blob:
-    """``input`` unchanged; on one device there is no distribution to change.
+    """``input`` unchanged, laid out as ``distribute`` says for its readers, its gradient as ``gradient_distribute``
+    says (``Blob.with_distribute`` / ``with_gradient_distribute`` of the identity; on one device neither changes
+    anything).
 
     Args:
         input: a blob.
         name: the op name; default ``ParallelCast_<n>``.
-        distribute: the wanted distribution (checked, then without effect).
-        gradient_distribute: the gradient's distribution (checked, then without effect).
+        distribute: the layout its readers see: ``flow.distribute.split(axis)`` / ``broadcast()``, or legacy's
+            string form ``"S(axis)"`` / ``"B"``.
+        gradient_distribute: the layout of the gradient arriving at it, likewise.
 
     Returns:
         An identity of ``input``.
     """
-    _check_distribute(distribute, "flow.parallel_cast", "distribute")
-    _check_distribute(gradient_distribute, "flow.parallel_cast", "gradient_distribute")
-    return apply("identity", [input], name=op_name(name, "ParallelCast"))
+    laid = _as_distribute(distribute, "flow.parallel_cast", "distribute")
+    gradient = _as_distribute(gradient_distribute, "flow.parallel_cast", "gradient_distribute")
+    out = apply("identity", [input], name=op_name(name, "ParallelCast"))
+    if laid is not None:
+        out = out.with_distribute(laid)
+    if gradient is not None:
+        out = out.with_gradient_distribute(gradient)
+    return out
 
 
 def hierarchical_parallel_cast(input: Blob, parallel_distribution: Sequence[Any],  # noqa: A002 - legacy name

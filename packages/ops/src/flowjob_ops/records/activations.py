@@ -71,9 +71,10 @@ def _sigmoid_grad_kernel(ctx: KernelContext) -> Any:
 
 
 SIGMOID = OpDef("sigmoid", unary_float, kernel=_sigmoid_kernel, grad=_sigmoid_grad, doc="1 / (1 + exp(-x))",
-                compute=Compute(amp="gray"))
+                compute=Compute(layouts=layout_rules.same_shape_elementwise, amp="gray"))
 SIGMOID_GRAD = OpDef("sigmoid_grad", grad_like_second, kernel=_sigmoid_grad_kernel, not_differentiable=True,
-                     doc="dy * y * (1 - y) from the sigmoid output y")
+                     doc="dy * y * (1 - y) from the sigmoid output y",
+                     compute=Compute(layouts=layout_rules.same_shape_elementwise))
 
 
 # tanh ---------------------------------------------------------------------
@@ -96,7 +97,8 @@ def _tanh_grad_kernel(ctx: KernelContext) -> Any:
 TANH = OpDef("tanh", unary_float, grad=_tanh_grad, elementwise=Elementwise("tanh"), doc="the hyperbolic tangent of x",
              compute=Compute(amp="gray"))
 TANH_GRAD = OpDef("tanh_grad", grad_like_second, kernel=_tanh_grad_kernel, not_differentiable=True,
-                  doc="dy * (1 - y^2) from the tanh output y")
+                  doc="dy * (1 - y^2) from the tanh output y",
+                  compute=Compute(layouts=layout_rules.same_shape_elementwise))
 
 
 # gelu ---------------------------------------------------------------------
@@ -142,9 +144,9 @@ def _gelu_grad_kernel(ctx: KernelContext) -> Any:
 
 GELU = OpDef("gelu", unary_float, kernel=_gelu_kernel, grad=_gelu_grad,
              doc="x * Phi(x), Phi the standard normal CDF: x/2 * (1 + erf(x / sqrt(2))), the exact (erf) form",
-             compute=Compute(amp="gray"))
+             compute=Compute(layouts=layout_rules.same_shape_elementwise, amp="gray"))
 GELU_GRAD = OpDef("gelu_grad", grad_like_second, kernel=_gelu_grad_kernel, not_differentiable=True,
-                  doc="dy * (Phi(x) + x phi(x))")
+                  doc="dy * (Phi(x) + x phi(x))", compute=Compute(layouts=layout_rules.same_shape_elementwise))
 
 # attributes ---------------------------------------------------------------
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -229,9 +231,11 @@ def _leaky_relu_grad_kernel(ctx: KernelContext) -> Any:
 
 
 LEAKY_RELU = OpDef("leaky_relu", _unary_with("leaky_relu", "alpha"), kernel=_leaky_relu_kernel, grad=_leaky_relu_grad,
-                   doc="x where x > 0, alpha * x elsewhere", compute=Compute(amp="black"))
+                   doc="x where x > 0, alpha * x elsewhere",
+                   compute=Compute(layouts=layout_rules.same_shape_elementwise, amp="black"))
 LEAKY_RELU_GRAD = OpDef("leaky_relu_grad", _grad_with("leaky_relu_grad", "alpha"), kernel=_leaky_relu_grad_kernel,
-                        not_differentiable=True, doc="dy where x > 0, alpha * dy elsewhere")
+                        not_differentiable=True, doc="dy where x > 0, alpha * dy elsewhere",
+                        compute=Compute(layouts=layout_rules.same_shape_elementwise))
 
 
 # hardtanh and relu6: a clip whose gradient passes inside the open interval ---------------

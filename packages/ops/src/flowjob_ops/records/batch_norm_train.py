@@ -29,6 +29,7 @@ import numpy as np
 
 from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
+from flowjob_ops import layout_rules
 from flowjob_ops.records.common import normalize_axis, require_floating, same_dtype
 from flowjob_ops.records.normalization import check_epsilon
 
@@ -206,12 +207,13 @@ BATCH_NORM_TRAIN = OpDef(
     "batch_norm_train", _infer, kernel=_kernel, grad=_grad,
     doc="train-mode batch normalization over every axis but `axis`: (y, batch mean, biased batch variance), "
         "y = (x - mean) / sqrt(variance + epsilon) * gamma + beta with gamma, beta of shape (channels,), then "
-        "max(y, 0) with activation='relu' (the fusion pass folds a following relu in)", compute=Compute(amp="gray"),
+        "max(y, 0) with activation='relu' (the fusion pass folds a following relu in)",
+    compute=Compute(layouts=layout_rules.batch_norm_train, amp="gray"),
     legacy=LegacyFace(output_names=("y", "mean", "variance")))
 BATCH_NORM_TRAIN_GRAD = OpDef(
     "batch_norm_train_grad", _grad_infer, kernel=_grad_kernel, not_differentiable=True,
     doc="(dx[, dgamma][, dbeta]) of batch_norm_train through its batch statistics, from x, mean, variance, "
         "gamma and dy (with activation='relu': x, mean, variance, gamma, the ReLU's output and the gradient "
-        "reaching it)")
+        "reaching it)", compute=Compute(layouts=layout_rules.batch_norm_train_grad))
 
 OPS = (BATCH_NORM_TRAIN, BATCH_NORM_TRAIN_GRAD)

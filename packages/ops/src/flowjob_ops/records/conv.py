@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
+from flowjob_ops import layout_rules
 from flowjob_ops.kernels import (conv, conv2d_bias_pool, conv2d_forward, conv2d_geometry, conv2d_grad_data,
                                  conv2d_grad_filter, window2d)
 from flowjob_ops.kernels.window import FORMATS
@@ -173,13 +174,16 @@ def conv_records(rank: int, prefix: str, amp: str) -> tuple[OpDef, OpDef, OpDef]
 
     forward = OpDef(name, infer, kernel=kernel, grad=grad,
                     doc=f"inputs (x, weight): {rank}-D convolution (im2col + one batched GEMM over the groups)",
-                    compute=Compute(flops=conv_flops, amp=amp, host_split=True), legacy=LegacyFace(name_prefix=prefix))
+                    compute=Compute(flops=conv_flops, amp=amp, host_split=True, layouts=layout_rules.conv),
+                    legacy=LegacyFace(name_prefix=prefix))
     data = OpDef(data_name, data_infer, kernel=data_kernel, not_differentiable=True,
-                 doc="inputs (dy, weight): d loss / d x", compute=Compute(flops=conv_grad_data_flops, host_split=True),
+                 doc="inputs (dy, weight): d loss / d x",
+                 compute=Compute(flops=conv_grad_data_flops, host_split=True, layouts=layout_rules.conv_grad_data),
                  legacy=LegacyFace(name_prefix=f"{prefix}GradData"))
     filters = OpDef(filter_name, filter_infer, kernel=filter_kernel, not_differentiable=True,
                     doc="inputs (x, dy): d loss / d weight",
-                    compute=Compute(flops=conv_grad_filter_flops, host_split=True),
+                    compute=Compute(flops=conv_grad_filter_flops, host_split=True,
+                                    layouts=layout_rules.conv_grad_filter),
                     legacy=LegacyFace(name_prefix=f"{prefix}GradFilter"))
     return forward, data, filters
 

@@ -228,10 +228,10 @@ def _dense_grad_kernel(ctx: KernelContext) -> Any:
 SOFTMAX_CROSS_ENTROPY = OpDef(
     "softmax_cross_entropy", _dense_infer, kernel=_dense_kernel, grad=_dense_grad,
     doc="inputs (labels, logits) of one shape: out_0 -sum(labels * log_softmax(logits)), out_1 the softmax",
-    compute=Compute(amp="black"))
+    compute=Compute(layouts=layout_rules.dense_per_row, amp="black"))
 SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
     "softmax_cross_entropy_grad", _dense_grad_infer, kernel=_dense_grad_kernel, not_differentiable=True,
-    doc="(prob - labels) * dy, legacy's and TensorFlow's rule")
+    doc="(prob - labels) * dy, legacy's and TensorFlow's rule", compute=Compute(layouts=layout_rules.dense_per_row))
 
 
 # sigmoid cross entropy --------------------------------------------------------

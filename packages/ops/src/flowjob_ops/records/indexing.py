@@ -88,9 +88,10 @@ def _slice_grad_kernel(ctx: KernelContext) -> Any:
 
 SLICE = OpDef("slice", _slice_infer, kernel=_slice_kernel, grad=_slice_grad,
               doc="a box of x: per axis begin (None = 0) and size (None or -1 = to the end)",
-              compute=Compute(amp="clear"))
+              compute=Compute(layouts=layout_rules.slice_box, amp="clear"))
 SLICE_GRAD = OpDef("slice_grad", _slice_grad_infer, kernel=_slice_grad_kernel, not_differentiable=True,
-                   doc="dy placed in the box of zeros shaped like the sliced input")
+                   doc="dy placed in the box of zeros shaped like the sliced input",
+                   compute=Compute(layouts=layout_rules.slice_box))
 
 
 # gather -----------------------------------------------------------------------

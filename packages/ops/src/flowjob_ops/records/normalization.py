@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, Compute, Effects, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
+from flowjob_ops import layout_rules
+
 from flowjob_ops.records.common import kept_dims_shape, normalize_axes, normalize_axis, require_floating, same_dtype
 
 
@@ -122,9 +124,11 @@ def _moments_grad_kernel(ctx: KernelContext) -> Any:
 
 MOMENTS = OpDef("moments", _moments_infer, kernel=_moments_kernel, grad=_moments_grad,
                 doc="(mean, biased variance) of x over axes, keeping the reduced axes when keepdims",
-                compute=Compute(amp="black"), legacy=LegacyFace(output_names=("mean", "variance")))
+                compute=Compute(layouts=layout_rules.moments, amp="black"),
+                legacy=LegacyFace(output_names=("mean", "variance")))
 MOMENTS_GRAD = OpDef("moments_grad", _moments_grad_infer, kernel=_moments_grad_kernel, not_differentiable=True,
-                     doc="dmean / n + dvar * 2 (x - mean) / n, broadcast over the reduced axes")
+                     doc="dmean / n + dvar * 2 (x - mean) / n, broadcast over the reduced axes",
+                     compute=Compute(layouts=layout_rules.moments_grad))
 
 
 # batch_norm ---------------------------------------------------------------------------
@@ -263,10 +267,11 @@ def _batch_norm_grad_kernel(ctx: KernelContext) -> Any:
 
 BATCH_NORM = OpDef("batch_norm", _batch_norm_infer, kernel=_batch_norm_kernel, grad=_batch_norm_grad,
                    doc="(x - mean) / sqrt(variance + epsilon) * scale + offset, parameters broadcast against x",
-                   compute=Compute(amp="gray"))
+                   compute=Compute(layouts=layout_rules.batch_norm, amp="gray"))
 BATCH_NORM_GRAD = OpDef("batch_norm_grad", _batch_norm_grad_infer, kernel=_batch_norm_grad_kernel,
                         not_differentiable=True,
-                        doc="(dx, dmean, dvariance[, dscale]) of batch_norm from x, its statistics, scale and dy")
+                        doc="(dx, dmean, dvariance[, dscale]) of batch_norm from x, its statistics, scale and dy",
+                        compute=Compute(layouts=layout_rules.batch_norm_grad))
 
 
 # moving averages ----------------------------------------------------------------------
@@ -390,11 +395,12 @@ def _l2_grad_kernel(ctx: KernelContext) -> Any:
 
 L2_NORMALIZE = OpDef("l2_normalize", _l2_infer, kernel=_l2_kernel, grad=_l2_grad,
                      doc="y = x / sqrt(max(sum(x^2 over axis), epsilon)); square_x_sum keeps the axis as 1",
-                     compute=Compute(amp="black"))
+                     compute=Compute(layouts=layout_rules.l2_normalize, amp="black"))
 
 
 L2_NORMALIZE_GRAD = OpDef("l2_normalize_grad", _l2_grad_infer, kernel=_l2_grad_kernel, not_differentiable=True,
-                          doc="inputs (dy, y, square_x_sum): the gradient of x")
+                          doc="inputs (dy, y, square_x_sum): the gradient of x",
+                          compute=Compute(layouts=layout_rules.l2_normalize))
 
 
 # layer_norm_grad, layer_norm_param_grad (legacy exported them) ---------------------------------------

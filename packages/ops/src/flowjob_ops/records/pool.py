@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from flowjob_core import BlobSpec, Compute, GradContext, KernelContext, LegacyFace, OpDef, ShapeError
 
+from flowjob_ops import layout_rules
 from flowjob_ops.kernels import pool
 from flowjob_ops.kernels.window import FORMATS
 from flowjob_ops.records.common import require_floating
@@ -112,9 +113,11 @@ def pool_records(variant: PoolVariant, rank: int) -> tuple[OpDef, OpDef]:
         return variant.backward(ctx.xp, geom, ctx.inputs[0].dtype, ctx.out(0))
 
     forward = OpDef(name, infer, kernel=kernel, grad=grad, doc=f"{variant.doc} over each {rank}-D window",
-                    compute=Compute(amp=variant.amp, host_split=True), legacy=LegacyFace(name_prefix=prefix))
+                    compute=Compute(amp=variant.amp, host_split=True, layouts=layout_rules.pool),
+                    legacy=LegacyFace(name_prefix=prefix))
     backward = OpDef(grad_name, grad_infer, kernel=grad_kernel, not_differentiable=True, doc=variant.grad_doc,
-                     compute=Compute(host_split=True), legacy=LegacyFace(name_prefix=f"{prefix}Grad"))
+                     compute=Compute(host_split=True, layouts=layout_rules.pool),
+                     legacy=LegacyFace(name_prefix=f"{prefix}Grad"))
     return forward, backward
 
 
@@ -141,7 +144,8 @@ MAX_POOL2D_RELU_GRAD = OpDef("max_pool2d_relu_grad", MAX_POOL2D_GRAD.infer, kern
                              not_differentiable=True,
                              doc="inputs (x, y, dy): max_pool2d_grad followed by relu_grad(x, .) in one kernel "
                                  "(the mask taken at the pooled size); made by the fusion pass",
-                             compute=Compute(host_split=True), legacy=LegacyFace(name_prefix="MaxPool2DReluGrad"))
+                             compute=Compute(layouts=layout_rules.pool, host_split=True),
+                             legacy=LegacyFace(name_prefix="MaxPool2DReluGrad"))
 
 OPS = (MAX_POOL2D, MAX_POOL2D_GRAD, MAX_POOL2D_RELU_GRAD, AVG_POOL2D, AVG_POOL2D_GRAD, MAX_POOL3D, MAX_POOL3D_GRAD,
        AVG_POOL3D, AVG_POOL3D_GRAD)

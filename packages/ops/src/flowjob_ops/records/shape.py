@@ -116,7 +116,8 @@ def _transpose_grad(ctx: GradContext) -> list[Any]:
 
 
 TRANSPOSE = OpDef("transpose", _transpose_infer, kernel=_transpose_kernel, grad=_transpose_grad,
-                  doc="axes permuted by perm (default: reversed)", compute=Compute(amp="clear"))
+                  doc="axes permuted by perm (default: reversed)",
+                  compute=Compute(layouts=layout_rules.transpose, amp="clear"))
 
 
 # concat / split -----------------------------------------------------------------
@@ -256,10 +257,10 @@ def _split_grad(ctx: GradContext) -> list[Any]:
 
 
 CONCAT = OpDef("concat", _concat_infer, kernel=_concat_kernel, grad=_concat_grad, doc="inputs joined along axis",
-               compute=Compute(amp="clear"))
+               compute=Compute(layouts=layout_rules.concat, amp="clear"))
 SPLIT = OpDef("split", _split_infer, kernel=_split_kernel, grad=_split_grad,
               doc="the input cut along axis into pieces of the given sizes (one output each)",
-              compute=Compute(amp="black"))
+              compute=Compute(layouts=layout_rules.split_pieces, amp="black"))
 
 
 # cast -------------------------------------------------------------------------
@@ -290,7 +291,7 @@ def _cast_grad(ctx: GradContext) -> list[Any]:
 
 CAST = OpDef("cast", _cast_infer, kernel=_cast_kernel, grad=_cast_grad,
              doc="x converted to dtype; its gradient is the output gradient cast back, for every dtype",
-             compute=Compute(amp="black"))
+             compute=Compute(layouts=layout_rules.same_shape_elementwise, amp="black"))
 
 
 # fused_cast_scale (legacy's fuse-cast-scale pass target, also callable by name) ------------------------

@@ -8,14 +8,19 @@ flowjob-mpi's ``mpi_sparse_softmax_cross_entropy_class_split``).
 A table split by rows over the ranks: this rank holds rows ``[shard_start, shard_stop)`` of the gathered axis (the
 boxing pass sets both attributes). ``sharded_gather`` gathers the rows it holds and zeros for the others, so the
 ranks' results sum to the whole gather (partial sums); ``sharded_gather_grad`` sums dy into the rows it holds.
+
+A mean over an axis split over the ranks: ``sharded_reduce_mean`` sums this rank's piece and divides by the whole
+count (``shard_size`` entries along the split axis), so the ranks' results sum to the mean (partial sums).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from flowjob_core import BlobSpec, Compute, KernelContext, OpDef, ShapeError
 
-from flowjob_ops.records.common import normalize_axis
+from flowjob_ops.records import reduce
+from flowjob_ops.records.common import kept_dims_shape, normalize_axes, normalize_axis
 
 
 def _piece(attrs: dict, rows: int, op: str) -> tuple[int, int]:
@@ -125,4 +130,34 @@ SHARDED_SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD = OpDef(
     doc="inputs (labels, this rank's probabilities of classes [shard_start, shard_stop), dy): the logits' gradient "
         "for those classes")
 
-OPS = (SHARDED_GATHER, SHARDED_GATHER_GRAD, SHARDED_SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD)
+def _mean_infer(inputs: Sequence[BlobSpec], attrs: dict) -> list[BlobSpec]:
+    start, stop, size = attrs.get("shard_start"), attrs.get("shard_stop"), attrs.get("shard_size")
+    if not all(isinstance(v, int) for v in (start, stop, size)) or not 0 <= start < stop <= size:
+        raise ShapeError(f"sharded_reduce_mean: shard_start {start!r}, shard_stop {stop!r} and shard_size {size!r} "
+                         f"must name this rank's piece of the split axis")
+    return reduce.REDUCE_MEAN.infer(inputs, attrs)
+
+
+def _mean_kernel(ctx: KernelContext) -> Any:
+    xp, out = ctx.xp, ctx.out(0)
+    x = ctx.inputs[0]
+    axes = normalize_axes(ctx.attrs.get("axis"), len(x.shape))
+    kept = out.reshape(kept_dims_shape(x.shape, axes))
+    local = math.prod(x.shape[a] for a in axes)
+    attrs = ctx.attrs
+    scale = x.dtype.type(1.0 / (local * attrs["shard_size"] / (attrs["shard_stop"] - attrs["shard_start"])))
+
+    def run(value: Any) -> Any:
+        xp.sum(value, axis=axes, keepdims=True, out=kept)
+        xp.multiply(kept, scale, out=kept)
+        return out
+
+    return run
+
+
+SHARDED_REDUCE_MEAN = OpDef("sharded_reduce_mean", _mean_infer, kernel=_mean_kernel, not_differentiable=True,
+                            doc="this rank's share of a mean over a split axis: its piece's sum over the whole count "
+                                "(attrs of reduce_mean, shard_start, shard_stop, shard_size)",
+                            compute=Compute(amp="black"))
+
+OPS = (SHARDED_GATHER, SHARDED_GATHER_GRAD, SHARDED_SPARSE_SOFTMAX_CROSS_ENTROPY_GRAD, SHARDED_REDUCE_MEAN)

@@ -96,15 +96,15 @@ def _log_softmax_grad_kernel(ctx: KernelContext) -> Any:
 
 SOFTMAX = OpDef("softmax", _infer, kernel=_softmax_kernel, grad=_softmax_grad,
                 doc="exp(x) / sum(exp(x)) along axis (default -1)",
-                compute=Compute(layouts=layout_rules.along_other_axes, amp="gray"))
+                compute=Compute(layouts=layout_rules.softmax, amp="gray"))
 SOFTMAX_GRAD = OpDef("softmax_grad", _infer, kernel=_softmax_grad_kernel, not_differentiable=True,
                      doc="y * (dy - sum(dy * y)) from the softmax output y",
-                     compute=Compute(layouts=layout_rules.along_other_axes))
+                     compute=Compute(layouts=layout_rules.softmax_grad))
 LOG_SOFTMAX = OpDef("log_softmax", _infer, kernel=_log_softmax_kernel, grad=_log_softmax_grad,
                     doc="x - log(sum(exp(x))) along axis (default -1)",
-                    compute=Compute(layouts=layout_rules.along_other_axes, amp="black"))
+                    compute=Compute(layouts=layout_rules.log_softmax, amp="black"))
 LOG_SOFTMAX_GRAD = OpDef("log_softmax_grad", _infer, kernel=_log_softmax_grad_kernel, not_differentiable=True,
                          doc="dy - exp(y) * sum(dy) from the log_softmax output y",
-                         compute=Compute(layouts=layout_rules.along_other_axes))
+                         compute=Compute(layouts=layout_rules.log_softmax_grad))
 
 OPS = (SOFTMAX, SOFTMAX_GRAD, LOG_SOFTMAX, LOG_SOFTMAX_GRAD)
