@@ -1,7 +1,8 @@
 """Boxing on GPU ranks through NCCL (flowjob_mpi.nccl_boxing): each collective on emulated device arrays through the
 NCCL double (workers/fake_nccl.py, reducing with MPI) against numpy; the documentation's hybrid-parallel MLP on two
 emulated GPU ranks with one process's losses, its boxing nodes recorded into the step's CUDA graph with no host
-copy, against the MPI path's host round trips; then the same program on real devices where CuPy, NCCL and two
+copy, against the MPI path's host round trips; a split moved to another axis as one NCCL group of sends and
+receives (the all-to-all) with one process's results; then the hybrid MLP on real devices where CuPy, NCCL and two
 devices exist."""
 import json
 
@@ -81,7 +82,8 @@ def test_the_hybrid_mlp_on_emulated_gpu_ranks_boxes_through_nccl_inside_the_step
         assert d["backend"] == "cupy-emulated"
         boxing = d["boxing"]
         assert {b.split(" (")[1][:-1] for b in boxing} == {
-            "mpi_allgather", "mpi_reduce_scatter", "mpi_sparse_softmax_cross_entropy_class_split"}, boxing
+            "mpi_allgather", "mpi_reduce_scatter", "mpi_all_to_all", "mpi_sparse_softmax_cross_entropy_class_split"
+        }, boxing
         count = d["account"]
         # the step is recorded as one graph: no boxing node runs live beside it; only the check that every rank
         # runs the same step (and was fed the same arrays) does, on the host by design (flowjob_mpi.agreement)
@@ -92,8 +94,10 @@ def test_the_hybrid_mlp_on_emulated_gpu_ranks_boxes_through_nccl_inside_the_step
         assert all(seen == [0, 0] for seen in d["traffic"].values()), d["traffic"]
         log = d["log"]
         captured = [x[1] for x in log if x[0] == "captured"]
-        # 4 all-gathers, 4 reduce-scatters, the softmax's max, sum and loss all-reduces: each recorded once
-        assert sorted(captured) == ["allGather"] * 4 + ["allReduce"] * 3 + ["reduceScatter"] * 4, captured
+        # 3 all-gathers, 4 reduce-scatters, the softmax's max, sum and loss all-reduces, and the all-to-all that
+        # moves the softmax's gradient to another split axis (one group of sends and receives): each recorded once
+        assert sorted(captured) == (["allGather"] * 3 + ["allReduce"] * 3 + ["group"] + ["reduceScatter"] * 4
+                                    ), captured
         # device addresses: the double resolved them into the emulated arrays' memory; nothing went through MPI
         # host buffers (the MPI path's kernels), as the traffic count says
 
@@ -139,6 +143,36 @@ def test_data_parallel_training_on_three_emulated_gpu_ranks_gathers_uneven_rows_
         # each rank's rows of float32 losses: 4, 3, 3 rows
         assert all([x[1] for x in g] == [16, 12, 12] for g in groups), groups
         assert any(x[0] == "allReduce" for x in log)
+
+
+def test_a_split_moved_to_another_axis_on_emulated_gpu_ranks_is_one_nccl_group_of_sends_and_receives(
+        tmp_path, monkeypatch):
+    # layout_cases.py's all-to-all program (test_layouts.py runs it on CPU ranks): the table's rows, squared and
+    # annotated split by columns, go through one group of a send and a receive per rank, with no host copy
+    monkeypatch.delenv(nccl.VARIABLE, raising=False)
+    monkeypatch.setenv("FLOWJOB_GPU_EMULATION", "1")
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    ok(ranks(0, "layout_cases.py", "alltoall", one, timeout=60))
+    ok(ranks(2, "gpu_all_to_all.py", two, timeout=120))
+    np.testing.assert_allclose(np.load(two / "value.npy"), np.load(one / "value.npy"), rtol=2e-5, atol=2e-6)
+    text = (two / "dump.txt").read_text()
+    assert ("Square_1-boxing/out_0: (8, 3):float32 S(1) = mpi_all_to_all(Square_1/out_0) {concat_axis=0, ranks=2, "
+            "split_axis=1}") in text, text
+    for r in range(2):
+        d = json.loads((two / f"account{r}.json").read_text())
+        assert d["backend"] == "cupy-emulated" and d["all_to_all"] == ["Square_1-boxing"], d
+        # the node's kernel, called from Python on a step: no host synchronization, no copy
+        assert d["traffic"] == {"Square_1-boxing": [0, 0]}, d["traffic"]
+        log = [tuple(x) for x in d["log"]]
+        starts = [i for i, x in enumerate(log) if x == ("groupStart",)]
+        groups = [log[i + 1:log.index(("groupEnd",), i)] for i in starts]
+        # a step live, one recorded (its group joined the step's graph), one more counted: each rank's (4, 6)
+        # piece cut into two (4, 3) blocks of float32, 48 bytes to each rank and 48 from each
+        assert len(groups) == 3 and all([(x[0], x[1], x[3]) for x in g] == [
+            ("send", 48, 0), ("recv", 48, 0), ("send", 48, 1), ("recv", 48, 1)] for g in groups), groups
+        assert ("captured", "group") in {x[:2] for x in log}, log
 
 
 def test_the_mpi_path_on_the_same_ranks_copies_through_the_host_in_every_boxing_node(tmp_path, monkeypatch):
