@@ -323,7 +323,7 @@ MPI_ALLREDUCE = OpDef("mpi_allreduce", _allreduce_infer, kernel=_allreduce_kerne
 MPI_REDUCE_SCATTER = OpDef("mpi_reduce_scatter", _reduce_scatter_infer, kernel=_reduce_scatter_kernel,
                            not_differentiable=True,
                            doc="the sum over ranks of the input, of which this rank keeps its even slice along axis "
-                               "(attrs axis, ranks)")
+                               "(attrs axis, ranks)", effects=Effects(ordered=True))
 MPI_ALL_TO_ALL = OpDef("mpi_all_to_all", _all_to_all_infer, kernel=_all_to_all_kernel, grad=_all_to_all_grad,
                        doc="a value split along concat_axis made split along split_axis (attrs split_axis, "
                            "concat_axis, ranks): block j of this rank's piece goes to rank j, MPI_Alltoall",
