@@ -19,12 +19,7 @@ NOT_OP_NAMES = {
     ("trace/blob.py", "split"): "the split layout's kind in a blob's legacy unique_name suffix (:S0)",
     ("ir/layout.py", "split"): "the split layout (legacy's S) of a blob over ranks, not the split op",
     ("plugins/builtin_ops.py", "multiply"): "numpy's ufunc in scalar_mul's Elementwise descriptor",
-}
-# sites still naming a plugin's op, each waiting for an op trait of the OpDef regrouping (issue 36): the list may
-# only shrink (a site fixed must leave it)
-WAITING_FOR_OP_TRAITS = {
-    ("api/eager.py", "elementwise_chain"), ("api/eager.py", "matmul_bias"),  # "fused bitwise as its parts"
-    ("plan/dynamic.py", "reshape"), ("plan/extent.py", "reshape"),  # "target shape rewritten for the feed's rows"
+    ("switches.py", "gather"): "FLOWJOB_CHECKPOINT_SPLIT_SAVE's value: split variables saved by a gather onto rank 0",
 }
 
 
@@ -68,10 +63,10 @@ def test_no_literal_of_core_is_a_plugins_op_name():
         docs = _docstrings(tree)
         found |= {(where, node.value) for node in ast.walk(tree) if isinstance(node, ast.Constant)
                   and isinstance(node.value, str) and id(node) not in docs and node.value in plugin_ops}
-    named = sorted(found - set(NOT_OP_NAMES) - WAITING_FOR_OP_TRAITS)
+    named = sorted(found - set(NOT_OP_NAMES))
     assert not named, "flowjob_core names ops of other plugins (take them from a registry): " + ", ".join(
         f"{where}: {name!r} (plugin {plugin_ops[name]!r})" for where, name in named)
-    fixed = sorted((set(NOT_OP_NAMES) | WAITING_FOR_OP_TRAITS) - found)
+    fixed = sorted(set(NOT_OP_NAMES) - found)
     assert not fixed, f"no longer found, remove from this test's lists: {fixed}"
 
 

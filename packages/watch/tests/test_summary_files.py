@@ -75,7 +75,10 @@ def test_a_folder_has_one_writer_and_one_file(tmp_path):
 
 
 def test_the_exit_handler_comes_with_the_first_writer_not_the_import(tmp_path):
+    # the writer's own imports first (tensorboardX imports torch where it is installed, and torch registers handlers
+    # of its own), so the count is the writer's handler alone
     program = ("import atexit, sys\n"
+               "import tensorboardX.event_file_writer, tensorboardX.proto.event_pb2\n"
                "from flowjob_watch.summary import writer\n"
                "imported = atexit._ncallbacks()\n"
                "writer.writer_for(sys.argv[1])\n"

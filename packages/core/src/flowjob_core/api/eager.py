@@ -345,10 +345,6 @@ def job_signature(builder: EagerBuilder, check: bool) -> tuple[Hashable, list[An
     return signature, keep
 
 
-# fused ops whose results are bitwise those of the ops they replace (flowjob_ops/records/fused.py: a chain runs the
-# same ufunc calls, matmul_bias the matmul, bias_add and relu calls on one buffer): a node of these whose outputs
-# the body computed is cut like the ops it replaces
-BITWISE_FUSED = frozenset({"elementwise_chain", "matmul_bias"})
 _RERUNNABLE_EFFECTS = frozenset({"return", "fetch"})  # effects that only copy a value out of the step
 
 
@@ -376,7 +372,7 @@ def remaining_job(final: Job, builder: EagerBuilder, ops: Any) -> tuple[Job, lis
             repeatable = not (opdef.effects.mutates or "seed" in node.attrs
                               or (opdef.effects.effect and node.op not in _RERUNNABLE_EFFECTS))
             keep = repeatable and any(i in recomputed for i in node.inputs)
-        elif node.op in BITWISE_FUSED and node.outputs and all(o in known for o in node.outputs):
+        elif opdef.compute.bitwise_as_parts and node.outputs and all(o in known for o in node.outputs):
             keep = any(i in recomputed for i in node.inputs)
         else:
             keep = True

@@ -142,6 +142,10 @@ class Compute:
     (convolutions, pooling). A plan holding such a node keeps BLAS to one thread per caller and cuts its large
     matrix products over the host threads too (``flowjob_core.backends.host_gemm``): OpenBLAS's idle workers
     spin on the cores for a while after each threaded call, and took the cores those parts needed.
+    ``bitwise_as_parts``: a fused op whose outputs are bitwise those of the ops it replaces (an elementwise chain
+    runs the same ufunc calls, a matmul with its bias the same matmul, bias_add and relu calls on one buffer):
+    an eager body that computed those ops' outputs already is not run again for such a node
+    (``flowjob_core.api.eager.remaining_job``).
     """
 
     amp: str | None = None
@@ -149,6 +153,7 @@ class Compute:
     layouts: LayoutRule | None = None
     intended_inf: bool = False
     host_split: bool = False
+    bitwise_as_parts: bool = False
 
     def check(self, op: str) -> None:
         """Raise ValueError naming ``op`` where a field holds what it cannot."""
@@ -213,6 +218,10 @@ class ShapeTraits:
     ``parallel_num_attr``: the name of an attribute the tracer sets to the number of devices the node's
     placement names (legacy's ``parallel_num``), for an op whose logical value is made of one piece per device
     (legacy's physical inference); None (the default): the op does not depend on it.
+    ``target_shape_attr``: the attribute holding the output's shape as traced, which follows the input's rows
+    (reshape's ``shape``): a path that runs the op on other rows than the traced ones (a dynamic placeholder, a
+    data-dependent extent) rewrites it for the actual input (``flowjob_core.plan.dynamic.reshaped``) before
+    inferring. None (the default): the attributes hold no such shape.
     """
 
     dynamic_extent: bool = False
@@ -220,14 +229,18 @@ class ShapeTraits:
     traced_shape_from: tuple[int, ...] | None = None
     fixed_shape: bool = False
     parallel_num_attr: str | None = None
+    target_shape_attr: str | None = None
 
     def check(self, op: str) -> None:
         """Raise ValueError naming ``op`` where a field holds what it cannot."""
         _positions(op, "traced_shape_from", self.traced_shape_from)
-        if self.parallel_num_attr is not None and not (isinstance(self.parallel_num_attr, str)
-                                                       and self.parallel_num_attr):
-            raise ValueError(f"op {op!r}: parallel_num_attr must be None or an attribute name, "
-                             f"got {self.parallel_num_attr!r}")
+        for name in ("parallel_num_attr", "target_shape_attr"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, str) and value):
+                raise ValueError(f"op {op!r}: {name} must be None or an attribute name, got {value!r}")
+        if self.fixed_shape and self.target_shape_attr is not None:
+            raise ValueError(f"op {op!r}: fixed_shape (a shape that cannot follow the rows) and target_shape_attr "
+                             f"(a shape rewritten to follow them) exclude each other")
 
 
 @dataclass(frozen=True)

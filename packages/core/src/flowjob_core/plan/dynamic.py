@@ -204,10 +204,10 @@ def actual_specs(job: Job, order: Sequence[Node], shapes: Sequence[tuple[int, ..
         if ops[node.op].shape.fixed_shape:
             raise DynamicShapeError(f"{where}: the op's target shape {node.attrs.get('shape')} was fixed at "
                                     f"trace time, so it cannot take a dynamic blob; feed the declared shape")
-        attrs = node.attrs
-        if node.op == "reshape":
-            attrs = {**attrs, "shape": reshaped(tuple(job.specs[node.inputs[0]].shape), ins[0].shape,
-                                                tuple(attrs["shape"]), where)}
+        attrs, target = node.attrs, ops[node.op].shape.target_shape_attr
+        if target is not None:
+            attrs = {**attrs, target: reshaped(tuple(job.specs[node.inputs[0]].shape), ins[0].shape,
+                                               tuple(attrs[target]), where)}
         try:
             outs = ops[node.op].infer(ins, attrs)
         except Exception as exc:  # ShapeError and the checks ops make with plain exceptions

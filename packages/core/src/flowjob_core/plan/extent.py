@@ -97,7 +97,7 @@ class Followers:
         job, ops = self.job, self.registries.ops
         declared = tuple(job.specs[i] for i in node.inputs)
         where = self._where(node, self.source[id(node)])
-        arena = self.arena
+        arena, target_attr = self.arena, ops[node.op].shape.target_shape_attr
 
         def build(args: tuple) -> Callable[..., Any]:
             # a tensor list enters whole: its reader was built for the declared maximum
@@ -105,13 +105,13 @@ class Followers:
                         for a, s in zip(args, declared))
             attrs = node.attrs
             outs: tuple[BlobSpec, ...] | None = None
-            if node.op == "reshape":
-                target = reshaped(declared[0].shape, ins[0].shape, tuple(attrs["shape"]),
+            if target_attr is not None:
+                target = reshaped(declared[0].shape, ins[0].shape, tuple(attrs[target_attr]),
                                   f"{where}, shapes {[s.shape for s in ins]}")
-                if ins[0].size == 0:  # no rows selected: reshape's own check wants positive sizes
+                if ins[0].size == 0:  # no rows selected: the op's own check wants positive sizes
                     target = tuple(0 if d == -1 else d for d in target)
                     outs = (BlobSpec(target, ins[0].dtype),)
-                attrs = {**attrs, "shape": target}
+                attrs = {**attrs, target_attr: target}
             if outs is None:
                 try:
                     outs = tuple(ops[node.op].infer(ins, attrs))

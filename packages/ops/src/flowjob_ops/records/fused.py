@@ -118,7 +118,8 @@ def _matmul_bias_grad(ctx: GradContext) -> list[Any]:
 
 MATMUL_BIAS = OpDef("matmul_bias", _matmul_bias_infer, kernel=_matmul_bias_kernel, grad=_matmul_bias_grad,
                     doc="inputs (a, b, bias): matmul -> bias_add (-> relu with activation='relu') on one buffer; "
-                        "made by the fusion pass", compute=Compute(flops=matmul_flops, amp="white"))
+                        "made by the fusion pass",
+                    compute=Compute(flops=matmul_flops, amp="white", bitwise_as_parts=True))
 
 
 # elementwise_chain ---------------------------------------------------------------------------
@@ -314,7 +315,8 @@ def chain_op(ops: Any = None) -> OpDef:
     # made by the fusion pass, after mixed precision has cast the graph: black, as it was without a class
     return OpDef("elementwise_chain", rules.infer, kernel=rules.kernel, grad=rules.grad,
                  doc="a run of elementwise ops (attribute steps: (op, attrs, args) each, -1 = the running "
-                     "value) evaluated in place in one buffer; made by the fusion pass", compute=Compute(amp="black"))
+                     "value) evaluated in place in one buffer; made by the fusion pass",
+                 compute=Compute(amp="black", bitwise_as_parts=True))
 
 
 def chain_function(ctx: KernelContext) -> Callable[..., Any]:

@@ -72,7 +72,8 @@ def _identity_grad(ctx: GradContext) -> list[Any]:
 
 RESHAPE = OpDef("reshape", _reshape_infer, kernel=_reshape_kernel, grad=_reshape_grad,
                 doc="the same elements in a new shape (one -1 is inferred); a view",
-                compute=Compute(layouts=layout_rules.linear_unary, amp="clear"), effects=Effects(view=True))
+                compute=Compute(layouts=layout_rules.linear_unary, amp="clear"), effects=Effects(view=True),
+                shape=ShapeTraits(target_shape_attr="shape"))
 IDENTITY = OpDef("identity", same_as_first, kernel=_identity_kernel, grad=_identity_grad, doc="x itself",
                  compute=Compute(layouts=layout_rules.linear_unary, amp="clear"), effects=Effects(view=True))
 # legacy's marker for auto mixed precision: x itself, a white-list op, so what it reads runs in float16
