@@ -95,7 +95,9 @@ def test_each_rank_loads_only_its_rows(one_process, tmp_path, mode, n):
         assert held["columns"].tobytes() == columns[:, r * width:(r + 1) * width].tobytes(), r
         assert held["bias"].tobytes() == (one_process / "bias" / "out").read_bytes(), r
     if mode == "load" and n > 1:  # no rank read a whole split variable's file
-        assert max(_peak(tmp_path, r) for r in range(n)) < 0.75 * 2 / n
+        # on the emulated device the device's arrays are host memory too: the piece written onto it counts once more
+        device_share = 1 if os.environ.get("FLOWJOB_GPU_EMULATION") == "1" else 0
+        assert max(_peak(tmp_path, r) for r in range(n)) < (0.75 * 2 + device_share) / n
     elif mode == "load_unshared":
         assert "some ranks do not see its files (no shared file system); rank 0 read each rank's rows" in result.stderr
 

@@ -89,4 +89,4 @@ if mode == "fail":  # the session is usable: the same save, its writes no longer
     row_files.write_piece = real_write
     check_point.save(path)
 store = get_default_session().variables
-np.savez(os.path.join(out_dir, f"rank{rank}.npz"), **{n: np.array(store[n].array) for n in store.names()})
+np.savez(os.path.join(out_dir, f"rank{rank}.npz"), **{n: store.get(n) for n in store.names()})

@@ -127,7 +127,11 @@ class VariableStore:
 
     def get(self, name: str) -> np.ndarray:
         """A host copy of the current value: of this rank's piece, for a split variable (``local_spec``)."""
-        return np.array(self.backend.to_host(self[name].array), copy=True)
+        array = self[name].array
+        host = self.backend.to_host(array)
+        if host is array or (isinstance(array, np.ndarray) and np.may_share_memory(host, array)):  # the host's own
+            return np.array(host, copy=True)
+        return np.asarray(host)  # a device backend's host copy is new already: a second copy would double the peak
 
     def assign(self, name: str, value: Any) -> None:
         """Write ``value`` into the variable in place, after checking shape and dtype. ``value`` is the logical
