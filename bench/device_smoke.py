@@ -28,27 +28,12 @@ import ctypes.util
 import glob
 import os
 import sys
-import time
-import traceback
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-failures: list[str] = []
+from check_report import check, failures
 
-
-def check(label: str, attempt: Callable[[], Any]) -> Any:
-    start = time.perf_counter()
-    try:
-        shown = attempt()
-    except Exception as exc:  # every failure is reported, then the next check runs
-        failures.append(label)
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        print(f"FAIL {label}: {type(exc).__name__}: {str(exc)[:400]} (at {frame.filename.rsplit('/', 1)[-1]}:"
-              f"{frame.lineno})", flush=True)
-        return None
-    print(f"ok   {label}: {shown} ({time.perf_counter() - start:.1f} s)", flush=True)
-    return shown
 
 
 def cupy_module(emulated: bool) -> Any:
