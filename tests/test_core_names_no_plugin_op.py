@@ -75,3 +75,11 @@ def test_the_ops_plugins_tensor_methods_are_the_ones_the_tensor_lacks():
     assert {"reshape", "sum", "to", "normal_", "relu", "clone"} <= set(methods)
     shadowed = sorted(name for name in methods if name in vars(Tensor))
     assert not shadowed, f"registered tensor methods that flow.Tensor defines itself (never looked up): {shadowed}"
+
+
+def test_the_traits_core_reads_instead_of_op_names_are_declared_by_the_ops_records():
+    """Core rewrites a traced target shape and cuts bitwise fusions by these traits, never by an op's name."""
+    ops = Session().registries.ops
+    assert [op.name for op in ops if op.shape.target_shape_attr is not None] == ["reshape"]
+    assert ops["reshape"].shape.target_shape_attr == "shape"
+    assert {op.name for op in ops if op.compute.bitwise_as_parts} == {"elementwise_chain", "matmul_bias"}

@@ -57,16 +57,6 @@ def test_shape_traits_refuse_bad_positions_and_an_empty_attribute_name_naming_th
         OpDef("toy_both", _same, shape=ShapeTraits(fixed_shape=True, target_shape_attr="shape"))
 
 
-def test_the_traits_core_reads_instead_of_op_names_are_declared_by_the_ops_records():
-    """Core rewrites a traced target shape and cuts bitwise fusions by these traits, never by an op's name."""
-    from flowjob_core import Session
-
-    ops = Session().registries.ops
-    assert [op.name for op in ops if op.shape.target_shape_attr is not None] == ["reshape"]
-    assert ops["reshape"].shape.target_shape_attr == "shape"
-    assert {op.name for op in ops if op.compute.bitwise_as_parts} == {"elementwise_chain", "matmul_bias"}
-
-
 def test_legacy_face_refuses_repeated_names_and_a_rename_to_no_input_naming_the_op():
     with pytest.raises(ValueError, match=r"op 'toy_names': input_names names 'x' twice"):
         OpDef("toy_names", _same, legacy=LegacyFace(input_names=("x", "x")))
