@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import OrderedDict
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 
 import oneflow as flow
@@ -18,8 +20,6 @@ import oneflow.core.operator.op_conf_pb2 as op_conf_util
 import oneflow.typing as tp
 from flowjob_core.testing.modules import sibling
 
-onnx = pytest.importorskip("onnx", reason="the onnx package (flowjob-ops[onnx]) is not installed")
-ort = pytest.importorskip("onnxruntime", reason="legacy's model tests compare against onnxruntime")
 fresh_session = sibling(__file__, "op_surface_helpers").fresh_session
 OPSETS = [None, 10, 11, 13]
 

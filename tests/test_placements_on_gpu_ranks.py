@@ -7,11 +7,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-pytest.importorskip("flowjob_mpi")
-pytest.importorskip("flowjob_gpu")
-from flowjob_mpi.launch import find_mpiexec  # noqa: E402
+from flowjob_mpi.launch import find_mpiexec
 
 WORKER = Path(__file__).resolve().parents[1] / "packages" / "mpi" / "tests" / "workers" / "placed_stages.py"
 

@@ -302,9 +302,21 @@ def test_a_plans_handle_is_destroyed_with_it(frontend):
     assert frontend.destroyed == frontend.handles
 
 
-# the real frontend, where installed: its Python graph is built without a device ----------------------------------
+def _real_frontend():
+    """cuDNN's frontend on a GPU machine: the device check installs the cudnn extra, and there its absence fails the
+    test; a GPU machine set up by hand without the extra skips, saying so."""
+    if os.environ.get(REQUIRE) == "1":
+        import cudnn
+        return cudnn
+    return pytest.importorskip("cudnn", reason="this GPU machine lacks nvidia-cudnn-frontend (pip install "
+                                               "'flowjob-gpu[cudnn]'); the device check installs it")
+
+
+# the real frontend: on a GPU machine, where the device check installs it (its Python graph needs no device, but
+# the frontend comes with the cudnn extra, which only a machine with a device installs) ----------------------------
+@pytest.mark.gpu
 def test_the_real_frontends_graph_takes_the_configuration():
-    cudnn = pytest.importorskip("cudnn", reason="nvidia-cudnn-frontend is not installed (the cudnn extra)")
+    cudnn = _real_frontend()
     op, x_shape, w_shape, attrs, dtype = CASES[1]
     inputs, y_shape, _ = _arrays(op, x_shape, w_shape, attrs, dtype)
     config = cudnn_convolution.Config.of(_context(emulated_cupy(), op, inputs, [y_shape], attrs, {}))
@@ -380,10 +392,7 @@ def test_cudnn_on_the_device_matches_the_records(case, caplog):
     """cuDNN itself (the frontend installed: the device check installs the cudnn extra), each configuration's
     three nodes against the records' numpy kernels; a configuration cuDNN refuses must say so, not pass silently."""
     cp = available_cupy()
-    if os.environ.get(REQUIRE) == "1":  # the device check installs the extra: there its absence fails the test
-        import cudnn  # noqa: F401
-    else:
-        pytest.importorskip("cudnn", reason="nvidia-cudnn-frontend is not installed (the cudnn extra)")
+    _real_frontend()
     op, x_shape, w_shape, attrs, dtype = case
     inputs, y_shape, dy = _arrays(op, x_shape, w_shape, attrs, dtype)
     shared: dict = {}

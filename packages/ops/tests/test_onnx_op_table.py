@@ -8,6 +8,8 @@ import re
 from typing import Any, Iterator
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,13 +17,9 @@ from hypothesis import strategies as st
 from flowjob_core import BlobSpec, Session
 from flowjob_core.testing.modules import sibling
 from flowjob_core.testing.single_op import add_returns, run_op, trace_op
-
-onnx = pytest.importorskip("onnx", reason="the onnx package (flowjob-ops[onnx]) is not installed")
-ort = pytest.importorskip("onnxruntime", reason="onnxruntime runs the exported models")
-
-from flowjob_ops.export.onnx_emitter import OnnxExportError  # noqa: E402
-from flowjob_ops.export.onnx_export import build_model  # noqa: E402
-from flowjob_ops.export.onnx_nodes import CONVERTERS  # noqa: E402
+from flowjob_ops.export.onnx_emitter import OnnxExportError
+from flowjob_ops.export.onnx_export import build_model
+from flowjob_ops.export.onnx_nodes import CONVERTERS
 
 CASES = [case for case in sibling(__file__, "op_cases").CASES if case.op in CONVERTERS]
 
