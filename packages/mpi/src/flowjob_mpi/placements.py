@@ -51,6 +51,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from flowjob_core import BlobSpec, Effects, KernelContext, OpDef, switches
+from flowjob_core.api import env
 from flowjob_core.ir.job import Job, Node
 from flowjob_core.trace.scope import DEVICE_IDS
 
@@ -151,8 +152,6 @@ def grid_of(session: Any, w: World) -> Grid:
 
 def declared_machines(session: Any) -> int:
     """The machines the program named: ``flow.env.machine``'s list, else ``flow.config.machine_num``; 0: none."""
-    from flowjob_core.api import env
-
     return len(env.machines()) or getattr(session.config, "machine_num", None) or 0
 
 
